@@ -1,0 +1,49 @@
+"""TileLang: a tile-level kernel language whose backends are plugins.
+
+``import tilelang`` stays light: it loads the plugin manifests (no TVM, no SDK). TVM is
+imported by ``tilelang.language`` and on the first compilation.
+"""
+
+# Plugin distributions add subpackages (tilelang.cuda, tilelang.jit.adapter.nvrtc, ...)
+# from their own source trees; extending __path__ lets editable installs of several
+# distributions share this package.
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
+from . import env  # noqa: E402
+from ._version import __version__  # noqa: E402
+from .errors import (  # noqa: E402
+    ArgumentError,
+    BackendNotFoundError,
+    BackendUnavailableError,
+    CompileError,
+    LanguageError,
+    LaunchError,
+    ManifestError,
+    PluginError,
+    TileLangError,
+)
+from .jit import JITKernel, compile, jit  # noqa: E402
+from .plugins import load_plugins  # noqa: E402
+
+__all__ = [
+    "ArgumentError",
+    "BackendNotFoundError",
+    "BackendUnavailableError",
+    "CompileError",
+    "JITKernel",
+    "LanguageError",
+    "LaunchError",
+    "ManifestError",
+    "PluginError",
+    "TileLangError",
+    "__version__",
+    "compile",
+    "jit",
+    "load_plugins",
+]
+
+# Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).
+if not env.flag(env.NO_PLUGIN_AUTOLOAD):
+    load_plugins()

@@ -1,0 +1,108 @@
+"""Execution backends: the shared Build -> Load -> Launch implementations.
+
+A target backend *declares* which execution backends can consume its output, in auto
+preference order, with :class:`ExecutionBackendSpec`. An execution backend *implements*
+:class:`ExecutionBackend` and is contributed by a plugin; it owns cache orchestration,
+wrapper creation, artifact loading, argument and stream binding, launch and lifetime.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ManifestError
+
+if TYPE_CHECKING:
+    from ..engine.artifact import CompiledArtifact
+    from .module import BackendContext
+
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ExecutionBackendSpec:
+    """A target backend's compatibility declaration for one execution backend.
+
+    name: the execution backend's registered name.
+    is_available: target-side availability, None when available, else the reason
+        (e.g. the target backend's own toolchain is missing); the execution backend's own
+        availability is asked separately.
+    supports_target: predicate on the normalized target; None means every target.
+    requires_host_codegen: the execution backend loads host code produced by codegen_host.
+    requires_device_compile: device code must be compiled eagerly (binary, not source).
+    """
+
+    name: str
+    is_available: Callable[[], str | None] | None = None
+    supports_target: Callable[[Any], bool] | None = None
+    requires_host_codegen: bool = True
+    requires_device_compile: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME.match(self.name):
+            raise ManifestError(
+                f"ExecutionBackendSpec name {self.name!r} must be lower_snake_case"
+            )
+        for field in ("is_available", "supports_target"):
+            value = getattr(self, field)
+            if value is not None and not callable(value):
+                raise ManifestError(f"ExecutionBackendSpec({self.name!r}).{field} must be callable")
+
+
+class KernelLauncher(ABC):
+    """A loaded kernel, ready to launch. Returned by :meth:`ExecutionBackend.load`."""
+
+    @abstractmethod
+    def __call__(self, *args: Any, stream: Any = None) -> Any:
+        """Validate and bind ``args``, allocate outputs, launch; return the outputs."""
+
+
+class ExecutionBackend(ABC):
+    """The interface an execution backend implements.
+
+    Contract:
+    - ``build`` turns a compiled artifact into the files the backend needs at load time
+      (a shared library, a cubin, a wrapper); the bytes are stored by the kernel cache
+      under the artifact's key, so they must not embed absolute paths of this process.
+    - ``load`` receives the artifact and the directory holding those files (fresh from
+      ``build`` or from the cache in another process) and returns a launcher.
+    - Argument validation happens in the launcher, before any launch, and raises
+      :class:`tilelang.errors.ArgumentError`.
+    """
+
+    #: registered name, e.g. "tvm_ffi"
+    name: str = ""
+    #: description shown by `tilelang backends list`
+    description: str = ""
+
+    @property
+    def version(self) -> str:
+        """Version that enters cache keys; defaults to the providing distribution's."""
+        return getattr(self, "_tilelang_dist_version", "0")
+
+    def unavailable_reason(self) -> str | None:
+        """None when this backend can run here, else a sentence saying why not."""
+        return None
+
+    @abstractmethod
+    def build(self, artifact: CompiledArtifact, context: BackendContext) -> Mapping[str, bytes]:
+        """Build step: produce the files that ``load`` needs, as name -> bytes."""
+
+    @abstractmethod
+    def load(
+        self, artifact: CompiledArtifact, directory: Path, context: BackendContext
+    ) -> KernelLauncher:
+        """Load step: load the built files from ``directory`` and return a launcher."""
+
+
+def validate_execution_backend(obj: object, where: str) -> ExecutionBackend:
+    if not isinstance(obj, ExecutionBackend):
+        raise ManifestError(f"{where}: {obj!r} is not a tilelang.backend.ExecutionBackend")
+    if not isinstance(obj.name, str) or not NAME.match(obj.name):
+        raise ManifestError(f"{where}: execution backend name {obj.name!r} must be lower_snake_case")
+    return obj

@@ -1,0 +1,64 @@
+"""PassPipeline: a backend's complete, ordered lowering sequence.
+
+The ordered lists live in the backend's ``pipeline.py`` as literal lists in functions; this
+class only runs them. It never opens a pass-instrumentation session: the compiler entry
+point owns that. Each phase runs as a named ``Sequential`` so that an active session sees
+backend-specific phase scopes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...errors import ManifestError
+
+if TYPE_CHECKING:
+    from ..module import BackendContext
+
+PassList = Callable[["BackendContext"], Sequence[Any]]
+
+# Pass configs TileLang itself understands (keys of tilelang.compile(pass_configs=...)).
+# Keys starting with "tir." are forwarded to TVM's PassContext unchanged.
+KNOWN_PASS_CONFIGS: dict[str, str] = {
+    "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+    "tl.disable_parallel": "CPU: run kernel blocks serially instead of on the thread pool",
+}
+
+
+def pass_config(name: str, default: Any = None) -> Any:
+    """Read a pass config of the active compilation (tilelang.compile(pass_configs=...))."""
+    from ...engine.lower import current_pass_configs
+
+    return current_pass_configs().get(name, default)
+
+
+@dataclass(frozen=True)
+class PassPipeline:
+    """name: phase-scope prefix; lowering: passes up to and including MakePackedAPI;
+    finalize_host / finalize_device: passes after the host/device split."""
+
+    name: str
+    lowering: PassList
+    finalize_host: PassList
+    finalize_device: PassList
+
+    def __post_init__(self) -> None:
+        for field in ("lowering", "finalize_host", "finalize_device"):
+            if not callable(getattr(self, field)):
+                raise ManifestError(f"PassPipeline({self.name!r}).{field} must be callable")
+
+    def _run(self, phase: str, passes: Sequence[Any], mod: Any) -> Any:
+        import tvm
+
+        return tvm.transform.Sequential(list(passes), name=f"{self.name}.{phase}")(mod)
+
+    def lower(self, mod: Any, context: BackendContext) -> Any:
+        return self._run("lower", self.lowering(context), mod)
+
+    def finalize_host_module(self, mod: Any, context: BackendContext) -> Any:
+        return self._run("finalize_host", self.finalize_host(context), mod)
+
+    def finalize_device_module(self, mod: Any, context: BackendContext) -> Any:
+        return self._run("finalize_device", self.finalize_device(context), mod)

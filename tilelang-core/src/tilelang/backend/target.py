@@ -1,0 +1,75 @@
+"""Common target plumbing: detection for ``target="auto"`` and normalization to tvm Targets.
+
+Backend-specific parsing (aliases, defaults, canonical attributes) belongs to the backend:
+its manifest's ``aliases``/``default_target``/``canonicalize_target``. This module only
+turns a request into a tvm ``Target`` and asks registered detectors what "auto" means.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BackendNotFoundError, ManifestError
+
+TargetSpec = Any  # a kind name, a dict, a JSON string, or a tvm.target.Target
+
+
+@dataclass(frozen=True)
+class TargetDetector:
+    """Answers what ``target="auto"`` means on this machine.
+
+    detect() returns a target spec when its backend can run here, else None. Among the
+    detectors that answer, the highest priority wins (ties: name order).
+    """
+
+    name: str
+    priority: int
+    detect: Callable[[], TargetSpec | None]
+
+    def __post_init__(self) -> None:
+        if not callable(self.detect):
+            raise ManifestError(f"TargetDetector({self.name!r}).detect must be callable")
+
+
+def detect_auto_target(detectors: Mapping[str, TargetDetector]) -> tuple[TargetSpec, str]:
+    """Run detectors in priority order; return (spec, detector name)."""
+    ordered = sorted(detectors.values(), key=lambda d: (-d.priority, d.name))
+    for detector in ordered:
+        spec = detector.detect()
+        if spec is not None:
+            return spec, detector.name
+    raise BackendNotFoundError(
+        "target='auto': no installed target backend can run on this machine "
+        f"(detectors asked: {', '.join(d.name for d in ordered) or 'none'}); "
+        "pass an explicit target or install a backend"
+    )
+
+
+def to_tvm_target(spec: TargetSpec) -> Any:
+    """A tvm Target from a kind name, dict, JSON string or Target."""
+    from tvm.target import Target
+
+    if isinstance(spec, Target):
+        return spec
+    if isinstance(spec, str) and spec.lstrip().startswith("{"):
+        spec = json.loads(spec)
+    try:
+        return Target(spec)
+    except Exception as err:  # tvm raises its own error types for bad targets
+        raise BackendNotFoundError(f"cannot parse target {spec!r}: {err}") from err
+
+
+def target_to_json(target: Any) -> str:
+    """A stable text form of a target (host included) for cache keys and artifacts."""
+    return str(target.export()) if hasattr(target, "export") else str(target)
+
+
+def default_host_target() -> Any:
+    """llvm when this TVM has LLVM, else c (compiled with the system C compiler)."""
+    import tvm
+    from tvm.target import Target
+
+    return Target("llvm" if tvm.runtime.enabled("llvm") else "c")

@@ -1,0 +1,1 @@
+"""The built-in CPU target backend (TVM target kinds ``llvm`` and ``c``)."""

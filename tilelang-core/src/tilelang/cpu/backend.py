@@ -1,0 +1,41 @@
+"""The one place the CPU backend's manifest is assembled, and its plugin hooks.
+
+Core's built-ins register through the same ``tilelang.plugins`` entry points as any other
+distribution (see tilelang-core's pyproject.toml): no private path.
+"""
+
+from __future__ import annotations
+
+from ..backend import BackendModule, ExecutionBackendSpec, TargetDetector
+from ..plugins import hookimpl
+from . import target
+
+TILELANG_PLUGIN_API = 1
+
+_KINDS = ("llvm", "c")
+
+BACKEND = BackendModule(
+    name="cpu",
+    target_kinds=_KINDS,
+    pipelines={kind: "tilelang.cpu.pipeline:CPU_PIPELINE" for kind in _KINDS},
+    device_codegens={kind: "tilelang.cpu.codegen:CPU_DEVICE_CODEGEN" for kind in _KINDS},
+    host_codegens={
+        "llvm": "tilelang.cpu.codegen:LLVM_HOST_CODEGEN",
+        "c": "tilelang.cpu.codegen:C_HOST_CODEGEN",
+    },
+    execution_backends=(ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),),
+    aliases=("cpu",),
+    default_target=target.default_cpu_target,
+    unavailable_reason=target.unavailable_reason,
+    description="CPU kernels through TVM's LLVM (or C) codegen; blocks run on the thread pool",
+)
+
+
+@hookimpl
+def tilelang_backend_modules() -> list[BackendModule]:
+    return [BACKEND]
+
+
+@hookimpl
+def tilelang_target_detectors() -> list[TargetDetector]:
+    return [TargetDetector("cpu", priority=0, detect=target.detect)]

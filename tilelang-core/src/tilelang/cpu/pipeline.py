@@ -1,0 +1,47 @@
+"""The CPU backend's complete lowering sequence, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..backend import PassPipeline, pass_config
+
+
+def lowering_passes(context: Any) -> Sequence[Any]:
+    from tvm import s_tir, tirx
+
+    from .transform import LowerKernelLaunchToLoops, LowerScopesToCPU
+
+    vectorize = not pass_config("tl.disable_vectorize", False)
+    return [
+        LowerKernelLaunchToLoops(),
+        LowerScopesToCPU(),
+        s_tir.transform.UnifyThreadBinding(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.VectorizeLoop(vectorize),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.CommonSubexprElim(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+
+
+def finalize_host_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
+
+
+def finalize_device_passes(context: Any) -> Sequence[Any]:
+    return []
+
+
+CPU_PIPELINE = PassPipeline("tl.cpu", lowering_passes, finalize_host_passes, finalize_device_passes)

@@ -1,0 +1,34 @@
+"""CPU targets: ``llvm`` for this machine's CPU when TVM has LLVM, else ``c``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def llvm_enabled() -> bool:
+    import tvm
+
+    return bool(tvm.runtime.enabled("llvm"))
+
+
+def default_cpu_target() -> dict[str, Any]:
+    """The best CPU target here: llvm tuned for the host CPU, or c without LLVM."""
+    if not llvm_enabled():
+        return {"kind": "c"}
+    from tvm.target import codegen
+
+    return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
+
+
+def detect() -> dict[str, Any]:
+    """Target detector: a CPU is always there; lowest priority, so any device wins."""
+    return default_cpu_target()
+
+
+def unavailable_reason() -> str | None:
+    """The CPU backend needs either TVM's LLVM or a C compiler to build the c kind."""
+    import shutil
+
+    if llvm_enabled() or shutil.which("cc") or shutil.which("gcc"):
+        return None
+    return "this apache-tvm build has no LLVM and no C compiler (cc/gcc) is on PATH"

@@ -1,0 +1,114 @@
+"""LowerKernelLaunchToLoops: T.Kernel on the CPU.
+
+A kernel's blocks are independent, so the block grid becomes one fused parallel loop over
+gx*gy*gz blocks (TVM's thread pool runs it; fusing keeps every core busy whatever axis
+is long). A block's threads run one after another: TileLang semantics (T.Parallel over a
+tile, no user-visible thread ids) need no more. Loops written with T.Parallel then run in
+parallel only at the outermost level — LLVM's parallel loops do not nest — and the
+innermost ones are left to LLVM's vectorizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+
+from ...backend import pass_config
+from ...errors import LanguageError
+
+_SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
+
+
+def _launch_chain(stmt: Any) -> tuple[list[tuple[str, Any, Any]], Any]:
+    chain = []
+    while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
+        chain.append((stmt.node.thread_tag, stmt.node.var, stmt.value))
+        stmt = stmt.body
+    return chain, stmt
+
+
+def _uses(body: Any, var: Any) -> bool:
+    found = []
+    tvm_ffi.structural_walk(body, (tirx.Var, lambda v: found.append(1) if v.same_as(var) else None))
+    return bool(found)
+
+
+def _serialize_parallel(body: Any) -> Any:
+    def on_for(loop: Any) -> Any:
+        if loop.kind != _PARALLEL:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, _SERIAL, loop.body,
+                        annotations=loop.annotations)
+
+    return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
+
+
+def _keep_outermost_parallel(stmt: Any) -> Any:
+    """Serialize every parallel loop nested inside another parallel loop."""
+
+    def visit(node: Any) -> Any:
+        if isinstance(node, tirx.For) and node.kind == _PARALLEL:
+            return tirx.For(node.loop_var, node.min, node.extent, _PARALLEL,
+                            _serialize_parallel(node.body), annotations=node.annotations)
+        return None
+
+    def on_stmt(node: Any) -> Any:
+        out = visit(node)
+        return node if out is None else out
+
+    return tvm_ffi.structural_map(stmt, (tirx.For, on_stmt), order="pre")
+
+
+def _lower_launch(stmt: Any, kernel: str) -> Any:
+    chain, body = _launch_chain(stmt)
+    blocks = [(t, v, e) for t, v, e in chain if t.startswith("blockIdx")]
+    threads = [(t, v, e) for t, v, e in chain if t.startswith("threadIdx")]
+    if len(blocks) + len(threads) != len(chain):
+        raise LanguageError(f"kernel {kernel!r}: unexpected launch attribute in {[c[0] for c in chain]}")
+    # threads run in sequence; a kernel that reads its thread index gets a serial loop
+    for tag, var, extent in reversed(threads):
+        if _uses(body, var):
+            body = tirx.For(var, 0, extent, _SERIAL, body)
+    total = None
+    for _, _, extent in blocks:
+        total = extent if total is None else total * extent
+    parallel_blocks = not pass_config("tl.disable_parallel", False) and not (
+        isinstance(total, tirx.IntImm) and total.value == 1
+    )
+    if parallel_blocks:
+        body = _serialize_parallel(body)
+    if not blocks:
+        return body
+    fused = tirx.Var("block", blocks[0][1].ty)
+    stride = None
+    binds = []
+    for _, var, extent in blocks:
+        index = fused if stride is None else tirx.floordiv(fused, stride)
+        value = tirx.floormod(index, extent) if len(blocks) > 1 else index
+        binds.append(tirx.Bind(var, value))
+        stride = extent if stride is None else stride * extent
+    body = tirx.SeqStmt([*binds, body])
+    return tirx.For(fused, 0, total, _PARALLEL if parallel_blocks else _SERIAL, body)
+
+
+def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
+    kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+
+    def on_attr(stmt: Any) -> Any:
+        if stmt.attr_key == "thread_extent" and stmt.node.thread_tag.startswith("blockIdx"):
+            return _lower_launch(stmt, kernel)
+        if stmt.attr_key == "thread_extent":
+            # a T.Kernel with threads but no grid cannot be written; a bare launch_thread
+            # of a thread axis is lowered the same way
+            return _lower_launch(stmt, kernel)
+        return stmt
+
+    body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
+    body = _keep_outermost_parallel(body)
+    return func.with_body(body)
+
+
+def LowerKernelLaunchToLoops() -> Any:  # noqa: N802 - TVM pass naming
+    return tirx.transform.prim_func_pass(_lower_func, opt_level=0, name="tl.cpu.LowerKernelLaunchToLoops")

@@ -1,0 +1,86 @@
+"""CompiledArtifact: what the engine hands to an execution backend. Serializable
+(sources, signature, launch metadata); runtime modules ride along in memory only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+Dim = int | str  # a constant extent, or the name of a symbolic dimension
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One kernel parameter: a tensor (dtype + shape) or a scalar (dtype only)."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...] | None = None  # None for scalars
+    strides: tuple[Dim, ...] | None = None  # None: compact row-major
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One device kernel: its symbol and launch extents as expressions of the symbols."""
+
+    symbol: str
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
+    dynamic_smem: str = "0"
+
+
+@dataclass(frozen=True)
+class CompiledArtifact:
+    kernel_name: str
+    params: tuple[ParamInfo, ...]
+    out_idx: tuple[int, ...]
+    target: str
+    target_host: str
+    target_backend: str
+    execution_backend: str
+    host_source: str = ""
+    device_source: str = ""
+    launches: tuple[KernelLaunch, ...] = ()
+    # in-memory only: tvm runtime modules produced by codegen
+    host_module: Any = field(default=None, compare=False, repr=False)
+    device_module: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        """Names of the symbolic dimensions, in first-use order."""
+        seen: dict[str, None] = {}
+        for p in self.params:
+            for d in (p.shape or ()) + (p.strides or ()):
+                if isinstance(d, str):
+                    seen.setdefault(d)
+        return tuple(seen)
+
+    def to_json(self) -> str:
+        data = asdict(replace(self, host_module=None, device_module=None))
+        data.pop("host_module")
+        data.pop("device_module")
+        return json.dumps(data, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CompiledArtifact:
+        data = json.loads(text)
+        data["params"] = tuple(
+            ParamInfo(
+                p["name"],
+                p["dtype"],
+                None if p["shape"] is None else tuple(p["shape"]),
+                None if p["strides"] is None else tuple(p["strides"]),
+            )
+            for p in data["params"]
+        )
+        data["launches"] = tuple(
+            KernelLaunch(k["symbol"], tuple(k["grid"]), tuple(k["block"]), k["dynamic_smem"])
+            for k in data["launches"]
+        )
+        data["out_idx"] = tuple(data["out_idx"])
+        return cls(**data)

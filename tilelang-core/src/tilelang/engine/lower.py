@@ -1,0 +1,151 @@
+"""The compiler entry point: PrimFunc + BackendContext -> CompiledArtifact.
+
+It owns the pass-instrumentation session (a tvm PassContext with the caller's configs and
+instruments); backends only add their phase scopes. Nothing here asks which target kind is
+being compiled: every target-specific answer comes from the context's manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..backend.module import BackendContext
+from ..backend.pass_pipeline.pipeline import KNOWN_PASS_CONFIGS
+from ..backend.target import target_to_json
+from ..errors import CompileError, LanguageError, TileLangError
+from .artifact import CompiledArtifact, ParamInfo
+
+_PASS_CONFIGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "tilelang_pass_configs", default={}
+)
+
+
+def current_pass_configs() -> Mapping[str, Any]:
+    return _PASS_CONFIGS.get()
+
+
+def validate_pass_configs(pass_configs: Mapping[str, Any] | None) -> dict[str, Any]:
+    configs = dict(pass_configs or {})
+    unknown = [k for k in configs if k not in KNOWN_PASS_CONFIGS and not k.startswith("tir.")]
+    if unknown:
+        valid = ", ".join(sorted(KNOWN_PASS_CONFIGS))
+        raise CompileError(
+            f"unknown pass config(s) {unknown}; valid: {valid}, or any TVM 'tir.*' config"
+        )
+    return configs
+
+
+@contextlib.contextmanager
+def _session(configs: Mapping[str, Any], instruments: Sequence[Any]) -> Iterator[None]:
+    import tvm
+
+    tvm_configs = {k: v for k, v in configs.items() if k.startswith("tir.")}
+    token = _PASS_CONFIGS.set(dict(configs))
+    try:
+        with tvm.transform.PassContext(opt_level=3, config=tvm_configs, instruments=list(instruments)):
+            yield
+    finally:
+        _PASS_CONFIGS.reset(token)
+
+
+def _dim(expr: Any, where: str) -> int | str:
+    from tvm import tirx
+
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    if isinstance(expr, tirx.Var):
+        return expr.name
+    raise LanguageError(
+        f"{where}: dimension {expr} is an expression; use a constant or a single symbolic "
+        "dimension (T.symbolic) per axis"
+    )
+
+
+def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
+    from tvm import tirx
+
+    params = []
+    for param in func.params:
+        buffer = param.ty
+        if not isinstance(buffer, tirx.BufferType):
+            params.append(ParamInfo(param.name, str(buffer.dtype)))
+            continue
+        where = f"kernel {name!r}, parameter {param.name!r}"
+        shape = tuple(_dim(d, where) for d in buffer.shape)
+        strides = tuple(_dim(s, where) for s in buffer.strides) if len(buffer.strides) else None
+        params.append(ParamInfo(param.name, str(buffer.dtype), shape, strides))
+    return tuple(params)
+
+
+def lower(
+    func: Any,
+    context: BackendContext,
+    *,
+    name: str | None = None,
+    out_idx: Sequence[int] = (),
+    pass_configs: Mapping[str, Any] | None = None,
+    instruments: Sequence[Any] = (),
+) -> CompiledArtifact:
+    """Lower and generate code for one kernel. Raises LanguageError or CompileError."""
+    import tvm
+    from tvm.tirx.build import split_host_device_mods
+
+    from .semantic_check import check_fully_lowered, check_kernel
+
+    if name is None:
+        symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+        name = str(symbol) if symbol else "main"
+    check_kernel(func, name)
+    params = kernel_params(func, name)
+    out_idx = tuple(i if i >= 0 else len(params) + i for i in out_idx)
+    for i in out_idx:
+        if not 0 <= i < len(params) or not params[i].is_tensor:
+            raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
+    configs = validate_pass_configs(pass_configs)
+    stage = "lowering"
+    try:
+        with _session(configs, instruments):
+            mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
+            mod = tvm.tirx.transform.BindTarget(context.target)(mod)
+            mod = context.lower(mod)
+            check_fully_lowered(mod, name, context.module.name)
+            stage = "host/device split"
+            host_mod, device_mods = split_host_device_mods(mod)
+            device_source, device_module = "", None
+            if len(device_mods) > 1:
+                raise CompileError(f"kernel {name!r} produced device code for several targets")
+            for device_mod in device_mods.values():
+                if len(device_mod.functions) == 0:
+                    continue
+                stage = "device codegen"
+                device_mod = context.finalize_device(device_mod)
+                output = context.codegen_device(device_mod)
+                device_source, device_module = output.source, output.module
+            stage = "host codegen"
+            host_mod = context.finalize_host(host_mod)
+            host_mod = context.preprocess_host_codegen(host_mod)
+            host_module = context.codegen_host(host_mod) if context.execution_spec.requires_host_codegen else None
+    except TileLangError:
+        raise
+    except Exception as err:  # TVM reports its own error types
+        raise CompileError(
+            f"kernel {name!r}: {stage} failed in {context.describe()}: {type(err).__name__}: {err}"
+        ) from err
+    from ..backend.device_codegen import inspect_source
+
+    return CompiledArtifact(
+        kernel_name=name,
+        params=params,
+        out_idx=out_idx,
+        target=target_to_json(context.target),
+        target_host=target_to_json(context.target_host),
+        target_backend=context.module.name,
+        execution_backend=context.execution_backend.name,
+        host_source=inspect_source(host_module) if host_module is not None else "",
+        device_source=device_source,
+        host_module=host_module,
+        device_module=device_module,
+    )

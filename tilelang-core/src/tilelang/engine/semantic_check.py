@@ -1,0 +1,79 @@
+"""PreLowerSemanticCheck: backend-neutral checks with readable errors, before lowering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import LanguageError
+from ..language.kernel import BLOCK_TAGS
+
+SUPPORTED_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "bfloat16", "float32", "float64"}
+)
+
+
+def check_kernel(func: Any, name: str) -> None:
+    """Raise LanguageError for anything in ``func`` no backend could compile."""
+    if not isinstance(func, tirx.PrimFunc):
+        raise LanguageError(
+            f"kernel {name!r}: expected a T.prim_func, got {type(func).__name__}; decorate the "
+            "kernel body with @T.prim_func and return it from the @tilelang.jit function"
+        )
+    for param in func.params:
+        ty = param.ty
+        dtype = str(ty.dtype) if hasattr(ty, "dtype") else str(ty)
+        if not isinstance(ty, tirx.BufferType) and dtype == "handle":
+            raise LanguageError(
+                f"kernel {name!r}: parameter {param.name!r} is an untyped handle; annotate it "
+                "as T.Tensor(shape, dtype) or a scalar type such as T.int32"
+            )
+        if dtype not in SUPPORTED_DTYPES:
+            raise LanguageError(
+                f"kernel {name!r}: parameter {param.name!r} has dtype {dtype!r}; supported: "
+                f"{', '.join(sorted(SUPPORTED_DTYPES))}"
+            )
+    _check_launch_nesting(func.body, name)
+
+
+def _check_launch_nesting(body: Any, name: str) -> None:
+    """T.Kernel frames must not nest, and each block axis appears once per kernel."""
+    depth = {"kernels": 0}
+
+    def visit(stmt: Any) -> Any:
+        if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == BLOCK_TAGS[0]:
+            depth["kernels"] += 1
+            inner = []
+            tvm_ffi.structural_walk(
+                stmt.body,
+                (tirx.AttrStmt, lambda s: inner.append(s) if s.attr_key == "thread_extent"
+                 and s.node.thread_tag == BLOCK_TAGS[0] else None),
+            )
+            if inner:
+                raise LanguageError(
+                    f"kernel {name!r}: T.Kernel frames are nested; a kernel body may contain "
+                    "T.Kernel frames one after another, not one inside another"
+                )
+        return None
+
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, visit))
+
+
+def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
+    """A TileLang op that reached codegen would fail with a confusing message; say it here."""
+    from ..language.ops import tl_op_names_in
+
+    for func in mod.functions.values():
+        left = tl_op_names_in(func)
+        if left:
+            raise LanguageError(
+                f"kernel {name!r}: target backend {backend!r} did not lower {sorted(left)}; the "
+                "op is not supported by this backend (choose another target or report it)"
+            )
+
+
+__all__ = ["SUPPORTED_DTYPES", "check_fully_lowered", "check_kernel", "tvm"]

@@ -1,0 +1,46 @@
+"""The one error hierarchy of TileLang.
+
+Every message says what failed, where (backend, stage, kernel), why, and what fixes it.
+"""
+
+from __future__ import annotations
+
+
+class TileLangError(Exception):
+    """Base class of every error TileLang raises on purpose."""
+
+
+class ManifestError(TileLangError, ValueError):
+    """A BackendModule or ExecutionBackendSpec declaration is invalid."""
+
+
+class PluginError(TileLangError):
+    """A plugin failed to import, validate or register (raised in strict mode)."""
+
+
+class BackendNotFoundError(TileLangError, LookupError):
+    """No installed target backend or execution backend matches a request."""
+
+
+class BackendUnavailableError(TileLangError):
+    """A backend is installed but cannot run here (missing SDK, driver or compiler)."""
+
+
+class LanguageError(TileLangError, ValueError):
+    """A kernel uses the language incorrectly (found while building or checking the IR)."""
+
+
+class CompileError(TileLangError):
+    """Lowering or code generation failed."""
+
+
+class ArgumentError(TileLangError, TypeError):
+    """A kernel was called with arguments that do not match its signature."""
+
+
+class LaunchError(TileLangError, RuntimeError):
+    """A kernel launch failed after its arguments were accepted."""
+
+
+class CacheError(TileLangError):
+    """The kernel cache could not be read or written."""

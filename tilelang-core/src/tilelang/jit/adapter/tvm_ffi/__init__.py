@@ -1,0 +1,1 @@
+"""The built-in ``tvm_ffi`` execution backend."""

@@ -1,0 +1,65 @@
+"""tvm_ffi: Build = export the TVM runtime module (host code with the device module
+imported) as a shared library; Load = tvm.runtime.load_module; Launch = call the packed
+function through tvm_ffi, with arguments checked first by the shared ArgumentBinder."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ....backend import BackendContext, ExecutionBackend, KernelLauncher
+from ....engine.artifact import CompiledArtifact
+from ....errors import CompileError, LaunchError, TileLangError
+from ...arguments import ArgumentBinder
+
+LIBRARY = "kernel.so"
+
+
+class TVMFFILauncher(KernelLauncher):
+    def __init__(self, module: Any, artifact: CompiledArtifact, device_type: int) -> None:
+        self.module = module  # keeps the library loaded for the launcher's lifetime
+        self.function = module[artifact.kernel_name]
+        self.binder = ArgumentBinder(artifact, device_type)
+        self.single = len(artifact.out_idx) == 1
+
+    def __call__(self, *args: Any, stream: Any = None) -> Any:
+        call, outputs = self.binder.bind(args)
+        try:
+            self.function(*call)
+        except TileLangError:
+            raise
+        except Exception as err:  # the packed function's own checks, or a runtime failure
+            raise LaunchError(f"kernel {self.binder.kernel!r} failed: {err}") from err
+        if not outputs:
+            return None
+        return outputs[0] if self.single else tuple(outputs)
+
+
+class TVMFFIExecutionBackend(ExecutionBackend):
+    name = "tvm_ffi"
+    description = "TVM runtime modules called through tvm_ffi (DLPack tensors)"
+
+    def build(self, artifact: CompiledArtifact, context: BackendContext) -> Mapping[str, bytes]:
+        module = artifact.host_module
+        if module is None:
+            raise CompileError(f"kernel {artifact.kernel_name!r}: tvm_ffi needs host code, none was generated")
+        if artifact.device_module is not None:
+            module.import_module(artifact.device_module)
+        with tempfile.TemporaryDirectory(prefix="tilelang-tvm-ffi-") as tmp:
+            path = Path(tmp) / LIBRARY
+            try:
+                module.export_library(str(path))
+            except Exception as err:
+                raise CompileError(
+                    f"kernel {artifact.kernel_name!r}: linking the shared library failed: {err}"
+                ) from err
+            return {LIBRARY: path.read_bytes()}
+
+    def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
+        import tvm
+
+        module = tvm.runtime.load_module(str(directory / LIBRARY))
+        device_type = int(context.target.get_target_device_type())
+        return TVMFFILauncher(module, artifact, device_type)

@@ -1,0 +1,160 @@
+"""Argument validation and binding shared by the Python execution backends.
+
+Checks run before any launch and raise ArgumentError with the kernel, the argument and the
+fix: dtype, shape (constant and symbolic dimensions, which must agree across arguments),
+device, contiguity. Outputs named by ``out_idx`` are allocated here, like the inputs
+(numpy in -> numpy out; torch in -> torch out on the same device).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..engine.artifact import CompiledArtifact, ParamInfo
+from ..errors import ArgumentError, LanguageError
+
+# DLPack device type codes (dlpack.h DLDeviceType)
+DEVICE_NAMES = {1: "cpu", 2: "cuda", 10: "rocm"}
+_TORCH_DEVICE_TYPES = {"cpu": 1, "cuda": 2}
+
+
+def _describe_shape(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class TensorInfo:
+    """dtype/shape/device/contiguity of a numpy array or torch tensor, read cheaply."""
+
+    __slots__ = ("dtype", "shape", "device_type", "device_index", "contiguous", "is_torch", "obj")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        module = type(obj).__module__
+        if module.startswith("torch"):
+            self.is_torch = True
+            self.dtype = str(obj.dtype).removeprefix("torch.")
+            self.shape = tuple(obj.shape)
+            device = obj.device
+            self.device_type = _TORCH_DEVICE_TYPES.get(device.type, -1)
+            self.device_index = device.index or 0
+            self.contiguous = obj.is_contiguous()
+        elif module == "numpy":
+            self.is_torch = False
+            self.dtype = str(obj.dtype)
+            self.shape = obj.shape
+            self.device_type, self.device_index = 1, 0
+            self.contiguous = obj.flags.c_contiguous
+        else:
+            raise TypeError(type(obj).__name__)
+
+
+class ArgumentBinder:
+    """Binds a call's arguments to a compiled kernel's parameters."""
+
+    def __init__(self, artifact: CompiledArtifact, device_type: int) -> None:
+        self.kernel = artifact.kernel_name
+        self.params = artifact.params
+        self.out_idx = artifact.out_idx
+        self.inputs = tuple(i for i in range(len(self.params)) if i not in self.out_idx)
+        self.device_type = device_type
+        bound = {d for i in self.inputs for d in (self.params[i].shape or ()) if isinstance(d, str)}
+        for i in self.out_idx:
+            free = [d for d in self.params[i].shape or () if isinstance(d, str) and d not in bound]
+            if free:
+                raise LanguageError(
+                    f"kernel {self.kernel!r}: output {self.params[i].name!r} (out_idx {i}) has "
+                    f"symbolic dimension(s) {free} that no input tensor determines"
+                )
+
+    def _error(self, index: int, message: str) -> ArgumentError:
+        p = self.params[index]
+        return ArgumentError(f"kernel {self.kernel!r}, argument {p.name!r} (#{index}): {message}")
+
+    def _check_tensor(self, index: int, value: Any, symbols: dict[str, int]) -> TensorInfo:
+        param = self.params[index]
+        try:
+            info = TensorInfo(value)
+        except TypeError:
+            raise self._error(index, f"expected a tensor (torch.Tensor or numpy.ndarray), got "
+                              f"{type(value).__name__}") from None
+        if info.dtype != param.dtype:
+            raise self._error(index, f"expected dtype {param.dtype}, got {info.dtype}; convert "
+                              f"it first (e.g. x.to(torch.{param.dtype}) / x.astype('{param.dtype}'))")
+        if info.device_type != self.device_type:
+            want = DEVICE_NAMES.get(self.device_type, str(self.device_type))
+            got = DEVICE_NAMES.get(info.device_type, "an unsupported device")
+            raise self._error(index, f"expected a tensor on {want}, got one on {got}; move it "
+                              f"with .to('{want}')" if want in ("cpu", "cuda") else "")
+        shape = param.shape or ()
+        if len(info.shape) != len(shape):
+            raise self._error(index, f"expected {len(shape)} dimensions {_describe_shape(shape)}, "
+                              f"got shape {_describe_shape(info.shape)}")
+        for axis, (want, got) in enumerate(zip(shape, info.shape)):
+            if isinstance(want, int):
+                if want != got:
+                    raise self._error(index, f"expected shape {_describe_shape(shape)}, got "
+                                      f"{_describe_shape(info.shape)}: dimension {axis} must be {want}")
+            else:
+                seen = symbols.setdefault(want, got)
+                if seen != got:
+                    raise self._error(index, f"symbolic dimension {want} is {got} here but {seen} "
+                                      "in an earlier argument")
+        if param.strides is None and not info.contiguous:
+            raise self._error(index, "expected a contiguous (row-major) tensor; call "
+                              ".contiguous() / numpy.ascontiguousarray() first")
+        return info
+
+    def bind(self, args: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """Validate ``args`` (the inputs) and return (all call arguments, outputs)."""
+        if len(args) != len(self.inputs):
+            names = ", ".join(self.params[i].name for i in self.inputs)
+            raise ArgumentError(f"kernel {self.kernel!r} takes {len(self.inputs)} argument(s) "
+                                f"({names}), got {len(args)}")
+        call: list[Any] = [None] * len(self.params)
+        symbols: dict[str, int] = {}
+        like: TensorInfo | None = None
+        for index, value in zip(self.inputs, args):
+            param = self.params[index]
+            if param.is_tensor:
+                info = self._check_tensor(index, value, symbols)
+                like = like or info
+            else:
+                value = self._check_scalar(index, param, value)
+            call[index] = value
+        outputs = []
+        for index in self.out_idx:
+            out = self._allocate(self.params[index], symbols, like)
+            call[index] = out
+            outputs.append(out)
+        return call, outputs
+
+    def _check_scalar(self, index: int, param: ParamInfo, value: Any) -> Any:
+        if param.dtype.startswith(("int", "uint")):
+            if isinstance(value, bool) or not hasattr(value, "__index__"):
+                raise self._error(index, f"expected an integer ({param.dtype}), got {value!r}")
+            return int(value)
+        if param.dtype.startswith(("float", "bfloat")):
+            if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+                raise self._error(index, f"expected a number ({param.dtype}), got {value!r}")
+            return float(value)
+        if param.dtype == "bool":
+            return bool(value)
+        return value
+
+    def _allocate(self, param: ParamInfo, symbols: dict[str, int], like: TensorInfo | None) -> Any:
+        shape = tuple(symbols[d] if isinstance(d, str) else d for d in param.shape or ())
+        if like is not None and like.is_torch:
+            import torch
+
+            device = like.obj.device
+            return torch.empty(shape, dtype=getattr(torch, param.dtype), device=device)
+        if self.device_type != 1:
+            raise ArgumentError(
+                f"kernel {self.kernel!r}: cannot allocate output {param.name!r} on "
+                f"{DEVICE_NAMES.get(self.device_type, self.device_type)} without a torch input "
+                "tensor to take the device from; pass torch tensors"
+            )
+        import numpy
+
+        return numpy.empty(shape, dtype=param.dtype)

@@ -1,0 +1,104 @@
+"""JITKernel: a compiled kernel, callable with tensors."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..backend.module import BackendContext, create_backend_context
+from ..backend.registry import origin
+from ..cache import KernelCache, cache_key
+from ..engine.artifact import CompiledArtifact
+
+log = logging.getLogger("tilelang.jit")
+
+
+def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
+                pass_configs: Mapping[str, Any]) -> str:
+    import tvm
+
+    return cache_key([
+        func.script(),
+        context.fingerprint(),
+        f"out_idx={list(out_idx)}",
+        f"pass_configs={sorted((k, repr(v)) for k, v in pass_configs.items())}",
+        f"tilelang={__version__}",
+        f"tvm={tvm.__version__}",
+    ])
+
+
+class JITKernel:
+    """A kernel compiled for one BackendContext. Call it with the input tensors."""
+
+    def __init__(self, func: Any, *, out_idx: Sequence[int] | int | None = None,
+                 target: Any = "auto", target_host: Any = None, execution_backend: str = "auto",
+                 pass_configs: Mapping[str, Any] | None = None, cache: KernelCache | None = None,
+                 instruments: Sequence[Any] = ()) -> None:
+        from ..engine.lower import lower, validate_pass_configs
+
+        if isinstance(out_idx, int):
+            out_idx = [out_idx]
+        self.context = create_backend_context(target, target_host, execution_backend)
+        configs = validate_pass_configs(pass_configs)
+        cache = cache or KernelCache()
+        key = _kernel_key(func, self.context, out_idx or (), configs)
+        self.cache_key = key
+        backend = self.context.execution_backend
+        log.info("tilelang: %s", self.context.describe())
+        hit = cache.lookup(key)
+        if hit is not None:
+            self.artifact = CompiledArtifact.from_json(hit[0])
+            self.launcher = backend.load(self.artifact, hit[1], self.context)
+            self.from_cache = True
+            return
+        with cache.lock(key) if cache.enabled else _null():
+            hit = cache.lookup(key)  # another process may have built it meanwhile
+            if hit is not None:
+                self.artifact = CompiledArtifact.from_json(hit[0])
+                self.launcher = backend.load(self.artifact, hit[1], self.context)
+                self.from_cache = True
+                return
+            self.artifact = lower(func, self.context, out_idx=out_idx or (), pass_configs=configs,
+                                  instruments=instruments)
+            files = backend.build(self.artifact, self.context)
+            entry = cache.store(key, self.artifact.to_json(), files)
+        if entry is None:  # cache disabled: load from a private directory
+            self._tmp = tempfile.TemporaryDirectory(prefix="tilelang-kernel-")
+            entry = Path(self._tmp.name)
+            for name, data in files.items():
+                (entry / name).write_bytes(data)
+        self.launcher = backend.load(self.artifact, entry, self.context)
+        self.from_cache = False
+
+    def __call__(self, *args: Any, stream: Any = None) -> Any:
+        return self.launcher(*args, stream=stream)
+
+    @property
+    def kernel_name(self) -> str:
+        return self.artifact.kernel_name
+
+    def get_kernel_source(self) -> str:
+        """The device source (CUDA, HIP, ...) or, for CPU kernels, the host code."""
+        return self.artifact.device_source or self.artifact.host_source
+
+    def get_host_source(self) -> str:
+        return self.artifact.host_source
+
+    def describe(self) -> str:
+        dist = origin("backend", self.context.module.name)[0]
+        return f"{self.kernel_name}: {self.context.describe()} [{dist}]"
+
+    def __repr__(self) -> str:
+        return f"<JITKernel {self.describe()}>"
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

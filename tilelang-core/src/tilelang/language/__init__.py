@@ -1,0 +1,49 @@
+"""The backend-neutral TileLang language: ``import tilelang.language as T``.
+
+It is TVMScript's ``tirx`` surface plus TileLang's own spelling (``T.Kernel``,
+``T.Parallel``, ``T.Tensor``, ``T.alloc_shared`` ...). Backend dialects compose it:
+``from tilelang.cuda import language as T``.
+"""
+
+# The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
+from tvm.script.parser.tirx import *  # noqa: F401,F403
+from tvm.script.parser.tirx import Buffer as _Buffer
+from tvm.script.parser.tirx import prim_func as _tvm_prim_func
+
+from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
+from .allocate import alloc_local, alloc_shared
+from .ext import ext
+from .frontend import normalize as _normalize
+from .kernel import Kernel
+from .loop import Parallel
+from .symbolic import dynamic, symbolic
+
+#: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
+Tensor = _Buffer
+
+
+def prim_func(func=None, **kwargs):
+    """``@T.prim_func``: parse a kernel body into a PrimFunc (TVMScript, then TileLang's
+    frontend normalization)."""
+
+    def wrap(f):
+        return _normalize(_tvm_prim_func(f, **kwargs))
+
+    return wrap(func) if func is not None else wrap
+
+
+# TVMScript recognizes its decorator by this token when it meets `@T.prim_func` inside
+# another parsed function.
+prim_func.dispatch_token = "tirx"
+
+__all__ = [  # noqa: F405 - the star import provides the rest
+    "Kernel",
+    "Parallel",
+    "Tensor",
+    "alloc_local",
+    "alloc_shared",
+    "dynamic",
+    "ext",
+    "prim_func",
+    "symbolic",
+]

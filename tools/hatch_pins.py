@@ -1,0 +1,48 @@
+"""Hatchling metadata hook shared by every first-party distribution in this repository.
+
+One version source: ``tilelang-core/src/tilelang/_version.py``. Each distribution's
+``pyproject.toml`` declares ``dynamic = ["version", "dependencies", "optional-dependencies"]``
+and lists its requirements under ``[tool.tilelang]``; first-party names listed there get an
+exact ``==<version>`` pin here, third-party requirements keep their ranges.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hatchling.metadata.plugin.interface import MetadataHookInterface
+
+REPO = Path(__file__).resolve().parent.parent
+VERSION_FILE = REPO / "tilelang-core" / "src" / "tilelang" / "_version.py"
+FIRST_PARTY = re.compile(r"^tilelang(-[a-z0-9-]+)?$")
+
+
+def read_version() -> str:
+    match = re.search(r'__version__\s*=\s*"([^"]+)"', VERSION_FILE.read_text())
+    if match is None:
+        raise RuntimeError(f"no __version__ in {VERSION_FILE}")
+    return match.group(1)
+
+
+def pin(requirement: str, version: str) -> str:
+    """Pin a bare first-party name (optionally with extras) to the repository version."""
+    name = re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0]
+    if FIRST_PARTY.match(name) and requirement.strip() == requirement.split(";")[0].strip():
+        if not re.search(r"[<>=!~]", requirement):
+            return f"{requirement}=={version}"
+    return requirement
+
+
+class TileLangPinsHook(MetadataHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def update(self, metadata: dict) -> None:
+        version = read_version()
+        config = self.config
+        metadata["version"] = version
+        metadata["dependencies"] = [pin(r, version) for r in config.get("dependencies", [])]
+        extras = config.get("optional-dependencies", {})
+        metadata["optional-dependencies"] = {
+            extra: [pin(r, version) for r in reqs] for extra, reqs in extras.items()
+        }
