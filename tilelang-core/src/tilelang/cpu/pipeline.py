@@ -9,14 +9,15 @@ from ..backend import PassPipeline, pass_config
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
+    """Up to MakePackedAPI. Storage scopes (shared.dyn, local) need no pass: TVM's CPU
+    codegen allocates every scope as ordinary memory."""
     from tvm import s_tir, tirx
 
-    from .transform import LowerKernelLaunchToLoops, LowerScopesToCPU
+    from .transform import LowerKernelLaunchToLoops
 
     vectorize = not pass_config("tl.disable_vectorize", False)
     return [
         LowerKernelLaunchToLoops(),
-        LowerScopesToCPU(),
         s_tir.transform.UnifyThreadBinding(),
         tirx.transform.StmtSimplify(),
         tirx.transform.FlattenBuffer(),

@@ -1,6 +1,5 @@
 """CPU-only passes."""
 
 from .launch_to_loops import LowerKernelLaunchToLoops
-from .storage import LowerScopesToCPU
 
-__all__ = ["LowerKernelLaunchToLoops", "LowerScopesToCPU"]
+__all__ = ["LowerKernelLaunchToLoops"]

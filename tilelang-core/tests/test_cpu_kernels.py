@@ -1,0 +1,125 @@
+"""CPU kernels end to end against numpy (and torch CPU tensors), on llvm and c."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelang
+from tilelang import ArgumentError
+
+from kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+
+CPU_TARGETS = ["llvm", "c"]
+rng = np.random.default_rng(0)
+
+
+def rand(*shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+@pytest.mark.parametrize("shape", [(64, 64), (100, 17), (1, 3)])
+def test_elementwise_add(target, shape):
+    kernel = tilelang.compile(elementwise_add(*shape), out_idx=[-1], target=target)
+    a, b = rand(*shape), rand(*shape)
+    np.testing.assert_allclose(kernel(a, b), a + b, rtol=1e-6, atol=0)  # exact up to rounding
+    assert kernel.context.module.name == "cpu"
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float16", 1e-3), ("int32", 0)])
+def test_elementwise_dtypes(dtype, tol):
+    kernel = tilelang.compile(elementwise_add(40, 24, dtype=dtype), out_idx=[-1], target="cpu")
+    a = (rand(40, 24) * 10).astype(dtype)
+    b = (rand(40, 24) * 10).astype(dtype)
+    np.testing.assert_allclose(kernel(a, b), a + b, rtol=tol, atol=0)
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_loop_reduction_with_symbolic_rows(target):
+    kernel = tilelang.compile(row_softmax_sum(37), out_idx=[-1], target=target)
+    for rows in (1, 16, 45, 200):
+        a = rand(rows, 37)
+        expected = 0.5 * np.exp(a - a.max(axis=1, keepdims=True)).sum(axis=1)
+        np.testing.assert_allclose(kernel(a, 0.5), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+@pytest.mark.parametrize("mnk", [(64, 64, 32), (100, 70, 50), (33, 1, 17)])
+def test_tiled_matmul(target, mnk):
+    M, N, K = mnk
+    kernel = tilelang.compile(tiled_matmul(M, N, K), out_idx=[-1], target=target)
+    a, b = rand(M, K), rand(K, N)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_inplace_scalar_kernel_without_outputs():
+    kernel = tilelang.compile(saxpy(1000), target="cpu")
+    x, y = rand(1000), rand(1000)
+    expected = 3.0 * x + y
+    assert kernel(x, y, 3.0) is None
+    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)  # LLVM may contract to FMA
+
+
+def test_torch_cpu_tensors_in_and_out():
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(elementwise_add(50, 8), out_idx=[-1], target="cpu")
+    a, b = torch.randn(50, 8), torch.randn(50, 8)
+    c = kernel(a, b)
+    assert isinstance(c, torch.Tensor) and c.device.type == "cpu"
+    torch.testing.assert_close(c, a + b, rtol=1e-6, atol=0)
+
+
+def test_jit_decorator_memoizes_per_parameters():
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def add(M, N):
+        return elementwise_add(M, N)
+
+    assert add(8, 8) is add(8, 8)
+    assert add(8, 8) is not add(16, 8)
+
+
+def test_auto_target_is_cpu_here_and_visible():
+    kernel = tilelang.compile(elementwise_add(8, 8), out_idx=[-1])
+    assert kernel.context.target_source == "auto (cpu)"
+    assert "target backend 'cpu'" in kernel.describe()
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return tilelang.compile(row_softmax_sum(8), out_idx=[-1], target="cpu")
+
+
+class TestArgumentErrors:
+    def test_dtype(self, kernel):
+        with pytest.raises(ArgumentError, match=r"argument 'A' \(#0\): expected dtype float32, got float64"):
+            kernel(rand(4, 8, dtype="float64"), 1.0)
+
+    def test_constant_dimension(self, kernel):
+        with pytest.raises(ArgumentError, match=r"expected shape \(M, 8\), got \(4, 9\): dimension 1 must be 8"):
+            kernel(rand(4, 9), 1.0)
+
+    def test_rank(self, kernel):
+        with pytest.raises(ArgumentError, match=r"expected 2 dimensions \(M, 8\), got shape \(32,\)"):
+            kernel(rand(32), 1.0)
+
+    def test_count(self, kernel):
+        with pytest.raises(ArgumentError, match=r"takes 2 argument\(s\) \(A, scale\), got 1"):
+            kernel(rand(4, 8))
+
+    def test_not_a_tensor(self, kernel):
+        with pytest.raises(ArgumentError, match=r"expected a tensor \(torch.Tensor or numpy.ndarray\), got list"):
+            kernel([[1.0] * 8], 1.0)
+
+    def test_non_contiguous(self, kernel):
+        with pytest.raises(ArgumentError, match=r"expected a contiguous \(row-major\) tensor"):
+            kernel(rand(8, 16)[:, ::2], 1.0)
+
+    def test_scalar_type(self, kernel):
+        with pytest.raises(ArgumentError, match=r"argument 'scale' \(#1\): expected a number \(float32\), got 'x'"):
+            kernel(rand(4, 8), "x")
+
+    def test_symbolic_dimension_must_agree(self):
+        kernel = tilelang.compile(elementwise_add(16, 4), out_idx=[-1], target="cpu")
+        with pytest.raises(ArgumentError, match=r"argument 'B' \(#1\): expected shape \(16, 4\), got \(8, 4\)"):
+            kernel(rand(16, 4), rand(8, 4))
