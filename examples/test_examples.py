@@ -1,0 +1,26 @@
+"""Every example, as a test at small sizes (results are checked inside each run())."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(autouse=True)
+def _private_kernel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("elementwise_add", {"M": 70, "N": 33}),
+    ("softmax", {"N": 40}),
+    ("matmul", {"M": 65, "N": 40, "K": 70}),
+])
+def test_example(name, kwargs):
+    described = importlib.import_module(name).run(**kwargs)
+    assert "target backend" in described

@@ -1,0 +1,86 @@
+"""Developer sessions. The README's two commands are `nox -s demo` and `nox -s tests wheel_tests`.
+
+- demo:        compile and run the examples on the best available backend
+- tests:       the test suites of every distribution, against editable installs
+- wheel_tests: build a wheelhouse of every distribution and its dependencies, install
+               `tilelang` from it offline into a clean venv, and run the core tests there
+- lint:        ruff
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+# Every first-party distribution: a folder with a pyproject.toml (core first).
+DISTRIBUTIONS = sorted(
+    (p.parent for p in ROOT.glob("tilelang-*/pyproject.toml")),
+    key=lambda p: (p.name != "tilelang-core", p.name),
+)
+# CPU torch for tests that take torch tensors; the CPU wheel is pinned so that pip never
+# pulls a multi-GB CUDA build on a machine without a GPU.
+TORCH_CPU = "torch==2.13.0"
+
+nox.options.sessions = ["tests", "wheel_tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def install_editable(session: nox.Session) -> None:
+    args = []
+    for dist in DISTRIBUTIONS:
+        args += ["-e", f"{dist}[test]" if dist.name == "tilelang-core" else str(dist)]
+    session.install(*args)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    install_editable(session)
+    session.run("tilelang", "backends", "list")
+    session.run("python", "examples/run_all.py", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    session.install(TORCH_CPU)
+    install_editable(session)
+    test_dirs = [str(d / "tests") for d in DISTRIBUTIONS if (d / "tests").is_dir()]
+    session.run("python", "-m", "pytest", "-q", "-ra", *test_dirs, "examples", *session.posargs)
+
+
+@nox.session
+def wheel_tests(session: nox.Session) -> None:
+    wheelhouse = ROOT / "wheelhouse"
+    shutil.rmtree(wheelhouse, ignore_errors=True)
+    session.install("pip>=23", "build")
+    # our distributions (built from source) plus every dependency, as wheels
+    session.run("python", "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse),
+                str(ROOT), *map(str, DISTRIBUTIONS), "pytest")
+    # a clean venv with nothing from the source tree, installed with no index at all
+    venv = Path(session.create_tmp()) / "offline-venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+                "tilelang", "pytest", external=True)
+    session.run(python, "-c", "import tilelang, sys; f = tilelang.__file__; print(f); "
+                "sys.exit(0 if 'site-packages' in f else 'tilelang imported from the source tree')",
+                external=True)
+    session.run(str(venv / "bin" / "tilelang"), "backends", "list", "--json", external=True)
+    # the core tests, copied out of the tree so that only the installed wheel is importable
+    tests_copy = Path(session.create_tmp()) / "core-tests"
+    shutil.rmtree(tests_copy, ignore_errors=True)
+    shutil.copytree(ROOT / "tilelang-core" / "tests", tests_copy)
+    session.chdir(str(tests_copy))
+    # (-m "not slow": the throwaway-plugin tests build their own wheels from the source
+    # tree and already ran in the tests session)
+    session.run(python, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "-m", "not slow", ".",
+                *session.posargs, external=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
