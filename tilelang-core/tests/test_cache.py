@@ -14,7 +14,7 @@ import pytest
 import tilelang
 from tilelang.cache import KernelCache
 
-from kernels import elementwise_add
+from tilelang.testing.kernels import elementwise_add
 
 HERE = Path(__file__).parent
 
@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys, numpy as np, tilelang
     sys.path.insert(0, {here!r})
-    from kernels import elementwise_add
+    from tilelang.testing.kernels import elementwise_add
     k = tilelang.compile(elementwise_add(24, 8), out_idx=[-1], target="cpu")
     a = np.ones((24, 8), "float32")
     assert (k(a, a) == 2).all()

@@ -8,7 +8,7 @@ import pytest
 import tilelang
 from tilelang import ArgumentError
 
-from kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
 
 CPU_TARGETS = ["llvm", "c"]
 rng = np.random.default_rng(0)

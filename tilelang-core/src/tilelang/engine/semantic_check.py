@@ -41,26 +41,24 @@ def check_kernel(func: Any, name: str) -> None:
 
 
 def _check_launch_nesting(body: Any, name: str) -> None:
-    """T.Kernel frames must not nest, and each block axis appears once per kernel."""
-    depth = {"kernels": 0}
+    """T.Kernel frames must not nest. (Errors are raised after the walk: an exception
+    thrown inside a tvm_ffi callback comes back as a plain RuntimeError.)"""
+    kernels = []
 
-    def visit(stmt: Any) -> Any:
+    def visit(stmt: Any) -> None:
         if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == BLOCK_TAGS[0]:
-            depth["kernels"] += 1
-            inner = []
-            tvm_ffi.structural_walk(
-                stmt.body,
-                (tirx.AttrStmt, lambda s: inner.append(s) if s.attr_key == "thread_extent"
-                 and s.node.thread_tag == BLOCK_TAGS[0] else None),
-            )
-            if inner:
-                raise LanguageError(
-                    f"kernel {name!r}: T.Kernel frames are nested; a kernel body may contain "
-                    "T.Kernel frames one after another, not one inside another"
-                )
-        return None
+            kernels.append(stmt)
 
     tvm_ffi.structural_walk(body, (tirx.AttrStmt, visit))
+    for outer in kernels:
+        inner: list[Any] = []
+        tvm_ffi.structural_walk(outer.body, (tirx.AttrStmt, lambda s: inner.append(s) if (
+            s.attr_key == "thread_extent" and s.node.thread_tag == BLOCK_TAGS[0]) else None))
+        if inner:
+            raise LanguageError(
+                f"kernel {name!r}: T.Kernel frames are nested; a kernel body may contain "
+                "T.Kernel frames one after another, not one inside another"
+            )
 
 
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:

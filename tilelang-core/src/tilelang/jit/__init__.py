@@ -18,10 +18,17 @@ def compile(  # noqa: A001 - upstream TileLang's name
     target_host: Any = None,
     execution_backend: str = "auto",
     pass_configs: Mapping[str, Any] | None = None,
+    instruments: Sequence[Any] = (),
 ) -> JITKernel:
-    """Compile a T.prim_func for a target and execution backend (both "auto" by default)."""
+    """Compile a T.prim_func for a target and execution backend (both "auto" by default).
+
+    ``instruments``: TVM pass instruments for this compilation's pass-instrumentation
+    session; the backend pipeline's phases appear in it as ``<pipeline>.lower``,
+    ``<pipeline>.finalize_host`` ... A cached kernel runs no passes.
+    """
     return JITKernel(func, out_idx=out_idx, target=target, target_host=target_host,
-                     execution_backend=execution_backend, pass_configs=pass_configs)
+                     execution_backend=execution_backend, pass_configs=pass_configs,
+                     instruments=instruments)
 
 
 class JITFunction:

@@ -39,7 +39,9 @@ class JITKernel:
                  pass_configs: Mapping[str, Any] | None = None, cache: KernelCache | None = None,
                  instruments: Sequence[Any] = ()) -> None:
         from ..engine.lower import lower, validate_pass_configs
+        from ..engine.semantic_check import check_kernel
 
+        check_kernel(func, getattr(func, "__name__", "kernel"))  # before hashing its script
         if isinstance(out_idx, int):
             out_idx = [out_idx]
         self.context = create_backend_context(target, target_host, execution_backend)

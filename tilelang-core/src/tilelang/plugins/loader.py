@@ -81,6 +81,7 @@ def _fail(record: PluginRecord, status: str, message: str, strict: bool) -> None
 def _collect(pm: pluggy.PluginManager, plugin: Any, record: PluginRecord) -> None:
     """Call this plugin's own hook implementations and validate what they return."""
     from ..backend import BackendModule, ExecutionBackend, TargetDetector
+    from ..backend.execution_backend import validate_execution_backend
 
     expected = {
         "tilelang_backend_modules": BackendModule,
@@ -96,6 +97,10 @@ def _collect(pm: pluggy.PluginManager, plugin: Any, record: PluginRecord) -> Non
         for item in items:
             if not isinstance(item, kind):
                 raise ManifestError(f"{hook_name} returned {item!r}, expected a {kind.__name__}")
+            if kind is ExecutionBackend:
+                # validated here, before anything is published, so that an invalid
+                # contribution refuses the whole plugin instead of half of it
+                validate_execution_backend(item, hook_name)
         record.contributions[hook_name] = items
     extensions: dict[str, str] = {}
     for impl in pm.hook.tilelang_language_extensions.get_hookimpls():
@@ -171,18 +176,33 @@ def _resolve_conflicts(records: Iterable[PluginRecord], strict: bool) -> None:
 
 
 def _publish(record: PluginRecord) -> None:
+    """Register everything the plugin contributed, or nothing: a failure part-way removes
+    what this plugin had registered already."""
     from ..backend.module import register_backend, register_execution_backend
     from ..backend.registry import REGISTRY
 
     c, dist, version = record.contributions, record.distribution, record.version
-    for module in c["tilelang_backend_modules"]:
-        register_backend(module, distribution=dist, version=version)
-    for backend in c["tilelang_execution_backends"]:
-        register_execution_backend(backend, distribution=dist, version=version)
-    for detector in c["tilelang_target_detectors"]:
-        REGISTRY.detectors[detector.name] = detector
-    for name, ref in c["tilelang_language_extensions"]:
-        REGISTRY.language_extensions[name] = ref
+    published: list[tuple[dict[Any, Any], Any]] = []  # (registry table, key) to roll back
+    try:
+        for module in c["tilelang_backend_modules"]:
+            register_backend(module, distribution=dist, version=version)
+            published += [(REGISTRY.backends, module.name), (REGISTRY.origins, ("backend", module.name))]
+        for backend in c["tilelang_execution_backends"]:
+            register_execution_backend(backend, distribution=dist, version=version)
+            published += [
+                (REGISTRY.execution_backends, backend.name),
+                (REGISTRY.origins, ("execution", backend.name)),
+            ]
+        for detector in c["tilelang_target_detectors"]:
+            REGISTRY.detectors[detector.name] = detector
+            published.append((REGISTRY.detectors, detector.name))
+        for name, ref in c["tilelang_language_extensions"]:
+            REGISTRY.language_extensions[name] = ref
+            published.append((REGISTRY.language_extensions, name))
+    except BaseException:
+        for table, key in reversed(published):
+            table.pop(key, None)
+        raise
 
 
 def load_plugins(*, force: bool = False) -> list[PluginRecord]:

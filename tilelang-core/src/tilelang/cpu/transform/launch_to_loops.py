@@ -106,7 +106,10 @@ def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
-    body = _keep_outermost_parallel(body)
+    if pass_config("tl.disable_parallel", False):
+        body = _serialize_parallel(body)
+    else:
+        body = _keep_outermost_parallel(body)
     return func.with_body(body)
 
 
