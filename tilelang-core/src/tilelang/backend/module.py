@@ -130,6 +130,16 @@ class BackendModule:
         return self.supports_target is None or bool(self.supports_target(target))
 
 
+def probe(check: Callable[[], str | None] | None) -> str | None:
+    """Run an availability check; a check that raises counts as 'unavailable', with why."""
+    if check is None:
+        return None
+    try:
+        return check()
+    except Exception as err:  # noqa: BLE001 - reported to the user as the reason
+        return f"availability check raised {type(err).__name__}: {err}"
+
+
 def _check_component(value: Any, kind_type: type, where: str) -> None:
     if isinstance(value, str):
         refs.check_ref(value, where)
@@ -287,7 +297,7 @@ def _select_execution(module: BackendModule, target: Any, request: str) -> tuple
         if impl is None:
             reasons.append(f"{spec.name}: not installed ({install_hint(spec.name, EXECUTION_EXTRAS)})")
             continue
-        why = impl.unavailable_reason() or (spec.is_available() if spec.is_available else None)
+        why = probe(impl.unavailable_reason) or probe(spec.is_available)
         if why is None and spec.supports_target is not None and not spec.supports_target(target):
             why = f"does not support target {target}"
         if why is not None:
@@ -311,7 +321,7 @@ def create_backend_context(
     module = _select_module(device)
     if module.canonicalize_target is not None:
         device = module.canonicalize_target(device)
-    why = module.unavailable_reason() if module.unavailable_reason else None
+    why = probe(module.unavailable_reason)
     if why is not None:
         raise BackendUnavailableError(f"target backend {module.name!r} cannot compile here: {why}")
     if target_host is not None:

@@ -40,5 +40,6 @@ def registered_execution_backends() -> dict[str, ExecutionBackend]:
 
 
 def origin(category: str, name: str) -> tuple[str, str]:
-    """(distribution, version) that registered a backend; ('<unknown>', '') if by hand."""
+    """(distribution, version) that registered a backend; ('<registered by hand>', '') if
+    it was registered by a direct call rather than through a plugin."""
     return REGISTRY.origins.get((category, name), ("<registered by hand>", ""))

@@ -37,13 +37,19 @@ class TargetDetector:
 def detect_auto_target(detectors: Mapping[str, TargetDetector]) -> tuple[TargetSpec, str]:
     """Run detectors in priority order; return (spec, detector name)."""
     ordered = sorted(detectors.values(), key=lambda d: (-d.priority, d.name))
+    asked = []
     for detector in ordered:
-        spec = detector.detect()
+        try:
+            spec = detector.detect()
+        except Exception as err:  # noqa: BLE001 - a broken probe must not hide the others
+            asked.append(f"{detector.name} (raised {type(err).__name__}: {err})")
+            continue
         if spec is not None:
             return spec, detector.name
+        asked.append(f"{detector.name} (nothing here)")
     raise BackendNotFoundError(
         "target='auto': no installed target backend can run on this machine "
-        f"(detectors asked: {', '.join(d.name for d in ordered) or 'none'}); "
+        f"(detectors asked: {', '.join(asked) or 'none'}); "
         "pass an explicit target or install a backend"
     )
 
