@@ -295,7 +295,7 @@ def _select_execution(module: BackendModule, target: Any, request: str) -> tuple
     for spec in candidates:
         impl = REGISTRY.execution_backends.get(spec.name)
         if impl is None:
-            reasons.append(f"{spec.name}: not installed ({install_hint(spec.name, EXECUTION_EXTRAS)})")
+            reasons.append(f"{spec.name}: {_why_missing(spec.name)}")
             continue
         why = probe(impl.unavailable_reason) or probe(spec.is_available)
         if why is None and spec.supports_target is not None and not spec.supports_target(target):
@@ -309,6 +309,16 @@ def _select_execution(module: BackendModule, target: Any, request: str) -> tuple
         f"no usable execution backend for target backend {module.name!r} "
         f"(requested {request!r}; declared in order: {declared}): " + "; ".join(reasons)
     )
+
+
+def _why_missing(name: str) -> str:
+    """Why an execution backend is not registered: installed but refused, or not installed."""
+    from ..plugins.loader import plugin_records
+
+    for record in plugin_records():
+        if record.status != "loaded" and (name in record.execution_backends or record.name == name):
+            return f"not installed ({record.status}: {record.error})"
+    return f"not installed ({install_hint(name, EXECUTION_EXTRAS)})"
 
 
 def create_backend_context(

@@ -26,9 +26,12 @@ class ParamInfo:
 
 @dataclass(frozen=True)
 class KernelLaunch:
-    """One device kernel: its symbol and launch extents as expressions of the symbols."""
+    """One device kernel launch, as recorded by CaptureLaunchMetadata: its symbol, its
+    operands ("param:<i>" = tensor i's data pointer, else a Python expression over the
+    parameter and symbol names) and grid/block/dynamic shared memory expressions."""
 
     symbol: str
+    args: tuple[str, ...]
     grid: tuple[str, ...]
     block: tuple[str, ...]
     dynamic_smem: str = "0"
@@ -46,6 +49,8 @@ class CompiledArtifact:
     host_source: str = ""
     device_source: str = ""
     launches: tuple[KernelLaunch, ...] = ()
+    # bytes every tensor's data pointer must be aligned to (vectorized accesses), 0 = any
+    min_alignment: int = 0
     # in-memory only: tvm runtime modules produced by codegen
     host_module: Any = field(default=None, compare=False, repr=False)
     device_module: Any = field(default=None, compare=False, repr=False)
@@ -79,7 +84,8 @@ class CompiledArtifact:
             for p in data["params"]
         )
         data["launches"] = tuple(
-            KernelLaunch(k["symbol"], tuple(k["grid"]), tuple(k["block"]), k["dynamic_smem"])
+            KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["grid"]), tuple(k["block"]),
+                         k["dynamic_smem"])
             for k in data["launches"]
         )
         data["out_idx"] = tuple(data["out_idx"])

@@ -16,7 +16,10 @@ from ..backend.module import BackendContext
 from ..backend.pass_pipeline.pipeline import KNOWN_PASS_CONFIGS
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
-from .artifact import CompiledArtifact, ParamInfo
+from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
+
+#: module attribute a pipeline sets when kernels need aligned tensor pointers (bytes)
+ALIGNMENT_ATTR = "tilelang.min_alignment"
 
 _PASS_CONFIGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "tilelang_pass_configs", default={}
@@ -112,6 +115,7 @@ def lower(
             mod = tvm.tirx.transform.BindTarget(context.target)(mod)
             mod = context.lower(mod)
             check_fully_lowered(mod, name, context.module.name)
+            launches, min_alignment = _launch_facts(mod)
             stage = "host/device split"
             host_mod, device_mods = split_host_device_mods(mod)
             device_source, device_module = "", None
@@ -146,6 +150,25 @@ def lower(
         execution_backend=context.execution_backend.name,
         host_source=inspect_source(host_module) if host_module is not None else "",
         device_source=device_source,
+        launches=launches,
+        min_alignment=min_alignment,
         host_module=host_module,
         device_module=device_module,
     )
+
+
+def _launch_facts(mod: Any) -> tuple[tuple[KernelLaunch, ...], int]:
+    """What backend passes recorded for host-side launchers (module attributes)."""
+    import json
+
+    from ..backend.pass_pipeline.launch_metadata import LAUNCHES_ATTR
+
+    attrs = mod.attrs
+    raw = attrs.get(LAUNCHES_ATTR) if attrs is not None else None
+    launches = tuple(
+        KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["grid"]), tuple(k["block"]),
+                     k["dynamic_smem"])
+        for k in json.loads(str(raw))
+    ) if raw is not None else ()
+    alignment = attrs.get(ALIGNMENT_ATTR) if attrs is not None else None
+    return launches, int(alignment) if alignment is not None else 0

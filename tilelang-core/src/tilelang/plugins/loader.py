@@ -163,6 +163,8 @@ def _resolve_conflicts(records: Iterable[PluginRecord], strict: bool) -> None:
             ("execution backend", record.execution_backends),
             ("target detector", record.detectors),
             ("language extension", record.language_extensions),
+            ("target alias", tuple(a for m in record.contributions.get("tilelang_backend_modules", ())
+                                   for a in m.aliases)),
         ):
             for name in names:
                 claims.setdefault((category, name), []).append(record)

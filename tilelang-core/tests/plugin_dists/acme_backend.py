@@ -1,0 +1,76 @@
+"""The "acme" vendor target backend: what a third party writes against the public API.
+
+It imports only ``tilelang.backend``, ``tilelang.plugins``, ``tilelang.errors`` and the
+public CPU transform ``tilelang.cpu.transform.LowerKernelLaunchToLoops``. It owns TVM
+target kind ``llvm``, which core's ``cpu`` backend owns too, so the tests run it with
+``TILELANG_PLUGINS_DENY=cpu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tilelang.backend import (
+    BackendModule,
+    DeviceCodegen,
+    ExecutionBackendSpec,
+    HostCodegen,
+    PassPipeline,
+    tvm_build_function,
+)
+from tilelang.errors import CompileError
+from tilelang.plugins import hookimpl
+
+TILELANG_PLUGIN_API = 1
+
+
+def lowering_passes(context: Any) -> Sequence[Any]:
+    from tilelang.cpu.transform import LowerKernelLaunchToLoops
+    from tvm import s_tir, tirx
+
+    return [
+        LowerKernelLaunchToLoops(),
+        s_tir.transform.UnifyThreadBinding(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.VectorizeLoop(True),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        tirx.transform.MakePackedAPI(),
+    ]
+
+
+def finalize_host_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
+
+
+def finalize_device_passes(context: Any) -> Sequence[Any]:
+    return []
+
+
+def no_device_code(mod: Any, target: Any) -> Any:
+    raise CompileError(f"acme target {target}: kernels run as host code; got device functions")
+
+
+BACKEND = BackendModule(
+    name="acme",
+    target_kinds=("llvm",),
+    pipelines={"llvm": PassPipeline("acme", lowering_passes, finalize_host_passes, finalize_device_passes)},
+    device_codegens={"llvm": DeviceCodegen(source_only=no_device_code)},
+    host_codegens={"llvm": HostCodegen(build=tvm_build_function("llvm"))},
+    execution_backends=(ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),),
+    aliases=("acme",),
+    default_target=lambda: {"kind": "llvm"},
+    description="Acme's accelerator (a CPU in disguise)",
+)
+
+
+@hookimpl
+def tilelang_backend_modules() -> list[BackendModule]:
+    return [BACKEND]

@@ -1,0 +1,11 @@
+"""A plugin written for a plugin API this tilelang-core does not implement."""
+
+from tilelang.backend import BackendModule
+from tilelang.plugins import hookimpl
+
+TILELANG_PLUGIN_API = 99
+
+
+@hookimpl
+def tilelang_backend_modules() -> list[BackendModule]:
+    raise AssertionError("an incompatible plugin's hooks must never be called")

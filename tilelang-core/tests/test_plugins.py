@@ -1,0 +1,519 @@
+"""Plugin loading end to end, through real installed distributions.
+
+Once per session this builds a temporary venv, installs tilelang-core into it (a real,
+non-editable wheel install) and the throwaway plugin distributions described by
+``PLUGIN_DISTS``, each generated in a temporary directory from a module under
+``plugin_dists/`` and a hatchling ``pyproject.toml``. Every test then runs Python (or the
+installed ``tilelang`` console script) in that venv in a subprocess; the environment
+switches TILELANG_PLUGINS_ALLOW / _DENY / _STRICT / TILELANG_NO_PLUGIN_AUTOLOAD select
+what loads, so one venv serves every case.
+
+Why not ``python -m venv --system-site-packages``: the dev environment is usually a venv
+itself, and a venv's "system site" is the base interpreter's, without apache-tvm. Instead
+the temp venv sees the dev environment's site-packages through a directory of symlinks
+that leaves out every ``tilelang*`` distribution (and editable-install hooks), so the only
+tilelang in the temp venv is the one installed here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+import textwrap
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TESTS = Path(__file__).resolve().parent
+CORE = TESTS.parent
+DIST_SOURCES = TESTS / "plugin_dists"
+
+#: subprocess time limit (s); a compile takes about a second
+TIMEOUT = 180
+
+
+@dataclass(frozen=True)
+class PluginDist:
+    """One throwaway distribution: one module, one ``tilelang.plugins`` entry point."""
+
+    distribution: str
+    version: str
+    source: str  # file name under plugin_dists/ (without .py)
+    module: str  # module name it is installed as
+    entry_point: str
+
+    def pyproject(self) -> str:
+        return textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["hatchling>=1.21"]
+            build-backend = "hatchling.build"
+
+            [project]
+            name = "{self.distribution}"
+            version = "{self.version}"
+            requires-python = ">=3.10"
+            # a vendor pins a range of tilelang-core (installed with --no-deps here)
+            dependencies = ["tilelang-core>=0.1,<1"]
+
+            [project.entry-points."tilelang.plugins"]
+            {self.entry_point} = "{self.module}"
+
+            [tool.hatch.build.targets.wheel]
+            include = ["{self.module}.py"]
+            """
+        )
+
+    def write(self, root: Path) -> Path:
+        project = root / self.distribution
+        project.mkdir(parents=True)
+        (project / "pyproject.toml").write_text(self.pyproject())
+        shutil.copyfile(DIST_SOURCES / f"{self.source}.py", project / f"{self.module}.py")
+        return project
+
+
+# dup-plugin-b is listed (and installed) before dup-plugin-a: load order must not care.
+PLUGIN_DISTS = (
+    PluginDist("tilelang-acme", "1.2.3", "acme_backend", "acme_backend", "acme"),
+    PluginDist("broken-plugin", "0.1.0", "broken_plugin", "broken_plugin", "broken"),
+    PluginDist("dup-plugin-b", "1.0.0", "dup_backend", "dup_backend_b", "dup"),
+    PluginDist("dup-plugin-a", "1.0.0", "dup_backend", "dup_backend_a", "dup"),
+    PluginDist("future-plugin", "9.0.0", "future_plugin", "future_plugin", "future"),
+    PluginDist("halfway-plugin", "0.0.1", "halfway_plugin", "halfway_plugin", "halfway"),
+)
+
+_DEV_ONLY = ("tilelang", "_editable_impl_tilelang", "__editable__.tilelang", "__editable___tilelang")
+
+
+def _shadow_dev_site(shadow: Path) -> None:
+    """Symlink every entry of this environment's site-packages except tilelang's own."""
+    shadow.mkdir()
+    paths = sysconfig.get_paths()
+    for site_dir in dict.fromkeys((paths["purelib"], paths["platlib"])):
+        for entry in sorted(Path(site_dir).iterdir()):
+            target = shadow / entry.name
+            if entry.name.lower().startswith(_DEV_ONLY) or target.exists():
+                continue
+            target.symlink_to(entry)
+
+
+class PluginVenv:
+    """A temporary venv with tilelang-core and PLUGIN_DISTS installed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.venv = root / "venv"
+        self.bin = self.venv / ("Scripts" if os.name == "nt" else "bin")
+        self.python = self.bin / "python"
+        self.workdir = root / "work"  # neutral cwd: nothing importable next to it
+        self.cache = root / "kernel-cache"
+        self._scripts = itertools.count()
+
+    def create(self) -> None:
+        self.workdir.mkdir()
+        shadow = self.root / "dev-site"
+        _shadow_dev_site(shadow)
+        venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(self.venv)
+        purelib = self._check_output("import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+        # addsitedir, unlike a plain path line, also runs the .pth files found there
+        (Path(purelib) / "_tilelang_test_dev_site.pth").write_text(
+            f"import site; site.addsitedir({str(shadow)!r})\n"
+        )
+        if importlib.util.find_spec("hatchling") is None:
+            # --no-build-isolation builds with the venv's own hatchling; an environment
+            # without it (tilelang-core[test] does not list it) gets it from the index
+            self.pip_install("hatchling>=1.21")
+        projects = [dist.write(self.root / "dists") for dist in PLUGIN_DISTS]
+        self.pip_install("--no-deps", "--no-build-isolation", str(CORE), *map(str, projects))
+
+    def environ(self, **overrides: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("TILELANG_") and k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
+        }
+        env.update(
+            PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}",
+            PYTHONNOUSERSITE="1",
+            TILELANG_CACHE_DIR=str(self.cache),
+        )
+        env.update(overrides)
+        return env
+
+    def _check_output(self, code: str) -> str:
+        return subprocess.run(
+            [str(self.python), "-c", code], check=True, capture_output=True, text=True,
+            env=self.environ(), cwd=self.root, timeout=TIMEOUT,
+        ).stdout
+
+    def pip_install(self, *args: str) -> None:
+        cmd = [str(self.python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+               "--quiet", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=self.environ(),
+                              cwd=self.root, timeout=TIMEOUT)
+        if done.returncode != 0:
+            pytest.fail(f"pip install failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+    def run(self, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, capture_output=True, text=True, env=self.environ(**env),
+                              cwd=self.workdir, timeout=TIMEOUT)
+
+    def python_json(self, *code: str, **env: str) -> Any:
+        """Run the code blocks in the venv, in order; the last must print one JSON value."""
+        # a file, not -c: TVMScript parses kernels from their source
+        script = self.workdir / f"script_{next(self._scripts)}.py"
+        script.write_text("\n".join(textwrap.dedent(block) for block in code))
+        done = self.run([str(self.python), str(script)], **env)
+        assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def backends_list(self, **env: str) -> dict[str, Any]:
+        """``tilelang backends list --json`` through the installed console script."""
+        done = self.run([str(self.bin / "tilelang"), "backends", "list", "--json"], **env)
+        assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="session")
+def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> PluginVenv:
+    env = PluginVenv(tmp_path_factory.mktemp("plugin-venv"))
+    env.create()
+    return env
+
+
+# Prints what the loader did: every record in load order and the registry's contents.
+STATE = """
+import json
+import tilelang
+from tilelang.backend import registered_backends, registered_execution_backends
+from tilelang.plugins import plugin_records
+
+def state():
+    return {
+        "records": [
+            {"name": r.name, "distribution": r.distribution, "version": r.version,
+             "status": r.status, "error": r.error, "backends": list(r.backends)}
+            for r in plugin_records()
+        ],
+        "backends": sorted(registered_backends()),
+        "execution_backends": sorted(registered_execution_backends()),
+    }
+"""
+
+# A small elementwise kernel (the language surface of upstream TileLang).
+KERNEL = """
+import numpy as np
+import tilelang.language as T
+
+def add_kernel(M, N, block=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    C[bx * block + i, j] = A[bx * block + i, j] + B[bx * block + i, j]
+    return main
+
+def run_add(**compile_options):
+    kernel = tilelang.compile(add_kernel(100, 24), out_idx=[-1], **compile_options)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((100, 24), dtype=np.float32)
+    b = rng.standard_normal((100, 24), dtype=np.float32)
+    c = kernel(a, b)
+    return kernel, float(np.abs(np.asarray(c) - (a + b)).max())
+"""
+
+EXPECTED_ORDER = [
+    ("acme", "tilelang-acme"),
+    ("broken", "broken-plugin"),
+    ("cpu", "tilelang-core"),
+    ("dup", "dup-plugin-a"),
+    ("dup", "dup-plugin-b"),
+    ("future", "future-plugin"),
+    ("halfway", "halfway-plugin"),
+    ("tvm_ffi", "tilelang-core"),
+]
+
+
+@pytest.fixture(scope="session")
+def default_state(plugin_venv: PluginVenv) -> dict[str, Any]:
+    """The loader's outcome with no environment switches set (every plugin tried)."""
+    return plugin_venv.python_json(STATE, "print(json.dumps(state()))")
+
+
+def _records(state: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [r for r in state["records"] if r["name"] == name]
+
+
+def _one(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    found = [item for item in items if item["name"] == name]
+    assert len(found) == 1, f"expected one entry named {name!r} in {items}"
+    return found[0]
+
+
+# -- load order -----------------------------------------------------------------------------
+
+
+def test_plugins_load_in_entry_point_then_distribution_order(default_state: dict[str, Any]) -> None:
+    order = [(r["name"], r["distribution"]) for r in default_state["records"]]
+    assert order == EXPECTED_ORDER
+
+
+def test_core_is_installed_as_a_real_distribution(plugin_venv: PluginVenv) -> None:
+    found = plugin_venv.python_json(
+        """
+        import json, tilelang
+        from importlib.metadata import distribution
+        print(json.dumps([tilelang.__file__, distribution("tilelang-core").read_text("direct_url.json")]))
+        """
+    )
+    assert Path(found[0]).is_relative_to(plugin_venv.venv), found[0]
+    assert '"editable": true' not in (found[1] or ""), found[1]
+
+
+# -- a vendor target backend ----------------------------------------------------------------
+
+
+def test_vendor_backend_written_against_public_api_compiles_and_runs(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        STATE, KERNEL, """
+        kernel, error = run_add(target="acme")
+        print(json.dumps({
+            "module": kernel.context.module.name,
+            "kind": kernel.context.target.kind.name,
+            "execution_backend": kernel.context.execution_backend.name,
+            "describe": kernel.describe(),
+            "error": error,
+            "state": state(),
+        }))
+        """,
+        TILELANG_PLUGINS_DENY="cpu",
+    )
+    assert result["module"] == "acme"
+    assert result["kind"] == "llvm"
+    assert result["execution_backend"] == "tvm_ffi"
+    assert result["describe"] == (
+        "main: target backend 'acme' (llvm, alias 'acme'), execution backend 'tvm_ffi' [tilelang-acme]"
+    )
+    assert result["error"] <= 1e-6  # an exact float32 add
+    assert "cpu" not in result["state"]["backends"]
+    assert "acme" in result["state"]["backends"]
+
+
+def test_vendor_backend_is_listed_by_the_cli(plugin_venv: PluginVenv) -> None:
+    report = plugin_venv.backends_list(TILELANG_PLUGINS_DENY="cpu")
+    acme = _one(report["target_backends"], "acme")
+    assert acme["distribution"] == "tilelang-acme"
+    assert acme["version"] == "1.2.3"
+    assert acme["status"] == "available"
+    assert acme["target_kinds"] == ["llvm"]
+    assert acme["execution_backends"] == ["tvm_ffi"]
+    assert acme["description"] == "Acme's accelerator (a CPU in disguise)"
+    assert "cpu" not in [b["name"] for b in report["target_backends"]]
+    assert _one(report["plugins"], "cpu")["status"] == "disabled"
+    assert _one(report["execution_backends"], "tvm_ffi")["used_by"] == ["acme"]
+
+
+def test_two_backends_owning_one_kind_without_predicates_are_ambiguous(plugin_venv: PluginVenv) -> None:
+    # acme and core's cpu both own "llvm" with no supports_target: resolving either by
+    # alias must fail and name both, never silently pick one.
+    result = plugin_venv.python_json(
+        """
+        import json, tilelang
+        from tilelang.backend import create_backend_context
+        try:
+            create_backend_context("acme")
+        except tilelang.BackendNotFoundError as err:
+            print(json.dumps(str(err)))
+        """
+    )
+    assert re.fullmatch(
+        r"target .*llvm.* is claimed by several target backends: acme \(from tilelang-acme\), "
+        r"cpu \(from tilelang-core\); their supports_target predicates must make them unambiguous",
+        result,
+    ), result
+
+
+# -- a plugin that fails to import ------------------------------------------------------------
+
+BROKEN_ERROR = "import of 'broken_plugin' failed: ImportError: acme-sdk is not installed (broken_plugin needs it)"
+
+
+def test_broken_plugin_is_recorded_and_import_tilelang_works(default_state: dict[str, Any]) -> None:
+    (broken,) = _records(default_state, "broken")
+    assert broken["status"] == "failed"
+    assert broken["distribution"] == "broken-plugin"
+    assert broken["error"].startswith(BROKEN_ERROR)
+    assert "cpu" in default_state["backends"]  # the others still load
+    assert "tvm_ffi" in default_state["execution_backends"]
+
+
+def test_broken_plugin_is_logged_and_listed_by_the_cli(plugin_venv: PluginVenv) -> None:
+    done = plugin_venv.run([str(plugin_venv.python), "-c", "import tilelang"])
+    assert done.returncode == 0, done.stderr
+    assert f"tilelang plugin 'broken' (broken-plugin) failed: {BROKEN_ERROR}" in done.stderr
+
+    report = plugin_venv.backends_list()
+    broken = _one(report["plugins"], "broken")
+    assert broken["status"] == "failed"
+    assert broken["distribution"] == "broken-plugin"
+    assert broken["value"] == "broken_plugin"
+    assert broken["error"].startswith(BROKEN_ERROR)
+
+
+STRICT_ENV = {"TILELANG_PLUGINS_STRICT": "1", "TILELANG_PLUGINS_ALLOW": "cpu,tvm_ffi,broken"}
+STRICT_MESSAGE = f"plugin 'broken' from broken-plugin 0.1.0 failed: {BROKEN_ERROR}"
+
+
+def test_strict_mode_makes_import_tilelang_raise_plugin_error(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        """
+        import json
+        try:
+            import tilelang
+        except Exception as err:
+            print(json.dumps([type(err).__module__, type(err).__qualname__, str(err)]))
+        else:
+            print(json.dumps(None))
+        """,
+        **STRICT_ENV,
+    )
+    assert result is not None, "import tilelang did not raise in strict mode"
+    module, name, message = result
+    assert (module, name) == ("tilelang.errors", "PluginError")
+    assert message.startswith(STRICT_MESSAGE)
+
+
+def test_strict_mode_load_plugins_raises_plugin_error(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        """
+        import json, tilelang
+        try:
+            tilelang.load_plugins()
+        except tilelang.PluginError as err:
+            print(json.dumps(str(err)))
+        """,
+        TILELANG_NO_PLUGIN_AUTOLOAD="1",
+        **STRICT_ENV,
+    )
+    assert result.startswith(STRICT_MESSAGE)
+
+
+# -- two distributions claiming one name ------------------------------------------------------
+
+
+def test_two_plugins_claiming_one_backend_name_are_both_refused(default_state: dict[str, Any]) -> None:
+    records = _records(default_state, "dup")
+    assert [r["distribution"] for r in records] == ["dup-plugin-a", "dup-plugin-b"]
+    message = (
+        "target backend 'dup' is claimed by dup-plugin-a 1.0.0 (entry point 'dup') and "
+        "dup-plugin-b 1.0.0 (entry point 'dup'); neither is used"
+    )
+    for record in records:
+        assert record["status"] == "conflict"
+        assert record["error"] == message
+    assert "dup" not in default_state["backends"]
+
+
+# -- plugin API version ------------------------------------------------------------------------
+
+
+def test_plugin_for_another_api_version_is_incompatible(default_state: dict[str, Any]) -> None:
+    (future,) = _records(default_state, "future")
+    assert future["status"] == "incompatible"  # and its hook (which raises) was never called
+    assert future["error"] == (
+        "written for plugin API 99, this tilelang-core implements 1 (set TILELANG_PLUGIN_API "
+        "in the plugin module; upgrade the plugin or tilelang-core)"
+    )
+    assert future["backends"] == []
+
+
+# -- a plugin that is only partly valid -------------------------------------------------------
+
+
+def test_partly_invalid_plugin_registers_nothing(default_state: dict[str, Any]) -> None:
+    (halfway,) = _records(default_state, "halfway")
+    assert halfway["status"] == "failed"
+    assert halfway["error"] == (
+        "ManifestError: tilelang_execution_backends: execution backend name 'Half-Way' must be "
+        "lower_snake_case"
+    )
+    assert "halfway" not in default_state["backends"]  # its valid target backend included
+    assert "Half-Way" not in default_state["execution_backends"]
+
+
+# -- environment switches --------------------------------------------------------------------
+
+
+def test_deny_list_disables_the_tvm_ffi_execution_backend(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        STATE, KERNEL, """
+        try:
+            run_add(target="cpu")
+        except tilelang.BackendNotFoundError as err:
+            error = str(err)
+        else:
+            error = None
+        print(json.dumps({"state": state(), "error": error}))
+        """,
+        TILELANG_PLUGINS_DENY="tvm_ffi,acme",
+    )
+    (tvm_ffi,) = _records(result["state"], "tvm_ffi")
+    assert tvm_ffi["status"] == "disabled"
+    assert tvm_ffi["error"] == "disabled by TILELANG_PLUGINS_DENY"
+    assert result["state"]["execution_backends"] == []
+    assert result["error"] is not None, "compiling without any execution backend did not raise"
+    assert result["error"].startswith(
+        "no usable execution backend for target backend 'cpu' (requested 'auto'; declared in "
+        "order: tvm_ffi): tvm_ffi: not installed"
+    )
+
+
+def test_allow_list_disables_every_other_plugin(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        STATE, KERNEL, """
+        kernel, error = run_add()
+        print(json.dumps({"state": state(), "module": kernel.context.module.name, "error": error}))
+        """,
+        TILELANG_PLUGINS_ALLOW="cpu,tvm_ffi",
+    )
+    statuses = {(r["name"], r["distribution"]): r["status"] for r in result["state"]["records"]}
+    assert statuses == {
+        key: "loaded" if key[0] in {"cpu", "tvm_ffi"} else "disabled" for key in EXPECTED_ORDER
+    }
+    for record in result["state"]["records"]:
+        if record["status"] == "disabled":
+            assert record["error"] == "disabled by TILELANG_PLUGINS_ALLOW"
+    assert result["state"]["backends"] == ["cpu"]
+    assert result["state"]["execution_backends"] == ["tvm_ffi"]
+    # with acme disabled, "auto" is the CPU again and nothing is ambiguous
+    assert result["module"] == "cpu"
+    assert result["error"] <= 1e-6
+
+
+def test_no_autoload_registers_nothing_until_load_plugins(plugin_venv: PluginVenv) -> None:
+    result = plugin_venv.python_json(
+        STATE, """
+        before = state()
+        tilelang.load_plugins()
+        print(json.dumps({"before": before, "after": state()}))
+        """,
+        TILELANG_NO_PLUGIN_AUTOLOAD="1",
+    )
+    assert result["before"] == {"records": [], "backends": [], "execution_backends": []}
+    after = result["after"]
+    assert [(r["name"], r["distribution"]) for r in after["records"]] == EXPECTED_ORDER
+    assert after["backends"] == ["acme", "cpu"]
+    assert after["execution_backends"] == ["tvm_ffi"]
