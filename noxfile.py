@@ -59,7 +59,7 @@ def wheel_tests(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse),
                 str(ROOT), *map(str, DISTRIBUTIONS), "pytest")
     # a clean venv with nothing from the source tree, installed with no index at all
-    venv = Path(session.create_tmp()) / "offline-venv"
+    venv = Path(session.create_tmp()).resolve() / "offline-venv"
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
@@ -70,7 +70,7 @@ def wheel_tests(session: nox.Session) -> None:
                 external=True)
     session.run(str(venv / "bin" / "tilelang"), "backends", "list", "--json", external=True)
     # the core tests, copied out of the tree so that only the installed wheel is importable
-    tests_copy = Path(session.create_tmp()) / "core-tests"
+    tests_copy = Path(session.create_tmp()).resolve() / "core-tests"
     shutil.rmtree(tests_copy, ignore_errors=True)
     shutil.copytree(ROOT / "tilelang-core" / "tests", tests_copy)
     session.chdir(str(tests_copy))

@@ -24,7 +24,7 @@ from .errors import (  # noqa: E402
     PluginError,
     TileLangError,
 )
-from .jit import JITKernel, compile, jit  # noqa: E402
+from .jit import JITKernel, compile, jit, lower  # noqa: E402
 from .plugins import load_plugins  # noqa: E402
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "compile",
     "jit",
     "load_plugins",
+    "lower",
 ]
 
 # Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).

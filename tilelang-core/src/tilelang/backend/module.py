@@ -193,7 +193,7 @@ class BackendContext:
     module: BackendModule
     target: Any  # tvm Target with its host attached
     target_host: Any
-    execution_backend: ExecutionBackend
+    execution_backend: ExecutionBackend | None  # None: code generation only (tilelang.lower)
     execution_spec: ExecutionBackendSpec
     target_source: str = "explicit"  # "explicit", "alias <name>" or "auto (<detector>)"
 
@@ -223,21 +223,22 @@ class BackendContext:
     def fingerprint(self) -> str:
         """Everything about this context that changes generated code, as text."""
         dist, version = origin("backend", self.module.name)
-        exec_dist, exec_version = origin("execution", self.execution_backend.name)
+        exec_name = self.execution_spec.name
+        exec_dist, exec_version = origin("execution", exec_name)
+        exec_impl = self.execution_backend.version if self.execution_backend else ""
         return "|".join(
             [
                 f"backend={self.module.name}@{dist}=={version}",
                 f"target={target_to_json(self.target)}",
                 f"host={target_to_json(self.target_host)}",
-                f"exec={self.execution_backend.name}@{exec_dist}=={exec_version}:"
-                f"{self.execution_backend.version}",
+                f"exec={exec_name}@{exec_dist}=={exec_version}:{exec_impl}",
             ]
         )
 
     def describe(self) -> str:
         return (
             f"target backend {self.module.name!r} ({self.target.kind.name}, {self.target_source}), "
-            f"execution backend {self.execution_backend.name!r}"
+            f"execution backend {self.execution_spec.name!r}"
         )
 
 
@@ -321,10 +322,18 @@ def _why_missing(name: str) -> str:
     return f"not installed ({install_hint(name, EXECUTION_EXTRAS)})"
 
 
+#: the spec of a codegen-only context: sources, no host module, nothing compiled
+CODEGEN_ONLY = ExecutionBackendSpec("codegen_only", requires_host_codegen=False,
+                                    requires_device_compile=False)
+
+
 def create_backend_context(
-    target: TargetSpec = "auto", target_host: TargetSpec = None, execution_backend: str = "auto"
+    target: TargetSpec = "auto", target_host: TargetSpec = None, execution_backend: str | None = "auto"
 ) -> BackendContext:
-    """Resolve target, host target, target backend and execution backend, once."""
+    """Resolve target, host target, target backend and execution backend, once.
+
+    execution_backend=None resolves no execution backend: the context can lower and
+    generate source (``tilelang.lower``) on machines where nothing can run the kernel."""
     from tvm_ffi import DLDeviceType
 
     device, source = _resolve_target(target)
@@ -343,5 +352,7 @@ def create_backend_context(
     else:
         host = default_host_target()
     device = device.with_host(host)
+    if execution_backend is None:
+        return BackendContext(module, device, host, None, CODEGEN_ONLY, source)
     impl, spec = _select_execution(module, device, execution_backend)
     return BackendContext(module, device, host, impl, spec, source)

@@ -32,6 +32,7 @@ class KernelLaunch:
 
     symbol: str
     args: tuple[str, ...]
+    arg_types: tuple[str, ...]
     grid: tuple[str, ...]
     block: tuple[str, ...]
     dynamic_smem: str = "0"
@@ -84,8 +85,8 @@ class CompiledArtifact:
             for p in data["params"]
         )
         data["launches"] = tuple(
-            KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["grid"]), tuple(k["block"]),
-                         k["dynamic_smem"])
+            KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["arg_types"]), tuple(k["grid"]),
+                         tuple(k["block"]), k["dynamic_smem"])
             for k in data["launches"]
         )
         data["out_idx"] = tuple(data["out_idx"])

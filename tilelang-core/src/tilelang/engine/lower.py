@@ -147,7 +147,7 @@ def lower(
         target=target_to_json(context.target),
         target_host=target_to_json(context.target_host),
         target_backend=context.module.name,
-        execution_backend=context.execution_backend.name,
+        execution_backend=context.execution_spec.name,
         host_source=inspect_source(host_module) if host_module is not None else "",
         device_source=device_source,
         launches=launches,
@@ -166,9 +166,12 @@ def _launch_facts(mod: Any) -> tuple[tuple[KernelLaunch, ...], int]:
     attrs = mod.attrs
     raw = attrs.get(LAUNCHES_ATTR) if attrs is not None else None
     launches = tuple(
-        KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["grid"]), tuple(k["block"]),
-                     k["dynamic_smem"])
+        KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["arg_types"]), tuple(k["grid"]),
+                     tuple(k["block"]), k["dynamic_smem"])
         for k in json.loads(str(raw))
     ) if raw is not None else ()
-    alignment = attrs.get(ALIGNMENT_ATTR) if attrs is not None else None
-    return launches, int(alignment) if alignment is not None else 0
+    alignment = 0
+    for func in mod.functions.values():
+        value = func.attrs.get(ALIGNMENT_ATTR) if func.attrs is not None else None
+        alignment = max(alignment, int(value) if value is not None else 0)
+    return launches, alignment

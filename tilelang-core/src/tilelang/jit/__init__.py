@@ -31,6 +31,20 @@ def compile(  # noqa: A001 - upstream TileLang's name
                      instruments=instruments)
 
 
+def lower(func: Any, target: Any = "auto", target_host: Any = None,
+          out_idx: Sequence[int] | int | None = None,
+          pass_configs: Mapping[str, Any] | None = None) -> Any:
+    """Lower and generate code without choosing an execution backend: returns the
+    CompiledArtifact (sources, signature, launch metadata). Works for targets this machine
+    cannot run, e.g. CUDA source on a machine without a GPU."""
+    from ..backend.module import create_backend_context
+    from ..engine.lower import lower as engine_lower
+
+    context = create_backend_context(target, target_host, execution_backend=None)
+    out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
+    return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
+
+
 class JITFunction:
     """What ``@tilelang.jit`` returns: call it with the kernel's parameters (sizes, tile
     shapes) to get a compiled JITKernel; each parameter set compiles once per process and
@@ -68,4 +82,4 @@ def jit(
     return lambda f: JITFunction(f, options)
 
 
-__all__ = ["JITFunction", "JITKernel", "compile", "jit"]
+__all__ = ["JITFunction", "JITKernel", "compile", "jit", "lower"]

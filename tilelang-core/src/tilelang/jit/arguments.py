@@ -28,6 +28,9 @@ class TensorInfo:
 
     __slots__ = ("dtype", "shape", "device_type", "device_index", "contiguous", "is_torch", "obj")
 
+    def data_ptr(self) -> int:
+        return int(self.obj.data_ptr()) if self.is_torch else int(self.obj.ctypes.data)
+
     def __init__(self, obj: Any) -> None:
         self.obj = obj
         module = type(obj).__module__
@@ -58,6 +61,7 @@ class ArgumentBinder:
         self.out_idx = artifact.out_idx
         self.inputs = tuple(i for i in range(len(self.params)) if i not in self.out_idx)
         self.device_type = device_type
+        self.alignment = artifact.min_alignment
         bound = {d for i in self.inputs for d in (self.params[i].shape or ()) if isinstance(d, str)}
         for i in self.out_idx:
             free = [d for d in self.params[i].shape or () if isinstance(d, str) and d not in bound]
@@ -103,10 +107,15 @@ class ArgumentBinder:
         if param.strides is None and not info.contiguous:
             raise self._error(index, "expected a contiguous (row-major) tensor; call "
                               ".contiguous() / numpy.ascontiguousarray() first")
+        if self.alignment and info.data_ptr() % self.alignment:
+            raise self._error(index, f"its data pointer is not aligned to {self.alignment} bytes, "
+                              "which this kernel's vectorized accesses need (a view that starts "
+                              "mid-allocation?); pass x.clone() or an aligned tensor")
         return info
 
-    def bind(self, args: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        """Validate ``args`` (the inputs) and return (all call arguments, outputs)."""
+    def bind(self, args: Sequence[Any]) -> tuple[list[Any], list[Any], dict[str, int]]:
+        """Validate ``args`` (the inputs); return (all call arguments, outputs, the values of
+        the symbolic dimensions)."""
         if len(args) != len(self.inputs):
             names = ", ".join(self.params[i].name for i in self.inputs)
             raise ArgumentError(f"kernel {self.kernel!r} takes {len(self.inputs)} argument(s) "
@@ -127,7 +136,7 @@ class ArgumentBinder:
             out = self._allocate(self.params[index], symbols, like)
             call[index] = out
             outputs.append(out)
-        return call, outputs
+        return call, outputs, symbols
 
     def _check_scalar(self, index: int, param: ParamInfo, value: Any) -> Any:
         if param.dtype.startswith(("int", "uint")):

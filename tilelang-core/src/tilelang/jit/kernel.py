@@ -44,6 +44,9 @@ class JITKernel:
         check_kernel(func, getattr(func, "__name__", "kernel"))  # before hashing its script
         if isinstance(out_idx, int):
             out_idx = [out_idx]
+        if execution_backend is None:
+            raise TypeError("tilelang.compile needs an execution backend; use tilelang.lower(...) "
+                            "to generate code without one")
         self.context = create_backend_context(target, target_host, execution_backend)
         configs = validate_pass_configs(pass_configs)
         cache = cache or KernelCache()

@@ -14,7 +14,7 @@ from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from .allocate import alloc_local, alloc_shared
 from .ext import ext
 from .frontend import normalize as _normalize
-from .kernel import Kernel
+from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .symbolic import dynamic, symbolic
 
@@ -44,6 +44,8 @@ __all__ = [  # noqa: F405 - the star import provides the rest
     "alloc_shared",
     "dynamic",
     "ext",
+    "get_block_binding",
+    "get_thread_binding",
     "prim_func",
     "symbolic",
 ]

@@ -30,6 +30,31 @@ def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
     return values
 
 
+_ACTIVE: list[Kernel] = []
+
+
+def get_thread_binding(dim: int = 0) -> Any:
+    """The thread index along ``dim`` (0 = x) of the enclosing T.Kernel.
+
+    TileLang code rarely needs it: T.Parallel distributes tile work across threads."""
+    if not _ACTIVE:
+        raise LanguageError("T.get_thread_binding() is only valid inside a T.Kernel frame")
+    threads = _ACTIVE[-1].thread_vars
+    if not 0 <= dim < len(threads):
+        raise LanguageError(f"T.get_thread_binding({dim}): the kernel has {len(threads)} thread dimension(s)")
+    return threads[dim]
+
+
+def get_block_binding(dim: int = 0) -> Any:
+    """The block index along ``dim`` (0 = x) of the enclosing T.Kernel."""
+    if not _ACTIVE:
+        raise LanguageError("T.get_block_binding() is only valid inside a T.Kernel frame")
+    blocks = _ACTIVE[-1].block_vars
+    if not 0 <= dim < len(blocks):
+        raise LanguageError(f"T.get_block_binding({dim}): the kernel has {len(blocks)} grid dimension(s)")
+    return blocks[dim]
+
+
 class Kernel:
     """The ``T.Kernel(*grid, threads=128)`` frame; entering it yields the block indices."""
 
@@ -43,6 +68,7 @@ class Kernel:
         self.threads = _as_tuple(threads, "threads")
         self._stack: contextlib.ExitStack | None = None
         self.thread_vars: tuple[Any, ...] = ()
+        self.block_vars: tuple[Any, ...] = ()
 
     def __enter__(self) -> Any:
         stack = contextlib.ExitStack()
@@ -52,9 +78,11 @@ class Kernel:
         threads = []
         for tag, extent in zip(THREAD_TAGS, self.threads):
             threads.append(stack.enter_context(_ib.launch_thread(tag, extent)))
-        self._stack, self.thread_vars = stack, tuple(threads)
+        self._stack, self.thread_vars, self.block_vars = stack, tuple(threads), tuple(blocks)
+        _ACTIVE.append(self)
         return blocks[0] if len(blocks) == 1 else tuple(blocks)
 
     def __exit__(self, *exc: Any) -> bool | None:
         assert self._stack is not None
+        _ACTIVE.remove(self)
         return self._stack.__exit__(*exc)

@@ -6,7 +6,8 @@ host function then still holds the kernel's own parameters, and every
 extents as expressions of the shape symbols and scalar parameters. The result is stored
 as the module attribute ``tilelang.launches`` (JSON) for execution backends that launch
 kernels themselves (NVRTC, Cython): operands are ``"param:<index>"`` for a tensor's data
-pointer or a Python expression over the parameter and symbol names.
+pointer or a Python expression over the parameter and symbol names, with ``arg_types``
+("handle" for pointers, else the scalar dtype the kernel declares).
 """
 
 from __future__ import annotations
@@ -74,15 +75,18 @@ def _launches_of(func: Any) -> list[dict[str, Any]]:
         symbol = str(args[0].value)
         operands, extents = args[1:len(args) - len(values)], args[len(args) - len(values):]
         by_tag = dict(zip(values, extents))
-        encoded = []
+        encoded, types = [], []
         for operand in operands:
             if getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
                 encoded.append(f"param:{names.index(operand.args[0].name)}")
+                types.append("handle")
             else:
                 encoded.append(python_expr(operand))
+                types.append(str(operand.ty))
         launches.append({
             "symbol": symbol,
             "args": encoded,
+            "arg_types": types,
             "grid": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _GRID],
             "block": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _BLOCK],
             "dynamic_smem": python_expr(by_tag[_DYN_SMEM]) if _DYN_SMEM in by_tag else "0",

@@ -23,11 +23,18 @@ class TVMFFILauncher(KernelLauncher):
         self.function = module[artifact.kernel_name]
         self.binder = ArgumentBinder(artifact, device_type)
         self.single = len(artifact.out_idx) == 1
+        self.on_host = device_type == 1
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
-        call, outputs = self.binder.bind(args)
+        call, outputs, _ = self.binder.bind(args)
         try:
-            self.function(*call)
+            # tvm_ffi launches on the caller's current torch stream (it reads it from the
+            # first device tensor); an explicit stream= becomes the current one for the call
+            if stream is None or self.on_host:
+                self.function(*call)
+            else:
+                with _torch_stream(stream):
+                    self.function(*call)
         except TileLangError:
             raise
         except Exception as err:  # the packed function's own checks, or a runtime failure
@@ -35,6 +42,14 @@ class TVMFFILauncher(KernelLauncher):
         if not outputs:
             return None
         return outputs[0] if self.single else tuple(outputs)
+
+
+def _torch_stream(stream: Any) -> Any:
+    import torch
+
+    if not isinstance(stream, torch.cuda.Stream):
+        stream = torch.cuda.ExternalStream(int(stream))
+    return torch.cuda.stream(stream)
 
 
 class TVMFFIExecutionBackend(ExecutionBackend):
@@ -60,6 +75,11 @@ class TVMFFIExecutionBackend(ExecutionBackend):
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         import tvm
 
+        # a target backend may need to hook the runtime first (CUDA: route the load-time
+        # compile of embedded device source to its toolchain and cubin cache)
+        prepare = context.module.callbacks.get("prepare_runtime")
+        if prepare is not None:
+            context.module.callback("prepare_runtime")()
         module = tvm.runtime.load_module(str(directory / LIBRARY))
         device_type = int(context.target.get_target_device_type())
         return TVMFFILauncher(module, artifact, device_type)

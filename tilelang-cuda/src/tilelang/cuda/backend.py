@@ -1,0 +1,45 @@
+"""The one place the CUDA backend's manifest is assembled, and its plugin hooks."""
+
+from __future__ import annotations
+
+from tilelang.backend import BackendModule, ExecutionBackendSpec, TargetDetector
+from tilelang.plugins import hookimpl
+
+from . import target
+
+TILELANG_PLUGIN_API = 1
+
+BACKEND = BackendModule(
+    name="cuda",
+    target_kinds=("cuda",),
+    supports_target=target.is_plain_cuda_target,
+    pipelines={"cuda": "tilelang.cuda.pipeline:CUDA_PIPELINE"},
+    device_codegens={"cuda": "tilelang.cuda.codegen:CUDA_DEVICE_CODEGEN"},
+    # auto preference: tvm_ffi (host code + TVM's CUDA module), then nvrtc (source +
+    # launch metadata, launched through the driver API)
+    execution_backends=(
+        ExecutionBackendSpec("tvm_ffi", is_available=target.driver_unavailable_reason),
+        ExecutionBackendSpec("nvrtc", is_available=target.driver_unavailable_reason,
+                             requires_host_codegen=False, requires_device_compile=False),
+    ),
+    callbacks={
+        "compile_device": "tilelang.cuda.toolchain:compile_for_target",
+        "prepare_runtime": "tilelang.cuda.toolchain:prepare_tvm_runtime",
+        "toolchain_unavailable_reason": "tilelang.cuda.toolchain:unavailable_reason",
+    },
+    aliases=("gpu",),
+    default_target=target.default_cuda_target,
+    canonicalize_target=target.canonicalize,
+    description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
+)
+
+
+@hookimpl
+def tilelang_backend_modules() -> list[BackendModule]:
+    return [BACKEND]
+
+
+@hookimpl
+def tilelang_target_detectors() -> list[TargetDetector]:
+    # above the CPU's 0: a machine with a GPU compiles for it by default
+    return [TargetDetector("cuda", priority=100, detect=target.detect)]

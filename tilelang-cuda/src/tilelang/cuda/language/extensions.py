@@ -1,0 +1,89 @@
+"""CUDA language extensions. Each builds IR that TVM's CUDA codegen prints as the CUDA
+intrinsic of the same name (CUDA C++ Programming Guide: warp shuffle functions, warp vote
+functions, atomic functions, __syncthreads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm.script.ir_builder import tirx as _ib
+
+FULL_MASK = 0xFFFFFFFF
+
+
+def _dtype(value: Any) -> str:
+    ty = getattr(value, "ty", None)
+    if ty is not None:
+        return str(ty)
+    return "float32" if isinstance(value, float) else "int32"
+
+
+def _mask(mask: Any) -> Any:
+    return tirx.const(mask, "uint32") if isinstance(mask, int) else mask
+
+
+def sync_threads() -> Any:
+    """__syncthreads(): every thread of the block reaches this point."""
+    return _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+
+
+def sync_warp(mask: int = FULL_MASK) -> Any:
+    return _ib.evaluate(tirx.call_extern("int32", "__syncwarp", _mask(mask)))
+
+
+def shfl_sync(value: Any, src_lane: Any, width: int = 32, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern(_dtype(value), "__shfl_sync", _mask(mask), value, src_lane, width)
+
+
+def shfl_xor(value: Any, lane_mask: Any, width: int = 32, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern(_dtype(value), "__shfl_xor_sync", _mask(mask), value, lane_mask, width)
+
+
+def shfl_down(value: Any, delta: Any, width: int = 32, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern(_dtype(value), "__shfl_down_sync", _mask(mask), value, delta, width)
+
+
+def shfl_up(value: Any, delta: Any, width: int = 32, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern(_dtype(value), "__shfl_up_sync", _mask(mask), value, delta, width)
+
+
+def activemask() -> Any:
+    return tirx.call_extern("uint32", "__activemask")
+
+
+def any_sync(predicate: Any, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern("int32", "__any_sync", _mask(mask), predicate)
+
+
+def all_sync(predicate: Any, mask: int = FULL_MASK) -> Any:
+    return tirx.call_extern("int32", "__all_sync", _mask(mask), predicate)
+
+
+def warp_reduce_sum(value: Any) -> Any:
+    """Sum of ``value`` over the 32 lanes of a warp (butterfly of __shfl_xor_sync); every
+    lane gets the total."""
+    for offset in (16, 8, 4, 2, 1):
+        value = value + shfl_xor(value, offset)
+    return value
+
+
+def _atomic(name: str, dst: Any, value: Any) -> Any:
+    """``dst`` is a buffer element (``C[i]``); returns the old value (an expression), and
+    used as a statement it performs the update."""
+    if not isinstance(dst, TensorLoad):
+        raise TypeError(f"T.{name}: the destination must be a buffer element such as C[i], got {dst!r}")
+    return tirx.call_extern(str(dst.source.dtype), name, tirx.address_of(dst), value)
+
+
+def atomic_add(dst: Any, value: Any) -> Any:
+    return _atomic("atomicAdd", dst, value)
+
+
+def atomic_max(dst: Any, value: Any) -> Any:
+    return _atomic("atomicMax", dst, value)
+
+
+def atomic_min(dst: Any, value: Any) -> Any:
+    return _atomic("atomicMin", dst, value)

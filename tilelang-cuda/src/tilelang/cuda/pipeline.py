@@ -1,0 +1,60 @@
+"""The CUDA backend's complete lowering sequence, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tilelang.backend import PassPipeline, pass_config
+
+
+def lowering_passes(context: Any) -> Sequence[Any]:
+    """Up to MakePackedAPI. ThreadSync inserts __syncthreads() where shared memory written
+    by some threads is read by others; the launch metadata is captured right after the
+    host/device split, for execution backends that launch kernels themselves."""
+    from tvm import s_tir, tirx
+    from tvm.backend.cuda.transforms import LowerIket
+
+    from tilelang.backend.pass_pipeline import CaptureLaunchMetadata
+
+    from .transform import PartitionParallelLoops
+
+    vectorize = not pass_config("tl.disable_vectorize", False)
+    return [
+        PartitionParallelLoops(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.VectorizeLoop(vectorize),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.CommonSubexprElim(),
+        s_tir.transform.ThreadSync("shared"),
+        s_tir.transform.ThreadSync("shared.dyn"),
+        s_tir.transform.MergeSharedMemoryAllocations(),
+        tirx.transform.FP8ComputeLegalize(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        LowerIket(),
+        CaptureLaunchMetadata(),
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.FP8StorageLegalize(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+
+
+def finalize_host_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
+
+
+def finalize_device_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin()]
+
+
+CUDA_PIPELINE = PassPipeline("tl.cuda", lowering_passes, finalize_host_passes, finalize_device_passes)

@@ -1,0 +1,77 @@
+"""CUDA targets: driver probing (ctypes on libcuda, no SDK import), arch detection, the
+target detector that makes ``target="auto"`` pick the GPU, and canonicalization."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+DEFAULT_ARCH = "sm_90"
+_CC_MAJOR, _CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{MAJOR,MINOR}
+
+
+@functools.cache
+def _driver() -> tuple[Any, str | None]:
+    """(libcuda handle, None) or (None, why not). Probed once per process."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None, "no CUDA driver on this machine (libcuda.so.1 cannot be loaded)"
+    if lib.cuInit(0) != 0:
+        return None, "the CUDA driver failed to initialize (cuInit): is a GPU visible to this process?"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return None, "the CUDA driver sees no GPU"
+    return lib, None
+
+
+def driver_unavailable_reason() -> str | None:
+    """None when a CUDA GPU can run kernels here, else why not."""
+    return _driver()[1]
+
+
+def device_arch(ordinal: int = 0) -> str | None:
+    """``sm_XY`` of GPU ``ordinal``, or None without a usable driver."""
+    lib, _ = _driver()
+    if lib is None:
+        return None
+    device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if lib.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
+        return None
+    lib.cuDeviceGetAttribute(ctypes.byref(major), _CC_MAJOR, device)
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), _CC_MINOR, device)
+    return f"sm_{major.value}{minor.value}"
+
+
+def detect() -> dict[str, Any] | None:
+    """Target detector: the first GPU's target, or None when there is none."""
+    arch = device_arch()
+    return {"kind": "cuda", "arch": arch} if arch else None
+
+
+def default_cuda_target() -> dict[str, Any]:
+    """``target="cuda"``: this machine's GPU, or DEFAULT_ARCH for code generation only."""
+    return detect() or {"kind": "cuda", "arch": DEFAULT_ARCH}
+
+
+def canonicalize(target: Any) -> Any:
+    """Give a cuda target without an explicit arch the detected (or default) arch."""
+    from tvm.target import Target
+
+    config = dict(target.export())
+    if "arch" in config and str(config["arch"]).startswith("sm_"):
+        return target
+    config["arch"] = device_arch() or DEFAULT_ARCH
+    host = config.pop("host", None)
+    return Target(config, host=host) if host else Target(config)
+
+
+def is_plain_cuda_target(target: Any) -> bool:
+    """The predicate that leaves room for CUDA variants (CuTeDSL marks its targets with the
+    key "cutedsl" and registers its own manifest for the same kind)."""
+    return "cutedsl" not in [str(k) for k in target.keys]
+
+
+def arch_of(target: Any) -> str:
+    return str(target.export().get("arch", DEFAULT_ARCH))

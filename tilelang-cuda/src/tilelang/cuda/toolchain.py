@@ -1,0 +1,178 @@
+"""CUDA toolchain primitives: CUDA source -> cubin with NVRTC (cuda-bindings) or nvcc.
+
+Owned by the target backend and exposed as manifest callbacks, so that execution backends
+(tvm_ffi, nvrtc, cython) compile through it without importing this package. Cubins are
+cached on disk by the hash of (source, arch, options, toolchain version): a second process
+loads the kernel without compiling.
+
+TILELANG_CUDA_TOOLCHAIN=nvrtc|nvcc|auto (default auto: NVRTC when its library loads, else nvcc)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tilelang.errors import BackendUnavailableError, CompileError
+
+TOOLCHAIN_ENV = "TILELANG_CUDA_TOOLCHAIN"
+OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
+
+
+def cubin_cache_dir() -> Path:
+    from tilelang.cache import default_cache_dir
+
+    return default_cache_dir().parent / "cubin"
+
+
+@functools.cache
+def include_dirs() -> tuple[str, ...]:
+    """CCCL (libcu++ for <cuda/std/...>) and the cudart headers (cuda_fp16.h ...)."""
+    dirs: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        for name in ("cccl", "cudart"):
+            found = find_nvidia_header_directory(name)
+            if found:
+                dirs.append(str(found))
+    except ImportError:
+        pass
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    root = Path(nvcc).resolve().parent.parent
+    for candidate in (root / "include" / "cccl", root / "include"):
+        if candidate.is_dir() and str(candidate) not in dirs:
+            dirs.append(str(candidate))
+    return tuple(dirs)
+
+
+@functools.cache
+def nvrtc_unavailable_reason() -> str | None:
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        return "cuda-bindings is not installed (pip install cuda-bindings)"
+    try:
+        err, _major, _minor = nvrtc.nvrtcVersion()
+    except Exception as exc:  # noqa: BLE001 - the shared library itself is missing
+        return f"the NVRTC library cannot be loaded: {exc}"
+    return None if int(err) == 0 else f"nvrtcVersion failed: {err}"
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = "/usr/local/cuda/bin/nvcc"
+    return default if os.access(default, os.X_OK) else None
+
+
+def choose_toolchain() -> str:
+    wanted = os.environ.get(TOOLCHAIN_ENV, "auto").strip().lower() or "auto"
+    if wanted not in ("auto", "nvrtc", "nvcc"):
+        raise CompileError(f"{TOOLCHAIN_ENV}={wanted!r}: use nvrtc, nvcc or auto")
+    if wanted in ("auto", "nvrtc") and nvrtc_unavailable_reason() is None:
+        return "nvrtc"
+    if wanted in ("auto", "nvcc") and nvcc_path():
+        return "nvcc"
+    raise BackendUnavailableError(
+        "no CUDA compiler here: NVRTC "
+        f"({nvrtc_unavailable_reason() or 'not chosen'}) and nvcc (not on PATH); "
+        "install cuda-bindings and nvidia-cuda-nvrtc, or the CUDA toolkit"
+    )
+
+
+def unavailable_reason() -> str | None:
+    try:
+        choose_toolchain()
+    except BackendUnavailableError as err:
+        return str(err)
+    return None
+
+
+def _compile_nvrtc(source: str, arch: str, name: str) -> bytes:
+    from cuda.bindings import nvrtc
+
+    def check(result: Any, what: str, program: Any = None) -> Any:
+        err = result[0]
+        if int(err) != 0:
+            log = ""
+            if program is not None:
+                _, size = nvrtc.nvrtcGetProgramLogSize(program)
+                buf = b" " * size
+                nvrtc.nvrtcGetProgramLog(program, buf)
+                log = buf.decode(errors="replace")
+            raise CompileError(f"NVRTC {what} failed for kernel {name!r} ({arch}): {err}\n{log}")
+        return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+    program = check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
+    options = [f"-arch={arch}".encode(), b"-default-device", *[o.encode() for o in OPTIONS if o != "-O3"]]
+    options += [f"-I{d}".encode() for d in include_dirs()]
+    try:
+        check(nvrtc.nvrtcCompileProgram(program, len(options), options), "compile", program)
+        size = check(nvrtc.nvrtcGetCUBINSize(program), "cubin size")
+        cubin = b" " * size
+        check(nvrtc.nvrtcGetCUBIN(program, cubin), "get cubin")
+        return cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+
+
+def _compile_nvcc(source: str, arch: str, name: str) -> bytes:
+    nvcc = nvcc_path()
+    assert nvcc is not None
+    with tempfile.TemporaryDirectory(prefix="tilelang-nvcc-") as tmp:
+        src, out = Path(tmp) / f"{name}.cu", Path(tmp) / f"{name}.cubin"
+        src.write_text(source)
+        cmd = [nvcc, "-cubin", f"-arch={arch}", *OPTIONS, *[f"-I{d}" for d in include_dirs()],
+               "-o", str(out), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc failed for kernel {name!r} ({arch}):\n$ {' '.join(cmd)}\n"
+                               f"{proc.stderr}{proc.stdout}")
+        return out.read_bytes()
+
+
+def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
+    """CUDA source -> cubin for ``arch`` (e.g. "sm_90"), through the disk cache."""
+    toolchain = choose_toolchain()
+    key = hashlib.sha256("\0".join([toolchain, arch, *OPTIONS, source]).encode()).hexdigest()
+    path = cubin_cache_dir() / f"{key}.cubin"
+    if path.is_file():
+        return path.read_bytes()
+    compile_fn = _compile_nvrtc if toolchain == "nvrtc" else _compile_nvcc
+    cubin = compile_fn(source, arch, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)  # atomic: concurrent compilers of one kernel agree on the bytes
+    return cubin
+
+
+def compile_for_target(source: str, target: Any, name: str = "kernel") -> bytes:
+    """The ``compile_device`` manifest callback: source + normalized target -> cubin."""
+    from .target import arch_of
+
+    return compile_cubin(source, arch_of(target), name)
+
+
+def _tvm_callback_cuda_compile(code: str, *_: Any) -> bytes:
+    from .target import DEFAULT_ARCH, device_arch
+
+    return compile_cubin(code, device_arch() or DEFAULT_ARCH)
+
+
+def prepare_tvm_runtime() -> None:
+    """The ``prepare_runtime`` callback: TVM's CUDA runtime module compiles embedded source
+    when it is loaded, through the global ``tvm_callback_cuda_compile``; route that to this
+    toolchain (and its cubin cache) for the GPU the process runs on. Registered again before
+    every load, since importing tvm.support.nvcc installs TVM's own callback."""
+    import tvm_ffi
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", _tvm_callback_cuda_compile, override=True)

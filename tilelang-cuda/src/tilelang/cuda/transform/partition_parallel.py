@@ -1,0 +1,216 @@
+"""PartitionParallelLoops: T.Parallel nests on the GPU.
+
+A T.Parallel nest covers a whole tile; the block's threads share it. The nest's iteration
+space (extents e_1..e_n, P = prod e_i points) is flattened, cut into vectors of v
+consecutive points along the innermost axis, and the vectors are dealt round-robin to the
+block's T threads (thread t takes vectors t, t + T, ...), so that consecutive threads
+touch consecutive addresses (coalesced) and each thread issues v-wide loads and stores.
+
+v is the widest of 16/8/4/2/1 bytes-per-access that keeps every global/shared access of
+the body aligned (checked with TVM's modular-set analysis on the flattened offsets) and
+divides the innermost extent; the kernel then requires its tensors to be aligned to that
+many bytes, which the pass records as the PrimFunc attribute ``tilelang.min_alignment``
+so that launchers can check it before launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
+from tvm.sym.analyzer import Analyzer
+
+from tilelang.errors import LanguageError
+
+_PARALLEL = tirx.ForKind.PARALLEL
+_THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+ALIGNMENT_ATTR = "tilelang.min_alignment"
+_VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
+
+
+def _substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
+    def on_var(var: Any) -> Any:
+        for old, new in pairs:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
+
+
+def _serialize(node: Any) -> Any:
+    def on_for(loop: Any) -> Any:
+        if loop.kind != _PARALLEL:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body)
+
+    return tvm_ffi.structural_map(node, (tirx.For, on_for), order="post")
+
+
+def _dtype_bytes(dtype: Any) -> int:
+    text = str(dtype)
+    bits = int("".join(ch for ch in text.split("x")[0] if ch.isdigit()) or 32)
+    return max(1, bits // 8)
+
+
+def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
+    """(buffer, indices) of every load/store, and whether the body is vectorizable at all
+    (straight-line code: no inner loops, allocations or external calls)."""
+    import tvm
+
+    found: list[tuple[Any, list[Any]]] = []
+    simple = [True]
+
+    blockers = (tirx.For, tirx.AllocBuffer, tirx.While)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            found.append((node.buffer, list(node.indices)))
+        elif isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer):
+            found.append((node.source, list(node.indices)))
+        elif isinstance(node, blockers):
+            simple[0] = False
+        elif isinstance(node, tvm.ir.Call):
+            name = getattr(node.op, "name", "")
+            if name in ("tirx.call_extern", "tirx.call_pure_extern", "tirx.tvm_storage_sync",
+                        "tirx.address_of") or name.startswith("tl."):
+                simple[0] = False
+
+    tvm_ffi.structural_walk(body, visit)
+    return found, simple[0]
+
+
+def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
+    offset, stride = None, None
+    for dim, index in reversed(list(zip(buffer.shape, indices))):
+        term = index if stride is None else index * stride
+        offset = term if offset is None else offset + term
+        stride = dim if stride is None else stride * dim
+    return offset if offset is not None else tirx.IntImm("int32", 0)
+
+
+def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
+    """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
+    extents = [loop.extent for loop in loops]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return 1, 0
+    inner = int(extents[-1].value)
+    points = 1
+    for e in extents:
+        points *= int(e.value)
+    accesses, simple = _accesses(body)
+    memory = [(b, i) for b, i in accesses if b.scope() in ("global", "shared", "shared.dyn")]
+    if not simple or not memory:
+        return 1, 0
+    widest = max(_dtype_bytes(b.dtype) for b, _ in memory)
+    inner_var = loops[-1].loop_var
+    analyzer = Analyzer()
+    v = max(1, _VECTOR_BYTES // widest)
+    while v > 1:
+        if inner % v == 0 and points % v == 0:
+            probe = tirx.Var("vector_index", inner_var.ty)
+            aligned = True
+            for buffer, indices in memory:
+                offset = _substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
+                mod = analyzer.modular_set(offset)
+                if mod.coeff % v != 0 or mod.base % v != 0:
+                    aligned = False
+                    break
+            if aligned:
+                return v, max(v * _dtype_bytes(b.dtype) for b, _ in memory)
+        v //= 2
+    return 1, 0
+
+
+def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any, int]:
+    v, alignment = _vector_width(loops, body, threads)
+    extents = [loop.extent for loop in loops]
+    points: Any = extents[0]
+    for e in extents[1:]:
+        points = points * e
+    dtype = loops[0].loop_var.ty
+    vectors = tirx.floordiv(points, v) if v > 1 else points
+    k = tirx.Var("k", dtype)
+    lane = tirx.Var("vec", dtype)
+    flat = (k * threads + tid) * v + lane if v > 1 else k * threads + tid
+    pairs, stride = [], None
+    for loop, extent in reversed(list(zip(loops, extents))):
+        index = flat if stride is None else tirx.floordiv(flat, stride)
+        value = index if loop is loops[0] else tirx.floormod(index, extent)
+        pairs.append((loop.loop_var, value))
+        stride = extent if stride is None else stride * extent
+    stmt = _substitute(_serialize(body), pairs)
+    if v > 1:
+        stmt = tirx.For(lane, 0, v, tirx.ForKind.VECTORIZED, stmt)
+    analyzer = Analyzer()
+    iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
+    exact = isinstance(vectors, tirx.IntImm) or analyzer.can_prove(tirx.floormod(vectors, threads) == 0)
+    if isinstance(vectors, tirx.IntImm):
+        exact = int(vectors.value) % threads == 0
+    if not exact:
+        stmt = tirx.IfThenElse(k * threads + tid < vectors, stmt, None)
+    if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
+        return _substitute(stmt, [(k, tirx.IntImm(dtype if isinstance(dtype, str) else str(dtype), 0))]), alignment
+    return tirx.For(k, 0, iterations, tirx.ForKind.SERIAL, stmt), alignment
+
+
+def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
+    """stmt is the outermost threadIdx launch attribute of a kernel."""
+    chain, body = [], stmt
+    while isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent" and \
+            body.node.thread_tag in _THREAD_TAGS:
+        chain.append(body)
+        body = body.body
+    tid: Any = None
+    threads = 1
+    for attr in chain:
+        if not isinstance(attr.value, tirx.IntImm):
+            raise LanguageError(f"kernel {kernel!r}: T.Kernel(threads=...) must be constants on CUDA")
+        var = attr.node.var
+        tid = var if tid is None else tid + var * threads
+        threads *= int(attr.value.value)
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != _PARALLEL:
+            return loop
+        nest, inner = [loop], loop.body
+        while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
+            nest.append(inner)
+            inner = inner.body
+        new, align = _partition(nest, inner, tid, threads)
+        alignment.append(align)
+        return new
+
+    body = tvm_ffi.structural_map(body, (tirx.For, on_for), order="pre")
+    for attr in reversed(chain):
+        body = tirx.AttrStmt(attr.node, attr.attr_key, attr.value, body)
+    return body
+
+
+def _run(func: Any, mod: Any, ctx: Any) -> Any:
+    kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+    alignment: list[int] = []
+
+    def on_attr(stmt: Any) -> Any:
+        if stmt.attr_key == "thread_extent" and stmt.node.thread_tag in _THREAD_TAGS:
+            return _rewrite_threads(stmt, kernel, alignment)
+        return stmt
+
+    body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
+    leftover = []
+    tvm_ffi.structural_walk(body, (tirx.For, lambda f: leftover.append(f) if f.kind == _PARALLEL else None))
+    if leftover:
+        raise LanguageError(
+            f"kernel {kernel!r}: T.Parallel outside a T.Kernel frame cannot run on a GPU; put the "
+            "loop inside `with T.Kernel(...)`"
+        )
+    func = func.with_body(body)
+    if alignment and max(alignment) > 0:
+        func = func.with_attr(ALIGNMENT_ATTR, max(alignment))
+    return func
+
+
+def PartitionParallelLoops() -> Any:  # noqa: N802 - TVM pass naming
+    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.PartitionParallelLoops")
