@@ -61,6 +61,15 @@ def test_inplace_scalar_kernel_without_outputs():
     np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)  # LLVM may contract to FMA
 
 
+def test_views_at_any_address_are_accepted_on_cpu():
+    kernel = tilelang.compile(saxpy(1000), target="cpu")
+    x = rand(1001)[1:]  # contiguous, 4 bytes past the allocation's alignment
+    y = rand(1003)[3:]
+    expected = 2.0 * x + y
+    kernel(x, y, 2.0)
+    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_torch_cpu_tensors_in_and_out():
     torch = pytest.importorskip("torch")
     kernel = tilelang.compile(elementwise_add(50, 8), out_idx=[-1], target="cpu")

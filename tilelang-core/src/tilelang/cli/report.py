@@ -53,27 +53,13 @@ from typing import Any
 
 import tilelang
 from tilelang.backend import BackendModule, ExecutionBackend
+from tilelang.backend.module import probe
 from tilelang.backend.registry import REGISTRY, origin
 from tilelang.backend.target import detect_auto_target
 from tilelang.plugins import PluginRecord, plugin_records
 from tilelang.plugins.loader import LOADED
 
 AVAILABLE, UNAVAILABLE = "available", "unavailable"
-
-
-def probe(check: Callable[[], object] | None) -> str | None:
-    """Run an availability check: None when available, else the reason.
-
-    Checks may import TVM or an SDK and may fail in ways their authors did not foresee; a
-    report about what is broken must survive them, so any exception becomes the reason.
-    """
-    if check is None:
-        return None
-    try:
-        why = check()
-    except Exception as err:  # noqa: BLE001 - a failing probe is itself the answer
-        return f"availability check raised {type(err).__name__}: {err}"
-    return None if why is None else str(why)
 
 
 @dataclass(frozen=True)
@@ -188,6 +174,25 @@ def first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
+def target_unavailable_reason(module: BackendModule) -> str | None:
+    """A target backend is usable when it can compile here and at least one of its
+    execution backends can run what it compiles."""
+    why = probe(module.unavailable_reason)
+    if why is not None:
+        return why
+    reasons = []
+    for spec in module.execution_backends:
+        impl = REGISTRY.execution_backends.get(spec.name)
+        if impl is None:
+            reasons.append(f"{spec.name}: not installed")
+            continue
+        why = probe(impl.unavailable_reason) or probe(spec.is_available)
+        if why is None:
+            return None
+        reasons.append(f"{spec.name}: {why}")
+    return "generates code, but no execution backend can run it here (" + "; ".join(reasons) + ")"
+
+
 def target_entry(module: BackendModule) -> BackendEntry:
     dist, version = origin("backend", module.name)
     return BackendEntry(
@@ -196,7 +201,7 @@ def target_entry(module: BackendModule) -> BackendEntry:
         distribution=dist,
         version=version,
         description=module.description,
-        reason=probe(module.unavailable_reason),
+        reason=target_unavailable_reason(module),
         target_kinds=module.target_kinds,
         execution_backends=tuple(spec.name for spec in module.execution_backends),
     )

@@ -13,7 +13,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     codegen allocates every scope as ordinary memory."""
     from tvm import s_tir, tirx
 
-    from .transform import LowerKernelLaunchToLoops
+    from .transform import LowerKernelLaunchToLoops, RelaxParamAlignment
 
     vectorize = not pass_config("tl.disable_vectorize", False)
     return [
@@ -31,6 +31,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
         tirx.transform.MakePackedAPI(),
+        RelaxParamAlignment(),
         tirx.transform.BF16StorageLegalize(),
     ]
 

@@ -62,6 +62,9 @@ class ArgumentBinder:
         self.inputs = tuple(i for i in range(len(self.params)) if i not in self.out_idx)
         self.device_type = device_type
         self.alignment = artifact.min_alignment
+        from .fastbind import build_fast_binder
+
+        self._fast = build_fast_binder(artifact, device_type)
         bound = {d for i in self.inputs for d in (self.params[i].shape or ()) if isinstance(d, str)}
         for i in self.out_idx:
             free = [d for d in self.params[i].shape or () if isinstance(d, str) and d not in bound]
@@ -115,7 +118,15 @@ class ArgumentBinder:
 
     def bind(self, args: Sequence[Any]) -> tuple[list[Any], list[Any], dict[str, int]]:
         """Validate ``args`` (the inputs); return (all call arguments, outputs, the values of
-        the symbolic dimensions)."""
+        the symbolic dimensions). Torch tensors take the generated fast path."""
+        if self._fast is not None and len(args) == len(self.inputs):
+            bound = self._fast(*args)
+            if bound is not None:
+                return bound
+        return self.bind_checked(args)
+
+    def bind_checked(self, args: Sequence[Any]) -> tuple[list[Any], list[Any], dict[str, int]]:
+        """The full checks, with the detailed errors (see fastbind for the fast path)."""
         if len(args) != len(self.inputs):
             names = ", ".join(self.params[i].name for i in self.inputs)
             raise ArgumentError(f"kernel {self.kernel!r} takes {len(self.inputs)} argument(s) "

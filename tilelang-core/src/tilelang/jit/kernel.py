@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -17,11 +18,29 @@ from ..engine.artifact import CompiledArtifact
 log = logging.getLogger("tilelang.jit")
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A hash of the compiler's own Python sources (core and every plugin installed under
+    the tilelang package): a changed pass, even in an editable install with an unchanged
+    version, must not hit kernels compiled by the old code. Computed once per process."""
+    import hashlib
+
+    import tilelang
+
+    digest = hashlib.sha256()
+    for root in sorted(set(tilelang.__path__)):
+        for path in sorted(Path(root).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
                 pass_configs: Mapping[str, Any]) -> str:
     import tvm
 
     return cache_key([
+        f"compiler={compiler_fingerprint()}",
         func.script(),
         context.fingerprint(),
         f"out_idx={list(out_idx)}",

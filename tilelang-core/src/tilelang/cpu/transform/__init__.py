@@ -1,5 +1,6 @@
 """CPU-only passes."""
 
+from .alignment import RelaxParamAlignment
 from .launch_to_loops import LowerKernelLaunchToLoops
 
-__all__ = ["LowerKernelLaunchToLoops"]
+__all__ = ["LowerKernelLaunchToLoops", "RelaxParamAlignment"]

@@ -45,12 +45,29 @@ def _serialize_parallel(body: Any) -> Any:
     return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
 
 
+#: a T.Parallel nest of fewer iterations runs serially: waking the thread pool costs
+#: microseconds, more than a small tile takes on one core
+MIN_PARALLEL_EXTENT = 4096
+
+
+def _nest_points(loop: Any) -> float:
+    """Iterations of a perfect nest of T.Parallel loops (inf when an extent is symbolic)."""
+    points = 1.0
+    while isinstance(loop, tirx.For) and loop.kind == _PARALLEL:
+        if not isinstance(loop.extent, tirx.IntImm):
+            return float("inf")
+        points *= loop.extent.value
+        loop = loop.body
+    return points
+
+
 def _keep_outermost_parallel(stmt: Any) -> Any:
-    """Serialize every parallel loop nested inside another parallel loop."""
+    """Serialize every parallel loop nested inside another parallel loop, and small ones."""
 
     def visit(node: Any) -> Any:
         if isinstance(node, tirx.For) and node.kind == _PARALLEL:
-            return tirx.For(node.loop_var, node.min, node.extent, _PARALLEL,
+            small = "tilelang.parallel" in node.annotations and _nest_points(node) < MIN_PARALLEL_EXTENT
+            return tirx.For(node.loop_var, node.min, node.extent, _SERIAL if small else _PARALLEL,
                             _serialize_parallel(node.body), annotations=node.annotations)
         return None
 

@@ -1,0 +1,85 @@
+"""Host-side cost of one kernel call, per installed execution backend, for a small
+3-tensor kernel (c = a + b on 256 floats), against torch.add(a, b, out=c) in the same
+process: on the GPU when there is one, and on the CPU.
+
+Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
+calls, synchronized at the end, so it includes argument checks, binding and the launch.
+Usage: python benchmarks/launch_overhead.py [--calls 20000] [--json out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import tilelang
+import tilelang.language as T
+from tilelang.backend import registered_backends
+
+
+def small_add(n: int = 256):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                C[bx * n + i] = A[bx * n + i] + B[bx * n + i]
+
+    return main
+
+
+def per_call_us(fn, calls: int, sync, repeat: int = 5) -> float:
+    for _ in range(100):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def measure(target: str, device: str, calls: int) -> dict:
+    import torch
+
+    a, b, c = (torch.randn(256, device=device) for _ in range(3))
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    row = {"target": target, "device": device,
+           "torch_add_out_us": round(per_call_us(lambda: torch.add(a, b, out=c), calls, sync), 2)}
+    module = registered_backends()[target if target != "cpu" else "cpu"]
+    for spec in module.execution_backends:
+        try:
+            kernel = tilelang.compile(small_add(), target=target, execution_backend=spec.name)
+        except tilelang.TileLangError as err:
+            row[spec.name] = f"unavailable: {str(err)[:160]}"
+            continue
+        kernel(a, b, c)
+        torch.testing.assert_close(c, a + b)
+        row[f"{spec.name}_us"] = round(per_call_us(lambda: kernel(a, b, c), calls, sync), 2)
+    return row
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    rows = []
+    if torch.cuda.is_available():
+        rows.append(measure("cuda", "cuda", args.calls))
+    rows.append(measure("cpu", "cpu", args.calls))
+    for row in rows:
+        print(json.dumps(row, indent=1), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The per-call fast path of argument binding, generated per kernel.
+
+Validating a call by walking the signature costs microseconds in Python; a kernel's
+signature is fixed, so each kernel gets one straight-line function, emitted here from its
+signature, that checks torch tensors with identity and integer comparisons and allocates
+outputs. It returns None at the first mismatch, and the caller then runs the full checks,
+which raise the detailed ArgumentError. So the fast path never decides an error message,
+and a wrong argument can never pass it: every check of the full path is also made here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..engine.artifact import CompiledArtifact
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fail_unless(self, condition: str) -> None:
+        self.line(f"if not ({condition}): return None")
+
+
+def build_fast_binder(artifact: CompiledArtifact, device_type: int) -> Callable[..., Any] | None:
+    """A function ``f(*inputs) -> (call_args, outputs, symbols) | None`` for torch tensors,
+    or None when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    params, out_idx = artifact.params, set(artifact.out_idx)
+    inputs = [i for i in range(len(params)) if i not in out_idx]
+    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty}
+    e = _Emitter()
+    names = [f"a{i}" for i in inputs]
+    symbols: dict[str, str] = {}
+    first_tensor = None
+    on_device = "is_cuda" if device_type == 2 else "is_cpu"
+    for i in inputs:
+        p, x = params[i], f"a{i}"
+        if not p.is_tensor:
+            if p.dtype.startswith(("int", "uint")):
+                e.fail_unless(f"type({x}) is int")
+            elif p.dtype.startswith(("float", "bfloat")):
+                e.fail_unless(f"type({x}) is float or type({x}) is int")
+            else:
+                e.fail_unless(f"type({x}) is bool")
+            continue
+        dtype = getattr(torch, p.dtype, None)
+        if dtype is None or device_type not in (1, 2):
+            return None
+        env[f"_dt{i}"] = dtype
+        e.fail_unless(f"type({x}) is _Tensor and {x}.dtype is _dt{i} and {x}.{on_device}")
+        e.line(f"s = {x}.shape")
+        e.fail_unless(f"len(s) == {len(p.shape or ())}")
+        for axis, dim in enumerate(p.shape or ()):
+            if isinstance(dim, int):
+                e.fail_unless(f"s[{axis}] == {dim}")
+            elif dim in symbols:
+                e.fail_unless(f"s[{axis}] == {symbols[dim]}")
+            else:
+                symbols[dim] = f"d{len(symbols)}"
+                e.line(f"{symbols[dim]} = s[{axis}]")
+        if p.strides is None:
+            e.fail_unless(f"{x}.is_contiguous()")
+        else:
+            return None  # explicit strides: the full path checks them
+        if artifact.min_alignment:
+            e.fail_unless(f"{x}.data_ptr() % {artifact.min_alignment} == 0")
+        first_tensor = first_tensor or x
+    outputs = []
+    for i in sorted(out_idx):
+        p = params[i]
+        if first_tensor is None:
+            return None
+        env[f"_dt{i}"] = getattr(torch, p.dtype)
+        dims = [str(d) if isinstance(d, int) else symbols.get(d, "") for d in p.shape or ()]
+        if "" in dims:
+            return None
+        shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        e.line(f"a{i} = _empty({shape}, dtype=_dt{i}, device={first_tensor}.device)")
+        outputs.append(f"a{i}")
+    call = ", ".join(f"a{i}" for i in range(len(params)))
+    syms = ", ".join(f"{name!r}: {var}" for name, var in symbols.items())
+    e.line(f"return [{call}], [{', '.join(outputs)}], {{{syms}}}")
+    source = f"def fast_bind({', '.join(names)}):\n" + "\n".join(e.lines) + "\n"
+    namespace: dict[str, Any] = dict(env)
+    exec(compile(source, f"<tilelang fast binder for {artifact.kernel_name}>", "exec"), namespace)  # noqa: S102 - our own emitted code
+    function = namespace["fast_bind"]
+    function.source = source
+    return function

@@ -1,0 +1,94 @@
+"""CUDA source generation without a GPU: what the pipeline emits, and that nvcc accepts it."""
+
+from __future__ import annotations
+
+import pytest
+
+import tilelang
+from tilelang.cuda import toolchain
+from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+KERNELS = {
+    "add_f32": lambda: elementwise_add(1024, 256),
+    "add_f16": lambda: elementwise_add(1024, 256, dtype="float16"),
+    "add_bf16": lambda: elementwise_add(512, 128, dtype="bfloat16"),
+    "add_odd": lambda: elementwise_add(100, 17),
+    "softmax_rows_symbolic": lambda: row_softmax_sum(64),
+    "tiled_matmul": lambda: tiled_matmul(128, 128, 64),
+    "saxpy_scalar": lambda: saxpy(1000),
+}
+
+
+def lower(name: str):
+    return tilelang.lower(KERNELS[name](), target=SM90, out_idx=[-1] if name != "saxpy_scalar" else None)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_kernel_generates_cuda_with_launch_metadata(name):
+    artifact = lower(name)
+    assert 'extern "C" __global__' in artifact.device_source
+    assert artifact.target_backend == "cuda" and len(artifact.launches) == 1
+    launch = artifact.launches[0]
+    assert launch.block == ("128", "1", "1") or name == "saxpy_scalar"
+    assert all(a.startswith("param:") for a, t in zip(launch.args, launch.arg_types) if t == "handle")
+
+
+@pytest.mark.parametrize("name,vector", [("add_f32", "float4"), ("add_f16", "uint4"), ("add_bf16", "uint4")])
+def test_parallel_loops_become_coalesced_vector_accesses(name, vector):
+    artifact = lower(name)
+    assert f"*({vector}*)(A_ptr" in artifact.device_source
+    assert artifact.min_alignment == 16
+
+
+def test_unaligned_rows_stay_scalar():
+    artifact = lower("add_odd")  # rows of 17 floats: no 16-byte alignment to rely on
+    assert "float4" not in artifact.device_source and artifact.min_alignment == 0
+
+
+def test_shared_tiles_get_barriers_and_dynamic_shared_memory():
+    artifact = lower("tiled_matmul")
+    assert artifact.device_source.count("__syncthreads()") >= 2
+    assert artifact.launches[0].dynamic_smem == str((32 * 16 + 16 * 32) * 4)
+
+
+def test_symbolic_grid_and_scalar_arguments_in_launch_metadata():
+    launch = lower("softmax_rows_symbolic").launches[0]
+    assert launch.grid == ("((M + 15) // 16)", "1", "1")
+    assert launch.args == ("param:0", "param:2", "M", "scale")
+    assert launch.arg_types == ("handle", "handle", "int32", "float32")
+
+
+def test_cuda_dialect_extensions_reach_the_source():
+    from tilelang.cuda import language as T
+
+    @T.prim_func
+    def warp_sum(A: T.Tensor((1024,), "float32"), total: T.Tensor((1,), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            tx = T.get_thread_binding()
+            v = T.warp_reduce_sum(A[bx * 128 + tx])
+            if tx % 32 == 0:
+                T.atomic_add(total[0], v)
+
+    source = tilelang.lower(warp_sum, target=SM90).device_source
+    assert "__shfl_xor_sync" in source and "atomicAdd(" in source
+
+
+def test_parallel_outside_a_kernel_is_refused_with_a_fix():
+    import tilelang.language as T
+
+    @T.prim_func
+    def host_loop(A: T.Tensor((8,), "float32")):
+        for i in T.Parallel(8):
+            A[i] = 0.0
+
+    with pytest.raises(tilelang.CompileError, match=r"T.Parallel outside a T.Kernel frame cannot run on a GPU"):
+        tilelang.lower(host_loop, target=SM90)
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_nvcc_compiles_the_generated_source(name):
+    cubin = toolchain._compile_nvcc(lower(name).device_source, "sm_90", name)
+    assert cubin[:4] == b"\x7fELF"
