@@ -6,6 +6,7 @@ import numpy as np
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import to_kernel_device, to_numpy
 
 
 @tilelang.jit(out_idx=[-1])
@@ -24,7 +25,8 @@ def run(M: int = 1000, N: int = 256) -> str:
     kernel = elementwise_add(M, N)
     a = np.random.rand(M, N).astype("float32")
     b = np.random.rand(M, N).astype("float32")
-    np.testing.assert_allclose(kernel(a, b), a + b, rtol=1e-6)
+    out = kernel(*to_kernel_device(kernel, a, b))
+    np.testing.assert_allclose(to_numpy(out), a + b, rtol=1e-6)
     return kernel.describe()
 
 

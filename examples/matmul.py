@@ -10,6 +10,7 @@ import numpy as np
 
 import tilelang
 import tilelang.language as T
+from tilelang.testing import to_kernel_device, to_numpy
 
 
 @tilelang.jit(out_idx=[-1])
@@ -44,7 +45,8 @@ def run(M: int = 256, N: int = 256, K: int = 256) -> str:
     kernel = matmul(M, N, K)
     a = np.random.rand(M, K).astype("float32")
     b = np.random.rand(K, N).astype("float32")
-    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    out = kernel(*to_kernel_device(kernel, a, b))
+    np.testing.assert_allclose(to_numpy(out), a @ b, rtol=1e-4, atol=1e-4)
     return kernel.describe()
 
 

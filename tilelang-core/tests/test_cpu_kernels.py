@@ -88,10 +88,11 @@ def test_jit_decorator_memoizes_per_parameters():
     assert add(8, 8) is not add(16, 8)
 
 
-def test_auto_target_is_cpu_here_and_visible():
+def test_auto_target_choice_is_visible():
     kernel = tilelang.compile(elementwise_add(8, 8), out_idx=[-1])
-    assert kernel.context.target_source == "auto (cpu)"
-    assert "target backend 'cpu'" in kernel.describe()
+    name = kernel.context.module.name  # cpu here; the GPU's backend where there is one
+    assert kernel.context.target_source == f"auto ({name})"
+    assert f"target backend '{name}'" in kernel.describe()
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,8 @@ def plugin_records() -> list[PluginRecord]:
 
 
 def _entry_points() -> list[Any]:
-    from importlib_metadata import entry_points
+    # the standard library's importlib.metadata (Python >= 3.10 selects groups natively)
+    from importlib.metadata import entry_points
 
     eps = entry_points(group=ENTRY_POINT_GROUP)
     unique = {}

@@ -80,6 +80,26 @@ def run_conformance(target: Any = "auto", execution_backend: str = "auto",
     return report
 
 
+_TORCH_DEVICE = {1: "cpu", 2: "cuda", 10: "cuda"}  # DLPack device type -> torch device
+
+
+def kernel_device(kernel: Any) -> str | None:
+    """Where a compiled kernel's tensors live: None for the host (numpy works), else the
+    torch device name. Decided by the target's device type, not by its kind's name."""
+    device_type = int(kernel.context.target.get_target_device_type())
+    return None if device_type == 1 else _TORCH_DEVICE.get(device_type, "cuda")
+
+
+def to_kernel_device(kernel: Any, *arrays: np.ndarray) -> list[Any]:
+    """numpy inputs as the kernel wants them (numpy for host kernels, torch on the device)."""
+    device = kernel_device(kernel)
+    return list(arrays) if device is None else [_to_device(a, device) for a in arrays]
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else value.cpu().numpy()
+
+
 def _to_device(value: Any, device: str) -> Any:
     if isinstance(value, np.ndarray):
         import torch
@@ -88,4 +108,4 @@ def _to_device(value: Any, device: str) -> Any:
     return value
 
 
-__all__ = ["CASES", "ConformanceError", "run_conformance"]
+__all__ = ["CASES", "ConformanceError", "kernel_device", "run_conformance", "to_kernel_device", "to_numpy"]
