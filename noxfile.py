@@ -24,6 +24,12 @@ DISTRIBUTIONS = sorted(
 # pulls a multi-GB CUDA build on a machine without a GPU.
 TORCH_CPU = "torch==2.13.0"
 
+# the meta distribution's extras whose distributions exist in this repository
+EXTRAS_PRESENT = [extra for extra, dist in (("cuda", "tilelang-cuda"), ("nvrtc", "tilelang-exec-nvrtc"),
+                                            ("rocm", "tilelang-rocm"), ("cutedsl", "tilelang-cutedsl"),
+                                            ("cython", "tilelang-exec-cython"))
+                  if (ROOT / dist / "pyproject.toml").is_file()]
+
 nox.options.sessions = ["tests", "wheel_tests"]
 nox.options.reuse_existing_virtualenvs = True
 
@@ -63,21 +69,26 @@ def wheel_tests(session: nox.Session) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
+    extras = ",".join(EXTRAS_PRESENT)
     session.run(python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
-                "tilelang", "pytest", external=True)
+                f"tilelang[{extras}]" if extras else "tilelang", "pytest", external=True)
     session.run(python, "-c", "import tilelang, sys; f = tilelang.__file__; print(f); "
                 "sys.exit(0 if 'site-packages' in f else 'tilelang imported from the source tree')",
                 external=True)
-    session.run(str(venv / "bin" / "tilelang"), "backends", "list", "--json", external=True)
-    # the core tests, copied out of the tree so that only the installed wheel is importable
-    tests_copy = Path(session.create_tmp()).resolve() / "core-tests"
-    shutil.rmtree(tests_copy, ignore_errors=True)
-    shutil.copytree(ROOT / "tilelang-core" / "tests", tests_copy)
-    session.chdir(str(tests_copy))
-    # (-m "not slow": the throwaway-plugin tests build their own wheels from the source
-    # tree and already ran in the tests session)
-    session.run(python, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "-m", "not slow", ".",
-                *session.posargs, external=True)
+    session.run(str(venv / "bin" / "tilelang"), "backends", "list", external=True)
+    # every distribution's tests, copied out of the tree so that only the installed wheels
+    # are importable (-m "not slow": the throwaway-plugin tests build their own wheels from
+    # the source tree and already ran in the tests session)
+    copies = Path(session.create_tmp()).resolve() / "tests"
+    shutil.rmtree(copies, ignore_errors=True)
+    for dist in DISTRIBUTIONS:
+        if (dist / "tests").is_dir():
+            shutil.copytree(dist / "tests", copies / dist.name)
+    session.chdir(str(copies))
+    for dist in DISTRIBUTIONS:
+        if (copies / dist.name).is_dir():
+            session.run(python, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "-m", "not slow",
+                        dist.name, *session.posargs, external=True)
 
 
 @nox.session
