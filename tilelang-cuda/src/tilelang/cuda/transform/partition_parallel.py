@@ -102,7 +102,12 @@ def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
         points *= int(e.value)
     accesses, simple = _accesses(body)
     memory = [(b, i) for b, i in accesses if b.scope() in ("global", "shared", "shared.dyn")]
-    if not simple or not memory:
+    # A per-thread (local) array indexed by the nest only works if every nest over it
+    # deals the same points to the same thread; unvectorized nests of equal extents do
+    # (until fragment layouts are inferred, this is the rule that keeps them consistent).
+    per_thread = any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm) for i in idx)
+                     for b, idx in accesses)
+    if not simple or not memory or per_thread:
         return 1, 0
     widest = max(_dtype_bytes(b.dtype) for b, _ in memory)
     inner_var = loops[-1].loop_var

@@ -1,0 +1,19 @@
+"""Registers the nvrtc execution backend through the ``tilelang.plugins`` entry points.
+
+Imported by ``import tilelang``: it must not import cuda-bindings or torch. The backend
+module itself is light too; the SDKs load when a kernel is built or loaded.
+"""
+
+from __future__ import annotations
+
+from tilelang.backend import ExecutionBackend
+from tilelang.plugins import hookimpl
+
+TILELANG_PLUGIN_API = 1
+
+
+@hookimpl
+def tilelang_execution_backends() -> list[ExecutionBackend]:
+    from .backend import NVRTCExecutionBackend
+
+    return [NVRTCExecutionBackend()]
