@@ -17,28 +17,36 @@ from ..engine.artifact import CompiledArtifact
 
 
 class _Emitter:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 1
-
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
 
+    def __init__(self, miss: str) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+        self.miss = miss
+
     def fail_unless(self, condition: str) -> None:
-        self.line(f"if not ({condition}): return None")
+        self.line(f"if not ({condition}): return {self.miss}")
 
 
-def build_fast_binder(artifact: CompiledArtifact, device_type: int) -> Callable[..., Any] | None:
-    """A function ``f(*inputs) -> (call_args, outputs, symbols) | None`` for torch tensors,
-    or None when torch is not installed."""
+#: what a generated fast *call* returns when an argument needs the full checks
+MISS = object()
+
+
+def build_fast_binder(artifact: CompiledArtifact, device_type: int,
+                      launch: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
+    """For torch tensors: without ``launch``, ``f(*inputs) -> (call_args, outputs, symbols)``
+    or None; with ``launch``, ``f(*inputs)`` also calls ``launch(*call_args)`` and returns
+    the outputs as the kernel does (None, one tensor or a tuple), or MISS. None when torch
+    is not installed or the signature needs the full path."""
     try:
         import torch
     except ImportError:
         return None
     params, out_idx = artifact.params, set(artifact.out_idx)
     inputs = [i for i in range(len(params)) if i not in out_idx]
-    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty}
-    e = _Emitter()
+    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty, "_MISS": MISS, "_launch": launch}
+    e = _Emitter("None" if launch is None else "_MISS")
     names = [f"a{i}" for i in inputs]
     symbols: dict[str, str] = {}
     first_tensor = None
@@ -88,8 +96,13 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int) -> Callable[
         e.line(f"a{i} = _empty({shape}, dtype=_dt{i}, device={first_tensor}.device)")
         outputs.append(f"a{i}")
     call = ", ".join(f"a{i}" for i in range(len(params)))
-    syms = ", ".join(f"{name!r}: {var}" for name, var in symbols.items())
-    e.line(f"return [{call}], [{', '.join(outputs)}], {{{syms}}}")
+    if launch is None:
+        syms = ", ".join(f"{name!r}: {var}" for name, var in symbols.items())
+        e.line(f"return [{call}], [{', '.join(outputs)}], {{{syms}}}")
+    else:
+        e.line(f"_launch({call})")
+        e.line("return " + ("None" if not outputs else outputs[0] if len(outputs) == 1
+                            else "(" + ", ".join(outputs) + ",)"))
     source = f"def fast_bind({', '.join(names)}):\n" + "\n".join(e.lines) + "\n"
     namespace: dict[str, Any] = dict(env)
     exec(compile(source, f"<tilelang fast binder for {artifact.kernel_name}>", "exec"), namespace)  # noqa: S102 - our own emitted code

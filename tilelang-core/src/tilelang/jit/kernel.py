@@ -99,6 +99,8 @@ class JITKernel:
         self.from_cache = False
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
+        if stream is None:
+            return self.launcher(*args)
         return self.launcher(*args, stream=stream)
 
     @property

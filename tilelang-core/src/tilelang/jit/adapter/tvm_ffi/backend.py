@@ -13,6 +13,7 @@ from ....backend import BackendContext, ExecutionBackend, KernelLauncher
 from ....engine.artifact import CompiledArtifact
 from ....errors import CompileError, LaunchError, TileLangError
 from ...arguments import ArgumentBinder
+from ...fastbind import MISS, build_fast_binder
 
 LIBRARY = "kernel.so"
 
@@ -24,8 +25,14 @@ class TVMFFILauncher(KernelLauncher):
         self.binder = ArgumentBinder(artifact, device_type)
         self.single = len(artifact.out_idx) == 1
         self.on_host = device_type == 1
+        # checks, output allocation and the call in one generated function (see fastbind)
+        self.fast_call = build_fast_binder(artifact, device_type, launch=self.function)
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
+        if stream is None and self.fast_call is not None:
+            result = self.fast_call(*args)
+            if result is not MISS:
+                return result
         call, outputs, _ = self.binder.bind(args)
         try:
             # tvm_ffi launches on the caller's current torch stream (it reads it from the
