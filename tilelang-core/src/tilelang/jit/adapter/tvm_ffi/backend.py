@@ -27,9 +27,10 @@ class TVMFFILauncher(KernelLauncher):
         self.on_host = device_type == 1
         # checks, output allocation and the call in one generated function (see fastbind)
         self.fast_call = build_fast_binder(artifact, device_type, launch=self.function)
+        self.arity = len(self.binder.inputs)
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
-        if stream is None and self.fast_call is not None:
+        if stream is None and self.fast_call is not None and len(args) == self.arity:
             result = self.fast_call(*args)
             if result is not MISS:
                 return result
