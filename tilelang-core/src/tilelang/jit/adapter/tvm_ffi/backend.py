@@ -31,7 +31,12 @@ class TVMFFILauncher(KernelLauncher):
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
         if stream is None and self.fast_call is not None and len(args) == self.arity:
-            result = self.fast_call(*args)
+            try:
+                result = self.fast_call(*args)
+            except TileLangError:
+                raise
+            except Exception as err:  # the packed function's own checks, or a runtime failure
+                raise LaunchError(f"kernel {self.binder.kernel!r} failed: {err}") from err
             if result is not MISS:
                 return result
         call, outputs, _ = self.binder.bind(args)
