@@ -66,7 +66,25 @@ def test_backends_list_json_shows_nvrtc() -> None:
         assert "CUDA driver" in why or "GPU" in why or "cuda-bindings" in why
 
 
-def test_reason_without_cuda_bindings(fresh_probe: None, monkeypatch: pytest.MonkeyPatch) -> None:
+class _WorkingDriver:
+    """libcuda as the probe sees it on a machine with one GPU."""
+
+    def cuInit(self, flags: int) -> int:
+        return 0
+
+    def cuDeviceGetCount(self, out: Any) -> int:
+        out._obj.value = 1
+        return 0
+
+
+@pytest.fixture
+def driver_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the driver is probed first; these cases are about what is missing after it
+    monkeypatch.setattr(driver.ctypes, "CDLL", lambda name: _WorkingDriver())
+
+
+def test_reason_without_cuda_bindings(fresh_probe: None, driver_present: None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 
     def no_cuda_bindings(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -79,7 +97,8 @@ def test_reason_without_cuda_bindings(fresh_probe: None, monkeypatch: pytest.Mon
     assert why is not None and "pip install cuda-bindings" in why
 
 
-def test_reason_without_torch(fresh_probe: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reason_without_torch(fresh_probe: None, driver_present: None,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
     real_find_spec = driver.importlib.util.find_spec
     monkeypatch.setattr(driver.importlib.util, "find_spec",
                         lambda name, *a: None if name == "torch" else real_find_spec(name, *a))

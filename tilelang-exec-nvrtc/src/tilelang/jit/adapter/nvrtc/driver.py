@@ -36,14 +36,9 @@ DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
 
 @functools.cache
 def _probe() -> str | None:
-    """None, or why kernels cannot run here. Probed once per process; imports no SDK
-    (ctypes on libcuda, like tilelang-cuda's target probe)."""
-    try:
-        import cuda.bindings.driver  # noqa: F401
-    except ImportError:
-        return "cuda-bindings is not installed (pip install cuda-bindings)"
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed; nvrtc kernels take torch CUDA tensors (pip install torch)"
+    """None, or why kernels cannot run here. Probed once per process. The driver comes
+    first (ctypes on libcuda, like tilelang-cuda's target probe): without a GPU that is the
+    answer whatever else is installed; then the Python packages the launcher uses."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -53,6 +48,12 @@ def _probe() -> str | None:
     count = ctypes.c_int(0)
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
         return "the CUDA driver sees no GPU"
+    try:
+        import cuda.bindings.driver  # noqa: F401
+    except ImportError:
+        return "cuda-bindings is not installed (pip install cuda-bindings)"
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed; nvrtc kernels take torch CUDA tensors (pip install torch)"
     return None
 
 
