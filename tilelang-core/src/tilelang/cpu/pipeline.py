@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend import PassPipeline, pass_config
+from ..backend import PassPipeline
+from ..backend.pass_pipeline import flatten_and_vectorize
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
@@ -15,18 +16,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from .transform import LowerKernelLaunchToLoops, RelaxParamAlignment
 
-    vectorize = not pass_config("tl.disable_vectorize", False)
     return [
         LowerKernelLaunchToLoops(),
         s_tir.transform.UnifyThreadBinding(),
-        tirx.transform.StmtSimplify(),
-        tirx.transform.FlattenBuffer(),
-        tirx.transform.BF16ComputeLegalize(),
-        tirx.transform.NarrowDataType(32),
-        tirx.transform.VectorizeLoop(vectorize),
-        tirx.transform.UnrollLoop(),
-        tirx.transform.StmtSimplify(),
-        tirx.transform.CommonSubexprElim(),
+        *flatten_and_vectorize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.backend import PassPipeline, pass_config
+from tilelang.backend import PassPipeline
+from tilelang.backend.pass_pipeline import flatten_and_vectorize
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
@@ -19,17 +20,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from .transform import PartitionParallelLoops
 
-    vectorize = not pass_config("tl.disable_vectorize", False)
     return [
         PartitionParallelLoops(),
-        tirx.transform.StmtSimplify(),
-        tirx.transform.FlattenBuffer(),
-        tirx.transform.BF16ComputeLegalize(),
-        tirx.transform.NarrowDataType(32),
-        tirx.transform.VectorizeLoop(vectorize),
-        tirx.transform.UnrollLoop(),
-        tirx.transform.StmtSimplify(),
-        tirx.transform.CommonSubexprElim(),
+        *flatten_and_vectorize(),
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
         s_tir.transform.MergeSharedMemoryAllocations(),

@@ -2,5 +2,12 @@
 
 from .launch_metadata import CaptureLaunchMetadata, python_expr
 from .pipeline import PassPipeline, pass_config
+from .pipeline_utils import flatten_and_vectorize
 
-__all__ = ["CaptureLaunchMetadata", "PassPipeline", "pass_config", "python_expr"]
+__all__ = [
+    "CaptureLaunchMetadata",
+    "PassPipeline",
+    "flatten_and_vectorize",
+    "pass_config",
+    "python_expr",
+]

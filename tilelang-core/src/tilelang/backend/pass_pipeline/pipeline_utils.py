@@ -1,0 +1,27 @@
+"""Small pieces that several backends' pipelines share. A pipeline still lists its own
+order: these only name a run of passes that means the same thing everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .pipeline import pass_config
+
+
+def flatten_and_vectorize() -> list[Any]:
+    """Simplify, flatten buffers to 1-D, legalize bf16 arithmetic, vectorize loops marked
+    vectorized (unless the ``tl.disable_vectorize`` pass config says not to), unroll, and
+    eliminate common subexpressions: TVM's standard middle end, after a backend has mapped
+    its kernels onto loops and threads and before it splits host from device."""
+    from tvm import tirx
+
+    return [
+        tirx.transform.StmtSimplify(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.VectorizeLoop(not pass_config("tl.disable_vectorize", False)),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.CommonSubexprElim(),
+    ]
