@@ -92,3 +92,22 @@ def test_parallel_outside_a_kernel_is_refused_with_a_fix():
 def test_nvcc_compiles_the_generated_source(name):
     cubin = toolchain._compile_nvcc(lower(name).device_source, "sm_90", name)
     assert cubin[:4] == b"\x7fELF"
+
+
+def test_two_dimensional_thread_blocks_and_symbolic_parallel_extents():
+    import tilelang.language as T
+
+    N = T.symbolic("N")
+
+    @T.prim_func
+    def scale_rows(A: T.Tensor((64, N), "float32"), B: T.Tensor((64, N), "float32")):
+        with T.Kernel(4, threads=(32, 4)) as bx:
+            for i, j in T.Parallel(16, N):  # a symbolic tile: guarded, not vectorized
+                B[bx * 16 + i, j] = A[bx * 16 + i, j] * 2.0
+
+    artifact = tilelang.lower(scale_rows, target=SM90)
+    source = artifact.device_source
+    assert "threadIdx.y" in source and "float4" not in source
+    assert artifact.launches[0].block == ("32", "4", "1")
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "scale_rows")[:4] == b"\x7fELF"

@@ -27,7 +27,17 @@ def prim_func(func=None, **kwargs):
     frontend normalization)."""
 
     def wrap(f):
-        return _normalize(_tvm_prim_func(f, **kwargs))
+        try:
+            parsed = _tvm_prim_func(f, **kwargs)
+        except OSError as err:  # inspect could not find the function's source
+            from ..errors import LanguageError
+
+            raise LanguageError(
+                f"T.prim_func {getattr(f, '__name__', f)!r}: its source code cannot be read "
+                f"({err}); kernels are parsed from source, so define them in a file, not in "
+                "`python -c` or an interactive prompt"
+            ) from None
+        return _normalize(parsed)
 
     return wrap(func) if func is not None else wrap
 
