@@ -14,9 +14,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     codegen allocates every scope as ordinary memory."""
     from tvm import s_tir, tirx
 
+    from ..transform import LowerTileOps
     from .transform import LowerKernelLaunchToLoops, RelaxParamAlignment
 
     return [
+        LowerTileOps(),
         LowerKernelLaunchToLoops(),
         s_tir.transform.UnifyThreadBinding(),
         *flatten_and_vectorize(),

@@ -17,6 +17,21 @@ from .frontend import normalize as _normalize
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .symbolic import dynamic, symbolic
+from .tile import (
+    Pipelined,
+    alloc_fragment,
+    clear,
+    copy,
+    cumsum,
+    fill,
+    gemm,
+    reduce,
+    reduce_abssum,
+    reduce_absmax,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+)
 
 #: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
 Tensor = _Buffer
@@ -37,9 +52,26 @@ def prim_func(func=None, **kwargs):
                 f"({err}); kernels are parsed from source, so define them in a file, not in "
                 "`python -c` or an interactive prompt"
             ) from None
+        except Exception as err:  # TVMScript reports our errors as diagnostics with a location
+            cause = _tilelang_cause(err)
+            if cause is None:
+                raise
+            raise type(cause)(str(err)) from err
         return _normalize(parsed)
 
     return wrap(func) if func is not None else wrap
+
+
+def _tilelang_cause(err: BaseException):
+    """The TileLang error a TVMScript diagnostic wraps, if any."""
+    from ..errors import TileLangError
+
+    seen = err
+    while seen is not None:
+        if isinstance(seen, TileLangError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 # TVMScript recognizes its decorator by this token when it meets `@T.prim_func` inside
@@ -49,6 +81,19 @@ prim_func.dispatch_token = "tirx"
 __all__ = [  # noqa: F405 - the star import provides the rest
     "Kernel",
     "Parallel",
+    "Pipelined",
+    "alloc_fragment",
+    "clear",
+    "copy",
+    "cumsum",
+    "fill",
+    "gemm",
+    "reduce",
+    "reduce_abssum",
+    "reduce_absmax",
+    "reduce_max",
+    "reduce_min",
+    "reduce_sum",
     "Tensor",
     "alloc_local",
     "alloc_shared",

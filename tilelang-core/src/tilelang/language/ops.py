@@ -16,6 +16,11 @@ def _register(name: str, effect: int, printer: str) -> None:
 
 _register(PARALLEL_EXTENT, CallEffectKind.Pure.value, "T.parallel_extent")
 
+#: tile operations (tilelang.language.tile); operands are buffer regions
+TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum")}
+for _name, _op in TILE_OPS.items():
+    _register(_op, CallEffectKind.Opaque.value, f"tl_{_name}")
+
 
 def is_call_to(expr: object, op_name: str) -> bool:
     op = getattr(expr, "op", None)

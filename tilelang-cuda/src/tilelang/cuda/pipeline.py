@@ -18,9 +18,13 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from tilelang.backend.pass_pipeline import CaptureLaunchMetadata
 
-    from .transform import PartitionParallelLoops
+    from tilelang.transform import LowerTileOps
+
+    from .transform import PartitionParallelLoops, PlaceFragmentsInSharedMemory
 
     return [
+        LowerTileOps(),
+        PlaceFragmentsInSharedMemory(),
         PartitionParallelLoops(),
         *flatten_and_vectorize(),
         s_tir.transform.ThreadSync("shared"),

@@ -1,5 +1,6 @@
 """CUDA-only passes."""
 
+from .fragments import PlaceFragmentsInSharedMemory
 from .partition_parallel import PartitionParallelLoops
 
-__all__ = ["PartitionParallelLoops"]
+__all__ = ["PartitionParallelLoops", "PlaceFragmentsInSharedMemory"]

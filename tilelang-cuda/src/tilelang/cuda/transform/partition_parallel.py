@@ -129,17 +129,45 @@ def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
     return 1, 0
 
 
+def _guard_side_effects(stmt: Any, guard: Any) -> Any:
+    """Wrap every store to memory other threads can see, and every evaluated call (an
+    atomic, say), in ``guard``; per-thread (local) stores stay unguarded."""
+
+    def on_store(store: Any) -> Any:
+        if store.buffer.scope().startswith("local"):
+            return store
+        return tirx.IfThenElse(guard, store, None)
+
+    def on_evaluate(node: Any) -> Any:
+        return tirx.IfThenElse(guard, node, None)
+
+    return tvm_ffi.structural_map(stmt, [(tirx.BufferStore, on_store), (tirx.Evaluate, on_evaluate)],
+                                  order="post")
+
+
 def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any, int]:
+    """When the points do not divide evenly among the threads, the threads past the end
+    recompute the last point (clamped indices, always in range) but store nothing: guarding
+    only the stores keeps every loop and barrier unconditional, which ThreadSync needs
+    (it cannot place a __syncthreads() inside a condition)."""
     v, alignment = _vector_width(loops, body, threads)
     extents = [loop.extent for loop in loops]
     points: Any = extents[0]
     for e in extents[1:]:
         points = points * e
     dtype = loops[0].loop_var.ty
-    vectors = tirx.floordiv(points, v) if v > 1 else points
+    analyzer = Analyzer()
+    vectors = analyzer.simplify(tirx.floordiv(points, v)) if v > 1 else points
     k = tirx.Var("k", dtype)
     lane = tirx.Var("vec", dtype)
-    flat = (k * threads + tid) * v + lane if v > 1 else k * threads + tid
+    if isinstance(vectors, tirx.IntImm):
+        exact = int(vectors.value) % threads == 0
+    else:
+        exact = analyzer.can_prove(tirx.floormod(vectors, threads) == 0)
+    vector_index = k * threads + tid
+    if not exact:
+        vector_index = tirx.min(vector_index, vectors - 1)
+    flat = vector_index * v + lane if v > 1 else vector_index
     pairs, stride = [], None
     for loop, extent in reversed(list(zip(loops, extents))):
         index = flat if stride is None else tirx.floordiv(flat, stride)
@@ -147,17 +175,13 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any
         pairs.append((loop.loop_var, value))
         stride = extent if stride is None else stride * extent
     stmt = _substitute(_serialize(body), pairs)
+    if not exact:
+        stmt = _guard_side_effects(stmt, k * threads + tid < vectors)
     if v > 1:
         stmt = tirx.For(lane, 0, v, tirx.ForKind.VECTORIZED, stmt)
-    analyzer = Analyzer()
     iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
-    exact = isinstance(vectors, tirx.IntImm) or analyzer.can_prove(tirx.floormod(vectors, threads) == 0)
-    if isinstance(vectors, tirx.IntImm):
-        exact = int(vectors.value) % threads == 0
-    if not exact:
-        stmt = tirx.IfThenElse(k * threads + tid < vectors, stmt, None)
     if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
-        return _substitute(stmt, [(k, tirx.IntImm(dtype if isinstance(dtype, str) else str(dtype), 0))]), alignment
+        return _substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
     return tirx.For(k, 0, iterations, tirx.ForKind.SERIAL, stmt), alignment
 
 

@@ -1,0 +1,152 @@
+"""Tile operations: ``T.alloc_fragment``, ``T.copy``, ``T.fill``/``T.clear``, ``T.gemm``,
+``T.reduce_*``, ``T.cumsum`` and ``T.Pipelined``, spelled as upstream TileLang spells them.
+
+Each operation is one registered ``tl.*`` op in the IR whose operands are buffer regions
+(``ir.TensorRegion``): the backend's pipeline lowers it (the shared ``LowerTileOps`` pass
+turns it into T.Parallel nests; a backend may first select instructions of its own for
+some of them). An op that no pass lowered is reported before codegen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+from tvm.ir import Range, TensorLoad, TensorRegion
+from tvm.script.ir_builder import tirx as _ib
+
+from ..errors import LanguageError
+from .ops import TILE_OPS
+
+
+def alloc_fragment(shape: Any, dtype: str = "float32", scope: str = "local.fragment") -> Any:
+    """A tile held by the block's threads together (registers on the GPU, distributed by
+    the backend's layout; a block-local array on the CPU)."""
+    return _ib.alloc_buffer(shape, dtype, scope=scope)
+
+
+def _full(buffer: Any) -> TensorRegion:
+    return tirx.BufferRegion(buffer, [Range.from_min_extent(0, d) for d in buffer.shape])
+
+
+def _region(value: Any, extents: list[Any] | None, what: str) -> TensorRegion:
+    """A buffer, a slice ``A[0:64, k:k+32]`` or a corner ``A[by * 64, k * 32]`` -> a region.
+    A corner takes its extents from the other operand (aligned to the trailing axes)."""
+    if isinstance(value, TensorRegion):
+        return value
+    if isinstance(value, tirx.Buffer):
+        return _full(value)
+    if isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer):
+        if extents is None:
+            raise LanguageError(f"{what}: both operands are single elements; one must be a tile "
+                                "(a buffer or a slice) to give the copy its shape")
+        indices = list(value.indices)
+        if len(extents) > len(indices):
+            raise LanguageError(f"{what}: a {len(extents)}-d tile does not fit the "
+                                f"{len(indices)}-d corner {value}")
+        lead = [1] * (len(indices) - len(extents))
+        return tirx.BufferRegion(value.source, [Range.from_min_extent(i, e)
+                                                for i, e in zip(indices, lead + list(extents))])
+    raise LanguageError(f"{what}: expected a buffer, a slice such as A[0:64, 0:32] or a corner "
+                        f"such as A[by * 64, k * 32], got {type(value).__name__}")
+
+
+def _extents(value: Any) -> list[Any] | None:
+    if isinstance(value, TensorRegion):
+        return [r.extent for r in value.region]
+    if isinstance(value, tirx.Buffer):
+        return list(value.shape)
+    return None
+
+
+def _emit(op: str, *args: Any) -> None:
+    call = tvm.ir.Call(tvm.ir.Op.get(op), list(args), ret_ty="int32")
+    _ib.evaluate(call)
+
+
+def _const(value: Any, dtype: str) -> Any:
+    return tirx.const(value, dtype) if isinstance(value, (int, float, bool)) else value
+
+
+def copy(src: Any, dst: Any) -> None:
+    """Copy a tile between global, shared and fragment storage; the parts of a tile that
+    fall outside a global tensor read as zero and are not written."""
+    src_ext, dst_ext = _extents(src), _extents(dst)
+    _emit(TILE_OPS["copy"], _region(src, dst_ext, "T.copy source"), _region(dst, src_ext, "T.copy destination"))
+
+
+def fill(dst: Any, value: Any) -> None:
+    region = _region(dst, None, "T.fill")
+    _emit(TILE_OPS["fill"], region, _const(value, str(region.source.dtype)))
+
+
+def clear(dst: Any) -> None:
+    fill(dst, 0)
+
+
+def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
+         policy: Any = None, clear_accum: bool = False, k_pack: int = 1, wg_wait: int = 0) -> None:
+    """C (+)= op(A) @ op(B) on tiles. ``policy``, ``k_pack`` and ``wg_wait`` are accepted
+    for source compatibility; how the backend maps the product onto threads is its choice."""
+    del policy, k_pack, wg_wait
+    _emit(TILE_OPS["gemm"], _region(A, None, "T.gemm A"), _region(B, None, "T.gemm B"),
+          _region(C, None, "T.gemm C"), tirx.const(int(transpose_A), "int32"),
+          tirx.const(int(transpose_B), "int32"), tirx.const(int(clear_accum), "int32"))
+
+
+REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax")
+
+
+def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True) -> None:
+    if kind not in REDUCE_KINDS:
+        raise LanguageError(f"T.reduce: kind {kind!r} is not one of {REDUCE_KINDS}")
+    src_region = _region(src, None, f"T.reduce_{kind} source")
+    rank = len(src_region.region)
+    axis = dim + rank if dim < 0 else dim
+    if not 0 <= axis < rank:
+        raise LanguageError(f"T.reduce_{kind}: dim {dim} is out of range for a {rank}-d tile")
+    _emit(TILE_OPS["reduce"], src_region, _region(dst, None, f"T.reduce_{kind} destination"),
+          tirx.const(REDUCE_KINDS.index(kind), "int32"), tirx.const(axis, "int32"),
+          tirx.const(int(clear), "int32"))
+
+
+def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    reduce(src, dst, "max", dim, clear)
+
+
+def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    reduce(src, dst, "min", dim, clear)
+
+
+def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    reduce(src, dst, "sum", dim, clear)
+
+
+def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    reduce(src, dst, "abssum", dim, clear)
+
+
+def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    reduce(src, dst, "absmax", dim, clear)
+
+
+def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+    """Inclusive prefix sum along ``dim`` (in place when ``dst`` is omitted)."""
+    src_region = _region(src, None, "T.cumsum source")
+    dst_region = src_region if dst is None else _region(dst, None, "T.cumsum destination")
+    rank = len(src_region.region)
+    axis = dim + rank if dim < 0 else dim
+    if not 0 <= axis < rank:
+        raise LanguageError(f"T.cumsum: dim {dim} is out of range for a {rank}-d tile")
+    _emit(TILE_OPS["cumsum"], src_region, dst_region, tirx.const(axis, "int32"),
+          tirx.const(int(reverse), "int32"))
+
+
+def Pipelined(n: Any, num_stages: int = 0, order: Any = None, stage: Any = None,  # noqa: N802
+              sync: Any = None, group: Any = None) -> Any:
+    """``for k in T.Pipelined(n, num_stages=3)``: a serial loop whose iterations a backend
+    may overlap (software pipelining of its copies). The annotation carries the stages;
+    backends without a pipeliner run the loop as written."""
+    del order, stage, sync, group
+    return _ib.serial(0, n, annotations={"num_stages": int(num_stages)} if num_stages else None)

@@ -1,0 +1,280 @@
+"""LowerTileOps: tile operations -> T.Parallel loop nests (shared, backend-neutral).
+
+Every ``tl.*`` tile op becomes loops over its tile written as T.Parallel nests (ForKind
+PARALLEL, annotated ``tilelang.parallel``), which each backend already maps onto its
+machine: the CPU runs them as loops, the GPU partitions them across a block's threads. A
+backend that selects its own instructions for an op (tensor cores for ``tl.gemm``) runs its
+pass first; whatever it leaves is lowered here.
+
+Out-of-range parts of a tile (a tile at the edge of a global tensor) read as zero and are
+not written; guards are emitted only where the analyzer, knowing the extents of every block
+index and loop, cannot prove the access in range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import Range
+from tvm.sym.analyzer import Analyzer
+
+from ..errors import LanguageError
+from ..language.ops import TILE_OPS
+from ..language.tile import REDUCE_KINDS
+
+_OP_NAMES = {op: name for name, op in TILE_OPS.items()}
+_PARALLEL = {"tilelang.parallel": 1}
+
+
+class _Lowering:
+    def __init__(self, func: Any, kernel: str) -> None:
+        self.kernel = kernel
+        self.analyzer = Analyzer()
+        self.counter = 0
+        bounds: list[tuple[Any, Any, Any]] = []
+
+        def collect(node: Any) -> None:
+            if isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
+                bounds.append((node.node.var, tirx.IntImm(node.node.var.ty, 0), node.value))
+            elif isinstance(node, tirx.For):
+                bounds.append((node.loop_var, node.min, node.extent))
+
+        tvm_ffi.structural_walk(func.body, collect)
+        for var, lo, extent in bounds:
+            self.analyzer.bind(var, Range.from_min_extent(lo, extent))
+
+    # -- helpers -------------------------------------------------------------------------
+    def error(self, op: str, message: str) -> LanguageError:
+        return LanguageError(f"kernel {self.kernel!r}, T.{op}: {message}")
+
+    def fresh(self, name: str, dtype: Any = "int32") -> Any:
+        self.counter += 1
+        return tirx.Var(f"{name}{self.counter}", dtype)
+
+    def nest(self, extents: list[Any], body_fn: Any, parallel: bool = True) -> Any:
+        """Loops over ``extents`` (outermost first) around ``body_fn(vars)``."""
+        variables = [self.fresh("i") for _ in extents]
+        for var, extent in zip(variables, extents):
+            self.analyzer.bind(var, Range.from_min_extent(0, extent))
+        body = body_fn(variables)
+        for var, extent in reversed(list(zip(variables, extents))):
+            kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
+            body = tirx.For(var, 0, extent, kind, body, annotations=_PARALLEL if parallel else None)
+        return body
+
+    def in_bounds(self, buffer: Any, indices: list[Any]) -> Any:
+        """The condition that ``indices`` address ``buffer`` (None when provably true).
+        Only global tensors are guarded: on-chip tiles are sized by the kernel itself."""
+        if buffer.scope() != "global":
+            return None
+        conds = []
+        for index, dim in zip(indices, buffer.shape):
+            if not self.analyzer.can_prove(index < dim):
+                conds.append(index < dim)
+        if not conds:
+            return None
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = tirx.And(cond, c)
+        return cond
+
+    def local_scalar(self, dtype: Any) -> Any:
+        return tirx.decl_buffer((1,), dtype, name=f"acc{self.counter}", scope="local")
+
+    # -- regions -------------------------------------------------------------------------
+    @staticmethod
+    def parts(region: Any) -> tuple[Any, list[Any], list[Any]]:
+        return region.source, [r.min for r in region.region], [r.extent for r in region.region]
+
+    def tile_axes(self, region: Any) -> list[int]:
+        """Axes of a region that are part of the tile (extent != 1)."""
+        return [a for a, r in enumerate(region.region)
+                if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+
+    def indices(self, region: Any, axes: list[int], loop_vars: list[Any]) -> list[Any]:
+        mins = [r.min for r in region.region]
+        out = list(mins)
+        for axis, var in zip(axes, loop_vars):
+            out[axis] = mins[axis] + var
+        return out
+
+    # -- ops -----------------------------------------------------------------------------
+    def copy(self, src: Any, dst: Any) -> Any:
+        s_axes, d_axes = self.tile_axes(src), self.tile_axes(dst)
+        s_ext = [src.region[a].extent for a in s_axes]
+        d_ext = [dst.region[a].extent for a in d_axes]
+        if len(s_ext) != len(d_ext) or not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(s_ext, d_ext)):
+            raise self.error("copy", f"source tile {s_ext} and destination tile {d_ext} differ in shape")
+        dst_buf, src_buf = dst.source, src.source
+
+        def body(loop_vars: list[Any]) -> Any:
+            s_idx, d_idx = self.indices(src, s_axes, loop_vars), self.indices(dst, d_axes, loop_vars)
+            value = tirx.BufferLoad(src_buf, s_idx)
+            if str(src_buf.dtype) != str(dst_buf.dtype):
+                value = tirx.Cast(dst_buf.dtype, value)
+            ok = self.in_bounds(src_buf, s_idx)
+            if ok is not None:
+                value = tirx.if_then_else(ok, value, tirx.const(0, dst_buf.dtype))
+            store = tirx.BufferStore(dst_buf, value, d_idx)
+            guard = self.in_bounds(dst_buf, d_idx)
+            return store if guard is None else tirx.IfThenElse(guard, store, None)
+
+        return self.nest(s_ext, body)
+
+    def fill(self, dst: Any, value: Any) -> Any:
+        axes = self.tile_axes(dst)
+        buffer = dst.source
+
+        def body(loop_vars: list[Any]) -> Any:
+            idx = self.indices(dst, axes, loop_vars)
+            store = tirx.BufferStore(buffer, tirx.Cast(buffer.dtype, value), idx)
+            guard = self.in_bounds(buffer, idx)
+            return store if guard is None else tirx.IfThenElse(guard, store, None)
+
+        return self.nest([dst.region[a].extent for a in axes], body)
+
+    def gemm(self, a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool, clear: bool) -> Any:
+        a_buf, a_min, a_ext = self.parts(a)
+        b_buf, b_min, b_ext = self.parts(b)
+        c_buf, c_min, c_ext = self.parts(c)
+        if not (len(a_ext) == len(b_ext) == len(c_ext) == 2):
+            raise self.error("gemm", "A, B and C must be 2-d tiles")
+        m, k = (a_ext[1], a_ext[0]) if trans_a else (a_ext[0], a_ext[1])
+        k2, n = (b_ext[1], b_ext[0]) if trans_b else (b_ext[0], b_ext[1])
+        if not (self.analyzer.can_prove_equal(k, k2) and self.analyzer.can_prove_equal(c_ext[0], m)
+                and self.analyzer.can_prove_equal(c_ext[1], n)):
+            raise self.error("gemm", f"shapes do not agree: A {a_ext}{'^T' if trans_a else ''}, "
+                             f"B {b_ext}{'^T' if trans_b else ''}, C {c_ext}")
+        acc_type = c_buf.dtype
+
+        def body(ij: list[Any]) -> Any:
+            i, j = ij
+            acc = self.local_scalar(acc_type)
+            kk = self.fresh("k")
+            a_idx = [a_min[0] + kk, a_min[1] + i] if trans_a else [a_min[0] + i, a_min[1] + kk]
+            b_idx = [b_min[0] + j, b_min[1] + kk] if trans_b else [b_min[0] + kk, b_min[1] + j]
+            c_idx = [c_min[0] + i, c_min[1] + j]
+            product = (tirx.Cast(acc_type, tirx.BufferLoad(a_buf, a_idx))
+                       * tirx.Cast(acc_type, tirx.BufferLoad(b_buf, b_idx)))
+            update = tirx.BufferStore(acc, tirx.BufferLoad(acc, [0]) + product, [0])
+            init = tirx.const(0, acc_type) if clear else tirx.BufferLoad(c_buf, c_idx)
+            return tirx.SeqStmt([
+                tirx.AllocBuffer(acc),
+                tirx.BufferStore(acc, init, [0]),
+                tirx.For(kk, 0, k, tirx.ForKind.SERIAL, update),
+                tirx.BufferStore(c_buf, tirx.BufferLoad(acc, [0]), c_idx),
+            ])
+
+        return self.nest([m, n], body)
+
+    def _reduce_layout(self, op: str, src: Any, dst: Any, axis: int) -> tuple[list[int], list[int]]:
+        """(src axes kept, dst axes they map to)."""
+        rank, d_rank = len(src.region), len(dst.region)
+        kept = [a for a in range(rank) if a != axis]
+        if d_rank == rank - 1:
+            return kept, list(range(d_rank))
+        if d_rank == rank:
+            return kept, kept
+        raise self.error(op, f"destination is {d_rank}-d; reducing a {rank}-d tile gives {rank - 1}-d")
+
+    def reduce(self, src: Any, dst: Any, kind: str, axis: int, clear: bool) -> Any:
+        s_buf, s_min, s_ext = self.parts(src)
+        d_buf, d_min, _ = self.parts(dst)
+        kept, d_axes = self._reduce_layout(f"reduce_{kind}", src, dst, axis)
+        dtype = d_buf.dtype
+        init = {"max": tirx.min_value(dtype), "min": tirx.max_value(dtype)}.get(kind, tirx.const(0, dtype))
+
+        def body(outer: list[Any]) -> Any:
+            acc = self.local_scalar(dtype)
+            j = self.fresh("r")
+            s_idx = list(s_min)
+            for a, v in zip(kept, outer):
+                s_idx[a] = s_min[a] + v
+            s_idx[axis] = s_min[axis] + j
+            d_idx = list(d_min)
+            for a, v in zip(d_axes, outer):
+                d_idx[a] = d_min[a] + v
+            value = tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx))
+            if kind in ("abssum", "absmax"):
+                value = tirx.abs(value)
+            current = tirx.BufferLoad(acc, [0])
+            combined = (tirx.max(current, value) if kind in ("max", "absmax")
+                        else tirx.min(current, value) if kind == "min" else current + value)
+            return tirx.SeqStmt([
+                tirx.AllocBuffer(acc),
+                tirx.BufferStore(acc, init if clear else tirx.BufferLoad(d_buf, d_idx), [0]),
+                tirx.For(j, 0, s_ext[axis], tirx.ForKind.SERIAL, tirx.BufferStore(acc, combined, [0])),
+                tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [0]), d_idx),
+            ])
+
+        return self.nest([s_ext[a] for a in kept], body)
+
+    def cumsum(self, src: Any, dst: Any, axis: int, reverse: bool) -> Any:
+        s_buf, s_min, s_ext = self.parts(src)
+        d_buf, d_min, _ = self.parts(dst)
+        kept = [a for a in range(len(s_ext)) if a != axis]
+        dtype = d_buf.dtype
+
+        def body(outer: list[Any]) -> Any:
+            acc = self.local_scalar(dtype)
+            j = self.fresh("s")
+            pos = (s_ext[axis] - 1 - j) if reverse else j
+            s_idx, d_idx = list(s_min), list(d_min)
+            for a, v in zip(kept, outer):
+                s_idx[a], d_idx[a] = s_min[a] + v, d_min[a] + v
+            s_idx[axis], d_idx[axis] = s_min[axis] + pos, d_min[axis] + pos
+            step = tirx.SeqStmt([
+                tirx.BufferStore(acc, tirx.BufferLoad(acc, [0]) + tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)), [0]),
+                tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [0]), d_idx),
+            ])
+            return tirx.SeqStmt([
+                tirx.AllocBuffer(acc),
+                tirx.BufferStore(acc, tirx.const(0, dtype), [0]),
+                tirx.For(j, 0, s_ext[axis], tirx.ForKind.SERIAL, step),
+            ])
+
+        return self.nest([s_ext[a] for a in kept], body)
+
+    # -- dispatch ------------------------------------------------------------------------
+    def lower(self, stmt: Any) -> Any:
+        call = stmt.value
+        name = _OP_NAMES.get(getattr(getattr(call, "op", None), "name", None))
+        if name is None:
+            return stmt
+        args = list(call.args)
+        if name == "copy":
+            return self.copy(args[0], args[1])
+        if name == "fill":
+            return self.fill(args[0], args[1])
+        if name == "gemm":
+            return self.gemm(args[0], args[1], args[2], bool(args[3].value), bool(args[4].value),
+                             bool(args[5].value))
+        if name == "reduce":
+            kind = REDUCE_KINDS[int(args[2].value)]
+            return self.reduce(args[0], args[1], kind, int(args[3].value), bool(args[4].value))
+        return self.cumsum(args[0], args[1], int(args[2].value), bool(args[3].value))
+
+
+def _run(func: Any, mod: Any, ctx: Any) -> Any:
+    kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+    lowering = _Lowering(func, kernel)
+    errors: list[LanguageError] = []
+
+    def on_evaluate(stmt: Any) -> Any:
+        try:
+            return lowering.lower(stmt)
+        except LanguageError as err:  # raised after the walk: FFI callbacks lose the type
+            errors.append(err)
+            return stmt
+
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
+    if errors:
+        raise errors[0]
+    return func.with_body(body)
+
+
+def LowerTileOps() -> Any:  # noqa: N802 - TVM pass naming
+    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.LowerTileOps")

@@ -1,0 +1,171 @@
+"""Tile operations on the CPU against numpy: copy (edges included), fill/clear, gemm with
+transposes, reductions, cumsum, Pipelined, and the errors for tiles that do not fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang import CompileError, LanguageError
+
+rng = np.random.default_rng(1)
+
+
+def cpu(func, out_idx=(-1,)):
+    return tilelang.compile(func, out_idx=list(out_idx), target="cpu")
+
+
+def tiled_gemm(M, N, K, trans_a=False, trans_b=False, bM=32, bN=32, bK=16, dtype="float32"):
+    a_shape = (K, M) if trans_a else (M, K)
+    b_shape = (N, K) if trans_b else (K, N)
+    a_tile = (bK, bM) if trans_a else (bM, bK)
+    b_tile = (bN, bK) if trans_b else (bK, bN)
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared(a_tile, dtype)
+            Bs = T.alloc_shared(b_tile, dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                if trans_a:
+                    T.copy(A[k * bK, by * bM], As)
+                else:
+                    T.copy(A[by * bM, k * bK], As)
+                if trans_b:
+                    T.copy(B[bx * bN, k * bK], Bs)
+                else:
+                    T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl, transpose_A=trans_a, transpose_B=trans_b)
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("mnk", [(64, 64, 32), (70, 45, 33)])
+def test_gemm_with_transposes_and_edge_tiles(trans_a, trans_b, mnk):
+    M, N, K = mnk
+    a = rng.standard_normal((K, M) if trans_a else (M, K)).astype("float32")
+    b = rng.standard_normal((N, K) if trans_b else (K, N)).astype("float32")
+    out = cpu(tiled_gemm(M, N, K, trans_a, trans_b))(a, b)
+    np.testing.assert_allclose(out, (a.T if trans_a else a) @ (b.T if trans_b else b), rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_fp16_inputs_accumulate_in_fp32():
+    a = rng.standard_normal((64, 48)).astype("float16")
+    b = rng.standard_normal((48, 40)).astype("float16")
+    out = cpu(tiled_gemm(64, 40, 48, dtype="float16"))(a, b)
+    np.testing.assert_allclose(out, a.astype("float32") @ b.astype("float32"), rtol=1e-3, atol=1e-3)
+
+
+def reductions(M, N, kind, dim, clear):
+    out_shape = (M,) if dim == 1 else (N,)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), R: T.Tensor(out_shape, "float32")):
+        with T.Kernel(1, threads=32) as _:
+            x = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment(out_shape, "float32")
+            T.copy(X, x)
+            if not clear:
+                T.fill(r, 1.0)
+            T.reduce(x, r, kind, dim=dim, clear=clear)
+            T.copy(r, R)
+
+    return main
+
+
+NUMPY_REDUCE = {
+    "max": lambda x, d: x.max(axis=d), "min": lambda x, d: x.min(axis=d),
+    "sum": lambda x, d: x.sum(axis=d), "abssum": lambda x, d: np.abs(x).sum(axis=d),
+    "absmax": lambda x, d: np.abs(x).max(axis=d),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NUMPY_REDUCE))
+@pytest.mark.parametrize("dim", [0, 1])
+def test_reductions(kind, dim):
+    x = rng.standard_normal((12, 20)).astype("float32")
+    np.testing.assert_allclose(cpu(reductions(12, 20, kind, dim, True))(x), NUMPY_REDUCE[kind](x, dim), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind,combine", [("sum", lambda a, b: a + b), ("max", np.maximum)])
+def test_reductions_without_clear_accumulate_into_the_destination(kind, combine):
+    x = rng.standard_normal((8, 16)).astype("float32")
+    expected = combine(np.ones(8, "float32"), NUMPY_REDUCE[kind](x, 1))
+    np.testing.assert_allclose(cpu(reductions(8, 16, kind, 1, False))(x), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(reverse):
+    @T.prim_func
+    def main(X: T.Tensor((6, 10), "float32"), Y: T.Tensor((6, 10), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            x = T.alloc_shared((6, 10), "float32")
+            T.copy(X, x)
+            T.cumsum(x, dim=1, reverse=reverse)
+            T.copy(x, Y)
+
+    x = rng.standard_normal((6, 10)).astype("float32")
+    expected = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    np.testing.assert_allclose(cpu(main)(x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_copy_of_an_edge_tile_reads_zeros_and_writes_only_in_range():
+    @T.prim_func
+    def main(X: T.Tensor((10, 10), "float32"), Y: T.Tensor((10, 10), "float32")):
+        with T.Kernel(3, 3, threads=32) as (bx, by):
+            t = T.alloc_shared((4, 4), "float32")
+            T.copy(X[by * 4, bx * 4], t)
+            for i, j in T.Parallel(4, 4):
+                t[i, j] = t[i, j] + 1.0
+            T.copy(t, Y[by * 4, bx * 4])
+
+    x = rng.standard_normal((10, 10)).astype("float32")
+    np.testing.assert_allclose(cpu(main)(x), x + 1, rtol=1e-6)
+
+
+def test_fill_and_slices():
+    @T.prim_func
+    def main(Y: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            T.fill(Y[0:4, 0:8], 3.0)
+            T.clear(Y[4:8, 0:8])
+
+    y = np.full((8, 8), -1.0, "float32")
+    cpu(main, out_idx=())(y)
+    np.testing.assert_array_equal(y, np.concatenate([np.full((4, 8), 3.0), np.zeros((4, 8))]).astype("float32"))
+
+
+def test_gemm_shape_mismatch_is_named():
+    @T.prim_func
+    def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((4, 16), "float32"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            c = T.alloc_fragment((16, 16), "float32")
+            T.gemm(A, B, c)
+            T.copy(c, C)
+
+    with pytest.raises(CompileError, match=r"T.gemm: shapes do not agree: A \[16, 8\], B \[4, 16\], C \[16, 16\]"):
+        cpu(main)
+
+
+def test_copy_shape_mismatch_is_named():
+    @T.prim_func
+    def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            T.copy(A[0:16, 0:8], B[0:8, 0:8])
+
+    with pytest.raises(CompileError, match=r"T.copy: source tile \[16, 8\] and destination tile \[8, 8\] differ"):
+        cpu(main, out_idx=())
+
+
+def test_reduce_dim_out_of_range():
+    with pytest.raises(LanguageError, match=r"T.reduce_sum: dim 2 is out of range for a 2-d tile"):
+        @T.prim_func
+        def main(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                T.reduce_sum(A, B, dim=2)
