@@ -15,6 +15,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from cuda_timing import time_ms
 
 
 def add_kernel(n: int, dtype: str, block: int, threads: int):
@@ -25,23 +26,6 @@ def add_kernel(n: int, dtype: str, block: int, threads: int):
                 C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
 
     return main
-
-
-def time_ms(fn, repeat: int = 20, inner: int = 10) -> float:
-    """Median over `repeat` samples of the mean time of `inner` back-to-back calls."""
-    fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    samples.sort()
-    return samples[len(samples) // 2]
 
 
 def main() -> None:

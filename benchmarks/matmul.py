@@ -17,23 +17,10 @@ import torch
 import tilelang
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from cuda_timing import time_ms  # noqa: E402
 from gemm import matmul  # noqa: E402 - the example is the kernel under test
 
 CONFIGS = [(128, 128, 32), (64, 64, 32), (128, 64, 32)]
-
-
-def time_ms(fn, repeat: int = 5) -> float:
-    fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return sorted(samples)[len(samples) // 2]
 
 
 def main() -> None:
@@ -46,14 +33,14 @@ def main() -> None:
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
         flop = 2 * n**3
-        t_torch = time_ms(lambda: torch.mm(a, b))
+        t_torch = time_ms(lambda: torch.mm(a, b), repeat=5, inner=2)
         row = {"n": n, "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
         reference = torch.mm(a, b).float()
         for bm, bn, bk in CONFIGS:
             kernel = tilelang.compile(matmul.builder(n, n, n, bm, bn, bk), out_idx=[-1], target="cuda")
             c = kernel(a, b)
             err = (c.float() - reference).abs().max().item()
-            t = time_ms(lambda: kernel(a, b))
+            t = time_ms(lambda: kernel(a, b), repeat=5, inner=2)
             row["tilelang"].append({"config": f"{bm}x{bn}x{bk}", "TFLOPs": round(flop / t / 1e9, 2),
                                     "ratio_vs_torch": round(t_torch / t, 4), "max_abs_err": round(err, 3)})
         rows.append(row)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-EXAMPLES = ["elementwise_add", "softmax", "rmsnorm", "matmul", "gemm", "flash_attention"]
+EXAMPLES = ["elementwise_add", "softmax", "rmsnorm", "gemm", "flash_attention"]
 
 
 def main() -> int:
