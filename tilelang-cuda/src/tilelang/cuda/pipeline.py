@@ -20,11 +20,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from tilelang.transform import LowerTileOps
 
-    from .transform import PartitionParallelLoops, PlaceFragmentsInSharedMemory
+    from .transform import PartitionParallelLoops, PlaceFragments
 
     return [
         LowerTileOps(),
-        PlaceFragmentsInSharedMemory(),
+        PlaceFragments(),
         PartitionParallelLoops(),
         *flatten_and_vectorize(),
         s_tir.transform.ThreadSync("shared"),

@@ -1,6 +1,6 @@
 """CUDA-only passes."""
 
-from .fragments import PlaceFragmentsInSharedMemory
+from .fragments import PlaceFragments
 from .partition_parallel import PartitionParallelLoops
 
-__all__ = ["PartitionParallelLoops", "PlaceFragmentsInSharedMemory"]
+__all__ = ["PartitionParallelLoops", "PlaceFragments"]

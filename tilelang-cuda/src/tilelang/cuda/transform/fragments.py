@@ -1,12 +1,14 @@
-"""PlaceFragmentsInSharedMemory: where a tile allocated with T.alloc_fragment lives on
-the GPU, until fragment layouts are inferred.
+"""PlaceFragments: where each tile allocated with T.alloc_fragment lives on the GPU.
 
-A fragment is a tile the block's threads hold together. Keeping it in registers needs a
-layout that every operation on it agrees on (which thread holds which element); the
-shared lowering writes tile ops as T.Parallel nests whose thread mappings differ between
-ops (a row reduction reads whole rows). Shared memory is correct for any mapping — the
-barriers come from ThreadSync — at the price of speed; register fragments with inferred
-layouts and tensor-core GEMM replace this pass in the performance work.
+A fragment is a tile the block's threads hold together. It can stay in registers when
+every access to it is made by a T.Parallel nest over exactly the fragment's shape, at the
+nest's own indices (an elementwise update, the accumulator of a GEMM, a tile copy):
+PartitionParallelLoops deals the points of all such nests to the threads the same way
+(thread t owns points t, t + T, ...), so the element a thread touches in one nest is its
+own in every other — the fragment's layout — and it keeps them in a per-thread array.
+A fragment that is read across that layout (a row reduction reads whole rows) goes to
+shared memory instead, where any mapping is correct and ThreadSync places the barriers.
+Tensor-core layouts replace this rule in the performance work.
 """
 
 from __future__ import annotations
@@ -15,25 +17,89 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
 
 FRAGMENT_SCOPE = "local.fragment"
 
 
+def _accesses(node: Any, buffer: Any) -> list[list[Any]]:
+    found: list[list[Any]] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, tirx.BufferStore) and item.buffer.same_as(buffer):
+            found.append(list(item.indices))
+        elif isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer) and item.source.same_as(buffer):
+            found.append(list(item.indices))
+
+    tvm_ffi.structural_walk(node, visit)
+    return found
+
+
+def parallel_nest(loop: Any) -> tuple[list[Any], Any]:
+    """The perfect nest of parallel loops starting at ``loop``, and its body."""
+    nest, inner = [loop], loop.body
+    while isinstance(inner, tirx.For) and inner.kind == tirx.ForKind.PARALLEL:
+        nest.append(inner)
+        inner = inner.body
+    return nest, inner
+
+
+def is_identity(indices: list[Any], loops: list[Any]) -> bool:
+    """``indices`` are exactly the nest's loop variables (``0 + i`` counts)."""
+    if len(indices) != len(loops):
+        return False
+    for index, loop in zip(indices, loops):
+        if isinstance(index, tirx.Add) and isinstance(index.a, tirx.IntImm) and index.a.value == 0:
+            index = index.b
+        if not (isinstance(index, tirx.Var) and index.same_as(loop.loop_var)):
+            return False
+    return True
+
+
+def _same_extents(loops: list[Any], shape: Any) -> bool:
+    return len(loops) == len(shape) and all(
+        isinstance(l.extent, tirx.IntImm) and isinstance(d, tirx.IntImm) and l.extent.value == d.value
+        for l, d in zip(loops, shape))
+
+
+def fits_registers(body: Any, buffer: Any) -> bool:
+    nests: list[tuple[list[Any], Any]] = []
+
+    def visit(node: Any) -> Any:
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+            nests.append(parallel_nest(node))
+            return WalkResult.SKIP
+        return WalkResult.ADVANCE
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    total = len(_accesses(body, buffer))
+    owned = 0
+    for loops, inner in nests:
+        found = _accesses(inner, buffer)
+        if not found:
+            continue
+        if not _same_extents(loops, buffer.shape) or not all(is_identity(i, loops) for i in found):
+            return False
+        owned += len(found)
+    return total > 0 and owned == total
+
+
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
-    fragments: list[tuple[Any, Any]] = []
+    moved: list[tuple[Any, Any]] = []
 
     def collect(node: Any) -> None:
         if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == FRAGMENT_SCOPE:
             old = node.buffer
-            new = tirx.decl_buffer(old.shape, old.dtype, name=old.name, scope="shared.dyn")
-            fragments.append((old, new))
+            if not fits_registers(func.body, old):
+                moved.append((old, tirx.decl_buffer(old.shape, old.dtype, name=old.name, scope="shared.dyn")))
 
     tvm_ffi.structural_walk(func.body, collect)
-    if not fragments:
+    if not moved:
         return func
 
     def on_buffer(buffer: Any) -> Any:
-        for old, new in fragments:
+        for old, new in moved:
             if buffer.same_as(old):
                 return new
         return buffer
@@ -41,5 +107,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
 
 
-def PlaceFragmentsInSharedMemory() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.PlaceFragmentsInSharedMemory")
+def PlaceFragments() -> Any:  # noqa: N802 - TVM pass naming
+    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.PlaceFragments")

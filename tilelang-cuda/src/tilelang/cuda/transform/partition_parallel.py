@@ -145,7 +145,31 @@ def _guard_side_effects(stmt: Any, guard: Any) -> Any:
                                   order="post")
 
 
-def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any, int]:
+def _to_registers(body: Any, registers: list[tuple[Any, Any]], k: Any) -> Any:
+    """Accesses of register fragments (PlaceFragments checked they are all at the nest's
+    own indices) become accesses of the thread's k-th element."""
+    if not registers:
+        return body
+
+    def owned(buffer: Any) -> Any:
+        for old, new in registers:
+            if buffer.same_as(old):
+                return new
+        return None
+
+    def on_store(store: Any) -> Any:
+        new = owned(store.buffer)
+        return store if new is None else tirx.BufferStore(new, store.value, [k])
+
+    def on_load(load: Any) -> Any:
+        new = owned(load.source) if isinstance(load.source, tirx.Buffer) else None
+        return load if new is None else tirx.BufferLoad(new, [k])
+
+    return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
+
+
+def _partition(loops: list[Any], body: Any, tid: Any, threads: int,
+               registers: list[tuple[Any, Any]] = ()) -> tuple[Any, int]:
     """When the points do not divide evenly among the threads, the threads past the end
     recompute the last point (clamped indices, always in range) but store nothing: guarding
     only the stores keeps every loop and barrier unconditional, which ThreadSync needs
@@ -174,7 +198,10 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any
         value = index if loop is loops[0] else tirx.floormod(index, extent)
         pairs.append((loop.loop_var, value))
         stride = extent if stride is None else stride * extent
-    stmt = _substitute(_serialize(body), pairs)
+    in_registers = _to_registers(body, list(registers), k)
+    # register arrays are only registers when every index is a constant: unroll
+    loop_kind = tirx.ForKind.SERIAL if in_registers.same_as(body) else tirx.ForKind.UNROLLED
+    stmt = _substitute(_serialize(in_registers), pairs)
     if not exact:
         stmt = _guard_side_effects(stmt, k * threads + tid < vectors)
     if v > 1:
@@ -182,7 +209,25 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int) -> tuple[Any
     iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
     if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
         return _substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
-    return tirx.For(k, 0, iterations, tirx.ForKind.SERIAL, stmt), alignment
+    return tirx.For(k, 0, iterations, loop_kind, stmt), alignment
+
+
+def _register_fragments(body: Any, threads: int) -> list[tuple[Any, Any]]:
+    """Fragments PlaceFragments left in registers, each with its per-thread array: thread t
+    holds points t, t + T, ... of the tile, so ceil(points / T) elements."""
+    found: list[tuple[Any, Any]] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == "local.fragment":
+            old = node.buffer
+            points = 1
+            for dim in old.shape:
+                points *= int(dim.value)
+            per_thread = (points + threads - 1) // threads
+            found.append((old, tirx.decl_buffer((per_thread,), old.dtype, name=old.name, scope="local")))
+
+    tvm_ffi.structural_walk(body, visit)
+    return found
 
 
 def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
@@ -201,6 +246,8 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
         tid = var if tid is None else tid + var * threads
         threads *= int(attr.value.value)
 
+    registers = _register_fragments(body, threads)
+
     def on_for(loop: Any) -> Any:
         if loop.kind != _PARALLEL:
             return loop
@@ -208,11 +255,19 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
         while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
             nest.append(inner)
             inner = inner.body
-        new, align = _partition(nest, inner, tid, threads)
+        new, align = _partition(nest, inner, tid, threads, registers)
         alignment.append(align)
         return new
 
     body = tvm_ffi.structural_map(body, (tirx.For, on_for), order="pre")
+    if registers:
+        def on_alloc(node: Any) -> Any:
+            for old, new in registers:
+                if node.buffer.same_as(old):
+                    return tirx.AllocBuffer(new)
+            return node
+
+        body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
     for attr in reversed(chain):
         body = tirx.AttrStmt(attr.node, attr.attr_key, attr.value, body)
     return body
