@@ -1,6 +1,7 @@
 """Host-side cost of one kernel call, per installed execution backend, for a small
 3-tensor kernel (c = a + b on 256 floats), against torch.add(a, b, out=c) in the same
-process: on the GPU when there is one, and on the CPU.
+process: on the GPU when there is one, and on the CPU, for both CPU target kinds (the
+default llvm, and c, the C source that the cython backend compiles into its launcher).
 
 Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
 calls, synchronized at the end, so it includes argument checks, binding and the launch.
@@ -16,7 +17,7 @@ import time
 
 import tilelang
 import tilelang.language as T
-from tilelang.backend import registered_backends
+from tilelang.backend import create_backend_context
 
 
 def small_add(n: int = 256):
@@ -50,8 +51,12 @@ def measure(target: str, device: str, calls: int) -> dict:
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     row = {"target": target, "device": device,
            "torch_add_out_us": round(per_call_us(lambda: torch.add(a, b, out=c), calls, sync), 2)}
-    module = registered_backends()[target if target != "cpu" else "cpu"]
-    for spec in module.execution_backends:
+    context = create_backend_context(target, execution_backend=None)
+    row["target"] = f"{target} ({context.target.kind.name})"
+    for spec in context.module.execution_backends:
+        if spec.supports_target is not None and not spec.supports_target(context.target):
+            row[spec.name] = f"does not support {context.target.kind.name}"
+            continue
         try:
             kernel = tilelang.compile(small_add(), target=target, execution_backend=spec.name)
         except tilelang.TileLangError as err:
@@ -74,6 +79,7 @@ def main() -> None:
     if torch.cuda.is_available():
         rows.append(measure("cuda", "cuda", args.calls))
     rows.append(measure("cpu", "cpu", args.calls))
+    rows.append(measure("c", "cpu", args.calls))
     for row in rows:
         print(json.dumps(row, indent=1), flush=True)
     if args.json:

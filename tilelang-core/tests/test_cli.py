@@ -83,7 +83,7 @@ def test_list_json_reports_core_builtins_available() -> None:
     assert cpu["distribution"] == CORE and cpu["version"] == tilelang.__version__
     assert cpu["status"] == "available" and cpu["reason"] is None
     assert cpu["target_kinds"] == ["llvm", "c"]
-    assert cpu["execution_backends"] == ["tvm_ffi"]
+    assert cpu["execution_backends"] == ["tvm_ffi", "cython"]
     tvm_ffi = by_name(data["execution_backends"])["tvm_ffi"]
     assert tvm_ffi["distribution"] == CORE
     assert (tvm_ffi["status"], tvm_ffi["reason"]) == ("available", None)

@@ -225,7 +225,7 @@ def test_cuda_without_a_cuda_backend_says_what_to_install() -> None:
 @core_only
 def test_execution_backend_the_cpu_backend_does_not_declare() -> None:
     with pytest.raises(BackendNotFoundError, match=exactly(
-        "target backend 'cpu' cannot use execution backend 'nvrtc'; it declares: tvm_ffi"
+        "target backend 'cpu' cannot use execution backend 'nvrtc'; it declares: tvm_ffi, cython"
     )):
         create_backend_context("cpu", execution_backend="nvrtc")
 

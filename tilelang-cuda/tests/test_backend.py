@@ -21,7 +21,7 @@ def test_cuda_backend_is_registered_from_its_distribution():
     assert "cuda" in registered_backends()
     assert origin("backend", "cuda")[0] == "tilelang-cuda"
     module = registered_backends()["cuda"]
-    assert [s.name for s in module.execution_backends] == ["tvm_ffi", "nvrtc"]
+    assert [s.name for s in module.execution_backends] == ["tvm_ffi", "nvrtc", "cython"]
 
 
 def test_cuda_target_without_arch_gets_one():

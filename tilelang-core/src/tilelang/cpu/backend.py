@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..backend import BackendModule, ExecutionBackendSpec, TargetDetector
 from ..plugins import hookimpl
 from . import target
+from .pipeline import CPUExecutionBackendSpec
 
 TILELANG_PLUGIN_API = 1
 
@@ -23,7 +24,13 @@ BACKEND = BackendModule(
         "llvm": "tilelang.cpu.codegen:LLVM_HOST_CODEGEN",
         "c": "tilelang.cpu.codegen:C_HOST_CODEGEN",
     },
-    execution_backends=(ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),),
+    # auto preference: tvm_ffi (TVM's packed entry), then cython (the bare C compute
+    # function in a compiled wrapper; C source, so only the c kind)
+    execution_backends=(
+        ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),
+        CPUExecutionBackendSpec("cython", supports_target=target.is_c_target,
+                                requires_device_compile=False, direct_call=True),
+    ),
     aliases=("cpu",),
     default_target=target.default_cpu_target,
     unavailable_reason=target.unavailable_reason,

@@ -1,29 +1,75 @@
-"""The CPU backend's complete lowering sequence, in order."""
+"""The CPU backend's complete lowering sequence, in order.
+
+Two entry conventions, chosen by how the execution backend is declared in the manifest
+(:class:`CPUExecutionBackendSpec`): TVM's packed entry point, which tvm_ffi loads and calls
+with DLTensor arguments, or the compute function alone as plain C with data pointers,
+scalars and symbolic dimensions as parameters, which an execution backend (cython) compiles
+into its own wrapper and calls after checking the arguments itself
+(transform/compute_function.py says how it is produced).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..backend import PassPipeline
-from ..backend.pass_pipeline import flatten_and_vectorize
+from ..backend import ExecutionBackendSpec, PassPipeline
+from ..backend.pass_pipeline import CaptureLaunchMetadata, flatten_and_vectorize
+
+
+@dataclass(frozen=True)
+class CPUExecutionBackendSpec(ExecutionBackendSpec):
+    """An execution backend's declaration in the CPU manifest.
+
+    direct_call: the execution backend calls the compute function itself (plain C, recorded
+    as the artifact's launch metadata) instead of TVM's packed entry point.
+    """
+
+    direct_call: bool = False
+
+
+def calls_compute_function(context: Any) -> bool:
+    """Whether this compilation produces the bare compute function (see the module doc).
+    Contexts of other manifests' specs, and codegen-only ones, get the packed entry."""
+    return bool(getattr(context.execution_spec, "direct_call", False))
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
-    """Up to MakePackedAPI. Storage scopes (shared.dyn, local) need no pass: TVM's CPU
-    codegen allocates every scope as ordinary memory."""
+    """Up to MakePackedAPI (or, for a direct call, up to the outlined compute function).
+    Storage scopes (shared.dyn, local) need no pass for the packed entry: TVM's CPU codegen
+    allocates every scope as ordinary memory (through workspace calls)."""
     from tvm import s_tir, tirx
 
     from ..transform import LowerTileOps
-    from .transform import LowerKernelLaunchToLoops, RelaxParamAlignment
+    from .transform import (
+        AllocateOnStack,
+        KeepComputeFunctions,
+        LowerKernelLaunchToLoops,
+        OutlineComputeFunction,
+        RelaxParamAlignment,
+    )
 
-    return [
+    middle_end = [
         LowerTileOps(),
         LowerKernelLaunchToLoops(),
         s_tir.transform.UnifyThreadBinding(),
         *flatten_and_vectorize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
+    ]
+    if calls_compute_function(context):
+        return [
+            *middle_end,
+            AllocateOnStack(),
+            OutlineComputeFunction(),
+            tirx.transform.SplitHostDevice(),
+            CaptureLaunchMetadata(host_calls=True),
+            KeepComputeFunctions(),
+            tirx.transform.BF16StorageLegalize(),
+        ]
+    return [
+        *middle_end,
         tirx.transform.SplitHostDevice(),
         tirx.transform.MakePackedAPI(),
         RelaxParamAlignment(),
@@ -32,8 +78,12 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
 
 def finalize_host_passes(context: Any) -> Sequence[Any]:
+    """The bare compute function calls no TVM builtin (no packed arguments, buffers on the
+    stack), so it skips LowerTVMBuiltin, which would ask for a device type it has none of."""
     from tvm import tirx
 
+    if calls_compute_function(context):
+        return [tirx.transform.LowerIntrin()]
     return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
 
 

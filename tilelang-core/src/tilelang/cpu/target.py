@@ -20,6 +20,11 @@ def default_cpu_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
 
 
+def is_c_target(target: Any) -> bool:
+    """Targets whose host code is C source (the kind TVM's C codegen emits)."""
+    return str(target.kind.name) == "c"
+
+
 def detect() -> dict[str, Any]:
     """Target detector: a CPU is always there; lowest priority, so any device wins."""
     return default_cpu_target()

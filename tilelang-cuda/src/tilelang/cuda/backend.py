@@ -16,10 +16,13 @@ BACKEND = BackendModule(
     pipelines={"cuda": "tilelang.cuda.pipeline:CUDA_PIPELINE"},
     device_codegens={"cuda": "tilelang.cuda.codegen:CUDA_DEVICE_CODEGEN"},
     # auto preference: tvm_ffi (host code + TVM's CUDA module), then nvrtc (source +
-    # launch metadata, launched through the driver API)
+    # launch metadata, launched through the driver API), then cython (the same, launched
+    # from a compiled C wrapper)
     execution_backends=(
         ExecutionBackendSpec("tvm_ffi", is_available=target.driver_unavailable_reason),
         ExecutionBackendSpec("nvrtc", is_available=target.driver_unavailable_reason,
+                             requires_host_codegen=False, requires_device_compile=False),
+        ExecutionBackendSpec("cython", is_available=target.driver_unavailable_reason,
                              requires_host_codegen=False, requires_device_compile=False),
     ),
     callbacks={

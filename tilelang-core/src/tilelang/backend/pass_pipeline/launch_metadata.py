@@ -8,6 +8,11 @@ as the module attribute ``tilelang.launches`` (JSON) for execution backends that
 kernels themselves (NVRTC, Cython): operands are ``"param:<index>"`` for a tensor's data
 pointer or a Python expression over the parameter and symbol names, with ``arg_types``
 ("handle" for pointers, else the scalar dtype the kernel declares).
+
+With ``host_calls=True`` it also records direct calls of module functions from the host
+function: a CPU pipeline that outlines its compute function (SplitHostDevice on a
+``target`` region) lets an execution backend call that C function itself; such a call has
+no launch extents, so its grid and block are all "1".
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def python_expr(expr: Any) -> str:
     raise CompileError(f"launch expression {expr} ({type(expr).__name__}) cannot be evaluated on the host")
 
 
-def _launches_of(func: Any) -> list[dict[str, Any]]:
+def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
     import tvm
     import tvm_ffi
 
@@ -59,22 +64,17 @@ def _launches_of(func: Any) -> list[dict[str, Any]]:
     calls: list[Any] = []
 
     def visit(call: Any) -> None:
-        if getattr(call.op, "name", None) == "tirx.call_ffi_kernel":
+        is_launch = getattr(call.op, "name", None) == "tirx.call_ffi_kernel"
+        if is_launch or (host_calls and isinstance(call.op, tvm.ir.GlobalVar)):
             calls.append(call)
 
     tvm_ffi.structural_walk(func.body, (tvm.ir.Call, visit))
     launches = []
     for call in calls:
-        tags = list(call.attrs.launch_params)
-        values = [t for t in tags if t in _VALUE_TAGS]
-        unknown = [t for t in tags if t not in _VALUE_TAGS]
-        if unknown:
-            raise CompileError(f"kernel launch uses launch parameters {unknown} that host-side "
-                               "launchers do not support")
-        args = list(call.args)
-        symbol = str(args[0].value)
-        operands, extents = args[1:len(args) - len(values)], args[len(args) - len(values):]
-        by_tag = dict(zip(values, extents))
+        if isinstance(call.op, tvm.ir.GlobalVar):
+            symbol, operands, by_tag = call.op.name_hint, list(call.args), {}
+        else:
+            symbol, operands, by_tag = _ffi_kernel_call(call)
         encoded, types = [], []
         for operand in operands:
             if getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
@@ -94,7 +94,21 @@ def _launches_of(func: Any) -> list[dict[str, Any]]:
     return launches
 
 
-def CaptureLaunchMetadata() -> Any:  # noqa: N802 - TVM pass naming
+def _ffi_kernel_call(call: Any) -> tuple[str, list[Any], dict[str, Any]]:
+    """A ``tirx.call_ffi_kernel`` call -> (symbol, operands, launch extents by thread tag)."""
+    tags = list(call.attrs.launch_params)
+    values = [t for t in tags if t in _VALUE_TAGS]
+    unknown = [t for t in tags if t not in _VALUE_TAGS]
+    if unknown:
+        raise CompileError(f"kernel launch uses launch parameters {unknown} that host-side "
+                           "launchers do not support")
+    args = list(call.args)
+    operands, extents = args[1:len(args) - len(values)], args[len(args) - len(values):]
+    return str(args[0].value), operands, dict(zip(values, extents))
+
+
+def CaptureLaunchMetadata(host_calls: bool = False) -> Any:  # noqa: N802 - TVM pass naming
+    """host_calls: also record direct calls of module functions (see the module docstring)."""
     import tvm
 
     def run(mod: Any, ctx: Any) -> Any:
@@ -103,7 +117,7 @@ def CaptureLaunchMetadata() -> Any:  # noqa: N802 - TVM pass naming
             attrs = func.attrs
             if attrs is not None and attrs.get("tirx.is_global_func", False):
                 continue
-            launches.extend(_launches_of(func))
+            launches.extend(_launches_of(func, host_calls))
         return mod.with_attr(LAUNCHES_ATTR, json.dumps(launches))
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.CaptureLaunchMetadata")

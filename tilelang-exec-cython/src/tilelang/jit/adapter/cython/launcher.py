@@ -1,0 +1,156 @@
+"""The Python side of a compiled launcher: the objects its C state borrows, the error a
+failed C check becomes, and ``stream=`` handles.
+
+The C checks and the shared :class:`tilelang.jit.arguments.ArgumentBinder` agree on what
+is valid, so when C gives up on a call (a *miss*) the binder's full checks run and raise
+the same ArgumentError every execution backend raises. A few conditions only C checks
+(declared strides, tensors on two devices, an integer that does not fit its parameter,
+a tensor DLPack cannot describe); for those the binder passes and the reason recorded by
+C is worded here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from tilelang.backend import KernelLauncher
+from tilelang.engine.artifact import CompiledArtifact
+from tilelang.errors import ArgumentError, BackendUnavailableError, LaunchError
+from tilelang.jit.arguments import DEVICE_NAMES, ArgumentBinder
+
+# tl_runtime.h's TL_MISS_* codes, in order
+(ARGC, NOT_TENSOR, DTYPE, DEVICE, NDIM, SHAPE, SYMBOL, STRIDES, ALIGN, SCALAR, RANGE, DEVICE_ID,
+ NO_TORCH) = range(1, 14)
+
+_ONLY_C_CHECKS = {
+    NOT_TENSOR: "torch cannot export it through DLPack (a sparse or otherwise non-strided "
+                "tensor?); pass a dense tensor",
+    STRIDES: "its strides {strides} are not the ones the kernel declares ({declared}); pass a "
+             "tensor with that layout",
+    RANGE: "{value!r} does not fit its type {dtype}",
+    DEVICE_ID: "it is on {device} but an earlier tensor argument is on another device; move "
+               "all tensors to one device",
+}
+
+
+class _Miss:
+    """The sentinel ``tl_call`` returns when a check fails."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<tilelang cython launcher: checks failed>"
+
+
+@dataclass
+class LauncherConfig:
+    """Everything the C state reads at creation (tl_runtime.h, tl_state_init_common); the
+    launcher keeps this object, so the C side may borrow its references."""
+
+    kernel: str
+    miss: object
+    launch_error: type
+    unavailable_error: type
+    torch_tensor: Any
+    dlpack_api: Any
+    ndarray: Any
+    torch_empty: Any
+    numpy_empty: Any
+    torch_kwnames: tuple[str, ...]
+    torch_device: Any
+    device_name: str
+    cubin: bytes | None
+    torch_dtypes: tuple[Any, ...]
+    numpy_dtypes: tuple[Any, ...]
+
+
+def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes | None) -> LauncherConfig:
+    import numpy
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    outputs = [artifact.params[i] for i in artifact.out_idx]
+
+    def numpy_dtype(name: str) -> Any:
+        try:
+            return numpy.dtype(name)
+        except TypeError:
+            return None  # e.g. bfloat16: numpy inputs cannot have such outputs
+
+    return LauncherConfig(
+        kernel=artifact.kernel_name,
+        miss=_Miss(),
+        launch_error=LaunchError,
+        unavailable_error=BackendUnavailableError,
+        torch_tensor=torch.Tensor if torch is not None else None,
+        dlpack_api=torch.Tensor.__dlpack_c_exchange_api__ if torch is not None else None,
+        ndarray=numpy.ndarray,
+        torch_empty=torch.empty if torch is not None else None,
+        numpy_empty=numpy.empty,
+        torch_kwnames=("dtype", "device"),
+        torch_device=torch.device if torch is not None else None,
+        device_name=DEVICE_NAMES.get(device_type, "cuda"),
+        cubin=cubin,
+        torch_dtypes=tuple(getattr(torch, p.dtype, None) if torch is not None else None for p in outputs),
+        numpy_dtypes=tuple(numpy_dtype(p.dtype) for p in outputs),
+    )
+
+
+class MissHandler:
+    """Raises the error for a call the C checks refused (see the module docstring)."""
+
+    def __init__(self, artifact: CompiledArtifact, binder: ArgumentBinder) -> None:
+        self.artifact = artifact
+        self.binder = binder
+
+    def __call__(self, args: tuple[Any, ...], code: int, index: int) -> None:
+        self.binder.bind_checked(args)  # raises the shared, detailed ArgumentError
+        kernel = self.artifact.kernel_name
+        if index < 0:
+            raise ArgumentError(f"kernel {kernel!r}: the compiled launcher refused the call "
+                                f"(check {code}) although the shared checks accept it")
+        param = self.artifact.params[index]
+        value = args[self.binder.inputs.index(index)] if index in self.binder.inputs else None
+        template = _ONLY_C_CHECKS.get(code, "the compiled launcher refused it (check {code}) "
+                                            "although the shared checks accept it")
+        stride = getattr(value, "stride", None)  # torch: elements; numpy: bytes
+        strides = tuple(stride()) if callable(stride) else tuple(
+            s // value.itemsize for s in getattr(value, "strides", ()))
+        device = getattr(value, "device", "cpu")
+        raise ArgumentError(f"kernel {kernel!r}, argument {param.name!r} (#{index}): " + template.format(
+            code=code, strides=strides, declared=param.strides, value=value, dtype=param.dtype,
+            device=device))
+
+
+def stream_handle_for(device_type: int, kernel: str) -> Any:
+    """``stream=`` -> a CUstream handle (an int, or a torch.cuda.Stream/ExternalStream);
+    host kernels ignore it, as the tvm_ffi backend does."""
+    if device_type == 1:
+        return lambda stream: 0
+
+    def handle(stream: Any) -> int:
+        value = getattr(stream, "cuda_stream", None)
+        if value is not None:
+            return int(value)
+        if isinstance(stream, bool) or not hasattr(stream, "__int__"):
+            raise ArgumentError(f"kernel {kernel!r}: stream= takes a CUDA stream handle (int) or a "
+                                f"torch.cuda.Stream, got {type(stream).__name__}")
+        return int(stream)
+
+    return handle
+
+
+def make_launcher(module: ModuleType, artifact: CompiledArtifact, device_type: int,
+                  cubin: bytes | None) -> KernelLauncher:
+    """The extension's Launcher for ``artifact``; it is a KernelLauncher (registered as a
+    virtual subclass: a Cython type cannot inherit from a Python ABC)."""
+    launcher_type = module.Launcher
+    if not issubclass(launcher_type, KernelLauncher):
+        KernelLauncher.register(launcher_type)
+    binder = ArgumentBinder(artifact, device_type)
+    config = launcher_config(artifact, device_type, cubin)
+    return launcher_type(config, MissHandler(artifact, binder), stream_handle_for(device_type, artifact.kernel_name))

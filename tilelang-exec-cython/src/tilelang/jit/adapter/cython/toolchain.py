@@ -1,0 +1,195 @@
+"""Compiling and loading launcher extensions.
+
+An extension is built from its sources (the launcher.pyx template, tl_runtime.h,
+tl_cuda.h, the kernel's generated tl_kernel.h and, for CPU kernels, TVM's C source of the
+compute function): Cython turns the .pyx into C, the machine's C compiler builds one shared
+library. Built extensions are cached by the hash of everything that shapes the binary
+(sources, compiler and its version, flags, Python ABI, Cython, tilelang and TVM versions)
+in ``<kernel cache>/../cython``, next to the CUDA backend's cubin cache: another process,
+or another kernel with the same launcher, loads it without compiling. Builds of one key
+take a file lock and publish by atomic rename, so concurrent builders never see half a file.
+
+Environment: ``CC`` picks the compiler (default: cc, then gcc).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from collections.abc import Mapping
+from importlib.resources import files
+from pathlib import Path
+from types import ModuleType
+
+from tilelang.errors import CompileError
+
+#: module names of launcher extensions start with this (the rest is the source hash)
+MODULE_PREFIX = "_tl_cython_"
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+# -fno-strict-aliasing: TVM's C codegen reinterprets float bits through pointer casts
+# (bfloat16), and CPython builds its own extensions with it too
+CFLAGS = ("-O2", "-fPIC", "-shared", "-std=gnu11", "-fno-strict-aliasing", "-fvisibility=hidden",
+          "-Wl,-Bsymbolic")
+LIBS = ("-ldl", "-lm")
+TEMPLATES = ("launcher.pyx", "tl_runtime.h", "tl_cuda.h")
+
+
+def extension_cache_dir() -> Path:
+    from tilelang.cache import default_cache_dir
+
+    return default_cache_dir().parent / "cython"
+
+
+@functools.cache
+def template(name: str) -> str:
+    return files(__package__).joinpath("templates", name).read_text()
+
+
+@functools.cache
+def templates_digest() -> str:
+    """A hash of the templates every launcher is made from: they are not Python files, so
+    the compiler fingerprint of the kernel cache does not see them change."""
+    digest = hashlib.sha256()
+    for name in TEMPLATES:
+        digest.update(template(name).encode())
+    return digest.hexdigest()
+
+
+def _compiler_command() -> list[str] | None:
+    """$CC (may carry flags), else cc, else gcc; None when none is on PATH."""
+    configured = os.environ.get("CC", "").strip()
+    candidates = [shlex.split(configured)] if configured else [["cc"], ["gcc"]]
+    for command in candidates:
+        found = shutil.which(command[0]) if command else None
+        if found:
+            return [found, *command[1:]]
+    return None
+
+
+@functools.cache
+def _compiler_identity(command: tuple[str, ...]) -> str:
+    """The compiler's first ``--version`` line (enters the extension hash)."""
+    try:
+        proc = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"unknown ({err})"
+    return (proc.stdout or proc.stderr).splitlines()[0] if (proc.stdout or proc.stderr) else "unknown"
+
+
+def python_include() -> Path:
+    return Path(sysconfig.get_paths()["include"])
+
+
+def unavailable_reason() -> str | None:
+    """None when launchers can be built here; else why not, and what fixes it."""
+    if importlib.util.find_spec("Cython") is None:
+        return "Cython cannot be imported; pip install 'Cython>=3.0' (or pip install 'tilelang[cython]')"
+    version = importlib.metadata.version("Cython")
+    if int(version.split(".")[0]) < 3:
+        return f"Cython {version} is too old; pip install 'Cython>=3.0'"
+    if _compiler_command() is None:
+        return ("no C compiler found (looked for $CC, cc and gcc on PATH); install one "
+                "(e.g. apt-get install gcc) or set CC")
+    if not (python_include() / "Python.h").is_file():
+        return (f"the Python headers are missing ({python_include()}/Python.h); install the "
+                "Python development package (e.g. apt-get install python3-dev)")
+    return None
+
+
+def _include_dirs() -> list[str]:
+    import tvm.libinfo
+    import tvm_ffi.libinfo
+
+    dirs = [str(python_include()), tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
+            tvm_ffi.libinfo.find_dlpack_include_path()]
+    return list(dict.fromkeys(dirs))
+
+
+def _build_key(sources: Mapping[str, str], command: list[str]) -> str:
+    import Cython
+    import tvm
+    from tilelang import __version__
+
+    digest = hashlib.sha256()
+    parts = [
+        *[f"{name}\0{text}" for name, text in sorted(sources.items())],
+        " ".join(command), _compiler_identity(tuple(command)), " ".join(CFLAGS + LIBS),
+        sys.version, SUFFIX, f"cython={Cython.__version__}", f"tilelang={__version__}",
+        f"tvm={tvm.__version__}",
+    ]
+    for part in parts:
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _run(command: list[str], what: str, kernel: str, cwd: Path) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+    if proc.returncode != 0:
+        raise CompileError(f"kernel {kernel!r}: {what} failed building its cython launcher:\n"
+                           f"$ {shlex.join(command)}\n{proc.stderr}{proc.stdout}")
+
+
+def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes]:
+    """Build (or find in the cache) the extension made of ``sources`` (file name -> text;
+    ``launcher.pyx`` is the module). Returns (its file name, its bytes)."""
+    command = _compiler_command()
+    if command is None:
+        raise CompileError(f"kernel {kernel!r}: {unavailable_reason()}")
+    name = MODULE_PREFIX + _build_key(sources, command)[:32]
+    directory = extension_cache_dir()
+    final = directory / f"{name}{SUFFIX}"
+    if final.is_file():
+        return final.name, final.read_bytes()
+    from filelock import FileLock
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(directory / f"{name}.lock"), timeout=600):
+        if final.is_file():  # another process built it while we waited
+            return final.name, final.read_bytes()
+        with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=directory) as tmp:
+            work = Path(tmp)
+            for file_name, text in sources.items():
+                target = work / (f"{name}.pyx" if file_name == "launcher.pyx" else file_name)
+                target.write_text(text)
+            _run([sys.executable, "-m", "cython", "-3", "-o", f"{name}.c", f"{name}.pyx"],
+                 "Cython", kernel, work)
+            built = work / f"{name}{SUFFIX}"
+            _run([*command, *CFLAGS, *[f"-I{d}" for d in [str(work), *_include_dirs()]],
+                  "-o", str(built), f"{name}.c", *LIBS], "the C compiler", kernel, work)
+            os.replace(built, final)  # atomic: a reader sees no file or the whole file
+    return final.name, final.read_bytes()
+
+
+_LOADED: dict[str, ModuleType] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_extension(path: Path) -> ModuleType:
+    """Import a launcher extension from ``path``, once per process: its name is the hash
+    of its sources, so a module of that name already loaded (from another cache entry) is
+    the same code, and CPython cannot initialize one Cython module twice anyway."""
+    name = path.name.split(".")[0]
+    with _LOAD_LOCK:
+        module = _LOADED.get(name)
+        if module is None:
+            loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+            spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+            assert spec is not None
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            _LOADED[name] = module
+    return module
