@@ -181,13 +181,21 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int,
         points = points * e
     dtype = loops[0].loop_var.ty
     analyzer = Analyzer()
-    vectors = analyzer.simplify(tirx.floordiv(points, v)) if v > 1 else points
+
+    def deal(width: int) -> tuple[Any, bool]:
+        vectors = analyzer.simplify(tirx.floordiv(points, width)) if width > 1 else points
+        if isinstance(vectors, tirx.IntImm):
+            return vectors, int(vectors.value) % threads == 0
+        return vectors, bool(analyzer.can_prove(tirx.floormod(vectors, threads) == 0))
+
+    vectors, exact = deal(v)
+    if v > 1 and not exact:
+        # guarded vector stores get scalarized into loops inside the guard, where
+        # ThreadSync cannot place barriers: an uneven deal stays scalar
+        v, alignment = 1, 0
+        vectors, exact = deal(1)
     k = tirx.Var("k", dtype)
     lane = tirx.Var("vec", dtype)
-    if isinstance(vectors, tirx.IntImm):
-        exact = int(vectors.value) % threads == 0
-    else:
-        exact = analyzer.can_prove(tirx.floormod(vectors, threads) == 0)
     vector_index = k * threads + tid
     if not exact:
         vector_index = tirx.min(vector_index, vectors - 1)
