@@ -8,7 +8,7 @@ from pathlib import Path
 import tilelang
 
 ROOT = Path(tilelang.__file__).parent
-SHARED = ["engine", "jit", "cache", "backend", "language", "plugins"]
+SHARED = ["engine", "jit", "cache", "backend", "language", "plugins", "transform", "cli", "testing"]
 # kind names of every backend this project ships or plans
 KINDS = r"(cuda|hip|rocm|c|llvm|metal|webgpu|opencl|cutedsl|vulkan)"
 PATTERNS = [

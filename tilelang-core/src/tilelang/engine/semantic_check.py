@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -74,4 +73,4 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
             )
 
 
-__all__ = ["SUPPORTED_DTYPES", "check_fully_lowered", "check_kernel", "tvm"]
+__all__ = ["SUPPORTED_DTYPES", "check_fully_lowered", "check_kernel"]

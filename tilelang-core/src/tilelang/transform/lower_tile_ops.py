@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
