@@ -477,7 +477,7 @@ def test_deny_list_disables_the_tvm_ffi_execution_backend(plugin_venv: PluginVen
     assert result["error"] is not None, "compiling without any execution backend did not raise"
     assert result["error"].startswith(
         "no usable execution backend for target backend 'cpu' (requested 'auto'; declared in "
-        "order: tvm_ffi): tvm_ffi: not installed"
+        "order: tvm_ffi, cython): tvm_ffi: not installed (disabled: disabled by TILELANG_PLUGINS_DENY)"
     )
 
 
