@@ -11,9 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-@pytest.fixture(autouse=True)
-def _private_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+from tilelang.testing.pytest_plugin import private_kernel_cache  # noqa: E402,F401 - autouse fixture
 
 
 @pytest.mark.parametrize("name,kwargs", [
