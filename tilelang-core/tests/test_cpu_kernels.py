@@ -133,3 +133,23 @@ class TestArgumentErrors:
         kernel = tilelang.compile(elementwise_add(16, 4), out_idx=[-1], target="cpu")
         with pytest.raises(ArgumentError, match=r"argument 'B' \(#1\): expected shape \(16, 4\), got \(8, 4\)"):
             kernel(rand(16, 4), rand(8, 4))
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_zero_rows_give_empty_outputs(target):
+    kernel = tilelang.compile(row_softmax_sum(8), out_idx=[-1], target=target)
+    assert kernel(rand(0, 8), 1.0).shape == (0,)
+
+
+def test_c_kind_handles_float16_and_abs():
+    import tilelang.language as T
+
+    @T.prim_func
+    def absdiff(A: T.Tensor((64,), "float16"), B: T.Tensor((64,), "float16"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.Parallel(64):
+                C[i] = T.abs(T.cast(A[i], "float32") - T.cast(B[i], "float32"))
+
+    kernel = tilelang.compile(absdiff, out_idx=[-1], target="c")
+    a, b = rand(64, dtype="float16"), rand(64, dtype="float16")
+    np.testing.assert_allclose(kernel(a, b), np.abs(a.astype("float32") - b.astype("float32")), rtol=1e-6)

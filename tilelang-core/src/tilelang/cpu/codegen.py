@@ -18,6 +18,28 @@ def _no_device_code(mod: Any, target: Any) -> Any:
     )
 
 
+# TVM's C codegen writes float16 as `half` and defines no such type; GCC >= 12 and
+# Clang >= 15 provide _Float16 on x86-64 and AArch64 (ISO/IEC TS 18661-3 interchange type).
+_HALF_PRELUDE = "#ifndef TILELANG_HALF_DEFINED\n#define TILELANG_HALF_DEFINED\ntypedef _Float16 half;\n#endif\n"
+_build_c = tvm_build_function("c")
+
+
+def build_c_host(mod: Any, target: Any) -> Any:
+    """TVM's C codegen, with a definition of ``half`` when the source uses it."""
+    import re
+
+    import tvm
+
+    module = _build_c(mod, target)
+    source = str(module.inspect_source())
+    if not re.search(r"\bhalf\b", source):
+        return module
+    names = [str(f.attrs["global_symbol"]) for f in mod.functions.values()
+             if f.attrs is not None and f.attrs.get("global_symbol") is not None]
+    create = tvm.get_global_func("runtime.CSourceModuleCreate")
+    return create(_HALF_PRELUDE + source, "c", names, [])
+
+
 CPU_DEVICE_CODEGEN = DeviceCodegen(source_only=_no_device_code, compiled=_no_device_code)
 LLVM_HOST_CODEGEN = HostCodegen(build=tvm_build_function("llvm"))
-C_HOST_CODEGEN = HostCodegen(build=tvm_build_function("c"))
+C_HOST_CODEGEN = HostCodegen(build=build_c_host)

@@ -23,6 +23,20 @@ def _describe_shape(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _compact_if_empty(array: Any) -> Any:
+    """numpy (2.x) gives arrays with no elements all-zero strides, which DLPack consumers
+    checking for a compact layout reject; give them the row-major strides instead."""
+    if type(array).__module__ != "numpy" or array.size != 0 or array.ndim == 0:
+        return array
+    import numpy
+
+    strides, step = [], array.itemsize
+    for dim in reversed(array.shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return numpy.lib.stride_tricks.as_strided(array, shape=array.shape, strides=tuple(reversed(strides)))
+
+
 class TensorInfo:
     """dtype/shape/device/contiguity of a numpy array or torch tensor, read cheaply."""
 
@@ -141,6 +155,7 @@ class ArgumentBinder:
             if param.is_tensor:
                 info = self._check_tensor(index, value, symbols)
                 like = like or info
+                value = _compact_if_empty(value)
             else:
                 value = self._check_scalar(index, param, value)
             call[index] = value
@@ -179,4 +194,4 @@ class ArgumentBinder:
             )
         import numpy
 
-        return numpy.empty(shape, dtype=param.dtype)
+        return _compact_if_empty(numpy.empty(shape, dtype=param.dtype))
