@@ -4,14 +4,12 @@ tilelang-core to the repository version."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import tilelang
+from tilelang.testing.wheels import build_wheel
 
 DIST_DIR = Path(__file__).resolve().parents[1]
 
@@ -20,15 +18,9 @@ DIST_DIR = Path(__file__).resolve().parents[1]
 def test_wheel_contents(tmp_path: Path) -> None:
     if not (DIST_DIR / "pyproject.toml").is_file():
         pytest.skip("needs the source tree (tests copied elsewhere)")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp_path), str(DIST_DIR)], check=True)
-    (wheel,) = tmp_path.glob("tilelang_exec_cython-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        info = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        metadata = archive.read(info).decode()
-        entry_points = archive.read(info.replace("METADATA", "entry_points.txt")).decode()
-    package = [n for n in names if ".dist-info/" not in n]
+    wheel = build_wheel(DIST_DIR, tmp_path)
+    names, metadata, entry_points = wheel.names, wheel.metadata, wheel.entry_points
+    package = wheel.package_files
     assert package and all(n.startswith("tilelang/jit/adapter/cython/") for n in package), package
     for module in ("__init__.py", "plugin.py", "backend.py", "codegen.py", "c_expr.py", "launcher.py",
                    "toolchain.py", "py.typed", "templates/launcher.pyx", "templates/tl_runtime.h",

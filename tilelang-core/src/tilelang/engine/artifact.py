@@ -37,6 +37,12 @@ class KernelLaunch:
     block: tuple[str, ...]
     dynamic_smem: str = "0"
 
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelLaunch:
+        """From the JSON form (CompiledArtifact.to_json, CaptureLaunchMetadata)."""
+        return cls(data["symbol"], tuple(data["args"]), tuple(data["arg_types"]),
+                   tuple(data["grid"]), tuple(data["block"]), data["dynamic_smem"])
+
 
 @dataclass(frozen=True)
 class CompiledArtifact:
@@ -66,6 +72,18 @@ class CompiledArtifact:
                     seen.setdefault(d)
         return tuple(seen)
 
+    @property
+    def input_symbols(self) -> tuple[str, ...]:
+        """The symbolic dimensions the input tensors' shapes determine, in first-use order:
+        the ones a call binds (outputs take their shapes from them)."""
+        seen: dict[str, None] = {}
+        for i, p in enumerate(self.params):
+            if i not in self.out_idx:
+                for d in p.shape or ():
+                    if isinstance(d, str):
+                        seen.setdefault(d)
+        return tuple(seen)
+
     def to_json(self) -> str:
         data = asdict(replace(self, host_module=None, device_module=None))
         data.pop("host_module")
@@ -85,9 +103,7 @@ class CompiledArtifact:
             for p in data["params"]
         )
         data["launches"] = tuple(
-            KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["arg_types"]), tuple(k["grid"]),
-                         tuple(k["block"]), k["dynamic_smem"])
-            for k in data["launches"]
+            KernelLaunch.from_dict(k) for k in data["launches"]
         )
         data["out_idx"] = tuple(data["out_idx"])
         return cls(**data)

@@ -165,11 +165,7 @@ def _launch_facts(mod: Any) -> tuple[tuple[KernelLaunch, ...], int]:
 
     attrs = mod.attrs
     raw = attrs.get(LAUNCHES_ATTR) if attrs is not None else None
-    launches = tuple(
-        KernelLaunch(k["symbol"], tuple(k["args"]), tuple(k["arg_types"]), tuple(k["grid"]),
-                     tuple(k["block"]), k["dynamic_smem"])
-        for k in json.loads(str(raw))
-    ) if raw is not None else ()
+    launches = tuple(KernelLaunch.from_dict(k) for k in json.loads(str(raw))) if raw is not None else ()
     alignment = 0
     for func in mod.functions.values():
         value = func.attrs.get(ALIGNMENT_ATTR) if func.attrs is not None else None

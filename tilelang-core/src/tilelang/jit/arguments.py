@@ -79,9 +79,7 @@ class ArgumentBinder:
         from .fastbind import build_fast_binder
 
         self._fast = build_fast_binder(artifact, device_type)
-        bound = {d for i in self.inputs for d in (self.params[i].shape or ()) if isinstance(d, str)}
-        #: the symbolic dimensions bind() returns values for (taken from input shapes)
-        self.symbols = tuple(sorted(bound))
+        bound = set(artifact.input_symbols)
         for i in self.out_idx:
             free = [d for d in self.params[i].shape or () if isinstance(d, str) and d not in bound]
             if free:

@@ -30,17 +30,12 @@ class TVMFFILauncher(KernelLauncher):
         self.arity = len(self.binder.inputs)
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
-        if stream is None and self.fast_call is not None and len(args) == self.arity:
-            try:
-                result = self.fast_call(*args)
-            except TileLangError:
-                raise
-            except Exception as err:  # the packed function's own checks, or a runtime failure
-                raise LaunchError(f"kernel {self.binder.kernel!r} failed: {err}") from err
-            if result is not MISS:
-                return result
-        call, outputs, _ = self.binder.bind(args)
         try:
+            if stream is None and self.fast_call is not None and len(args) == self.arity:
+                result = self.fast_call(*args)
+                if result is not MISS:
+                    return result
+            call, outputs, _ = self.binder.bind(args)
             # tvm_ffi launches on the caller's current torch stream (it reads it from the
             # first device tensor); an explicit stream= becomes the current one for the call
             if stream is None or self.on_host:

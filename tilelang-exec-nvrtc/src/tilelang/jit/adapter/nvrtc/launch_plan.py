@@ -121,17 +121,6 @@ def _safe(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith(_PREFIX)
 
 
-def bound_symbols(artifact: CompiledArtifact) -> tuple[str, ...]:
-    """The symbolic dimensions ArgumentBinder.bind reports: those of the input shapes."""
-    seen: dict[str, None] = {}
-    for i, param in enumerate(artifact.params):
-        if i not in artifact.out_idx:
-            for dim in param.shape or ():
-                if isinstance(dim, str):
-                    seen.setdefault(dim)
-    return tuple(seen)
-
-
 @dataclass(frozen=True)
 class LaunchValues:
     """The generated function of one launch and what it was generated from."""
@@ -153,7 +142,7 @@ def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchVal
     with ArgumentBinder.bind's results. Raises CompileError for metadata it cannot use.
     """
     where = f"kernel {artifact.kernel_name!r}, launch of {launch.symbol!r}"
-    symbols = bound_symbols(artifact)
+    symbols = artifact.input_symbols
     names: dict[str, str] = {}  # metadata name -> name in the generated source
     signature: list[str] = []
     for i, param in enumerate(artifact.params):
