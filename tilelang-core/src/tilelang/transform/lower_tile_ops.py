@@ -28,7 +28,11 @@ _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 _PARALLEL = {"tilelang.parallel": 1}
 
 
-class _Lowering:
+class TileOpLowering:
+    """Lowers one tile op at a time to T.Parallel nests (backends that select their own
+    instructions for some ops use it for the rest, e.g. the copies around a tensor-core
+    accumulator)."""
+
     def __init__(self, func: Any, kernel: str) -> None:
         self.kernel = kernel
         self.analyzer = Analyzer()
@@ -259,7 +263,7 @@ class _Lowering:
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    lowering = _Lowering(func, kernel)
+    lowering = TileOpLowering(func, kernel)
     errors: list[LanguageError] = []
 
     def on_evaluate(stmt: Any) -> Any:

@@ -20,9 +20,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from tilelang.transform import LowerTileOps
 
-    from .transform import PartitionParallelLoops, PlaceFragments
+    from .transform import LowerTensorCoreGemm, PartitionParallelLoops, PlaceFragments
 
     return [
+        LowerTensorCoreGemm(),
         LowerTileOps(),
         PlaceFragments(),
         PartitionParallelLoops(),

@@ -2,5 +2,6 @@
 
 from .fragments import PlaceFragments
 from .partition_parallel import PartitionParallelLoops
+from .tensor_core import LowerTensorCoreGemm
 
-__all__ = ["PartitionParallelLoops", "PlaceFragments"]
+__all__ = ["LowerTensorCoreGemm", "PartitionParallelLoops", "PlaceFragments"]

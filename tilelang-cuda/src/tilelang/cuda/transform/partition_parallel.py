@@ -300,7 +300,8 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         )
     func = func.with_body(body)
     if alignment and max(alignment) > 0:
-        func = func.with_attr(ALIGNMENT_ATTR, max(alignment))
+        current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None  # set by earlier passes
+        func = func.with_attr(ALIGNMENT_ATTR, max(max(alignment), int(current or 0)))
     return func
 
 

@@ -1,0 +1,686 @@
+"""LowerTensorCoreGemm: ``T.gemm`` on tensor cores and ``T.Pipelined`` copies as cp.async
+multi-buffering (sm_80 and newer). Runs before the shared LowerTileOps, which lowers
+whatever this pass leaves (SIMT GEMM, other dtypes, shapes that do not fit).
+
+A GEMM qualifies when A and B are whole shared tiles of float16/bfloat16 and C is a whole
+float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
+
+* **C's layout** is the mma.sync m16n8k16 accumulator layout: the block's warps split C
+  into a warps_m x warps_n grid of warp tiles; in each 16x8 piece, lane l holds rows
+  l/4 and l/4 + 8, columns 2(l%4) and 2(l%4)+1 (PTX ISA, "Matrix Fragments for
+  mma.m16n8k16"). Every other use of C — T.clear/T.fill, T.copy in or out, T.Parallel
+  nests that touch C at the nest's own indices — is rewritten to walk the thread's own
+  elements, so C never leaves registers. A C with any other use (a reduction reads
+  across the layout) keeps the SIMT path.
+* **The product** loads A and B fragments with ldmatrix (``.trans`` where the tile is
+  stored the other way round) and issues one mma per 16x8 piece and 16-deep k step.
+* **Shared tiles** get a padded row stride (one 16-byte chunk when the row's chunk count
+  is even), which makes the eight row addresses of every ldmatrix fall in distinct banks.
+* **T.Pipelined(n, num_stages=s)** (s >= 2) whose body starts with T.copy of global
+  tiles into shared tiles: each such tile gets s stages; the copies become 16-byte
+  cp.async (zero-filling out-of-range vectors), issued s - 1 iterations ahead, one commit
+  group per iteration; each iteration waits for its group, then one barrier both
+  publishes the data and frees the stage the next copies overwrite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm.sym.analyzer import Analyzer
+from tvm_ffi.structural import WalkResult
+
+from tilelang.language.ops import TILE_OPS
+from tilelang.transform.lower_tile_ops import TileOpLowering
+
+from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
+from .partition_parallel import ALIGNMENT_ATTR
+
+WARP = 32
+SHARED_SCOPES = ("shared", "shared.dyn")
+MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
+CP_ASYNC_BYTES = 16
+_OPS = {op: name for name, op in TILE_OPS.items()}
+_UNROLL = tirx.ForKind.UNROLLED
+
+
+@dataclass(frozen=True)
+class MMALayout:
+    """An M x N float32 accumulator spread over warps_m x warps_n warps."""
+
+    m: int
+    n: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def wm(self) -> int:
+        return self.m // self.warps_m
+
+    @property
+    def wn(self) -> int:
+        return self.n // self.warps_n
+
+    @property
+    def mt(self) -> int:  # 16-row pieces per warp
+        return self.wm // 16
+
+    @property
+    def nt(self) -> int:  # 8-column pieces per warp
+        return self.wn // 8
+
+    @property
+    def per_thread(self) -> int:
+        return self.mt * self.nt * 4
+
+
+def choose_layout(m: int, n: int, warps: int) -> MMALayout | None:
+    """The squarest warp grid whose warp tiles are multiples of 16 x 16 (B fragments are
+    loaded 16 columns at a time), or None."""
+    best = None
+    for warps_m in range(1, warps + 1):
+        if warps % warps_m:
+            continue
+        warps_n = warps // warps_m
+        if m % warps_m or n % warps_n or (m // warps_m) % 16 or (n // warps_n) % 16:
+            continue
+        layout = MMALayout(m, n, warps_m, warps_n)
+        key = (abs(layout.wm - layout.wn), -layout.wm)
+        if best is None or key < best[0]:
+            best = (key, layout)
+    return None if best is None else best[1]
+
+
+def padded_row(cols: int, dtype_bytes: int) -> int:
+    """Row length (elements) that puts 8 consecutive rows' 16-byte chunks in distinct
+    banks: the row's chunk count must be odd."""
+    chunk = CP_ASYNC_BYTES // dtype_bytes
+    if cols % chunk:
+        return cols
+    return cols if (cols // chunk) % 2 else cols + chunk
+
+
+def _bytes(dtype: Any) -> int:
+    return tvm.DataType(str(dtype)).bits // 8
+
+
+def _ints(values: Any) -> list[int] | None:
+    out = []
+    for v in values:
+        if not isinstance(v, tirx.IntImm):
+            return None
+        out.append(int(v.value))
+    return out
+
+
+def _is_full(region: Any) -> bool:
+    buffer = region.source
+    return all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 and
+               tvm_ffi.structural_equal(r.extent, d) for r, d in zip(region.region, buffer.shape))
+
+
+def _op_name(stmt: Any) -> str | None:
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    return _OPS.get(getattr(getattr(stmt.value, "op", None), "name", None))
+
+
+def _extern(name: str, *args: Any) -> Any:
+    return tirx.Evaluate(tirx.call_extern("int32", name, *args))
+
+
+def _sync() -> Any:
+    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+
+
+def _seq(stmts: list[Any]) -> Any:
+    stmts = [s for s in stmts if s is not None]
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def _loop(var: Any, extent: Any, body: Any, kind: Any = _UNROLL) -> Any:
+    return tirx.For(var, 0, extent, kind, body)
+
+
+def _substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
+    def on_var(var: Any) -> Any:
+        for old, new in pairs:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
+
+
+@dataclass
+class SharedTile:
+    """A shared tile read by tensor-core GEMMs: its padded (and maybe staged) buffer."""
+
+    old: Any
+    new: Any = None
+    stages: int = 0
+    loop: Any = None  # the pipelined loop that stages it
+
+    def stage(self) -> Any:
+        return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
+
+    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None) -> Any:
+        """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
+        tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
+        shape = [int(d.value) for d in self.new.shape]
+        offset = row * shape[-1] + col
+        if self.stages:
+            offset = (self.stage() if stage is None else stage) * (shape[-2] * shape[-1]) + offset
+        return self.new.access_ptr(access, offset=offset, extent=CP_ASYNC_BYTES // _bytes(self.new.dtype))
+
+
+@dataclass
+class Accumulator:
+    old: Any
+    layout: MMALayout
+    regs: Any = None
+    gemms: list[Any] = field(default_factory=list)
+
+
+class _Kernel:
+    def __init__(self, func: Any, kernel: str, tid: Any, threads: int) -> None:
+        self.func, self.kernel, self.tid, self.threads = func, kernel, tid, threads
+        self.lane = tirx.floormod(tid, WARP)
+        self.warp = tirx.floordiv(tid, WARP)
+        self.accumulators: dict[Any, Accumulator] = {}
+        self.tiles: dict[Any, SharedTile] = {}
+        self.pipelined: dict[Any, int] = {}  # loop -> stages
+        self.analyzer = Analyzer()
+        self.lowering = TileOpLowering(func, kernel)
+        self.needs_alignment = False
+        self.counter = 0
+
+    def var(self, name: str) -> Any:
+        self.counter += 1
+        return tirx.Var(f"{name}_{self.counter}", "int32")
+
+    def _find(self, buffer: Any, table: dict[Any, Any]) -> Any:
+        for key, value in table.items():
+            if key.same_as(buffer):
+                return value
+        return None
+
+    # -- analysis ------------------------------------------------------------------------
+    def analyze(self) -> None:
+        ops: list[tuple[str, Any]] = []
+        nests: list[tuple[list[Any], Any]] = []
+        fragments: list[Any] = []
+
+        def visit(node: Any) -> Any:
+            if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+                nests.append(parallel_nest(node))
+                return WalkResult.SKIP
+            name = _op_name(node)
+            if name is not None:
+                ops.append((name, node.value.args))
+            if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == FRAGMENT_SCOPE:
+                fragments.append(node.buffer)
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(self.func.body, visit, order="pre")
+        for fragment in fragments:
+            layout = self._accumulator_layout(fragment, ops, nests)
+            if layout is not None:
+                self.accumulators[fragment] = Accumulator(fragment, layout)
+        for name, args in ops:
+            if name == "gemm" and self._find(args[2].source, self.accumulators) is not None:
+                for region in args[:2]:
+                    if self._find(region.source, self.tiles) is None:
+                        self.tiles[region.source] = SharedTile(region.source)
+        self._find_pipelines()
+        for tile in self.tiles.values():
+            old = tile.old
+            rows, cols = (int(d.value) for d in old.shape)
+            shape = [rows, padded_row(cols, _bytes(old.dtype))]
+            if tile.stages:
+                shape = [tile.stages, *shape]
+            # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in
+            scope = "shared.dyn" if tile.stages else old.scope()
+            tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
+
+    def _gemm_layout(self, args: Any) -> MMALayout | None:
+        a, b, c = args[0], args[1], args[2]
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        if not all(_is_full(r) for r in (a, b, c)):
+            return None
+        if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
+            return None
+        dtype = str(a.source.dtype)
+        if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
+            return None
+        shapes = [_ints(r.source.shape) for r in (a, b, c)]
+        if any(s is None or len(s) != 2 for s in shapes):
+            return None
+        (a0, a1), (b0, b1), (m, n) = shapes
+        ma, ka = (a1, a0) if trans_a else (a0, a1)
+        kb, nb = (b1, b0) if trans_b else (b0, b1)
+        if ma != m or nb != n or ka != kb or ka % 16:
+            return None
+        return choose_layout(m, n, self.threads // WARP)
+
+    def _accumulator_layout(self, fragment: Any, ops: list[tuple[str, Any]],
+                            nests: list[tuple[list[Any], Any]]) -> MMALayout | None:
+        """The layout C would take, if every use of ``fragment`` can follow it."""
+        layout = None
+        handled = 0
+        for name, args in ops:
+            regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
+            if not any(r.source.same_as(fragment) for r in regions):
+                continue
+            if name == "gemm":
+                if not args[2].source.same_as(fragment) or any(r.source.same_as(fragment) for r in regions[:2]):
+                    return None
+                candidate = self._gemm_layout(args)
+                if candidate is None or (layout is not None and candidate != layout):
+                    return None
+                layout = candidate
+            elif name in ("fill", "copy"):
+                ours = [r for r in regions if r.source.same_as(fragment)]
+                others = [r for r in regions if not r.source.same_as(fragment)]
+                if not all(_is_full(r) for r in ours) or any(r.source.scope() == FRAGMENT_SCOPE for r in others):
+                    return None
+            else:
+                return None
+        if layout is None:
+            return None
+        shape = [layout.m, layout.n]
+        for loops, inner in nests:
+            found, other_fragment = [], False
+
+            def visit(node: Any) -> None:
+                nonlocal other_fragment
+                buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+                if not isinstance(buffer, tirx.Buffer):
+                    return
+                if buffer.same_as(fragment):
+                    found.append(list(node.indices))
+                elif buffer.scope() == FRAGMENT_SCOPE:
+                    other_fragment = True
+
+            tvm_ffi.structural_walk(inner, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+            if not found:
+                continue
+            extents = _ints([loop.extent for loop in loops])
+            if other_fragment or extents != shape or not all(is_identity(i, loops) for i in found):
+                return None
+            handled += len(found)
+        total = []
+
+        def count(node: Any) -> None:
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if isinstance(buffer, tirx.Buffer) and buffer.same_as(fragment):
+                total.append(node)
+
+        tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, count), (TensorLoad, count)])
+        return layout if len(total) == handled else None
+
+    def _find_pipelines(self) -> None:
+        """Pipelined loops whose copies can become cp.async stages."""
+        loops: list[Any] = []
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tirx.For) and node.annotations and "num_stages" in node.annotations:
+                loops.append(node)
+
+        tvm_ffi.structural_walk(self.func.body, (tirx.For, visit))
+        for loop in loops:
+            stages = int(loop.annotations["num_stages"])
+            if stages < 2 or not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0):
+                continue
+            producers, _ = self._split_body(loop)
+            if not producers:
+                continue
+            staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
+            if any(t is None or t.stages for t in staged):
+                continue
+            if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
+                continue
+            if not all(self._only_inside(t.old, loop, p) for t, p in zip(staged, producers)):
+                continue
+            for tile in staged:
+                tile.stages, tile.loop = stages, loop
+            self.pipelined[loop] = stages
+
+    @staticmethod
+    def _split_body(loop: Any) -> tuple[list[Any], list[Any]]:
+        """(leading T.copy statements into shared tiles, the rest); no producers when a
+        copy into shared memory follows other work."""
+        body = list(loop.body) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
+        producers = []
+        for stmt in body:
+            if _op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
+                    stmt.value.args[1].source.scope() in SHARED_SCOPES:
+                producers.append(stmt)
+            else:
+                break
+        rest = body[len(producers):]
+        if any(_op_name(s) == "copy" and s.value.args[1].source.scope() in SHARED_SCOPES for s in rest):
+            return [], body
+        return producers, rest
+
+    def _cp_async_ok(self, src: Any, dst: Any) -> bool:
+        """16-byte vectors of the tile are whole vectors of the global tensor, aligned."""
+        if not _is_full(dst) or _ints(dst.source.shape) is None:
+            return False
+        g = src.source
+        vec = CP_ASYNC_BYTES // _bytes(g.dtype)
+        if str(g.dtype) != str(dst.source.dtype) or _bytes(g.dtype) * vec != CP_ASYNC_BYTES:
+            return False
+        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        tile = _ints([src.region[a].extent for a in axes])
+        if tile is None or tile != _ints(dst.source.shape) or not axes or axes[-1] != len(g.shape) - 1:
+            return False
+        if tile[-1] % vec or not self.analyzer.can_prove(tirx.floormod(g.shape[-1], vec) == 0):
+            return False
+        corner = self.analyzer.modular_set(src.region[-1].min)
+        return corner.coeff % vec == 0 and corner.base % vec == 0
+
+    def _only_inside(self, buffer: Any, loop: Any, producer: Any) -> bool:
+        """Every access of ``buffer`` is inside ``loop``, the producer is its only writer,
+        and the other statements read it as tensor-core GEMM operands or plain loads."""
+
+        def touches(n: Any) -> bool:
+            if isinstance(n, tirx.BufferStore):
+                return n.buffer.same_as(buffer)
+            if isinstance(n, (TensorLoad, tvm.ir.TensorRegion)):
+                return isinstance(n.source, tirx.Buffer) and n.source.same_as(buffer)
+            return False
+
+        outside = []
+
+        def visit(node: Any) -> Any:
+            if isinstance(node, tirx.For) and node.same_as(loop):
+                return WalkResult.SKIP
+            if touches(node):
+                outside.append(node)
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(self.func.body, visit, order="pre")
+        if outside:
+            return False
+        _, rest = self._split_body(loop)
+        for stmt in rest:
+            name = _op_name(stmt)
+            if name is None:
+                writes = []
+                tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda n: writes.append(n) if touches(n) else None))
+                if writes:
+                    return False
+                continue
+            args = stmt.value.args
+            if not any(touches(a) for a in args if isinstance(a, tvm.ir.TensorRegion)):
+                continue
+            mma = name == "gemm" and self._find(args[2].source, self.accumulators) is not None
+            if not mma or touches(args[2]):
+                return False
+        return True
+
+    # -- rewriting -----------------------------------------------------------------------
+    def rewrite(self) -> Any:
+        for acc in self.accumulators.values():
+            old = acc.old
+            acc.regs = tirx.decl_buffer((acc.layout.per_thread,), old.dtype, name=old.name, scope="local")
+        body = tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined), order="pre")
+        body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
+        body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
+        body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
+                                             (tvm.ir.TensorRegion, self._on_region)], order="post")
+        body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
+        func = self.func.with_body(body)
+        if self.needs_alignment:
+            current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
+            func = func.with_attr(ALIGNMENT_ATTR, max(CP_ASYNC_BYTES, int(current or 0)))
+        return func
+
+    def _on_alloc(self, node: Any) -> Any:
+        acc = self._find(node.buffer, self.accumulators)
+        if acc is not None:
+            return tirx.AllocBuffer(acc.regs)
+        tile = self._find(node.buffer, self.tiles)
+        return tirx.AllocBuffer(tile.new) if tile is not None else node
+
+    # plain accesses of re-laid-out shared tiles: same logical indices (+ the stage)
+    def _on_store(self, store: Any) -> Any:
+        tile = self._find(store.buffer, self.tiles)
+        if tile is None:
+            return store
+        stage = [tile.stage()] if tile.stages else []
+        return tirx.BufferStore(tile.new, store.value, stage + list(store.indices))
+
+    def _on_load(self, load: Any) -> Any:
+        tile = self._find(load.source, self.tiles) if isinstance(load.source, tirx.Buffer) else None
+        if tile is None:
+            return load
+        stage = [tile.stage()] if tile.stages else []
+        return tirx.BufferLoad(tile.new, stage + list(load.indices))
+
+    def _on_region(self, region: Any) -> Any:
+        tile = self._find(region.source, self.tiles)
+        if tile is None:
+            return region
+        return tirx.BufferRegion(tile.new, list(region.region))  # staged tiles never reach here
+
+    def _on_op(self, stmt: Any) -> Any:
+        name = _op_name(stmt)
+        if name is None:
+            return stmt
+        args = stmt.value.args
+        if name == "gemm":
+            acc = self._find(args[2].source, self.accumulators)
+            if acc is None:
+                return stmt
+            return self._mma(acc, args)
+        regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
+        acc = next((self._find(r.source, self.accumulators) for r in regions
+                    if self._find(r.source, self.accumulators) is not None), None)
+        if acc is None:
+            return stmt
+        nest = self.lowering.lower(stmt)
+        loops, inner = parallel_nest(nest)
+        return self._remap(loops, inner, acc)
+
+    def _on_nest(self, loop: Any) -> Any:
+        if loop.kind != tirx.ForKind.PARALLEL:
+            return loop
+        loops, inner = parallel_nest(loop)
+        for acc in self.accumulators.values():
+            touched = []
+            tvm_ffi.structural_walk(inner, [
+                (tirx.BufferStore, lambda s: touched.append(s) if s.buffer.same_as(acc.old) else None),
+                (TensorLoad, lambda l: touched.append(l) if isinstance(l.source, tirx.Buffer)
+                 and l.source.same_as(acc.old) else None)])
+            if touched:
+                return self._remap(loops, inner, acc)
+        return loop
+
+    def _remap(self, loops: list[Any], inner: Any, acc: Accumulator) -> Any:
+        """A nest over C's shape, at C's own indices -> the thread's own elements."""
+        layout = acc.layout
+        mi, ni, h, v = (self.var(n) for n in ("mi", "ni", "h", "v"))
+        warp_m = tirx.floordiv(self.warp, layout.warps_n)
+        warp_n = tirx.floormod(self.warp, layout.warps_n)
+        row = warp_m * layout.wm + mi * 16 + tirx.floordiv(self.lane, 4) + h * 8
+        col = warp_n * layout.wn + ni * 8 + tirx.floormod(self.lane, 4) * 2 + v
+        index = ((mi * layout.nt + ni) * 2 + h) * 2 + v
+
+        def on_store(store: Any) -> Any:
+            if store.buffer.same_as(acc.old):
+                return tirx.BufferStore(acc.regs, store.value, [index])
+            return store
+
+        def on_load(load: Any) -> Any:
+            if isinstance(load.source, tirx.Buffer) and load.source.same_as(acc.old):
+                return tirx.BufferLoad(acc.regs, [index])
+            return load
+
+        body = tvm_ffi.structural_map(inner, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
+        body = _substitute(body, [(loops[0].loop_var, row), (loops[1].loop_var, col)])
+        body = _loop(v, 2, body)
+        body = _loop(h, 2, body)
+        body = _loop(ni, layout.nt, body)
+        return _loop(mi, layout.mt, body)
+
+    def _mma(self, acc: Accumulator, args: Any) -> Any:
+        """C += A @ B: per 16-deep k step, ldmatrix the warp's A and B fragments, then one
+        mma per 16x8 piece of the warp tile."""
+        a, b = self.tiles_of(args)
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        layout = acc.layout
+        k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
+        lane = self.lane
+        warp_m = tirx.floordiv(self.warp, layout.warps_n)
+        warp_n = tirx.floormod(self.warp, layout.warps_n)
+        a_frag = tirx.decl_buffer((layout.mt * 4,), "uint32", name="A_frag", scope="local")
+        b_frag = tirx.decl_buffer((layout.nt * 2,), "uint32", name="B_frag", scope="local")
+        kk, mi, nj, ni = (self.var(n) for n in ("kk", "mi", "nj", "ni"))
+        quad = tirx.floordiv(lane, 16) * 8  # which 8-wide half a lane's matrix starts at
+        half = tirx.floormod(tirx.floordiv(lane, 8), 2) * 8
+        row8 = tirx.floormod(lane, 8)
+        m0 = warp_m * layout.wm + mi * 16
+        if trans_a:  # stored [k][m]
+            a_addr, a_load = a.address(kk * 16 + quad + row8, m0 + half), "tl_ldmatrix_x4_trans"
+        else:
+            a_addr, a_load = a.address(m0 + half + row8, kk * 16 + quad), "tl_ldmatrix_x4"
+        n0 = warp_n * layout.wn + nj * 16
+        if trans_b:  # stored [n][k]
+            b_addr, b_load = b.address(n0 + quad + row8, kk * 16 + half), "tl_ldmatrix_x4"
+        else:
+            b_addr, b_load = b.address(kk * 16 + half + row8, n0 + quad), "tl_ldmatrix_x4_trans"
+        load_a = _loop(mi, layout.mt, _extern(a_load, tirx.address_of(tirx.BufferLoad(a_frag, [mi * 4])), a_addr))
+        load_b = _loop(nj, layout.nt // 2,
+                       _extern(b_load, tirx.address_of(tirx.BufferLoad(b_frag, [nj * 4])), b_addr))
+        mi2 = self.var("mi")
+        intrinsic = MMA_INTRINSICS[str(args[0].source.dtype)]
+        mma = _extern(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi2 * layout.nt + ni) * 4])),
+                      tirx.address_of(tirx.BufferLoad(a_frag, [mi2 * 4])),
+                      tirx.address_of(tirx.BufferLoad(b_frag, [ni * 2])))
+        step = _seq([load_a, load_b, _loop(mi2, layout.mt, _loop(ni, layout.nt, mma))])
+        compute = _seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), _loop(kk, k_total // 16, step)])
+        if bool(args[5].value):  # clear_accum
+            compute = _seq([self._fill_regs(acc), compute])
+        if a.stages or b.stages:
+            return compute  # the pipelined loop's barrier orders it
+        # ldmatrix reads through addresses ThreadSync does not follow: fence both sides
+        return _seq([_sync(), compute, _sync()])
+
+    def _fill_regs(self, acc: Accumulator) -> Any:
+        i = self.var("i")
+        return _loop(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, "float32"), [i]))
+
+    def tiles_of(self, args: Any) -> tuple[SharedTile, SharedTile]:
+        return self._find(args[0].source, self.tiles), self._find(args[1].source, self.tiles)
+
+    # -- pipelining ----------------------------------------------------------------------
+    def _on_pipelined(self, loop: Any) -> Any:
+        stages = self._find(loop, self.pipelined)
+        if stages is None:
+            return loop
+        producers, rest = self._split_body(loop)
+        n, k = loop.extent, loop.loop_var
+        ahead = stages - 1
+        prologue = []
+        for s in range(ahead):
+            issue = self._issue(producers, k, tirx.IntImm("int32", s), s)
+            prologue += [tirx.IfThenElse(tirx.IntImm("int32", s) < n, issue, None), _extern("tl_cp_async_commit")]
+        nxt = k + ahead
+        issue = self._issue(producers, k, nxt, tirx.floormod(nxt, stages))
+        body = [
+            _extern("tl_cp_async_wait", ahead - 1),
+            _sync(),
+            tirx.IfThenElse(nxt < n, issue, None),
+            _extern("tl_cp_async_commit"),
+            *rest,
+        ]
+        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, _seq(body))
+        self.needs_alignment = True
+        return _seq([*prologue, main, _extern("tl_cp_async_wait", 0), _sync()])
+
+    def extent_of(self, k: Any) -> Any:
+        for loop in self.pipelined:
+            if loop.loop_var.same_as(k):
+                return loop.extent
+        raise KeyError(k)
+
+    def _issue(self, producers: list[Any], k: Any, k_value: Any, stage: Any) -> Any:
+        return _seq([self._cp_async(p.value.args[0], p.value.args[1], k, k_value, stage) for p in producers])
+
+    def _cp_async(self, src: Any, dst: Any, k: Any, k_value: Any, stage: Any) -> Any:
+        """One tile, global -> stage ``stage`` of its shared buffer, for iteration
+        ``k_value``: 16-byte vectors dealt round-robin over the threads."""
+        tile = self._find(dst.source, self.tiles)
+        g = src.source
+        vec = CP_ASYNC_BYTES // _bytes(g.dtype)
+        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        rows, cols = (int(d.value) for d in dst.source.shape)
+        per_row = cols // vec
+        vectors = rows * per_row
+        it = self.var("v")
+        iterations = (vectors + self.threads - 1) // self.threads
+        self.lowering.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
+        q = it * self.threads + self.tid
+        r, c = tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec
+        mins = [_substitute(x.min, [(k, k_value)]) for x in src.region]
+        index = list(mins)
+        index[axes[0]], index[axes[1]] = mins[axes[0]] + r, mins[axes[1]] + c
+        with self.lowering.analyzer.constraint_scope(k_value < self.extent_of(k)):
+            conds = [i < d for i, d in zip(index, g.shape) if not self.lowering.analyzer.can_prove(i < d)]
+        # declared as a read: the pipeline orders these writes with its own wait + barrier
+        # (the stage written is never the one being read), which ThreadSync cannot prove
+        smem = tile.address(r, c, "r", stage)
+        if conds:
+            ok = conds[0]
+            for cond in conds[1:]:
+                ok = tirx.And(ok, cond)
+            safe = [tirx.Select(ok, i, tirx.IntImm("int32", 0)) for i in index]
+            gmem = tirx.address_of(tirx.BufferLoad(g, safe))
+            copy = _extern("tl_cp_async_16", smem, gmem, tirx.Select(ok, tirx.IntImm("int32", CP_ASYNC_BYTES),
+                                                                     tirx.IntImm("int32", 0)))
+        else:
+            copy = _extern("tl_cp_async_16", smem, tirx.address_of(tirx.BufferLoad(g, index)), CP_ASYNC_BYTES)
+        if vectors % self.threads:
+            copy = tirx.IfThenElse(q < vectors, copy, None)
+        return _loop(it, iterations, copy)
+
+
+def _thread_binding(func: Any) -> tuple[Any, int] | None:
+    """(threadIdx.x var, threads) when the kernel uses threadIdx.x alone, as a constant."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: found.append(a)
+                                        if a.attr_key == "thread_extent" and
+                                        a.node.thread_tag.startswith("threadIdx") else None))
+    if len(found) != 1 or found[0].node.thread_tag != "threadIdx.x" or not isinstance(found[0].value, tirx.IntImm):
+        return None
+    threads = int(found[0].value.value)
+    return (found[0].node.var, threads) if threads % WARP == 0 else None
+
+
+def _run(func: Any, mod: Any, ctx: Any) -> Any:
+    binding = _thread_binding(func)
+    if binding is None or "gemm" not in {_OPS.get(n) for n in _tl_ops(func)}:
+        return func
+    kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+    work = _Kernel(func, kernel, *binding)
+    work.analyze()
+    if not work.accumulators:
+        return func
+    return work.rewrite()
+
+
+def _tl_ops(func: Any) -> set[str]:
+    from tilelang.language.ops import tl_op_names_in
+
+    return tl_op_names_in(func.body)
+
+
+def LowerTensorCoreGemm() -> Any:  # noqa: N802 - TVM pass naming
+    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.LowerTensorCoreGemm")
