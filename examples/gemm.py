@@ -11,13 +11,15 @@ from tilelang.testing import to_kernel_device, to_numpy
 
 
 @tilelang.jit(out_idx=[-1])
-def matmul(M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3, dtype="float16", accum_dtype="float32"):
+def matmul(M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3, panel=0, dtype="float16",
+           accum_dtype="float32"):
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             As = T.alloc_shared((bM, bK), dtype)
             Bs = T.alloc_shared((bK, bN), dtype)
             Cl = T.alloc_fragment((bM, bN), accum_dtype)
+            T.use_swizzle(max(panel, 1), enable=panel > 0)  # blocks in panels sharing L2 tiles
             T.clear(Cl)
             for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
                 T.copy(A[by * bM, k * bK], As)

@@ -68,3 +68,51 @@ def test_flash_attention_matches_sdpa(shape):
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+# -- tensor cores (mma.sync + ldmatrix), cp.async pipelines, rasterization -------------------
+TENSOR_CORE_CASES = [
+    # (M, N, K), (bM, bN, bK, threads, stages, panel)
+    ((256, 256, 128), (128, 128, 32, 128, 3, 0)),  # the canonical config
+    ((200, 130, 96), (64, 64, 32, 128, 2, 0)),  # edge tiles on every side: zero-filled vectors
+    ((512, 384, 256), (128, 128, 64, 256, 4, 2)),  # 8 warps, 4 stages, rasterized
+    ((128, 192, 64), (128, 64, 32, 128, 0, 0)),  # no pipelining: synchronous copies
+    ((96, 96, 40), (32, 32, 32, 128, 3, 0)),  # K % bK != 0 and K not 16-byte rows: no cp.async
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mnk,config", TENSOR_CORE_CASES)
+def test_tensor_core_gemm(dtype, mnk, config):
+    gemm = _import(EXAMPLES, "gemm")
+    kernel = tilelang.compile(gemm.matmul.builder(*mnk, *config, dtype=dtype), out_idx=[-1], target="cuda")
+    assert "tl_mma_m16n8k16" in kernel.get_kernel_source()
+    M, N, K = mnk
+    tdtype = getattr(torch, dtype)
+    a = torch.randn(M, K, device="cuda", dtype=tdtype)
+    b = torch.randn(K, N, device="cuda", dtype=tdtype)
+    tol = 2e-2 if dtype == "float16" else 8e-2  # output rounded to 11 / 8 significant bits
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=tol, atol=tol * K ** 0.5)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu):
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    M, N, K = 136, 72, 96
+    kernel = tilelang.compile(tc.general_gemm(M, N, K, 64, 64, 32, trans_a, trans_b, relu=relu),
+                              out_idx=[-1], target="cuda")
+    a = torch.randn(*((K, M) if trans_a else (M, K)), device="cuda", dtype=torch.float16)
+    b = torch.randn(*((N, K) if trans_b else (K, N)), device="cuda", dtype=torch.float16)
+    expected = (a.T if trans_a else a).float() @ (b.T if trans_b else b).float()
+    if relu:
+        expected = expected.clamp_min(0)
+    torch.testing.assert_close(kernel(a, b), expected, rtol=1e-3, atol=1e-3)  # fp32 out
+
+
+def test_accumulator_reduced_across_rows_stays_correct():
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    kernel = tilelang.compile(tc.gemm_then_row_max(128, 64, 64), out_idx=[-1], target="cuda")
+    a = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), (a.float() @ b.float()).amax(1), rtol=1e-3, atol=1e-3)

@@ -31,6 +31,7 @@ from .tile import (
     reduce_max,
     reduce_min,
     reduce_sum,
+    use_swizzle,
 )
 
 #: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
@@ -82,6 +83,7 @@ __all__ = [  # noqa: F405 - the star import provides the rest
     "Kernel",
     "Parallel",
     "Pipelined",
+    "use_swizzle",
     "alloc_fragment",
     "clear",
     "copy",

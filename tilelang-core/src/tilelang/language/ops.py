@@ -17,7 +17,7 @@ def _register(name: str, effect: int, printer: str) -> None:
 _register(PARALLEL_EXTENT, CallEffectKind.Pure.value, "T.parallel_extent")
 
 #: tile operations (tilelang.language.tile); operands are buffer regions
-TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum")}
+TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum", "use_swizzle")}
 for _name, _op in TILE_OPS.items():
     _register(_op, CallEffectKind.Opaque.value, f"tl_{_name}")
 

@@ -143,6 +143,23 @@ def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> No
           tirx.const(int(reverse), "int32"))
 
 
+SWIZZLE_ORDERS = ("row", "col")
+
+
+def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True) -> None:
+    """Launch the kernel's blocks panel by panel (``panel_size`` rows of blocks at a time
+    for ``order="row"``, columns for ``"col"``), so that blocks running together share
+    the tiles they read in the L2 cache. Changes the order blocks run in, never results;
+    a backend whose block order does not matter (the CPU) ignores it."""
+    if order not in SWIZZLE_ORDERS:
+        raise LanguageError(f"T.use_swizzle: order {order!r} is not one of {SWIZZLE_ORDERS}")
+    if not isinstance(panel_size, int) or panel_size < 1:
+        raise LanguageError(f"T.use_swizzle: panel_size must be a positive int, got {panel_size!r}")
+    if enable:
+        _emit(TILE_OPS["use_swizzle"], tirx.const(panel_size, "int32"),
+              tirx.const(SWIZZLE_ORDERS.index(order), "int32"))
+
+
 def Pipelined(n: Any, num_stages: int = 0, order: Any = None, stage: Any = None,  # noqa: N802
               sync: Any = None, group: Any = None) -> Any:
     """``for k in T.Pipelined(n, num_stages=3)``: a serial loop whose iterations a backend

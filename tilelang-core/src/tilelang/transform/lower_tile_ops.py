@@ -26,6 +26,8 @@ from ..language.tile import REDUCE_KINDS
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 _PARALLEL = {"tilelang.parallel": 1}
+#: PrimFunc attribute [panel_size, order (0 row, 1 col)] left by T.use_swizzle
+BLOCK_SWIZZLE_ATTR = "tilelang.block_swizzle"
 
 
 class TileOpLowering:
@@ -37,6 +39,7 @@ class TileOpLowering:
         self.kernel = kernel
         self.analyzer = Analyzer()
         self.counter = 0
+        self.swizzle: list[int] | None = None
         bounds: list[tuple[Any, Any, Any]] = []
 
         def collect(node: Any) -> None:
@@ -255,6 +258,11 @@ class TileOpLowering:
         if name == "gemm":
             return self.gemm(args[0], args[1], args[2], bool(args[3].value), bool(args[4].value),
                              bool(args[5].value))
+        if name == "use_swizzle":
+            # the order blocks run in: a launch hint for backends that care (the CUDA
+            # backend rasterizes its block indices), recorded on the function
+            self.swizzle = [int(args[0].value), int(args[1].value)]
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
         if name == "reduce":
             kind = REDUCE_KINDS[int(args[2].value)]
             return self.reduce(args[0], args[1], kind, int(args[3].value), bool(args[4].value))
@@ -276,7 +284,10 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
     if errors:
         raise errors[0]
-    return func.with_body(body)
+    func = func.with_body(body)
+    if lowering.swizzle is not None:
+        func = func.with_attr(BLOCK_SWIZZLE_ATTR, lowering.swizzle)
+    return func
 
 
 def LowerTileOps() -> Any:  # noqa: N802 - TVM pass naming

@@ -20,13 +20,14 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from tilelang.transform import LowerTileOps
 
-    from .transform import LowerTensorCoreGemm, PartitionParallelLoops, PlaceFragments
+    from .transform import LowerTensorCoreGemm, PartitionParallelLoops, PlaceFragments, RasterizeBlocks
 
     return [
         LowerTensorCoreGemm(),
         LowerTileOps(),
         PlaceFragments(),
         PartitionParallelLoops(),
+        RasterizeBlocks(),
         *flatten_and_vectorize(),
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),

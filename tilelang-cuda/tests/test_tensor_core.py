@@ -1,0 +1,191 @@
+"""Tensor-core GEMM, cp.async pipelining and block rasterization, checked without a GPU:
+the layouts and mappings themselves, what reaches the generated CUDA, and (where nvcc is
+installed) that ptxas accepts it without spilling. The GPU runs are in test_gpu_tile.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.cuda.transform.tensor_core import choose_layout, padded_row
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _gemm_example():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import gemm
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return gemm
+
+
+def body(source: str) -> str:
+    """The kernels, without the helper header (which defines every helper)."""
+    return source[source.index('extern "C" __global__'):]
+
+
+def gemm_source(*args, **kwargs) -> str:
+    return tilelang.lower(_gemm_example().matmul.builder(*args, **kwargs), target=SM90, out_idx=[-1]).device_source
+
+
+def general_gemm(M, N, K, bM, bN, bK, trans_a=False, trans_b=False, dtype="float16", stages=2, relu=False):
+    """C = op(A) @ op(B) (optionally relu'd by a T.Parallel epilogue on the fragment)."""
+    a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
+    a_tile, b_tile = ((bK, bM) if trans_a else (bM, bK)), ((bN, bK) if trans_b else (bK, bN))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared(a_tile, dtype)
+            Bs = T.alloc_shared(b_tile, dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                if trans_a:
+                    T.copy(A[k * bK, by * bM], As)
+                else:
+                    T.copy(A[by * bM, k * bK], As)
+                if trans_b:
+                    T.copy(B[bx * bN, k * bK], Bs)
+                else:
+                    T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl, transpose_A=trans_a, transpose_B=trans_b)
+            if relu:
+                for i, j in T.Parallel(bM, bN):
+                    Cl[i, j] = T.max(Cl[i, j], T.float32(0))
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+def gemm_then_row_max(M, N, K, bM=64, bN=64, bK=32):
+    """The accumulator is reduced across its rows: it cannot stay in the mma layout."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), R: T.Tensor((M,), "float32")):
+        with T.Kernel(1, T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared((bM, bK), "float16")
+            Bs = T.alloc_shared((bK, bN), "float16")
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            Rl = T.alloc_fragment((bM,), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                T.copy(A[by * bM, k * bK], As)
+                T.copy(B[k * bK, 0], Bs)
+                T.gemm(As, Bs, Cl)
+            T.reduce_max(Cl, Rl, dim=1)
+            T.copy(Rl, R[by * bM])
+
+    return main
+
+
+def test_warp_grid_is_the_squarest_that_fits_mma_pieces():
+    layout = choose_layout(128, 128, 4)
+    assert (layout.warps_m, layout.warps_n, layout.wm, layout.wn) == (2, 2, 64, 64)
+    assert (layout.mt, layout.nt, layout.per_thread) == (4, 8, 128)
+    assert (choose_layout(128, 256, 8).wm, choose_layout(128, 256, 8).wn) == (64, 64)
+    assert choose_layout(64, 32, 4).wn % 16 == 0
+    assert choose_layout(16, 16, 4) is None  # 16x16 cannot be split over 4 warps
+
+
+def test_shared_rows_are_padded_to_an_odd_number_of_16_byte_chunks():
+    assert padded_row(32, 2) == 40 and padded_row(128, 2) == 136 and padded_row(64, 2) == 72
+    assert padded_row(40, 2) == 40  # already odd
+    assert padded_row(12, 2) == 12  # not whole chunks: left alone
+
+
+@pytest.mark.parametrize("dtype,intrinsic", [("float16", "tl_mma_m16n8k16_f16_f32"),
+                                             ("bfloat16", "tl_mma_m16n8k16_bf16_f32")])
+def test_upstream_gemm_uses_tensor_cores_and_cp_async(dtype, intrinsic):
+    source = gemm_source(256, 256, 256, 128, 128, 32, 128, 3, dtype=dtype)
+    kernel = body(source)
+    assert intrinsic + "(" in kernel
+    assert "tl_ldmatrix_x4((" in kernel and "tl_ldmatrix_x4_trans((" in kernel  # B is [k][n]
+    assert "tl_cp_async_16((" in kernel and "tl_cp_async_wait(1)" in kernel  # 3 stages
+    assert "#define tl_cp_async_wait" in source  # the helper header came along
+    assert "float Cl_ptr[128]" in source  # 128x128 over 4 warps: 4x8 pieces of 4 floats
+
+
+def test_pipelined_gemm_requires_aligned_tensors():
+    gemm = _gemm_example()
+    artifact = tilelang.lower(gemm.matmul.builder(256, 256, 256, 128, 128, 32), target=SM90, out_idx=[-1])
+    assert artifact.min_alignment == 16
+
+
+def test_transposed_operands_swap_ldmatrix_forms():
+    source = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, trans_a=True, trans_b=True),
+                            target=SM90, out_idx=[-1]).device_source
+    ldmatrix = re.findall(r"tl_ldmatrix_x4(_trans)?\(\(", body(source))
+    assert ldmatrix.count("_trans") and ldmatrix.count("")  # A transposed, B plain
+
+
+def test_fragment_epilogue_follows_the_mma_layout():
+    source = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, relu=True), target=SM90,
+                            out_idx=[-1]).device_source
+    assert "tl_mma_m16n8k16_f16_f32(" in body(source) and "max(" in body(source)
+
+
+def test_fallbacks_keep_the_simt_path():
+    fp32 = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, dtype="float32"), target=SM90, out_idx=[-1])
+    assert "tl_mma" not in fp32.device_source and "tl_cp_async" not in fp32.device_source  # no header
+    reduced = tilelang.lower(gemm_then_row_max(128, 64, 64), target=SM90, out_idx=[-1])
+    assert "tl_mma" not in reduced.device_source
+
+
+def test_unaligned_global_rows_use_tensor_cores_without_cp_async():
+    # K = 36: rows of A are not whole 16-byte vectors, so the copies stay synchronous
+    source = tilelang.lower(general_gemm(64, 64, 36, 64, 64, 32), target=SM90, out_idx=[-1]).device_source
+    assert "tl_mma_m16n8k16_f16_f32(" in body(source) and "tl_cp_async_16(" not in body(source)
+
+
+def test_use_swizzle_rasterizes_block_indices_on_cuda_only():
+    assert "bx_raster" in gemm_source(1024, 1024, 64, 128, 128, 32, 128, 2, 4)
+    assert "bx_raster" not in gemm_source(1024, 1024, 64, 128, 128, 32, 128, 2, 0)
+
+
+def test_rasterization_is_a_bijection_on_the_grid():
+    from tvm import tirx
+    from tvm.sym.analyzer import Analyzer
+
+    from tilelang.cuda.transform.rasterize import _remap
+
+    analyzer = Analyzer()
+    for gx, gy, panel in [(5, 7, 3), (8, 8, 8), (3, 10, 4), (1, 1, 2)]:
+        seen = set()
+        for by in range(gy):
+            for bx in range(gx):
+                new = _remap(tirx.IntImm("int32", bx), tirx.IntImm("int32", by), tirx.IntImm("int32", gx),
+                             tirx.IntImm("int32", gy), panel)
+                seen.add(tuple(int(analyzer.simplify(v).value) for v in new))
+        assert seen == {(x, y) for x in range(gx) for y in range(gy)}
+
+
+def test_swizzle_order_is_checked():
+    with pytest.raises(tilelang.errors.LanguageError, match="order 'diagonal' is not one of"):
+        T.use_swizzle(4, order="diagonal")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_canonical_gemm_assembles_without_spills(tmp_path):
+    """ptxas's own report: the 128x128x32 / 3-stage kernel fits in registers, and the PTX
+    holds the expected instruction mix (per k tile: 4x8 mma pieces x 2 k steps per warp)."""
+    src = tmp_path / "gemm.cu"
+    src.write_text(gemm_source(4096, 4096, 4096, 128, 128, 32, 128, 3))
+    ptx = tmp_path / "gemm.ptx"
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(ptx)], check=True, capture_output=True)
+    text = ptx.read_text()
+    assert text.count("mma.sync.aligned.m16n8k16") == 64
+    assert text.count("ldmatrix.sync") == 16 and text.count("cp.async.cg.shared.global") == 3 * 8
+    report = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", str(src), "-o",
+                             str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
+    assert "0 bytes spill stores" in report, report
