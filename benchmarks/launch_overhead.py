@@ -5,6 +5,9 @@ default llvm, and c, the C source that the cython backend compiles into its laun
 
 Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
 calls, synchronized at the end, so it includes argument checks, binding and the launch.
+On the GPU, back-to-back calls of a tiny kernel can also be bound by how fast the GPU
+retires kernels; ``*_submit_us`` is the host cost alone (short batches, GPU idle at the
+start of each).
 Usage: python benchmarks/launch_overhead.py [--calls 20000] [--json out]
 """
 
@@ -44,6 +47,23 @@ def per_call_us(fn, calls: int, sync, repeat: int = 5) -> float:
     return statistics.median(samples)
 
 
+def submit_us(fn, sync, batch: int = 200, repeat: int = 50) -> float:
+    """Host cost alone: the GPU is idle at the start of each batch (synchronized outside the
+    timed region), and a batch is short enough never to fill the launch queue, so the GPU's
+    own per-kernel time cannot hold the host back."""
+    for _ in range(100):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        sync()
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        samples.append((time.perf_counter() - start) / batch * 1e6)
+    sync()
+    return statistics.median(samples)
+
+
 def measure(target: str, device: str, calls: int) -> dict:
     import torch
 
@@ -51,6 +71,8 @@ def measure(target: str, device: str, calls: int) -> dict:
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     row = {"target": target, "device": device,
            "torch_add_out_us": round(per_call_us(lambda: torch.add(a, b, out=c), calls, sync), 2)}
+    if device == "cuda":
+        row["torch_add_out_submit_us"] = round(submit_us(lambda: torch.add(a, b, out=c), sync), 2)
     context = create_backend_context(target, execution_backend=None)
     row["target"] = f"{target} ({context.target.kind.name})"
     for spec in context.module.execution_backends:
@@ -65,6 +87,8 @@ def measure(target: str, device: str, calls: int) -> dict:
         kernel(a, b, c)
         torch.testing.assert_close(c, a + b)
         row[f"{spec.name}_us"] = round(per_call_us(lambda: kernel(a, b, c), calls, sync), 2)
+        if device == "cuda":
+            row[f"{spec.name}_submit_us"] = round(submit_us(lambda: kernel(a, b, c), sync), 2)
     return row
 
 

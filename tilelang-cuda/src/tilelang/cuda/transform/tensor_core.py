@@ -525,7 +525,10 @@ class _Kernel:
 
         body = tvm_ffi.structural_map(inner, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
         body = _substitute(body, [(loops[0].loop_var, row), (loops[1].loop_var, col)])
-        body = _loop(v, 2, body)
+        # a lane's two neighbouring columns: one paired access where nothing is guarded
+        guarded = []
+        tvm_ffi.structural_walk(body, [(tirx.IfThenElse, guarded.append), (tirx.For, guarded.append)])
+        body = _loop(v, 2, body, _UNROLL if guarded else tirx.ForKind.VECTORIZED)
         body = _loop(h, 2, body)
         body = _loop(ni, layout.nt, body)
         return _loop(mi, layout.mt, body)
@@ -540,32 +543,46 @@ class _Kernel:
         lane = self.lane
         warp_m = tirx.floordiv(self.warp, layout.warps_n)
         warp_n = tirx.floormod(self.warp, layout.warps_n)
-        a_frag = tirx.decl_buffer((layout.mt * 4,), "uint32", name="A_frag", scope="local")
-        b_frag = tirx.decl_buffer((layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        kk, mi, nj, ni = (self.var(n) for n in ("kk", "mi", "nj", "ni"))
+        ksteps = k_total // 16
+        buffers = 2 if ksteps > 1 else 1  # fragments of step kk + 1 load while kk computes
+        a_frag = tirx.decl_buffer((buffers * layout.mt * 4,), "uint32", name="A_frag", scope="local")
+        b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
         quad = tirx.floordiv(lane, 16) * 8  # which 8-wide half a lane's matrix starts at
         half = tirx.floormod(tirx.floordiv(lane, 8), 2) * 8
         row8 = tirx.floormod(lane, 8)
-        m0 = warp_m * layout.wm + mi * 16
-        if trans_a:  # stored [k][m]
-            a_addr, a_load = a.address(kk * 16 + quad + row8, m0 + half), "tl_ldmatrix_x4_trans"
-        else:
-            a_addr, a_load = a.address(m0 + half + row8, kk * 16 + quad), "tl_ldmatrix_x4"
-        n0 = warp_n * layout.wn + nj * 16
-        if trans_b:  # stored [n][k]
-            b_addr, b_load = b.address(n0 + quad + row8, kk * 16 + half), "tl_ldmatrix_x4"
-        else:
-            b_addr, b_load = b.address(kk * 16 + half + row8, n0 + quad), "tl_ldmatrix_x4_trans"
-        load_a = _loop(mi, layout.mt, _extern(a_load, tirx.address_of(tirx.BufferLoad(a_frag, [mi * 4])), a_addr))
-        load_b = _loop(nj, layout.nt // 2,
-                       _extern(b_load, tirx.address_of(tirx.BufferLoad(b_frag, [nj * 4])), b_addr))
-        mi2 = self.var("mi")
         intrinsic = MMA_INTRINSICS[str(args[0].source.dtype)]
-        mma = _extern(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi2 * layout.nt + ni) * 4])),
-                      tirx.address_of(tirx.BufferLoad(a_frag, [mi2 * 4])),
-                      tirx.address_of(tirx.BufferLoad(b_frag, [ni * 2])))
-        step = _seq([load_a, load_b, _loop(mi2, layout.mt, _loop(ni, layout.nt, mma))])
-        compute = _seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), _loop(kk, k_total // 16, step)])
+
+        def load(kk: int, buf: int) -> Any:
+            mi, nj = self.var("mi"), self.var("nj")
+            m0 = warp_m * layout.wm + mi * 16
+            if trans_a:  # stored [k][m]
+                a_addr, a_load = a.address(kk * 16 + quad + row8, m0 + half), "tl_ldmatrix_x4_trans"
+            else:
+                a_addr, a_load = a.address(m0 + half + row8, kk * 16 + quad), "tl_ldmatrix_x4"
+            n0 = warp_n * layout.wn + nj * 16
+            if trans_b:  # stored [n][k]
+                b_addr, b_load = b.address(n0 + quad + row8, kk * 16 + half), "tl_ldmatrix_x4"
+            else:
+                b_addr, b_load = b.address(kk * 16 + half + row8, n0 + quad), "tl_ldmatrix_x4_trans"
+            a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
+            b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
+            return _seq([_loop(mi, layout.mt, _extern(a_load, a_dst, a_addr)),
+                         _loop(nj, layout.nt // 2, _extern(b_load, b_dst, b_addr))])
+
+        def compute(buf: int) -> Any:
+            mi, ni = self.var("mi"), self.var("ni")
+            mma = _extern(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi * layout.nt + ni) * 4])),
+                          tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4])),
+                          tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + ni * 2])))
+            return _loop(mi, layout.mt, _loop(ni, layout.nt, mma))
+
+        steps = [load(0, 0)]
+        for kk in range(ksteps):
+            if kk + 1 < ksteps:
+                steps.append(load(kk + 1, (kk + 1) % buffers))
+            steps.append(compute(kk % buffers))
+        compute_all = _seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), *steps])
+        compute = compute_all
         if bool(args[5].value):  # clear_accum
             compute = _seq([self._fill_regs(acc), compute])
         if a.stages or b.stages:
