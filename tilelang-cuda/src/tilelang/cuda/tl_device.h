@@ -40,9 +40,10 @@ __device__ __forceinline__ void tl_mma_m16n8k16_bf16_f32(float* c, const unsigne
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// 16 bytes global -> shared, bypassing L1; src_bytes < 16 zero-fills the rest (0: all).
+// 16 bytes global -> shared, bypassing L1 (and prefetching the 128-byte L2 line); src_bytes
+// < 16 zero-fills the rest (0: all).
 __device__ __forceinline__ void tl_cp_async_16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
                :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
