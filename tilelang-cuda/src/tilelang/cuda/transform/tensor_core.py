@@ -533,9 +533,11 @@ class _Kernel:
         body = _loop(ni, layout.nt, body)
         return _loop(mi, layout.mt, body)
 
-    def _mma(self, acc: Accumulator, args: Any) -> Any:
+    def _mma(self, acc: Accumulator, args: Any, after_first_load: Any = None) -> Any:
         """C += A @ B: per 16-deep k step, ldmatrix the warp's A and B fragments, then one
-        mma per 16x8 piece of the warp tile."""
+        mma per 16x8 piece of the warp tile. ``after_first_load`` goes right after the
+        first fragments are requested (a pipeline's next copies: issued behind them, they
+        do not delay the first mma)."""
         a, b = self.tiles_of(args)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
@@ -576,7 +578,7 @@ class _Kernel:
                           tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + ni * 2])))
             return _loop(mi, layout.mt, _loop(ni, layout.nt, mma))
 
-        steps = [load(0, 0)]
+        steps = [load(0, 0), after_first_load]
         for kk in range(ksteps):
             if kk + 1 < ksteps:
                 steps.append(load(kk + 1, (kk + 1) % buffers))
@@ -611,13 +613,14 @@ class _Kernel:
             prologue += [tirx.IfThenElse(tirx.IntImm("int32", s) < n, issue, None), _extern("tl_cp_async_commit")]
         nxt = k + ahead
         issue = self._issue(producers, k, nxt, tirx.floormod(nxt, stages))
-        body = [
-            _extern("tl_cp_async_wait", ahead - 1),
-            _sync(),
-            tirx.IfThenElse(nxt < n, issue, None),
-            _extern("tl_cp_async_commit"),
-            *rest,
-        ]
+        issue = _seq([tirx.IfThenElse(nxt < n, issue, None), _extern("tl_cp_async_commit")])
+        first = rest[0] if rest else None
+        acc = self._find(first.value.args[2].source, self.accumulators) \
+            if first is not None and _op_name(first) == "gemm" else None
+        if acc is not None:  # the copies go out behind the first fragment loads
+            rest = [self._mma(acc, first.value.args, after_first_load=issue), *rest[1:]]
+            issue = None
+        body = [_extern("tl_cp_async_wait", ahead - 1), _sync(), issue, *rest]
         main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, _seq(body))
         self.needs_alignment = True
         return _seq([*prologue, main, _extern("tl_cp_async_wait", 0), _sync()])
