@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +15,6 @@ import tilelang.language as T
 from tilelang.cuda.transform.tensor_core import choose_layout, padded_row
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def _gemm_example():
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        import gemm
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    return gemm
 
 
 def body(source: str) -> str:
@@ -34,21 +22,26 @@ def body(source: str) -> str:
     return source[source.index('extern "C" __global__'):]
 
 
-def gemm_source(*args, **kwargs) -> str:
-    return tilelang.lower(_gemm_example().matmul.builder(*args, **kwargs), target=SM90, out_idx=[-1]).device_source
+def gemm_source(M, N, K, bM, bN, bK, threads=128, stages=3, panel=0, dtype="float16") -> str:
+    func = general_gemm(M, N, K, bM, bN, bK, dtype=dtype, stages=stages, threads=threads, panel=panel)
+    return tilelang.lower(func, target=SM90, out_idx=[-1]).device_source
 
 
-def general_gemm(M, N, K, bM, bN, bK, trans_a=False, trans_b=False, dtype="float16", stages=2, relu=False):
-    """C = op(A) @ op(B) (optionally relu'd by a T.Parallel epilogue on the fragment)."""
+def general_gemm(M, N, K, bM, bN, bK, trans_a=False, trans_b=False, dtype="float16", stages=2, relu=False,
+                 threads=128, panel=0):
+    """C = op(A) @ op(B), upstream style (optionally relu'd by a T.Parallel epilogue on the
+    fragment). The examples' GEMM is the same kernel; the tests keep their own copy so that
+    they also run from an installed wheel, away from the repository."""
     a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
     a_tile, b_tile = ((bK, bM) if trans_a else (bM, bK)), ((bN, bK) if trans_b else (bK, bN))
 
     @T.prim_func
     def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             As = T.alloc_shared(a_tile, dtype)
             Bs = T.alloc_shared(b_tile, dtype)
             Cl = T.alloc_fragment((bM, bN), "float32")
+            T.use_swizzle(max(panel, 1), enable=panel > 0)
             T.clear(Cl)
             for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
                 if trans_a:
@@ -107,7 +100,7 @@ def test_shared_rows_are_padded_to_an_odd_number_of_16_byte_chunks():
 @pytest.mark.parametrize("dtype,intrinsic", [("float16", "tl_mma_m16n8k16_f16_f32"),
                                              ("bfloat16", "tl_mma_m16n8k16_bf16_f32")])
 def test_upstream_gemm_uses_tensor_cores_and_cp_async(dtype, intrinsic):
-    source = gemm_source(256, 256, 256, 128, 128, 32, 128, 3, dtype=dtype)
+    source = gemm_source(256, 256, 256, 128, 128, 32, dtype=dtype)
     kernel = body(source)
     assert intrinsic + "(" in kernel
     assert "tl_ldmatrix_x4((" in kernel and "tl_ldmatrix_x4_trans((" in kernel  # B is [k][n]
@@ -117,8 +110,7 @@ def test_upstream_gemm_uses_tensor_cores_and_cp_async(dtype, intrinsic):
 
 
 def test_pipelined_gemm_requires_aligned_tensors():
-    gemm = _gemm_example()
-    artifact = tilelang.lower(gemm.matmul.builder(256, 256, 256, 128, 128, 32), target=SM90, out_idx=[-1])
+    artifact = tilelang.lower(general_gemm(256, 256, 256, 128, 128, 32, stages=3), target=SM90, out_idx=[-1])
     assert artifact.min_alignment == 16
 
 
@@ -149,8 +141,8 @@ def test_unaligned_global_rows_use_tensor_cores_without_cp_async():
 
 
 def test_use_swizzle_rasterizes_block_indices_on_cuda_only():
-    assert "bx_raster" in gemm_source(1024, 1024, 64, 128, 128, 32, 128, 2, 4)
-    assert "bx_raster" not in gemm_source(1024, 1024, 64, 128, 128, 32, 128, 2, 0)
+    assert "bx_raster" in gemm_source(1024, 1024, 64, 128, 128, 32, panel=4)
+    assert "bx_raster" not in gemm_source(1024, 1024, 64, 128, 128, 32, panel=0)
 
 
 def test_rasterization_is_a_bijection_on_the_grid():
@@ -180,7 +172,7 @@ def test_canonical_gemm_assembles_without_spills(tmp_path):
     """ptxas's own report: the 128x128x32 / 3-stage kernel fits in registers, and the PTX
     holds the expected instruction mix (per k tile: 4x8 mma pieces x 2 k steps per warp)."""
     src = tmp_path / "gemm.cu"
-    src.write_text(gemm_source(4096, 4096, 4096, 128, 128, 32, 128, 3))
+    src.write_text(gemm_source(4096, 4096, 4096, 128, 128, 32, stages=3))
     ptx = tmp_path / "gemm.ptx"
     subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(ptx)], check=True, capture_output=True)
     text = ptx.read_text()
