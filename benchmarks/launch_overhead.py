@@ -64,6 +64,32 @@ def submit_us(fn, sync, batch: int = 200, repeat: int = 50) -> float:
     return statistics.median(samples)
 
 
+CUPY_ADD = r"""
+extern "C" __global__ void add(const float* a, const float* b, float* c) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  c[i] = a[i] + b[i];
+}
+"""
+
+
+def cupy_reference(a, b, c, calls: int, sync) -> dict:
+    """The same add as a cupy RawKernel on the same torch tensors (zero-copy DLPack views)
+    — an outside reference for the cost of a launch from Python, where cupy is installed."""
+    try:
+        import cupy
+    except ImportError:
+        return {"cupy": "not installed"}
+    kernel = cupy.RawKernel(CUPY_ADD, "add")
+    ca, cb, cc = (cupy.from_dlpack(t) for t in (a, b, c))
+    stream = cupy.cuda.ExternalStream(__import__("torch").cuda.current_stream().cuda_stream)
+    with stream:
+        kernel((2,), (128,), (ca, cb, cc))
+        sync()
+        __import__("torch").testing.assert_close(c, a + b)
+        return {"cupy_rawkernel_us": round(per_call_us(lambda: kernel((2,), (128,), (ca, cb, cc)), calls, sync), 2),
+                "cupy_rawkernel_submit_us": round(submit_us(lambda: kernel((2,), (128,), (ca, cb, cc)), sync), 2)}
+
+
 def measure(target: str, device: str, calls: int) -> dict:
     import torch
 
@@ -73,6 +99,8 @@ def measure(target: str, device: str, calls: int) -> dict:
            "torch_add_out_us": round(per_call_us(lambda: torch.add(a, b, out=c), calls, sync), 2)}
     if device == "cuda":
         row["torch_add_out_submit_us"] = round(submit_us(lambda: torch.add(a, b, out=c), sync), 2)
+    if device == "cuda":
+        row.update(cupy_reference(a, b, c, calls, sync))
     context = create_backend_context(target, execution_backend=None)
     row["target"] = f"{target} ({context.target.kind.name})"
     for spec in context.module.execution_backends:
