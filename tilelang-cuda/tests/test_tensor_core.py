@@ -181,3 +181,12 @@ def test_canonical_gemm_assembles_without_spills(tmp_path):
     report = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", str(src), "-o",
                              str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
     assert "0 bytes spill stores" in report, report
+
+
+def test_eight_warp_gemm_asks_for_two_blocks_per_sm():
+    """256 threads x 128 registers x 2 blocks fill the register file: the launch bounds let
+    ptxas fit the 64x32 warp tiles in 128 registers, so two blocks share each SM."""
+    assert "__launch_bounds__(256, 2)" in gemm_source(1024, 1024, 256, 128, 128, 64, threads=256, stages=3)
+    assert "__launch_bounds__(128)" in gemm_source(1024, 1024, 256, 128, 128, 64, threads=128, stages=3)
+    # 3 stages of 128x256x64 tiles (156 KiB) leave no room for a second block
+    assert "__launch_bounds__(256)" in gemm_source(1024, 1024, 256, 128, 256, 64, threads=256, stages=3)

@@ -45,6 +45,8 @@ WARP = 32
 SHARED_SCOPES = ("shared", "shared.dyn")
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
 CP_ASYNC_BYTES = 16
+MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
+SMEM_PER_SM = 227 * 1024  # the most shared memory blocks on one sm_90 SM may use together
 _OPS = {op: name for name, op in TILE_OPS.items()}
 _UNROLL = tirx.ForKind.UNROLLED
 
@@ -436,11 +438,41 @@ class _Kernel:
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
+        body = self._occupancy_hint(body)
         func = self.func.with_body(body)
         if self.needs_alignment:
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
             func = func.with_attr(ALIGNMENT_ATTR, max(CP_ASYNC_BYTES, int(current or 0)))
         return func
+
+    def _occupancy_hint(self, body: Any) -> Any:
+        """Ask for two blocks per SM where shared memory allows it and registers would
+        otherwise be the limit (8+ warps: 2 x 256 threads x 128 registers fill the SM's
+        register file): two blocks hide each other's barriers and pipeline bubbles."""
+        if self.threads < 256:
+            return body  # 4 warps: two blocks fit below the 255-register ceiling anyway
+        smem = []
+        tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: smem.append(a.buffer)
+                                       if a.buffer.scope() in SHARED_SCOPES else None))
+        total = 0
+        for buffer in smem:
+            shape = _ints(buffer.shape)
+            if shape is None:
+                return body
+            size = _bytes(buffer.dtype)
+            for d in shape:
+                size *= d
+            total += size
+        if 2 * total > SMEM_PER_SM:
+            return body
+
+        def on_attr(stmt: Any) -> Any:
+            if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == "threadIdx.x":
+                hint = tirx.AttrStmt(tirx.IntImm("int32", 0), MIN_BLOCKS_ATTR, tirx.IntImm("int32", 2), stmt.body)
+                return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, hint)
+            return stmt
+
+        return tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre")
 
     def _on_alloc(self, node: Any) -> Any:
         acc = self._find(node.buffer, self.accumulators)
