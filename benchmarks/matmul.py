@@ -2,7 +2,7 @@
 the same process, with a correctness check: TFLOP/s and the ratio to torch.
 
 Configs: the canonical 128x128x32 / 128 threads / 3 stages and others (tile, threads,
-stages, rasterization panel); the best is reported per size, with the generated kernel's
+stages, rasterization panel, optionally the blocks per SM to plan registers for); the best is reported per size, with the generated kernel's
 instruction mix (PTX counts and ptxas' register/spill report, where nvcc is installed).
 Usage: python benchmarks/matmul.py [--sizes 4096 8192] [--json out]
 """
@@ -26,16 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import time_ms  # noqa: E402
 from gemm import matmul  # noqa: E402 - the example is the kernel under test
 
-# (bM, bN, bK, threads, num_stages, rasterization panel)
+# (bM, bN, bK, threads, num_stages, rasterization panel[, blocks per SM to plan for])
 CANONICAL = (128, 128, 32, 128, 3, 0)
 CONFIGS = [
     CANONICAL,
     (128, 128, 32, 128, 3, 8),
+    (128, 128, 32, 128, 3, 8, 2),
+    (128, 128, 32, 128, 4, 8),
     (128, 128, 64, 128, 3, 8),
-    (128, 128, 32, 256, 3, 8),
-    (128, 128, 32, 256, 4, 8),
+    (128, 128, 64, 128, 2, 8),
     (128, 128, 64, 256, 3, 8),
-    (256, 128, 64, 256, 4, 8),
     (64, 64, 32, 128, 3, 0),
 ]
 
@@ -80,11 +80,14 @@ def main() -> None:
         reference = torch.mm(a, b).float()
         best = None
         for config in CONFIGS:
-            kernel = tilelang.compile(matmul.builder(n, n, n, *config), out_idx=[-1], target="cuda")
+            configs = {"tl.min_blocks_per_sm": config[6]} if len(config) > 6 else None
+            kernel = tilelang.compile(matmul.builder(n, n, n, *config[:6]), out_idx=[-1], target="cuda",
+                                      pass_configs=configs)
             c = kernel(a, b)
             err = (c.float() - reference).abs().max().item()
             t = time_ms(lambda: kernel(a, b), repeat=5, inner=2)
-            entry = {"config": "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}/p{config[5]}",
+            label = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}/p{config[5]}"
+            entry = {"config": label + (f"/b{config[6]}" if len(config) > 6 else ""),
                      "TFLOPs": round(flop / t / 1e9, 1), "ratio_vs_torch": round(t_torch / t, 3),
                      "max_abs_err": round(err, 3), "correct": err < 1e-2 * n ** 0.5}
             row["tilelang"].append(entry)

@@ -183,10 +183,22 @@ def test_canonical_gemm_assembles_without_spills(tmp_path):
     assert "0 bytes spill stores" in report, report
 
 
-def test_eight_warp_gemm_asks_for_two_blocks_per_sm():
-    """256 threads x 128 registers x 2 blocks fill the register file: the launch bounds let
-    ptxas fit the 64x32 warp tiles in 128 registers, so two blocks share each SM."""
+def test_launch_bounds_plan_blocks_per_sm_from_shared_memory_and_registers():
+    """Registers hold the accumulators and fragments, so they bound the warps per SM: the
+    pass promises the most blocks that shared memory allows and registers can serve."""
+    # 4 warps, 128x128x32, 3 stages (57 KiB): three blocks at <= 168 registers, fragments
+    # single-buffered to fit
+    assert "__launch_bounds__(128, 3)" in gemm_source(1024, 1024, 256, 128, 128, 32, stages=3)
+    # 128x128x64, 3 stages (107 KiB): two blocks, double-buffered fragments
+    assert "__launch_bounds__(128, 2)" in gemm_source(1024, 1024, 256, 128, 128, 64, stages=3)
+    # 8 warps of 64x32 tiles: two blocks at 128 registers
     assert "__launch_bounds__(256, 2)" in gemm_source(1024, 1024, 256, 128, 128, 64, threads=256, stages=3)
-    assert "__launch_bounds__(128)" in gemm_source(1024, 1024, 256, 128, 128, 64, threads=128, stages=3)
     # 3 stages of 128x256x64 tiles (156 KiB) leave no room for a second block
     assert "__launch_bounds__(256)" in gemm_source(1024, 1024, 256, 128, 256, 64, threads=256, stages=3)
+
+
+def test_blocks_per_sm_can_be_chosen():
+    func = general_gemm(1024, 1024, 256, 128, 128, 32, stages=3)
+    source = tilelang.lower(func, target=SM90, out_idx=[-1],
+                            pass_configs={"tl.min_blocks_per_sm": 2}).device_source
+    assert "__launch_bounds__(128, 2)" in source

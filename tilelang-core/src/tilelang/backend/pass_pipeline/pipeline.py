@@ -24,6 +24,8 @@ PassList = Callable[["BackendContext"], Sequence[Any]]
 KNOWN_PASS_CONFIGS: dict[str, str] = {
     "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
     "tl.disable_parallel": "CPU: run kernel blocks serially instead of on the thread pool",
+    "tl.min_blocks_per_sm": "GPU: blocks per SM to budget registers for (launch bounds); "
+                            "default: the backend's choice",
 }
 
 

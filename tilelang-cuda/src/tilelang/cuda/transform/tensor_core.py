@@ -35,6 +35,7 @@ from tvm.ir import TensorLoad
 from tvm.sym.analyzer import Analyzer
 from tvm_ffi.structural import WalkResult
 
+from tilelang.backend.pass_pipeline import pass_config
 from tilelang.language.ops import TILE_OPS
 from tilelang.transform.lower_tile_ops import TileOpLowering
 
@@ -46,7 +47,10 @@ SHARED_SCOPES = ("shared", "shared.dyn")
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
 CP_ASYNC_BYTES = 16
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
-SMEM_PER_SM = 227 * 1024  # the most shared memory blocks on one sm_90 SM may use together
+SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
+SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
+REGISTERS_PER_SM = 65536
+MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
 _OPS = {op: name for name, op in TILE_OPS.items()}
 _UNROLL = tirx.ForKind.UNROLLED
 
@@ -201,6 +205,8 @@ class _Kernel:
         self.lowering = TileOpLowering(func, kernel)
         self.needs_alignment = False
         self.counter = 0
+        self.min_blocks: int | None = None  # blocks per SM the launch bounds promise
+        self.double_buffer = True
 
     def var(self, name: str) -> Any:
         self.counter += 1
@@ -249,6 +255,8 @@ class _Kernel:
             # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in
             scope = "shared.dyn" if tile.stages else old.scope()
             tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
+        if self.accumulators:
+            self._plan_occupancy()
 
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
@@ -438,37 +446,64 @@ class _Kernel:
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
-        body = self._occupancy_hint(body)
+        body = self._launch_bounds(body)
         func = self.func.with_body(body)
         if self.needs_alignment:
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
             func = func.with_attr(ALIGNMENT_ATTR, max(CP_ASYNC_BYTES, int(current or 0)))
         return func
 
-    def _occupancy_hint(self, body: Any) -> Any:
-        """Ask for two blocks per SM where shared memory allows it and registers would
-        otherwise be the limit (8+ warps: 2 x 256 threads x 128 registers fill the SM's
-        register file): two blocks hide each other's barriers and pipeline bubbles."""
-        if self.threads < 256:
-            return body  # 4 warps: two blocks fit below the 255-register ceiling anyway
-        smem = []
-        tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: smem.append(a.buffer)
-                                       if a.buffer.scope() in SHARED_SCOPES else None))
-        total = 0
-        for buffer in smem:
+    def _plan_occupancy(self) -> None:
+        """How many blocks should share an SM, and whether fragments are double-buffered.
+
+        mma.sync keeps the accumulators and the A/B fragments in registers, so registers
+        bound the warps an SM holds (ncu on the H200: 2 warps per scheduler leave the
+        tensor pipe ~40% idle on fixed-latency waits). Plan for the most blocks (2-4) that
+        shared memory allows and whose register budget (65536 / (blocks x threads)) fits
+        the estimated need; fragment double-buffering is dropped when that buys a block.
+        ``tl.min_blocks_per_sm`` (a pass config) overrides the block count."""
+        layouts = [acc.layout for acc in self.accumulators.values()]
+        acc = max(l.per_thread for l in layouts)
+        frag = max(l.mt * 4 + l.nt * 2 for l in layouts)
+        smem = 0
+        for buffer in self._shared_buffers():
             shape = _ints(buffer.shape)
             if shape is None:
-                return body
+                return
             size = _bytes(buffer.dtype)
             for d in shape:
                 size *= d
-            total += size
-        if 2 * total > SMEM_PER_SM:
+            smem += size + SMEM_RESERVED_PER_BLOCK
+
+        def budget(blocks: int) -> int:
+            return min(255, REGISTERS_PER_SM // (blocks * self.threads)) // 8 * 8
+
+        forced = pass_config(MIN_BLOCKS_CONFIG)
+        candidates = [int(forced)] if forced else [4, 3, 2]
+        for blocks in candidates:
+            if not forced and blocks * smem > SMEM_PER_SM:
+                continue
+            if acc + 2 * frag + 16 <= budget(blocks):
+                self.min_blocks, self.double_buffer = blocks, True
+                return
+            if acc + frag + 8 <= budget(blocks) or forced:
+                self.min_blocks, self.double_buffer = blocks, False
+                return
+
+    def _shared_buffers(self) -> list[Any]:
+        found: list[Any] = []
+        tvm_ffi.structural_walk(self.func.body, (tirx.AllocBuffer, lambda a: found.append(a.buffer)
+                                                 if a.buffer.scope() in SHARED_SCOPES else None))
+        return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b) for b in found]
+
+    def _launch_bounds(self, body: Any) -> Any:
+        if not self.min_blocks or self.min_blocks < 2:
             return body
 
         def on_attr(stmt: Any) -> Any:
             if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == "threadIdx.x":
-                hint = tirx.AttrStmt(tirx.IntImm("int32", 0), MIN_BLOCKS_ATTR, tirx.IntImm("int32", 2), stmt.body)
+                hint = tirx.AttrStmt(tirx.IntImm("int32", 0), MIN_BLOCKS_ATTR,
+                                     tirx.IntImm("int32", self.min_blocks), stmt.body)
                 return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, hint)
             return stmt
 
@@ -578,7 +613,7 @@ class _Kernel:
         warp_m = tirx.floordiv(self.warp, layout.warps_n)
         warp_n = tirx.floormod(self.warp, layout.warps_n)
         ksteps = k_total // 16
-        buffers = 2 if ksteps > 1 else 1  # fragments of step kk + 1 load while kk computes
+        buffers = 2 if ksteps > 1 and self.double_buffer else 1  # fragments of step kk + 1 load while kk computes
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4,), "uint32", name="A_frag", scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
         quad = tirx.floordiv(lane, 16) * 8  # which 8-wide half a lane's matrix starts at
