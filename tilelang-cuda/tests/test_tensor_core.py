@@ -186,9 +186,10 @@ def test_canonical_gemm_assembles_without_spills(tmp_path):
 def test_launch_bounds_plan_blocks_per_sm_from_shared_memory_and_registers():
     """Registers hold the accumulators and fragments, so they bound the warps per SM: the
     pass promises the most blocks that shared memory allows and registers can serve."""
-    # 4 warps, 128x128x32, 3 stages (57 KiB): three blocks at <= 168 registers, fragments
-    # single-buffered to fit
-    assert "__launch_bounds__(128, 3)" in gemm_source(1024, 1024, 256, 128, 128, 32, stages=3)
+    # 4 warps of 64x64 tiles: a third block would need <= 168 registers (it spills there)
+    assert "__launch_bounds__(128, 2)" in gemm_source(1024, 1024, 256, 128, 128, 32, stages=3)
+    # 4 warps of 32x32 tiles (64x64x32, 3 stages: 29 KiB): four blocks, double-buffered
+    assert "__launch_bounds__(128, 4)" in gemm_source(1024, 1024, 256, 64, 64, 32, stages=3)
     # 128x128x64, 3 stages (107 KiB): two blocks, double-buffered fragments
     assert "__launch_bounds__(128, 2)" in gemm_source(1024, 1024, 256, 128, 128, 64, stages=3)
     # 8 warps of 64x32 tiles: two blocks at 128 registers
@@ -202,3 +203,35 @@ def test_blocks_per_sm_can_be_chosen():
     source = tilelang.lower(func, target=SM90, out_idx=[-1],
                             pass_configs={"tl.min_blocks_per_sm": 2}).device_source
     assert "__launch_bounds__(128, 2)" in source
+    forced = tilelang.lower(func, target=SM90, out_idx=[-1], pass_configs={"tl.min_blocks_per_sm": 3})
+    assert "__launch_bounds__(128, 3)" in forced.device_source
+
+
+def _fragment_hazards(source: str) -> list[str]:
+    """Fragment registers loaded by ldmatrix that a later ldmatrix overwrites before any mma
+    read them (the kernel text is fully unrolled, so source order is program order)."""
+    load = re.compile(r"tl_ldmatrix_x4(?:_trans)?\(\(&\(([AB])_frag_ptr\[(\d+)\]\)\)")
+    mma = re.compile(r"tl_mma_\w+\(\(&\(\w+\[\d+\]\)\), \(&\(A_frag_ptr\[(\d+)\]\)\), \(&\(B_frag_ptr\[(\d+)\]\)\)")
+    unread: set[tuple[str, int]] = set()
+    hazards = []
+    for line in body(source).splitlines():
+        if m := load.search(line):
+            regs = {(m.group(1), int(m.group(2)) + i) for i in range(4)}
+            if regs & unread:
+                hazards.append(line.strip())
+            unread |= regs
+        elif m := mma.search(line):
+            a, b = int(m.group(1)), int(m.group(2))
+            unread -= {("A", a + i) for i in range(4)} | {("B", b + i) for i in range(2)}
+    return hazards
+
+
+@pytest.mark.parametrize("config", [dict(bK=32, stages=3), dict(bK=64, stages=3), dict(bK=32, stages=3, blocks=3),
+                                   dict(bK=64, stages=2, blocks=3)])
+def test_fragments_are_consumed_before_they_are_reloaded(config):
+    """Both the double-buffered and the single-buffered (more blocks per SM) schedules."""
+    func = general_gemm(1024, 1024, 256, 128, 128, config["bK"], stages=config["stages"])
+    configs = {"tl.min_blocks_per_sm": config["blocks"]} if "blocks" in config else None
+    source = tilelang.lower(func, target=SM90, out_idx=[-1], pass_configs=configs).device_source
+    assert source.count("tl_mma_m16n8k16_f16_f32((") >= 64
+    assert _fragment_hazards(source) == []

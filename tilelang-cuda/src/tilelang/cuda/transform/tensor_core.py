@@ -460,7 +460,10 @@ class _Kernel:
         bound the warps an SM holds (ncu on the H200: 2 warps per scheduler leave the
         tensor pipe ~40% idle on fixed-latency waits). Plan for the most blocks (2-4) that
         shared memory allows and whose register budget (65536 / (blocks x threads)) fits
-        the estimated need; fragment double-buffering is dropped when that buys a block.
+        the estimated need (accumulators + fragments + 16 for addresses and indices: ptxas
+        spills the 64x64 warp tile's single-buffered schedule at 168 registers, so that
+        estimate keeps it at two blocks); fragment double-buffering is dropped when that
+        buys a block.
         ``tl.min_blocks_per_sm`` (a pass config) overrides the block count."""
         layouts = [acc.layout for acc in self.accumulators.values()]
         acc = max(l.per_thread for l in layouts)
@@ -486,7 +489,7 @@ class _Kernel:
             if acc + 2 * frag + 16 <= budget(blocks):
                 self.min_blocks, self.double_buffer = blocks, True
                 return
-            if acc + frag + 8 <= budget(blocks) or forced:
+            if acc + frag + 16 <= budget(blocks) or forced:
                 self.min_blocks, self.double_buffer = blocks, False
                 return
 
@@ -647,9 +650,11 @@ class _Kernel:
 
         steps = [load(0, 0), after_first_load]
         for kk in range(ksteps):
-            if kk + 1 < ksteps:
-                steps.append(load(kk + 1, (kk + 1) % buffers))
+            if kk + 1 < ksteps and buffers == 2:
+                steps.append(load(kk + 1, (kk + 1) % 2))  # lands in the buffer not in use
             steps.append(compute(kk % buffers))
+            if kk + 1 < ksteps and buffers == 1:
+                steps.append(load(kk + 1, 0))  # one buffer: only once its fragments are used
         compute_all = _seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), *steps])
         compute = compute_all
         if bool(args[5].value):  # clear_accum
