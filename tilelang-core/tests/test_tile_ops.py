@@ -149,7 +149,7 @@ def test_gemm_shape_mismatch_is_named():
             T.gemm(A, B, c)
             T.copy(c, C)
 
-    with pytest.raises(CompileError, match=r"T.gemm: shapes do not agree: A \[16, 8\], B \[4, 16\], C \[16, 16\]"):
+    with pytest.raises(LanguageError, match=r"T.gemm: shapes do not agree: A \[16, 8\], B \[4, 16\], C \[16, 16\]"):
         cpu(main)
 
 
@@ -159,7 +159,7 @@ def test_copy_shape_mismatch_is_named():
         with T.Kernel(1, threads=32) as _:
             T.copy(A[0:16, 0:8], B[0:8, 0:8])
 
-    with pytest.raises(CompileError, match=r"T.copy: source tile \[16, 8\] and destination tile \[8, 8\] differ"):
+    with pytest.raises(LanguageError, match=r"T.copy: source tile \[16, 8\] and destination tile \[8, 8\] differ"):
         cpu(main, out_idx=())
 
 
@@ -169,3 +169,59 @@ def test_reduce_dim_out_of_range():
         def main(A: T.Tensor((4, 4), "float32"), B: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as _:
                 T.reduce_sum(A, B, dim=2)
+
+
+# -- T.atomic_add -----------------------------------------------------------------------------
+def histogram(n, bins, block=64):
+    """Every block adds its elements' counts into one shared histogram."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "int32"), H: T.Tensor((bins,), "int32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    T.atomic_add(H[X[bx * block + i]], 1)
+
+    return main
+
+
+def split_k_gemm(M, N, K, splits, bM=32, bN=32, bK=16, dtype="float32"):
+    """C += A @ B with K split over the grid's z axis: each block adds its partial tile into
+    C with one tile-level T.atomic_add (edge tiles included)."""
+    chunk = K // splits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=128) as (bx, by, bz):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(chunk // bK, num_stages=2):
+                T.copy(A[by * bM, bz * chunk + k * bK], As)
+                T.copy(B[bz * chunk + k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.atomic_add(C[by * bM, bx * bN], Cl)
+
+    return main
+
+
+def test_atomic_add_of_elements_from_every_block():
+    n, bins = 1000, 17
+    x = rng.integers(0, bins, n).astype("int32")
+    h = np.zeros(bins, "int32")
+    cpu(histogram(n, bins), out_idx=())(x, h)
+    np.testing.assert_array_equal(h, np.bincount(x, minlength=bins))
+
+
+def test_atomic_add_of_tiles_accumulates_split_k():
+    M, N, K = 70, 45, 64
+    a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
+    c = np.ones((M, N), "float32")  # added to, not overwritten
+    cpu(split_k_gemm(M, N, K, 4), out_idx=())(a, b, c)
+    np.testing.assert_allclose(c, 1 + a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_atomic_add_return_prev_is_refused_with_the_alternative():
+    with pytest.raises(LanguageError, match="return_prev=True is not supported; use the CUDA dialect"):
+        T.atomic_add(None, 1, return_prev=True)

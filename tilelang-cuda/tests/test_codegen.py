@@ -83,7 +83,7 @@ def test_parallel_outside_a_kernel_is_refused_with_a_fix():
         for i in T.Parallel(8):
             A[i] = 0.0
 
-    with pytest.raises(tilelang.CompileError, match=r"T.Parallel outside a T.Kernel frame cannot run on a GPU"):
+    with pytest.raises(tilelang.LanguageError, match=r"T.Parallel outside a T.Kernel frame cannot run on a GPU"):
         tilelang.lower(host_loop, target=SM90)
 
 

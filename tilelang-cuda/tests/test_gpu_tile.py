@@ -116,3 +116,28 @@ def test_accumulator_reduced_across_rows_stays_correct():
     a = torch.randn(128, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(kernel(a, b), (a.float() @ b.float()).amax(1), rtol=1e-3, atol=1e-3)
+
+
+# -- T.atomic_add -----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16"])
+def test_element_atomic_add_counts_from_every_thread(dtype):
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    n = 5000
+    kernel = tilelang.compile(tc.element_atomics(n, dtype), target="cuda")
+    x = torch.randint(0, 1 << 20, (n,), device="cuda", dtype=torch.int32)
+    h = torch.zeros(16, device="cuda", dtype=getattr(torch, dtype))
+    kernel(x, h)
+    expected = torch.bincount((x % 16).long(), minlength=16).to(h.dtype)
+    torch.testing.assert_close(h, expected, rtol=0, atol=0)  # counts <= 2048 are exact in fp16
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])  # tensor-core accumulator / SIMT
+def test_tile_atomic_add_split_k(dtype):
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    M, N, K = 200, 136, 512
+    kernel = tilelang.compile(tc.split_k_gemm(M, N, K, 4, dtype=dtype), target="cuda")
+    a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
+    c = torch.ones(M, N, device="cuda")
+    kernel(a, b, c)
+    torch.testing.assert_close(c, 1 + a.float() @ b.float(), rtol=1e-3, atol=1e-3)

@@ -235,3 +235,52 @@ def test_fragments_are_consumed_before_they_are_reloaded(config):
     source = tilelang.lower(func, target=SM90, out_idx=[-1], pass_configs=configs).device_source
     assert source.count("tl_mma_m16n8k16_f16_f32((") >= 64
     assert _fragment_hazards(source) == []
+
+
+# -- T.atomic_add on CUDA -----------------------------------------------------------------------
+def split_k_gemm(M, N, K, splits, bM=64, bN=64, bK=32, dtype="float16"):
+    """Each block adds its partial C tile with one tile-level T.atomic_add."""
+    chunk = K // splits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=128) as (bx, by, bz):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(chunk // bK, num_stages=2):
+                T.copy(A[by * bM, bz * chunk + k * bK], As)
+                T.copy(B[bz * chunk + k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.atomic_add(C[by * bM, bx * bN], Cl)
+
+    return main
+
+
+def element_atomics(n, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "int32"), H: T.Tensor((16,), dtype)):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                if bx * 128 + i < n:
+                    T.atomic_add(H[X[bx * 128 + i] % 16], T.cast(1, dtype))
+
+    return main
+
+
+def test_tile_atomic_add_follows_the_tensor_core_accumulator():
+    source = body(tilelang.lower(split_k_gemm(256, 256, 512, 4), target=SM90).device_source)
+    # 64x64 over 4 warps: 32 accumulator elements per thread, updated in 16 column pairs
+    assert "tl_mma_m16n8k16_f16_f32((" in source and source.count("atomicAdd(") == 16
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float16", "bfloat16"])
+def test_element_atomic_add_becomes_atomicadd(dtype):
+    assert "atomicAdd((&(H_ptr[" in tilelang.lower(element_atomics(1000, dtype), target=SM90).device_source
+
+
+def test_atomic_add_on_a_dtype_cuda_cannot_update_atomically_is_named():
+    with pytest.raises(tilelang.errors.LanguageError,
+                       match=r"T.atomic_add on H \(int64\): CUDA has atomic adds for float32, float64, int32"):
+        tilelang.lower(element_atomics(1000, "int64"), target=SM90)

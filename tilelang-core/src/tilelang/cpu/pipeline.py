@@ -46,6 +46,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import (
         AllocateOnStack,
         KeepComputeFunctions,
+        LowerAtomics,
         LowerKernelLaunchToLoops,
         OutlineComputeFunction,
         RelaxParamAlignment,
@@ -54,6 +55,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     middle_end = [
         LowerTileOps(),
         LowerKernelLaunchToLoops(),
+        LowerAtomics(),
         s_tir.transform.UnifyThreadBinding(),
         *flatten_and_vectorize(),
         tirx.transform.VerifyMemory(),

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..backend.module import BackendContext
-from ..backend.pass_pipeline.pipeline import KNOWN_PASS_CONFIGS
+from ..backend.pass_pipeline.pipeline import KNOWN_PASS_CONFIGS, take_pass_error
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
 from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
@@ -108,6 +108,7 @@ def lower(
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
     configs = validate_pass_configs(pass_configs)
+    take_pass_error()  # forget one left by an earlier compilation
     stage = "lowering"
     try:
         with _session(configs, instruments):
@@ -135,6 +136,9 @@ def lower(
     except TileLangError:
         raise
     except Exception as err:  # TVM reports its own error types
+        original = take_pass_error()
+        if original is not None and str(original) in str(err):
+            raise original from None  # a TileLang pass's own error, type restored
         raise CompileError(
             f"kernel {name!r}: {stage} failed in {context.describe()}: {type(err).__name__}: {err}"
         ) from err

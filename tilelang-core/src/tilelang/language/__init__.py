@@ -19,6 +19,7 @@ from .loop import Parallel
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
+    atomic_add,
     alloc_fragment,
     clear,
     copy,
@@ -83,6 +84,7 @@ __all__ = [  # noqa: F405 - the star import provides the rest
     "Kernel",
     "Parallel",
     "Pipelined",
+    "atomic_add",
     "use_swizzle",
     "alloc_fragment",
     "clear",

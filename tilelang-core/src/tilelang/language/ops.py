@@ -17,9 +17,16 @@ def _register(name: str, effect: int, printer: str) -> None:
 _register(PARALLEL_EXTENT, CallEffectKind.Pure.value, "T.parallel_extent")
 
 #: tile operations (tilelang.language.tile); operands are buffer regions
-TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum", "use_swizzle")}
+TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum", "use_swizzle",
+                                             "atomic_add")}
 for _name, _op in TILE_OPS.items():
     _register(_op, CallEffectKind.Opaque.value, f"tl_{_name}")
+
+#: one element's atomic update, ``tl.atomic_add_element(dst[i], value)``: what LowerTileOps
+#: leaves of T.atomic_add; each backend lowers it (an atomic instruction, or a plain update
+#: where the backend runs the kernel serially)
+ATOMIC_ADD_ELEMENT = "tl.atomic_add_element"
+_register(ATOMIC_ADD_ELEMENT, CallEffectKind.Opaque.value, "tl_atomic_add_element")
 
 
 def is_call_to(expr: object, op_name: str) -> bool:

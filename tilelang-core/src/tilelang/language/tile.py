@@ -143,6 +143,26 @@ def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> No
           tirx.const(int(reverse), "int32"))
 
 
+def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> None:
+    """``dst += value`` atomically: one element (``T.atomic_add(C[i, j], v)``) or a whole
+    tile (``T.atomic_add(C[by * bM, bx * bN], C_local)`` adds every element; the parts of
+    the tile outside a global tensor are skipped). Blocks may update the same elements
+    concurrently; the result does not depend on their order (up to floating-point
+    rounding). ``memory_order`` is accepted for source compatibility (relaxed ordering is
+    what every backend provides); ``return_prev`` is not supported."""
+    del memory_order
+    if return_prev:
+        raise LanguageError("T.atomic_add: return_prev=True is not supported; use the CUDA dialect's "
+                            "T.atomic_add(C[i], v) expression (tilelang.cuda.language) for the old value")
+    value_extents = _extents(value)
+    if isinstance(dst, TensorLoad) and value_extents is None:  # one element
+        region = tirx.BufferRegion(dst.source, [Range.from_min_extent(i, 1) for i in dst.indices])
+        _emit(TILE_OPS["atomic_add"], region, _const(value, str(dst.source.dtype)))
+        return
+    _emit(TILE_OPS["atomic_add"], _region(dst, value_extents, "T.atomic_add destination"),
+          _region(value, _extents(dst), "T.atomic_add value"))
+
+
 SWIZZLE_ORDERS = ("row", "col")
 
 

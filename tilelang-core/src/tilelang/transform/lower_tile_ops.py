@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
 from tvm.sym.analyzer import Analyzer
 
 from ..errors import LanguageError
-from ..language.ops import TILE_OPS
+from ..language.ops import ATOMIC_ADD_ELEMENT, TILE_OPS
 from ..language.tile import REDUCE_KINDS
+from ..backend.pass_pipeline import prim_func_pass
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
+ATOMIC_ADD_ELEMENT_OP = tvm.ir.Op.get(ATOMIC_ADD_ELEMENT)
 _PARALLEL = {"tilelang.parallel": 1}
 #: PrimFunc attribute [panel_size, order (0 row, 1 col)] left by T.use_swizzle
 BLOCK_SWIZZLE_ATTR = "tilelang.block_swizzle"
@@ -244,6 +247,32 @@ class TileOpLowering:
 
         return self.nest([s_ext[a] for a in kept], body)
 
+    def atomic_add(self, dst: Any, value: Any) -> Any:
+        """Element updates ``tl.atomic_add_element(dst[i], v)`` (one, or a T.Parallel nest
+        over the tile) for the backend to lower; out-of-range elements are skipped."""
+        element = ATOMIC_ADD_ELEMENT_OP
+        d_buf = dst.source
+        if not isinstance(value, tvm.ir.TensorRegion):  # one element
+            idx = [r.min for r in dst.region]
+            update = tirx.Evaluate(tvm.ir.Call(element, [tirx.BufferLoad(d_buf, idx),
+                                                         tirx.Cast(d_buf.dtype, value)], ret_ty="int32"))
+            guard = self.in_bounds(d_buf, idx)
+            return update if guard is None else tirx.IfThenElse(guard, update, None)
+        d_axes, s_axes = self.tile_axes(dst), self.tile_axes(value)
+        d_ext = [dst.region[a].extent for a in d_axes]
+        s_ext = [value.region[a].extent for a in s_axes]
+        if len(d_ext) != len(s_ext) or not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(d_ext, s_ext)):
+            raise self.error("atomic_add", f"destination tile {d_ext} and value tile {s_ext} differ in shape")
+
+        def body(loop_vars: list[Any]) -> Any:
+            d_idx, s_idx = self.indices(dst, d_axes, loop_vars), self.indices(value, s_axes, loop_vars)
+            loaded = tirx.Cast(d_buf.dtype, tirx.BufferLoad(value.source, s_idx))
+            update = tirx.Evaluate(tvm.ir.Call(element, [tirx.BufferLoad(d_buf, d_idx), loaded], ret_ty="int32"))
+            guard = self.in_bounds(d_buf, d_idx)
+            return update if guard is None else tirx.IfThenElse(guard, update, None)
+
+        return self.nest(d_ext, body)
+
     # -- dispatch ------------------------------------------------------------------------
     def lower(self, stmt: Any) -> Any:
         call = stmt.value
@@ -258,6 +287,8 @@ class TileOpLowering:
         if name == "gemm":
             return self.gemm(args[0], args[1], args[2], bool(args[3].value), bool(args[4].value),
                              bool(args[5].value))
+        if name == "atomic_add":
+            return self.atomic_add(args[0], args[1])
         if name == "use_swizzle":
             # the order blocks run in: a launch hint for backends that care (the CUDA
             # backend rasterizes its block indices), recorded on the function
@@ -291,4 +322,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def LowerTileOps() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.LowerTileOps")
+    return prim_func_pass(_run, "tl.LowerTileOps")

@@ -20,11 +20,12 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from tilelang.transform import LowerTileOps
 
-    from .transform import LowerTensorCoreGemm, PartitionParallelLoops, PlaceFragments, RasterizeBlocks
+    from .transform import LowerAtomics, LowerTensorCoreGemm, PartitionParallelLoops, PlaceFragments, RasterizeBlocks
 
     return [
         LowerTensorCoreGemm(),
         LowerTileOps(),
+        LowerAtomics(),
         PlaceFragments(),
         PartitionParallelLoops(),
         RasterizeBlocks(),

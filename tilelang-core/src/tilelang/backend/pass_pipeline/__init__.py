@@ -1,7 +1,7 @@
 """Shared pass-pipeline plumbing; backends own their ordered pass lists."""
 
 from .launch_metadata import CaptureLaunchMetadata, python_expr
-from .pipeline import PassPipeline, pass_config
+from .pipeline import PassPipeline, pass_config, prim_func_pass, take_pass_error
 from .pipeline_utils import flatten_and_vectorize
 
 __all__ = [
@@ -9,5 +9,7 @@ __all__ = [
     "PassPipeline",
     "flatten_and_vectorize",
     "pass_config",
+    "prim_func_pass",
     "python_expr",
+    "take_pass_error",
 ]

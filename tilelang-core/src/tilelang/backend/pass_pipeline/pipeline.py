@@ -8,11 +8,12 @@ backend-specific phase scopes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ManifestError
+from ...errors import ManifestError, TileLangError
 
 if TYPE_CHECKING:
     from ..module import BackendContext
@@ -27,6 +28,33 @@ KNOWN_PASS_CONFIGS: dict[str, str] = {
     "tl.min_blocks_per_sm": "GPU: blocks per SM to budget registers for (launch bounds); "
                             "default: the backend's choice",
 }
+
+
+_PASS_ERROR = threading.local()
+
+
+def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: int = 0) -> Any:
+    """``tvm.tirx.transform.prim_func_pass`` for TileLang's Python passes, keeping the type
+    of the errors they raise: TVM's FFI hands an exception raised inside a pass on as a
+    RuntimeError carrying only the message, so the error is also kept here and the compile
+    entry point raises the original (a LanguageError stays a LanguageError)."""
+    from tvm import tirx
+
+    def guarded(func: Any, mod: Any, ctx: Any) -> Any:
+        try:
+            return run(func, mod, ctx)
+        except TileLangError as err:
+            _PASS_ERROR.error = err
+            raise
+
+    return tirx.transform.prim_func_pass(guarded, opt_level=opt_level, name=name)
+
+
+def take_pass_error() -> TileLangError | None:
+    """The TileLang error the last failing pass raised (and forget it)."""
+    err = getattr(_PASS_ERROR, "error", None)
+    _PASS_ERROR.error = None
+    return err
 
 
 def pass_config(name: str, default: Any = None) -> Any:

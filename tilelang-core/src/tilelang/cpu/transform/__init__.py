@@ -1,6 +1,7 @@
 """CPU-only passes."""
 
 from .alignment import RelaxParamAlignment
+from .atomics import LowerAtomics
 from .compute_function import (
     AllocateOnStack,
     KeepComputeFunctions,
@@ -11,6 +12,7 @@ from .launch_to_loops import LowerKernelLaunchToLoops
 __all__ = [
     "AllocateOnStack",
     "KeepComputeFunctions",
+    "LowerAtomics",
     "LowerKernelLaunchToLoops",
     "OutlineComputeFunction",
     "RelaxParamAlignment",

@@ -13,6 +13,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
+from ...backend.pass_pipeline import prim_func_pass
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
@@ -24,4 +25,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def RelaxParamAlignment() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cpu.RelaxParamAlignment")
+    return prim_func_pass(_run, "tl.cpu.RelaxParamAlignment")

@@ -24,6 +24,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import tirx
+from ...backend.pass_pipeline import prim_func_pass
 
 
 def _allocate_on_stack(func: Any, mod: Any, ctx: Any) -> Any:
@@ -49,7 +50,7 @@ def _allocate_on_stack(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def AllocateOnStack() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_allocate_on_stack, opt_level=0, name="tl.cpu.AllocateOnStack")
+    return prim_func_pass(_allocate_on_stack, "tl.cpu.AllocateOnStack")
 
 
 def _outline(func: Any, mod: Any, ctx: Any) -> Any:
@@ -58,7 +59,7 @@ def _outline(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def OutlineComputeFunction() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_outline, opt_level=0, name="tl.cpu.OutlineComputeFunction")
+    return prim_func_pass(_outline, "tl.cpu.OutlineComputeFunction")
 
 
 def KeepComputeFunctions() -> Any:  # noqa: N802 - TVM pass naming

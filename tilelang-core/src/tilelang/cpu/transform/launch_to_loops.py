@@ -5,7 +5,8 @@ gx*gy*gz blocks (TVM's thread pool runs it; fusing keeps every core busy whateve
 is long). A block's threads run one after another: TileLang semantics (T.Parallel over a
 tile, no user-visible thread ids) need no more. Loops written with T.Parallel then run in
 parallel only at the outermost level — LLVM's parallel loops do not nest — and the
-innermost ones are left to LLVM's vectorizer.
+innermost ones are left to LLVM's vectorizer. A kernel that uses T.atomic_add runs on one
+thread (its updates become plain ones: see atomics.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from tvm import tirx
 
 from ...backend import pass_config
 from ...errors import LanguageError
+from .atomics import uses_atomics
+from ...backend.pass_pipeline import prim_func_pass
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
 
@@ -91,7 +94,7 @@ def _lower_launch(stmt: Any, kernel: str) -> Any:
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent
-    parallel_blocks = not pass_config("tl.disable_parallel", False) and not (
+    parallel_blocks = not pass_config("tl.disable_parallel", False) and not uses_atomics(body) and not (
         isinstance(total, tirx.IntImm) and total.value == 1
     )
     if parallel_blocks:
@@ -122,8 +125,9 @@ def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
             return _lower_launch(stmt, kernel)
         return stmt
 
+    serial = pass_config("tl.disable_parallel", False) or uses_atomics(func.body)
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
-    if pass_config("tl.disable_parallel", False):
+    if serial:
         body = _serialize_parallel(body)
     else:
         body = _keep_outermost_parallel(body)
@@ -131,4 +135,4 @@ def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def LowerKernelLaunchToLoops() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_lower_func, opt_level=0, name="tl.cpu.LowerKernelLaunchToLoops")
+    return prim_func_pass(_lower_func, "tl.cpu.LowerKernelLaunchToLoops")

@@ -1,8 +1,9 @@
 """CUDA-only passes."""
 
+from .atomics import LowerAtomics
 from .fragments import PlaceFragments
 from .partition_parallel import PartitionParallelLoops
 from .rasterize import RasterizeBlocks
 from .tensor_core import LowerTensorCoreGemm
 
-__all__ = ["LowerTensorCoreGemm", "RasterizeBlocks", "PartitionParallelLoops", "PlaceFragments"]
+__all__ = ["LowerAtomics", "LowerTensorCoreGemm", "RasterizeBlocks", "PartitionParallelLoops", "PlaceFragments"]

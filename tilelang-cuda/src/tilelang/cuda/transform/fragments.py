@@ -19,6 +19,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
+from tilelang.backend.pass_pipeline import prim_func_pass
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -108,4 +109,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def PlaceFragments() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.PlaceFragments")
+    return prim_func_pass(_run, "tl.cuda.PlaceFragments")

@@ -23,6 +23,7 @@ from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
 
 from tilelang.errors import LanguageError
+from tilelang.backend.pass_pipeline import prim_func_pass
 
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -306,4 +307,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def PartitionParallelLoops() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.PartitionParallelLoops")
+    return prim_func_pass(_run, "tl.cuda.PartitionParallelLoops")

@@ -18,6 +18,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tilelang.transform.lower_tile_ops import BLOCK_SWIZZLE_ATTR
+from tilelang.backend.pass_pipeline import prim_func_pass
 
 
 def _remap(bx: Any, by: Any, gx: Any, gy: Any, panel: int) -> tuple[Any, Any]:
@@ -64,4 +65,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def RasterizeBlocks() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.RasterizeBlocks")
+    return prim_func_pass(_run, "tl.cuda.RasterizeBlocks")

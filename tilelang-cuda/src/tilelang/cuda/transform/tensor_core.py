@@ -10,7 +10,7 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
   l/4 and l/4 + 8, columns 2(l%4) and 2(l%4)+1 (PTX ISA, "Matrix Fragments for
   mma.m16n8k16"). Every other use of C — T.clear/T.fill, T.copy in or out, T.Parallel
   nests that touch C at the nest's own indices — is rewritten to walk the thread's own
-  elements, so C never leaves registers. A C with any other use (a reduction reads
+  elements, so C never leaves registers (T.atomic_add of C into a global tile too). A C with any other use (a reduction reads
   across the layout) keeps the SIMT path.
 * **The product** loads A and B fragments with ldmatrix (``.trans`` where the tile is
   stored the other way round) and issues one mma per 16x8 piece and 16-deep k step.
@@ -41,6 +41,7 @@ from tilelang.transform.lower_tile_ops import TileOpLowering
 
 from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
 from .partition_parallel import ALIGNMENT_ATTR
+from tilelang.backend.pass_pipeline import prim_func_pass
 
 WARP = 32
 SHARED_SCOPES = ("shared", "shared.dyn")
@@ -294,7 +295,7 @@ class _Kernel:
                 if candidate is None or (layout is not None and candidate != layout):
                     return None
                 layout = candidate
-            elif name in ("fill", "copy"):
+            elif name in ("fill", "copy", "atomic_add"):
                 ours = [r for r in regions if r.source.same_as(fragment)]
                 others = [r for r in regions if not r.source.same_as(fragment)]
                 if not all(_is_full(r) for r in ours) or any(r.source.scope() == FRAGMENT_SCOPE for r in others):
@@ -775,4 +776,4 @@ def _tl_ops(func: Any) -> set[str]:
 
 
 def LowerTensorCoreGemm() -> Any:  # noqa: N802 - TVM pass naming
-    return tirx.transform.prim_func_pass(_run, opt_level=0, name="tl.cuda.LowerTensorCoreGemm")
+    return prim_func_pass(_run, "tl.cuda.LowerTensorCoreGemm")
