@@ -225,3 +225,19 @@ def test_atomic_add_of_tiles_accumulates_split_k():
 def test_atomic_add_return_prev_is_refused_with_the_alternative():
     with pytest.raises(LanguageError, match="return_prev=True is not supported; use the CUDA dialect"):
         T.atomic_add(None, 1, return_prev=True)
+
+
+def test_layout_annotation_keeps_cpu_results():
+    from tilelang.layout import make_swizzled_layout
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((64, 64), "float32")
+            T.annotate_layout({S: make_swizzled_layout(S)})
+            T.copy(A, S)
+            for i, j in T.Parallel(64, 64):
+                B[i, j] = S[j, i]
+
+    a = rng.standard_normal((64, 64)).astype("float32")
+    np.testing.assert_array_equal(cpu(main)(a), a.T)

@@ -141,3 +141,11 @@ def test_tile_atomic_add_split_k(dtype):
     c = torch.ones(M, N, device="cuda")
     kernel(a, b, c)
     torch.testing.assert_close(c, 1 + a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+def test_annotated_shared_layout_keeps_results(annotate):
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    kernel = tilelang.compile(tc.transpose_through_shared(128, annotate), target="cuda", out_idx=[-1])
+    a = torch.randn(128, 128, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a), a.T.contiguous(), rtol=0, atol=0)

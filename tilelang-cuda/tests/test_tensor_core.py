@@ -284,3 +284,38 @@ def test_atomic_add_on_a_dtype_cuda_cannot_update_atomically_is_named():
     with pytest.raises(tilelang.errors.LanguageError,
                        match=r"T.atomic_add on H \(int64\): CUDA has atomic adds for float32, float64, int32"):
         tilelang.lower(element_atomics(1000, "int64"), target=SM90)
+
+
+# -- T.annotate_layout --------------------------------------------------------------------------
+def transpose_through_shared(n=128, annotate=True):
+    """Column reads of a shared tile: the case a bank-conflict-free layout is for."""
+    from tilelang.layout import make_swizzled_layout
+
+    @T.prim_func
+    def main(A: T.Tensor((n, n), "float16"), B: T.Tensor((n, n), "float16")):
+        with T.Kernel(n // 64, n // 64, threads=128) as (bx, by):
+            S = T.alloc_shared((64, 64), "float16")
+            if annotate:
+                T.annotate_layout({S: make_swizzled_layout(S)})
+            T.copy(A[by * 64, bx * 64], S)
+            for i, j in T.Parallel(64, 64):
+                B[bx * 64 + i, by * 64 + j] = S[j, i]
+
+    return main
+
+
+def test_annotated_shared_tile_gets_padded_rows():
+    padded = tilelang.lower(transpose_through_shared(), target=SM90)
+    plain = tilelang.lower(transpose_through_shared(annotate=False), target=SM90)
+    assert plain.launches[0].dynamic_smem == str(64 * 64 * 2)
+    assert padded.launches[0].dynamic_smem == str(64 * 72 * 2)  # rows of 64 halves + one 16-byte chunk
+
+
+def test_unsupported_layout_annotations_are_named():
+    with pytest.raises(tilelang.errors.LanguageError, match="only tilelang.layout.make_swizzled_layout"):
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(1, threads=128) as _:
+                S = T.alloc_shared((64, 64), "float16")
+                T.annotate_layout({S: "row-major"})
+                T.copy(A, S)

@@ -19,6 +19,7 @@ from .loop import Parallel
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
+    annotate_layout,
     atomic_add,
     alloc_fragment,
     clear,
@@ -84,6 +85,7 @@ __all__ = [  # noqa: F405 - the star import provides the rest
     "Kernel",
     "Parallel",
     "Pipelined",
+    "annotate_layout",
     "atomic_add",
     "use_swizzle",
     "alloc_fragment",

@@ -18,7 +18,7 @@ _register(PARALLEL_EXTENT, CallEffectKind.Pure.value, "T.parallel_extent")
 
 #: tile operations (tilelang.language.tile); operands are buffer regions
 TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum", "use_swizzle",
-                                             "atomic_add")}
+                                             "atomic_add", "annotate_layout")}
 for _name, _op in TILE_OPS.items():
     _register(_op, CallEffectKind.Opaque.value, f"tl_{_name}")
 

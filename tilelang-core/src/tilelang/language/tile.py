@@ -163,6 +163,30 @@ def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool
           _region(value, _extents(dst), "T.atomic_add value"))
 
 
+def annotate_layout(layouts: dict) -> None:
+    """``T.annotate_layout({A_shared: tilelang.layout.make_swizzled_layout(A_shared)})``:
+    ask for a bank-conflict-free layout of shared tiles (see tilelang.layout)."""
+    from ..layout import SwizzledLayout
+
+    if not isinstance(layouts, dict):
+        raise LanguageError(f"T.annotate_layout: expected a dict {{buffer: layout}}, got {type(layouts).__name__}")
+    for buffer, layout in layouts.items():
+        if not isinstance(buffer, tirx.Buffer):
+            raise LanguageError(f"T.annotate_layout: keys must be buffers, got {type(buffer).__name__}")
+        if not isinstance(layout, SwizzledLayout):
+            raise LanguageError(
+                f"T.annotate_layout: the layout of {buffer.name!r} is a {type(layout).__name__}; only "
+                "tilelang.layout.make_swizzled_layout(buffer) is supported (fragment layouts are chosen by "
+                "the compiler from the instructions that use them)")
+        if not layout.buffer.same_as(buffer):
+            raise LanguageError(f"T.annotate_layout: the layout given for {buffer.name!r} was made for "
+                                f"{layout.buffer.name!r}")
+        if not buffer.scope().startswith("shared") or len(buffer.shape) != 2:
+            raise LanguageError(f"T.annotate_layout: {buffer.name!r} is a {len(buffer.shape)}-d "
+                                f"{buffer.scope()} buffer; swizzled layouts are for 2-d T.alloc_shared tiles")
+        _emit(TILE_OPS["annotate_layout"], _full(buffer), tirx.const(0, "int32"))
+
+
 SWIZZLE_ORDERS = ("row", "col")
 
 

@@ -289,6 +289,8 @@ class TileOpLowering:
                              bool(args[5].value))
         if name == "atomic_add":
             return self.atomic_add(args[0], args[1])
+        if name == "annotate_layout":  # a layout request; backends that honour it ran before
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
         if name == "use_swizzle":
             # the order blocks run in: a launch hint for backends that care (the CUDA
             # backend rasterizes its block indices), recorded on the function

@@ -15,7 +15,8 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
 * **The product** loads A and B fragments with ldmatrix (``.trans`` where the tile is
   stored the other way round) and issues one mma per 16x8 piece and 16-deep k step.
 * **Shared tiles** get a padded row stride (one 16-byte chunk when the row's chunk count
-  is even), which makes the eight row addresses of every ldmatrix fall in distinct banks.
+  is even), which makes the eight row addresses of every ldmatrix fall in distinct banks;
+  so do tiles a kernel asks for with T.annotate_layout(make_swizzled_layout(...)).
 * **T.Pipelined(n, num_stages=s)** (s >= 2) whose body starts with T.copy of global
   tiles into shared tiles: each such tile gets s stages; the copies become 16-byte
   cp.async (zero-filling out-of-range vectors), issued s - 1 iterations ahead, one commit
@@ -172,6 +173,7 @@ class SharedTile:
     new: Any = None
     stages: int = 0
     loop: Any = None  # the pipelined loop that stages it
+    mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
 
     def stage(self) -> Any:
         return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
@@ -242,10 +244,14 @@ class _Kernel:
             if layout is not None:
                 self.accumulators[fragment] = Accumulator(fragment, layout)
         for name, args in ops:
+            if name == "annotate_layout" and args[0].source.scope() in SHARED_SCOPES and \
+                    _ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
+                self.tiles[args[0].source] = SharedTile(args[0].source)  # T.annotate_layout: padded rows
             if name == "gemm" and self._find(args[2].source, self.accumulators) is not None:
                 for region in args[:2]:
                     if self._find(region.source, self.tiles) is None:
                         self.tiles[region.source] = SharedTile(region.source)
+                    self._find(region.source, self.tiles).mma_operand = True
         self._find_pipelines()
         for tile in self.tiles.values():
             old = tile.old
@@ -352,7 +358,7 @@ class _Kernel:
             if not producers:
                 continue
             staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
-            if any(t is None or t.stages for t in staged):
+            if any(t is None or t.stages or not t.mma_operand for t in staged):
                 continue
             if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
                 continue
@@ -759,12 +765,12 @@ def _thread_binding(func: Any) -> tuple[Any, int] | None:
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     binding = _thread_binding(func)
-    if binding is None or "gemm" not in {_OPS.get(n) for n in _tl_ops(func)}:
+    if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in _tl_ops(func)}:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     work = _Kernel(func, kernel, *binding)
     work.analyze()
-    if not work.accumulators:
+    if not work.accumulators and not work.tiles:
         return func
     return work.rewrite()
 
