@@ -12,7 +12,6 @@ import statistics
 import time
 
 import numpy as np
-
 import tilelang
 import tilelang.language as T
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-
 import tilelang
 import tilelang.language as T
+import torch
 from cuda_timing import time_ms
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 import tilelang
 import tilelang.language as T
 from tilelang.testing import to_kernel_device, to_numpy

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-from tilelang.testing.pytest_plugin import private_kernel_cache  # noqa: E402,F401 - autouse fixture
+from tilelang.testing.pytest_plugin import private_kernel_cache  # noqa: F401 - autouse fixture
 
 
 @pytest.mark.parametrize("name,kwargs", [

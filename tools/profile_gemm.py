@@ -9,12 +9,11 @@ import os
 import sys
 from pathlib import Path
 
+import tilelang
 import torch
 
-import tilelang
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from gemm import matmul  # noqa: E402
+from gemm import matmul
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 8192
 config = [int(v) for v in sys.argv[2:8]] or [128, 128, 64, 128, 3, 8]

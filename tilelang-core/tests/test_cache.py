@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import tilelang
 from tilelang.cache import KernelCache
-
 from tilelang.testing.kernels import elementwise_add
 
 HERE = Path(__file__).parent

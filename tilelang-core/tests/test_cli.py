@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-
 import tilelang
+from click.testing import CliRunner
 from tilelang.backend import (
     BackendModule,
     ExecutionBackend,
@@ -26,8 +25,7 @@ from tilelang.backend import (
 )
 from tilelang.backend.registry import REGISTRY
 from tilelang.cli.main import cli
-from tilelang.plugins import PluginRecord
-from tilelang.plugins import loader
+from tilelang.plugins import PluginRecord, loader
 
 CORE = "tilelang-core"
 

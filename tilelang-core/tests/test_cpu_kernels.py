@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import tilelang
 from tilelang import ArgumentError
-
-from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import (
+    elementwise_add,
+    row_softmax_sum,
+    saxpy,
+    tiled_matmul,
+)
 
 CPU_TARGETS = ["llvm", "c"]
 rng = np.random.default_rng(0)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tvm
-
 import tilelang
 import tilelang.language as T
+import tvm
 from tilelang import CompileError, LanguageError
 from tilelang.engine import CompiledArtifact
-
 from tilelang.testing.kernels import elementwise_add, row_softmax_sum
 
 
@@ -68,9 +66,8 @@ def test_artifact_round_trips_through_json():
 def test_nested_kernels_are_rejected():
     @T.prim_func
     def nested(A: T.Tensor((8,), "float32")):
-        with T.Kernel(2) as bx:
-            with T.Kernel(2) as by:
-                A[bx * 2 + by] = 1.0
+        with T.Kernel(2) as bx, T.Kernel(2) as by:
+            A[bx * 2 + by] = 1.0
 
     with pytest.raises(LanguageError, match="T.Kernel frames are nested"):
         tilelang.compile(nested, target="cpu")

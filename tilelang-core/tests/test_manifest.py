@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 import tilelang
 from tilelang import BackendNotFoundError, ManifestError
 from tilelang.backend import (

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
-from tilelang import CompileError, LanguageError
+from tilelang import LanguageError
 
 rng = np.random.default_rng(1)
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 import tilelang
 from tilelang.backend import create_backend_context, registered_backends
 from tilelang.cuda import target as cuda_target

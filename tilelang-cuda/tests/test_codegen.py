@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
 import tilelang
 from tilelang.cuda import toolchain
-from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import (
+    elementwise_add,
+    row_softmax_sum,
+    saxpy,
+    tiled_matmul,
+)
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 

@@ -4,10 +4,14 @@ manifest declares (marked `gpu`: skipped without one)."""
 from __future__ import annotations
 
 import pytest
-
 import tilelang
 import tilelang.backend
-from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import (
+    elementwise_add,
+    row_softmax_sum,
+    saxpy,
+    tiled_matmul,
+)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import tilelang
 
 torch = pytest.importorskip("torch")

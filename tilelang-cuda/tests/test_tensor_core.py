@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.cuda.transform.tensor_core import choose_layout, padded_row
@@ -146,10 +145,9 @@ def test_use_swizzle_rasterizes_block_indices_on_cuda_only():
 
 
 def test_rasterization_is_a_bijection_on_the_grid():
+    from tilelang.cuda.transform.rasterize import _remap
     from tvm import tirx
     from tvm.sym.analyzer import Analyzer
-
-    from tilelang.cuda.transform.rasterize import _remap
 
     analyzer = Analyzer()
     for gx, gy, panel in [(5, 7, 3), (8, 8, 8), (3, 10, 4), (1, 1, 2)]:

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from tilelang.errors import CompileError
 from tilelang.jit.adapter.cython import toolchain
 from tilelang.jit.adapter.cython.c_expr import CExpr, c_expression
@@ -64,7 +63,7 @@ def test_c_expressions_match_python(tmp_path: Path) -> None:
     got = iter(out.stdout.split())
     for a, b, x, m in VALUES:
         for text, expr in zip(EXPRESSIONS, printed):
-            want = eval(text, {"min": min, "max": max, "int": int, "float": float},  # noqa: S307
+            want = eval(text, {"min": min, "max": max, "int": int, "float": float},
                         {"a": a, "b": b, "x": x, "M": m})
             value = next(got)
             if expr.is_float:

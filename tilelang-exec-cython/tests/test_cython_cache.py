@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-
 import tilelang
 from tilelang.jit.adapter.cython import toolchain
 from tilelang.testing.kernels import row_softmax_sum

@@ -13,12 +13,16 @@ import threading
 
 import numpy as np
 import pytest
-from _cython_testing import declared_execution_backends
-
 import tilelang
 import tilelang.language as T
+from _cython_testing import declared_execution_backends
 from tilelang.testing import run_conformance
-from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import (
+    elementwise_add,
+    row_softmax_sum,
+    saxpy,
+    tiled_matmul,
+)
 
 BACKENDS = declared_execution_backends("c")
 rng = np.random.default_rng(0)

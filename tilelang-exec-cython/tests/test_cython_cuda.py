@@ -21,15 +21,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _cython_testing import declared_execution_backends
-
 import tilelang
 import tilelang.language as T
+from _cython_testing import declared_execution_backends
 from tilelang.errors import ArgumentError, BackendUnavailableError
 from tilelang.jit.adapter.cython import toolchain
-from tilelang.jit.adapter.cython.backend import CUBIN, CythonExecutionBackend, extension_sources
+from tilelang.jit.adapter.cython.backend import (
+    CUBIN,
+    CythonExecutionBackend,
+    extension_sources,
+)
 from tilelang.jit.adapter.cython.launcher import make_launcher
-from tilelang.testing.kernels import elementwise_add, row_softmax_sum, saxpy, tiled_matmul
+from tilelang.testing.kernels import (
+    elementwise_add,
+    row_softmax_sum,
+    saxpy,
+    tiled_matmul,
+)
 
 cuda_backend = pytest.importorskip("tilelang.cuda")
 

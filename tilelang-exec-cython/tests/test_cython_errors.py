@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _cython_testing import declared_execution_backends
-
 import tilelang
 import tilelang.language as T
+from _cython_testing import declared_execution_backends
 from tilelang import ArgumentError
 from tilelang.errors import BackendUnavailableError, CompileError
 from tilelang.jit.adapter.cython import toolchain

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import tilelang
 from tilelang.testing.wheels import build_wheel
 

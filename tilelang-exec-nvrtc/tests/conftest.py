@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
 from tilelang.jit.adapter.nvrtc.driver import DEFAULT_DYNAMIC_SMEM_LIMIT, LoadedImage
 from tilelang.jit.adapter.nvrtc.launch_plan import ARG_FORMATS
 from tilelang.testing.pytest_plugin import (  # noqa: F401 - hooks and fixtures for pytest

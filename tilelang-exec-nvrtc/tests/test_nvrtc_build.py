@@ -8,7 +8,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.backend import create_backend_context

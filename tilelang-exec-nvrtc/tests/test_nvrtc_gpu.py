@@ -13,7 +13,6 @@ import threading
 from typing import Any
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import ArgumentError, LaunchError

@@ -8,7 +8,6 @@ import dataclasses
 import struct
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.engine.artifact import CompiledArtifact, KernelLaunch

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.engine.artifact import CompiledArtifact

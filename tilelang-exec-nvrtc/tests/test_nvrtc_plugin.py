@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 import tilelang
 from tilelang.backend.registry import REGISTRY, origin
 from tilelang.jit.adapter.nvrtc import driver

@@ -11,9 +11,9 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from . import env  # noqa: E402
-from ._version import __version__  # noqa: E402
-from .errors import (  # noqa: E402
+from . import env
+from ._version import __version__
+from .errors import (
     ArgumentError,
     BackendNotFoundError,
     BackendUnavailableError,
@@ -24,8 +24,8 @@ from .errors import (  # noqa: E402
     PluginError,
     TileLangError,
 )
-from .jit import JITKernel, compile, jit, lower  # noqa: E402
-from .plugins import load_plugins  # noqa: E402
+from .jit import JITKernel, compile, jit, lower
+from .plugins import load_plugins
 
 __all__ = [
     "ArgumentError",

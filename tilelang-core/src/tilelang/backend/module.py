@@ -28,7 +28,13 @@ from .execution_backend import ExecutionBackend, ExecutionBackendSpec
 from .hints import EXECUTION_EXTRAS, TARGET_EXTRAS, install_hint
 from .pass_pipeline import PassPipeline
 from .registry import REGISTRY, origin
-from .target import TargetSpec, default_host_target, detect_auto_target, target_to_json, to_tvm_target
+from .target import (
+    TargetSpec,
+    default_host_target,
+    detect_auto_target,
+    target_to_json,
+    to_tvm_target,
+)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

@@ -48,7 +48,7 @@ class KernelCache:
     def entry(self, key: str) -> Path:
         return self.root / key[:2] / key
 
-    def lock(self, key: str):  # noqa: ANN201 - a filelock.FileLock
+    def lock(self, key: str):
         from filelock import FileLock
 
         lock_dir = self.root / "locks"

@@ -39,10 +39,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     """Up to MakePackedAPI (or, for a direct call, up to the outlined compute function).
     Storage scopes (shared.dyn, local) need no pass for the packed entry: TVM's CPU codegen
     allocates every scope as ordinary memory (through workspace calls)."""
-    from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from tvm import s_tir, tirx
 
     from ..transform import LowerTileOps
+    from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
         AllocateOnStack,
         KeepComputeFunctions,

@@ -4,14 +4,14 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-import functools  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from .kernel import JITKernel  # noqa: E402
+from .kernel import JITKernel
 
 
-def compile(  # noqa: A001 - upstream TileLang's name
+def compile(
     func: Any,
     out_idx: Sequence[int] | int | None = None,
     target: Any = "auto",

@@ -40,7 +40,7 @@ def _compact_if_empty(array: Any) -> Any:
 class TensorInfo:
     """dtype/shape/device/contiguity of a numpy array or torch tensor, read cheaply."""
 
-    __slots__ = ("dtype", "shape", "device_type", "device_index", "contiguous", "is_torch", "obj")
+    __slots__ = ("contiguous", "device_index", "device_type", "dtype", "is_torch", "obj", "shape")
 
     def data_ptr(self) -> int:
         return int(self.obj.data_ptr()) if self.is_torch else int(self.obj.ctypes.data)

@@ -6,7 +6,7 @@ It is TVMScript's ``tirx`` surface plus TileLang's own spelling (``T.Kernel``,
 """
 
 # The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
-from tvm.script.parser.tirx import *  # noqa: F401,F403
+from tvm.script.parser.tirx import *
 from tvm.script.parser.tirx import Buffer as _Buffer
 from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
@@ -19,17 +19,17 @@ from .loop import Parallel
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
+    alloc_fragment,
     annotate_layout,
     atomic_add,
-    alloc_fragment,
     clear,
     copy,
     cumsum,
     fill,
     gemm,
     reduce,
-    reduce_abssum,
     reduce_absmax,
+    reduce_abssum,
     reduce_max,
     reduce_min,
     reduce_sum,
@@ -81,32 +81,32 @@ def _tilelang_cause(err: BaseException):
 # another parsed function.
 prim_func.dispatch_token = "tirx"
 
-__all__ = [  # noqa: F405 - the star import provides the rest
+__all__ = [
     "Kernel",
     "Parallel",
     "Pipelined",
+    "Tensor",
+    "alloc_fragment",
+    "alloc_local",
+    "alloc_shared",
     "annotate_layout",
     "atomic_add",
-    "use_swizzle",
-    "alloc_fragment",
     "clear",
     "copy",
     "cumsum",
-    "fill",
-    "gemm",
-    "reduce",
-    "reduce_abssum",
-    "reduce_absmax",
-    "reduce_max",
-    "reduce_min",
-    "reduce_sum",
-    "Tensor",
-    "alloc_local",
-    "alloc_shared",
     "dynamic",
     "ext",
+    "fill",
+    "gemm",
     "get_block_binding",
     "get_thread_binding",
     "prim_func",
+    "reduce",
+    "reduce_absmax",
+    "reduce_abssum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_sum",
     "symbolic",
+    "use_swizzle",
 ]

@@ -82,7 +82,7 @@ class Kernel:
         _ACTIVE.append(self)
         return blocks[0] if len(blocks) == 1 else tuple(blocks)
 
-    def __exit__(self, *exc: Any) -> bool | None:
+    def __exit__(self, *exc: object) -> bool | None:
         assert self._stack is not None
         _ACTIVE.remove(self)
         return self._stack.__exit__(*exc)

@@ -11,7 +11,7 @@ from ..errors import LanguageError
 from .ops import PARALLEL_EXTENT
 
 
-def Parallel(*extents: Any) -> Any:  # noqa: N802 - upstream TileLang spelling
+def Parallel(*extents: Any) -> Any:
     """``for i, j in T.Parallel(M, N)``: a data-parallel loop nest over a tile.
 
     Each iteration is independent; the backend decides how the nest runs (CPU: the thread

@@ -85,7 +85,7 @@ def clear(dst: Any) -> None:
     fill(dst, 0)
 
 
-def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
+def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = None, clear_accum: bool = False, k_pack: int = 1, wg_wait: int = 0) -> None:
     """C (+)= op(A) @ op(B) on tiles. ``policy``, ``k_pack`` and ``wg_wait`` are accepted
     for source compatibility; how the backend maps the product onto threads is its choice."""
@@ -204,7 +204,7 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True) -
               tirx.const(SWIZZLE_ORDERS.index(order), "int32"))
 
 
-def Pipelined(n: Any, num_stages: int = 0, order: Any = None, stage: Any = None,  # noqa: N802
+def Pipelined(n: Any, num_stages: int = 0, order: Any = None, stage: Any = None,
               sync: Any = None, group: Any = None) -> Any:
     """``for k in T.Pipelined(n, num_stages=3)``: a serial loop whose iterations a backend
     may overlap (software pipelining of its copies). The annotation carries the stages;

@@ -21,10 +21,10 @@ from tvm import tirx
 from tvm.ir import Range
 from tvm.sym.analyzer import Analyzer
 
+from ..backend.pass_pipeline import prim_func_pass
 from ..errors import LanguageError
 from ..language.ops import ATOMIC_ADD_ELEMENT, TILE_OPS
 from ..language.tile import REDUCE_KINDS
-from ..backend.pass_pipeline import prim_func_pass
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 ATOMIC_ADD_ELEMENT_OP = tvm.ir.Op.get(ATOMIC_ADD_ELEMENT)
@@ -323,5 +323,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def LowerTileOps() -> Any:  # noqa: N802 - TVM pass naming
+def LowerTileOps() -> Any:
     return prim_func_pass(_run, "tl.LowerTileOps")

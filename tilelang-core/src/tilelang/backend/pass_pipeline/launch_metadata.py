@@ -107,7 +107,7 @@ def _ffi_kernel_call(call: Any) -> tuple[str, list[Any], dict[str, Any]]:
     return str(args[0].value), operands, dict(zip(values, extents))
 
 
-def CaptureLaunchMetadata(host_calls: bool = False) -> Any:  # noqa: N802 - TVM pass naming
+def CaptureLaunchMetadata(host_calls: bool = False) -> Any:
     """host_calls: also record direct calls of module functions (see the module docstring)."""
     import tvm
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
+
 from ...backend.pass_pipeline import prim_func_pass
 
 
@@ -24,5 +25,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(body)
 
 
-def RelaxParamAlignment() -> Any:  # noqa: N802 - TVM pass naming
+def RelaxParamAlignment() -> Any:
     return prim_func_pass(_run, "tl.cpu.RelaxParamAlignment")

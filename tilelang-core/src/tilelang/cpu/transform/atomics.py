@@ -13,8 +13,8 @@ from typing import Any
 import tvm_ffi
 from tvm import tirx
 
-from ...language.ops import ATOMIC_ADD_ELEMENT
 from ...backend.pass_pipeline import prim_func_pass
+from ...language.ops import ATOMIC_ADD_ELEMENT
 
 
 def _is_atomic(node: Any) -> bool:
@@ -38,7 +38,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post"))
 
 
-def LowerAtomics() -> Any:  # noqa: N802 - TVM pass naming
+def LowerAtomics() -> Any:
     return prim_func_pass(_run, "tl.cpu.LowerAtomics")
 
 

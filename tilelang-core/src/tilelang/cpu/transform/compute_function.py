@@ -24,6 +24,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import tirx
+
 from ...backend.pass_pipeline import prim_func_pass
 
 
@@ -49,7 +50,7 @@ def _allocate_on_stack(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(func.body, (tvm.ir.Var, on_var), order="post"))
 
 
-def AllocateOnStack() -> Any:  # noqa: N802 - TVM pass naming
+def AllocateOnStack() -> Any:
     return prim_func_pass(_allocate_on_stack, "tl.cpu.AllocateOnStack")
 
 
@@ -58,11 +59,11 @@ def _outline(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tirx.AttrStmt(target, "target", 0, func.body))
 
 
-def OutlineComputeFunction() -> Any:  # noqa: N802 - TVM pass naming
+def OutlineComputeFunction() -> Any:
     return prim_func_pass(_outline, "tl.cpu.OutlineComputeFunction")
 
 
-def KeepComputeFunctions() -> Any:  # noqa: N802 - TVM pass naming
+def KeepComputeFunctions() -> Any:
     def run(mod: Any, ctx: Any) -> Any:
         kept = {gv: f for gv, f in mod.functions.items()
                 if f.attrs is None or not f.attrs.get("tirx.is_entry_func", False)}

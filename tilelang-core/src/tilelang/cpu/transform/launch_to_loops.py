@@ -17,9 +17,9 @@ import tvm_ffi
 from tvm import tirx
 
 from ...backend import pass_config
+from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
 from .atomics import uses_atomics
-from ...backend.pass_pipeline import prim_func_pass
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
 
@@ -134,5 +134,5 @@ def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(body)
 
 
-def LowerKernelLaunchToLoops() -> Any:  # noqa: N802 - TVM pass naming
+def LowerKernelLaunchToLoops() -> Any:
     return prim_func_pass(_lower_func, "tl.cpu.LowerKernelLaunchToLoops")

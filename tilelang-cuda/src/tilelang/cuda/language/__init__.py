@@ -1,13 +1,13 @@
 """``from tilelang.cuda import language as T``: the common TileLang surface plus CUDA
 extensions (warp shuffles and votes, block barriers, atomics)."""
 
-from tilelang.language import *  # noqa: F401,F403
+from tilelang.language import *
 from tilelang.language import __all__ as _common_all
 
 from .extensions import (
     activemask,
-    any_sync,
     all_sync,
+    any_sync,
     atomic_add,
     atomic_max,
     atomic_min,

@@ -6,4 +6,4 @@ from .partition_parallel import PartitionParallelLoops
 from .rasterize import RasterizeBlocks
 from .tensor_core import LowerTensorCoreGemm
 
-__all__ = ["LowerAtomics", "LowerTensorCoreGemm", "RasterizeBlocks", "PartitionParallelLoops", "PlaceFragments"]
+__all__ = ["LowerAtomics", "LowerTensorCoreGemm", "PartitionParallelLoops", "PlaceFragments", "RasterizeBlocks"]

@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tvm import tirx
-
+from tilelang.backend.pass_pipeline import prim_func_pass
 from tilelang.errors import LanguageError
 from tilelang.language.ops import ATOMIC_ADD_ELEMENT
-from tilelang.backend.pass_pipeline import prim_func_pass
+from tvm import tirx
 
 ATOMIC_ADD_DTYPES = ("float32", "float64", "int32", "uint32", "float16", "bfloat16")
 
@@ -37,5 +36,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(body)
 
 
-def LowerAtomics() -> Any:  # noqa: N802 - TVM pass naming
+def LowerAtomics() -> Any:
     return prim_func_pass(_run, "tl.cuda.LowerAtomics")

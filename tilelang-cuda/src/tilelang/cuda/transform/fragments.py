@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
+from tilelang.backend.pass_pipeline import prim_func_pass
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
-from tilelang.backend.pass_pipeline import prim_func_pass
 
 FRAGMENT_SCOPE = "local.fragment"
 
@@ -28,9 +28,7 @@ def _accesses(node: Any, buffer: Any) -> list[list[Any]]:
     found: list[list[Any]] = []
 
     def visit(item: Any) -> None:
-        if isinstance(item, tirx.BufferStore) and item.buffer.same_as(buffer):
-            found.append(list(item.indices))
-        elif isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer) and item.source.same_as(buffer):
+        if isinstance(item, tirx.BufferStore) and item.buffer.same_as(buffer) or isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer) and item.source.same_as(buffer):
             found.append(list(item.indices))
 
     tvm_ffi.structural_walk(node, visit)
@@ -108,5 +106,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
 
 
-def PlaceFragments() -> Any:  # noqa: N802 - TVM pass naming
+def PlaceFragments() -> Any:
     return prim_func_pass(_run, "tl.cuda.PlaceFragments")

@@ -18,12 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
+from tilelang.backend.pass_pipeline import prim_func_pass
+from tilelang.errors import LanguageError
 from tvm import tirx
 from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
-
-from tilelang.errors import LanguageError
-from tilelang.backend.pass_pipeline import prim_func_pass
 
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -306,5 +305,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def PartitionParallelLoops() -> Any:  # noqa: N802 - TVM pass naming
+def PartitionParallelLoops() -> Any:
     return prim_func_pass(_run, "tl.cuda.PartitionParallelLoops")

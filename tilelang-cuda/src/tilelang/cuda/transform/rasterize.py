@@ -15,10 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tvm import tirx
-
-from tilelang.transform.lower_tile_ops import BLOCK_SWIZZLE_ATTR
 from tilelang.backend.pass_pipeline import prim_func_pass
+from tilelang.transform.lower_tile_ops import BLOCK_SWIZZLE_ATTR
+from tvm import tirx
 
 
 def _remap(bx: Any, by: Any, gx: Any, gy: Any, panel: int) -> tuple[Any, Any]:
@@ -64,5 +63,5 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre"))
 
 
-def RasterizeBlocks() -> Any:  # noqa: N802 - TVM pass naming
+def RasterizeBlocks() -> Any:
     return prim_func_pass(_run, "tl.cuda.RasterizeBlocks")

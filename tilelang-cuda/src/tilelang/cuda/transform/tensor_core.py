@@ -31,18 +31,16 @@ from typing import Any
 
 import tvm
 import tvm_ffi
+from tilelang.backend.pass_pipeline import pass_config, prim_func_pass
+from tilelang.language.ops import TILE_OPS
+from tilelang.transform.lower_tile_ops import TileOpLowering
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm.sym.analyzer import Analyzer
 from tvm_ffi.structural import WalkResult
 
-from tilelang.backend.pass_pipeline import pass_config
-from tilelang.language.ops import TILE_OPS
-from tilelang.transform.lower_tile_ops import TileOpLowering
-
 from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
 from .partition_parallel import ALIGNMENT_ATTR
-from tilelang.backend.pass_pipeline import prim_func_pass
 
 WARP = 32
 SHARED_SCOPES = ("shared", "shared.dyn")
@@ -781,5 +779,5 @@ def _tl_ops(func: Any) -> set[str]:
     return tl_op_names_in(func.body)
 
 
-def LowerTensorCoreGemm() -> Any:  # noqa: N802 - TVM pass naming
+def LowerTensorCoreGemm() -> Any:
     return prim_func_pass(_run, "tl.cuda.LowerTensorCoreGemm")
