@@ -158,8 +158,21 @@ def test_declared_strides_are_checked_in_c(tmp_path: Any) -> None:
 
 
 def test_cython_does_not_run_llvm_targets() -> None:
-    with pytest.raises(BackendUnavailableError, match=r"cython: does not support target .*llvm"):
+    with pytest.raises(BackendUnavailableError,
+                       match=r"cython: does not support target kind 'llvm'; it serves 'c': pass target='c'"):
         tilelang.compile(elementwise_add(4, 8), out_idx=[-1], target="llvm", execution_backend="cython")
+
+
+@pytest.mark.parametrize("target", ["cpu", "auto"])
+def test_a_chosen_cpu_target_takes_the_kind_cython_serves(target: str) -> None:
+    from tilelang.backend import create_backend_context
+
+    if create_backend_context(target, execution_backend=None).module.name != "cpu":
+        pytest.skip("auto picks a GPU here")
+    kernel = tilelang.compile(elementwise_add(4, 8), out_idx=[-1], target=target, execution_backend="cython")
+    assert kernel.context.target.kind.name == "c"
+    assert "kind 'c' for execution backend 'cython'" in kernel.describe()
+    np.testing.assert_array_equal(kernel(f32(4, 8), f32(4, 8)), f32(4, 8) * 2)
 
 
 def test_launch_metadata_outside_the_grammar_is_a_compile_error() -> None:

@@ -306,7 +306,10 @@ def _select_execution(module: BackendModule, target: Any, request: str) -> tuple
             continue
         why = probe(impl.unavailable_reason) or probe(spec.is_available)
         if why is None and spec.supports_target is not None and not spec.supports_target(target):
-            why = f"does not support target {target}"
+            served = [k for k in module.target_kinds if k != target.kind.name
+                      and spec.supports_target(to_tvm_target({"kind": k}))]
+            why = f"does not support target kind {target.kind.name!r}" + (
+                f"; it serves {', '.join(repr(k) for k in served)}: pass target={served[0]!r}" if served else "")
         if why is not None:
             reasons.append(f"{spec.name}: {why}")
             continue
@@ -346,6 +349,8 @@ def create_backend_context(
     module = _select_module(device)
     if module.canonicalize_target is not None:
         device = module.canonicalize_target(device)
+    if source != "explicit" and execution_backend not in (None, "auto"):
+        device, source = _kind_for_execution(module, device, source, execution_backend)
     why = probe(module.unavailable_reason)
     if why is not None:
         raise BackendUnavailableError(f"target backend {module.name!r} cannot compile here: {why}")
@@ -362,3 +367,22 @@ def create_backend_context(
         return BackendContext(module, device, host, None, CODEGEN_ONLY, source)
     impl, spec = _select_execution(module, device, execution_backend)
     return BackendContext(module, device, host, impl, spec, source)
+
+
+def _kind_for_execution(module: BackendModule, device: Any, source: str, request: str) -> tuple[Any, str]:
+    """A target the backend chose (an alias, "auto") may take another of the backend's
+    kinds when the requested execution backend serves only that one: ``target="cpu",
+    execution_backend="cython"`` compiles for the kind cython calls. A target given
+    explicitly is kept, and an unsupported pair is reported by step 3."""
+    spec = module.spec(request)
+    if spec is None or spec.supports_target is None or spec.supports_target(device):
+        return device, source
+    for kind in module.target_kinds:
+        if kind == device.kind.name:
+            continue
+        candidate = to_tvm_target({"kind": kind})
+        if module.canonicalize_target is not None:
+            candidate = module.canonicalize_target(candidate)
+        if spec.supports_target(candidate):
+            return candidate, f"{source}, kind {kind!r} for execution backend {request!r}"
+    return device, source
