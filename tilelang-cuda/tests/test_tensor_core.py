@@ -317,3 +317,74 @@ def test_unsupported_layout_annotations_are_named():
                 S = T.alloc_shared((64, 64), "float16")
                 T.annotate_layout({S: "row-major"})
                 T.copy(A, S)
+
+
+# -- what stays on the SIMT path ------------------------------------------------------------------
+def _k_half_acc():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float16")
+            T.clear(Cl)
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, Cl)
+            T.copy(Cl, C)
+    return main
+
+def _k_slice():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((32, 64), "float32")
+            T.clear(Cl)
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As[0:32, 0:64], Bs, Cl)
+            T.copy(Cl, C)
+    return main
+
+def _k_reg_a():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            Af = T.alloc_fragment((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.clear(Cl)
+            T.copy(A, Af)
+            T.copy(B, Bs)
+            T.gemm(Af, Bs, Cl)
+            T.copy(Cl, C)
+    return main
+
+def _k_threads(n):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=n) as _:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.clear(Cl)
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, Cl)
+            T.copy(Cl, C)
+    return main
+
+
+@pytest.mark.parametrize("make,expected", [
+    (_k_half_acc, "simt"),  # fp16 accumulator: mma with fp32 accumulation only
+    (_k_slice, "simt"),  # a slice of a shared tile as an operand
+    (_k_reg_a, "simt"),  # A held in a fragment
+    (lambda: _k_threads(96), "simt"),  # 3 warps cannot split 64x64 into 16x16 pieces
+    (lambda: _k_threads((64, 2)), "simt"),  # a 2-d thread block
+    (lambda: _k_threads(64), "mma"),
+])
+def test_gemm_instruction_selection(make, expected):
+    source = body(tilelang.lower(make(), target=SM90).device_source)
+    assert ("mma" if "tl_mma" in source else "simt") == expected
