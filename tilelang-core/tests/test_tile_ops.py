@@ -61,6 +61,14 @@ def test_gemm_fp16_inputs_accumulate_in_fp32():
     np.testing.assert_allclose(out, a.astype("float32") @ b.astype("float32"), rtol=1e-3, atol=1e-3)
 
 
+
+def test_gemm_bf16_inputs_with_edge_tiles():
+    torch = pytest.importorskip("torch")
+    a = torch.randn(40, 32, dtype=torch.bfloat16)  # numpy has no bfloat16: torch CPU tensors
+    b = torch.randn(32, 24, dtype=torch.bfloat16)
+    out = cpu(tiled_gemm(40, 24, 32, dtype="bfloat16"))(a, b)
+    torch.testing.assert_close(out, a.float() @ b.float(), rtol=1e-4, atol=1e-4)  # exact products, fp32 sums
+
 def reductions(M, N, kind, dim, clear):
     out_shape = (M,) if dim == 1 else (N,)
 
