@@ -73,3 +73,19 @@ def test_corrupt_entry_is_rebuilt_with_a_warning():
     assert not again.from_cache
     a = np.ones((8, 4), "float32")
     np.testing.assert_array_equal(again(a, a), 2 * a)
+
+
+def test_compiler_fingerprint_covers_python_and_headers(tmp_path, monkeypatch):
+    """A changed device header (pasted into kernels by codegen) must miss the cache too."""
+    import tilelang
+    from tilelang.jit.kernel import compiler_fingerprint
+
+    fingerprint = getattr(compiler_fingerprint, "__wrapped__", compiler_fingerprint)
+    (tmp_path / "pass.py").write_text("X = 1\n")
+    (tmp_path / "helpers.h").write_text("// v1\n")
+    monkeypatch.setattr(tilelang, "__path__", [str(tmp_path)])
+    first = fingerprint()
+    (tmp_path / "helpers.h").write_text("// v2\n")
+    second = fingerprint()
+    (tmp_path / "pass.py").write_text("X = 2\n")
+    assert len({first, second, fingerprint()}) == 3

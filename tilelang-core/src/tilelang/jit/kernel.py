@@ -20,19 +20,24 @@ log = logging.getLogger("tilelang.jit")
 
 @functools.cache
 def compiler_fingerprint() -> str:
-    """A hash of the compiler's own Python sources (core and every plugin installed under
-    the tilelang package): a changed pass, even in an editable install with an unchanged
-    version, must not hit kernels compiled by the old code. Computed once per process."""
+    """A hash of the compiler's own sources (core and every plugin installed under the
+    tilelang package: Python, and the C/CUDA headers that codegen pastes into kernels): a
+    changed pass or device helper, even in an editable install with an unchanged version,
+    must not hit kernels compiled by the old code. Computed once per process."""
     import hashlib
 
     import tilelang
 
     digest = hashlib.sha256()
     for root in sorted(set(tilelang.__path__)):
-        for path in sorted(Path(root).rglob("*.py")):
+        for path in sorted(p for suffix in COMPILER_SOURCE_SUFFIXES for p in Path(root).rglob(f"*{suffix}")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+#: files whose contents shape generated code
+COMPILER_SOURCE_SUFFIXES = (".py", ".h")
 
 
 def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
