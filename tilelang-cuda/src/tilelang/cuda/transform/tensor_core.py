@@ -26,7 +26,7 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import tvm
@@ -188,10 +188,11 @@ class SharedTile:
 
 @dataclass
 class Accumulator:
+    """A fragment kept in the mma layout: ``regs`` is the thread's own elements."""
+
     old: Any
     layout: MMALayout
     regs: Any = None
-    gemms: list[Any] = field(default_factory=list)
 
 
 class _Kernel:
