@@ -118,6 +118,7 @@ def measure(target: str, device: str, calls: int) -> dict:
         kernel(a, b, c)
         torch.testing.assert_close(c, a + b)
         row[f"{spec.name}_us"] = round(per_call_us(lambda: kernel(a, b, c), calls, sync), 2)
+        row[f"{spec.name}_vs_torch_add"] = round(row[f"{spec.name}_us"] / row["torch_add_out_us"], 2)
         if device == "cuda":
             row[f"{spec.name}_submit_us"] = round(submit_us(lambda: kernel(a, b, c), sync), 2)
     return row
