@@ -84,6 +84,37 @@ class MMALayout:
     def per_thread(self) -> int:
         return self.mt * self.nt * 4
 
+    # The formulas below take IR expressions or Python ints (``//`` and ``%`` are floordiv
+    # and floormod on both), so tests can check them against the PTX ISA's definitions.
+    def warp_coords(self, warp: Any) -> tuple[Any, Any]:
+        return warp // self.warps_n, warp % self.warps_n
+
+    def a_address(self, lane: Any, warp_m: Any, mi: Any, kk: Any, trans_a: bool) -> tuple[Any, Any]:
+        """(row, col) in A's shared tile of the row this lane gives ldmatrix.x4 for the
+        A fragment of piece ``mi``, k step ``kk``. Matrix q = lane // 8 covers rows
+        m0 + 8 (q % 2) and k columns 8 (q // 2) of the 16x16 operand; ``.trans`` when A
+        is stored [k][m]."""
+        m0 = warp_m * self.wm + mi * 16 + (lane // 8) % 2 * 8
+        k0 = kk * 16 + lane // 16 * 8
+        return (k0 + lane % 8, m0) if trans_a else (m0 + lane % 8, k0)
+
+    def b_address(self, lane: Any, warp_n: Any, nj: Any, kk: Any, trans_b: bool) -> tuple[Any, Any]:
+        """(row, col) in B's shared tile for ldmatrix.x4 of two 8-column pieces (2 nj,
+        2 nj + 1): matrix q covers n columns 8 (q // 2) and k rows 8 (q % 2); ``.trans``
+        when B is stored [k][n] (mma wants B column-major)."""
+        n0 = warp_n * self.wn + nj * 16 + lane // 16 * 8
+        k0 = kk * 16 + (lane // 8) % 2 * 8
+        return (n0 + lane % 8, k0) if trans_b else (k0 + lane % 8, n0)
+
+    def c_position(self, lane: Any, warp_m: Any, warp_n: Any, mi: Any, ni: Any, h: Any, v: Any) -> tuple[Any, Any]:
+        """(row, col) of C held in accumulator register 2h + v of piece (mi, ni)."""
+        return (warp_m * self.wm + mi * 16 + lane // 4 + h * 8,
+                warp_n * self.wn + ni * 8 + lane % 4 * 2 + v)
+
+    def c_register(self, mi: Any, ni: Any, h: Any, v: Any) -> Any:
+        """Index of that element in the thread's accumulator array."""
+        return ((mi * self.nt + ni) * 2 + h) * 2 + v
+
 
 def choose_layout(m: int, n: int, warps: int) -> MMALayout | None:
     """The squarest warp grid whose warp tiles are multiples of 16 x 16 (B fragments are
@@ -583,11 +614,9 @@ class _Kernel:
         """A nest over C's shape, at C's own indices -> the thread's own elements."""
         layout = acc.layout
         mi, ni, h, v = (self.var(n) for n in ("mi", "ni", "h", "v"))
-        warp_m = tirx.floordiv(self.warp, layout.warps_n)
-        warp_n = tirx.floormod(self.warp, layout.warps_n)
-        row = warp_m * layout.wm + mi * 16 + tirx.floordiv(self.lane, 4) + h * 8
-        col = warp_n * layout.wn + ni * 8 + tirx.floormod(self.lane, 4) * 2 + v
-        index = ((mi * layout.nt + ni) * 2 + h) * 2 + v
+        warp_m, warp_n = layout.warp_coords(self.warp)
+        row, col = layout.c_position(self.lane, warp_m, warp_n, mi, ni, h, v)
+        index = layout.c_register(mi, ni, h, v)
 
         def on_store(store: Any) -> Any:
             if store.buffer.same_as(acc.old):
@@ -619,29 +648,19 @@ class _Kernel:
         layout = acc.layout
         k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
         lane = self.lane
-        warp_m = tirx.floordiv(self.warp, layout.warps_n)
-        warp_n = tirx.floormod(self.warp, layout.warps_n)
+        warp_m, warp_n = layout.warp_coords(self.warp)
         ksteps = k_total // 16
         buffers = 2 if ksteps > 1 and self.double_buffer else 1  # fragments of step kk + 1 load while kk computes
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4,), "uint32", name="A_frag", scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        quad = tirx.floordiv(lane, 16) * 8  # which 8-wide half a lane's matrix starts at
-        half = tirx.floormod(tirx.floordiv(lane, 8), 2) * 8
-        row8 = tirx.floormod(lane, 8)
         intrinsic = MMA_INTRINSICS[str(args[0].source.dtype)]
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
-            m0 = warp_m * layout.wm + mi * 16
-            if trans_a:  # stored [k][m]
-                a_addr, a_load = a.address(kk * 16 + quad + row8, m0 + half), "tl_ldmatrix_x4_trans"
-            else:
-                a_addr, a_load = a.address(m0 + half + row8, kk * 16 + quad), "tl_ldmatrix_x4"
-            n0 = warp_n * layout.wn + nj * 16
-            if trans_b:  # stored [n][k]
-                b_addr, b_load = b.address(n0 + quad + row8, kk * 16 + half), "tl_ldmatrix_x4"
-            else:
-                b_addr, b_load = b.address(kk * 16 + half + row8, n0 + quad), "tl_ldmatrix_x4_trans"
+            a_addr = a.address(*layout.a_address(lane, warp_m, mi, kk, trans_a))
+            a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
+            b_addr = b.address(*layout.b_address(lane, warp_n, nj, kk, trans_b))
+            b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
             return _seq([_loop(mi, layout.mt, _extern(a_load, a_dst, a_addr)),
