@@ -81,7 +81,7 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
     return tvm_ffi.structural_map(stmt, (tirx.For, on_stmt), order="pre")
 
 
-def _lower_launch(stmt: Any, kernel: str) -> Any:
+def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     chain, body = _launch_chain(stmt)
     blocks = [(t, v, e) for t, v, e in chain if t.startswith("blockIdx")]
     threads = [(t, v, e) for t, v, e in chain if t.startswith("threadIdx")]
@@ -94,9 +94,7 @@ def _lower_launch(stmt: Any, kernel: str) -> Any:
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent
-    parallel_blocks = not pass_config("tl.disable_parallel", False) and not uses_atomics(body) and not (
-        isinstance(total, tirx.IntImm) and total.value == 1
-    )
+    parallel_blocks = not serial and not (isinstance(total, tirx.IntImm) and total.value == 1)
     if parallel_blocks:
         body = _serialize_parallel(body)
     if not blocks:
@@ -115,17 +113,17 @@ def _lower_launch(stmt: Any, kernel: str) -> Any:
 
 def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+    serial = pass_config("tl.disable_parallel", False) or uses_atomics(func.body)
 
     def on_attr(stmt: Any) -> Any:
         if stmt.attr_key == "thread_extent" and stmt.node.thread_tag.startswith("blockIdx"):
-            return _lower_launch(stmt, kernel)
+            return _lower_launch(stmt, kernel, serial)
         if stmt.attr_key == "thread_extent":
             # a T.Kernel with threads but no grid cannot be written; a bare launch_thread
             # of a thread axis is lowered the same way
-            return _lower_launch(stmt, kernel)
+            return _lower_launch(stmt, kernel, serial)
         return stmt
 
-    serial = pass_config("tl.disable_parallel", False) or uses_atomics(func.body)
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
     if serial:
         body = _serialize_parallel(body)

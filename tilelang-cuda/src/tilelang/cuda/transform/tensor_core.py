@@ -32,11 +32,10 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.backend.pass_pipeline import pass_config, prim_func_pass
-from tilelang.language.ops import TILE_OPS
+from tilelang.language.ops import TILE_OPS, tl_op_names_in
 from tilelang.transform.lower_tile_ops import TileOpLowering
 from tvm import tirx
 from tvm.ir import TensorLoad
-from tvm.sym.analyzer import Analyzer
 from tvm_ffi.structural import WalkResult
 
 from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
@@ -234,8 +233,8 @@ class _Kernel:
         self.accumulators: dict[Any, Accumulator] = {}
         self.tiles: dict[Any, SharedTile] = {}
         self.pipelined: dict[Any, int] = {}  # loop -> stages
-        self.analyzer = Analyzer()
         self.lowering = TileOpLowering(func, kernel)
+        self.analyzer = self.lowering.analyzer  # knows every block, thread and loop range
         self.needs_alignment = False
         self.counter = 0
         self.min_blocks: int | None = None  # blocks per SM the launch bounds promise
@@ -706,10 +705,10 @@ class _Kernel:
         ahead = stages - 1
         prologue = []
         for s in range(ahead):
-            issue = self._issue(producers, k, tirx.IntImm("int32", s), s)
+            issue = self._issue(producers, k, n, tirx.IntImm("int32", s), s)
             prologue += [tirx.IfThenElse(tirx.IntImm("int32", s) < n, issue, None), _extern("tl_cp_async_commit")]
         nxt = k + ahead
-        issue = self._issue(producers, k, nxt, tirx.floormod(nxt, stages))
+        issue = self._issue(producers, k, n, nxt, tirx.floormod(nxt, stages))
         issue = _seq([tirx.IfThenElse(nxt < n, issue, None), _extern("tl_cp_async_commit")])
         first = rest[0] if rest else None
         acc = self._find(first.value.args[2].source, self.accumulators) \
@@ -722,16 +721,10 @@ class _Kernel:
         self.needs_alignment = True
         return _seq([*prologue, main, _extern("tl_cp_async_wait", 0), _sync()])
 
-    def extent_of(self, k: Any) -> Any:
-        for loop in self.pipelined:
-            if loop.loop_var.same_as(k):
-                return loop.extent
-        raise KeyError(k)
+    def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
+        return _seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])
 
-    def _issue(self, producers: list[Any], k: Any, k_value: Any, stage: Any) -> Any:
-        return _seq([self._cp_async(p.value.args[0], p.value.args[1], k, k_value, stage) for p in producers])
-
-    def _cp_async(self, src: Any, dst: Any, k: Any, k_value: Any, stage: Any) -> Any:
+    def _cp_async(self, src: Any, dst: Any, k: Any, n: Any, k_value: Any, stage: Any) -> Any:
         """One tile, global -> stage ``stage`` of its shared buffer, for iteration
         ``k_value``: 16-byte vectors dealt round-robin over the threads."""
         tile = self._find(dst.source, self.tiles)
@@ -743,14 +736,14 @@ class _Kernel:
         vectors = rows * per_row
         it = self.var("v")
         iterations = (vectors + self.threads - 1) // self.threads
-        self.lowering.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
+        self.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
         q = it * self.threads + self.tid
         r, c = tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec
         mins = [_substitute(x.min, [(k, k_value)]) for x in src.region]
         index = list(mins)
         index[axes[0]], index[axes[1]] = mins[axes[0]] + r, mins[axes[1]] + c
-        with self.lowering.analyzer.constraint_scope(k_value < self.extent_of(k)):
-            conds = [i < d for i, d in zip(index, g.shape) if not self.lowering.analyzer.can_prove(i < d)]
+        with self.analyzer.constraint_scope(k_value < n):
+            conds = [i < d for i, d in zip(index, g.shape) if not self.analyzer.can_prove(i < d)]
         # declared as a read: the pipeline orders these writes with its own wait + barrier
         # (the stage written is never the one being read), which ThreadSync cannot prove
         smem = tile.address(r, c, "r", stage)
@@ -783,7 +776,7 @@ def _thread_binding(func: Any) -> tuple[Any, int] | None:
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     binding = _thread_binding(func)
-    if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in _tl_ops(func)}:
+    if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     work = _Kernel(func, kernel, *binding)
@@ -791,12 +784,6 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     if not work.accumulators and not work.tiles:
         return func
     return work.rewrite()
-
-
-def _tl_ops(func: Any) -> set[str]:
-    from tilelang.language.ops import tl_op_names_in
-
-    return tl_op_names_in(func.body)
 
 
 def LowerTensorCoreGemm() -> Any:
