@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tilelang.cuda.transform.tensor_core import MMALayout, choose_layout
+from tilelang.cuda.transform.mma_layout import MMALayout, choose_layout
 
 WARP = 32
 

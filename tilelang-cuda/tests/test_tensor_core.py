@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import tilelang
 import tilelang.language as T
-from tilelang.cuda.transform.tensor_core import choose_layout, padded_row
+from tilelang.cuda.transform.mma_layout import choose_layout, padded_row
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 

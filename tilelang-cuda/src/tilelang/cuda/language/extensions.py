@@ -80,9 +80,8 @@ def _atomic(name: str, dst: Any, value: Any) -> Any:
 def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> Any:
     """``T.atomic_add(C[i], v)``: atomicAdd, an expression with the old value (usable as a
     statement); a tile destination or value is the common T.atomic_add (tilelang.language)."""
-    from tvm.ir import TensorRegion
-
     from tilelang.language import atomic_add as tile_atomic_add
+    from tvm.ir import TensorRegion
 
     if not isinstance(dst, TensorLoad) or isinstance(value, (tirx.Buffer, TensorRegion)):
         return tile_atomic_add(dst, value, memory_order, return_prev)

@@ -24,20 +24,12 @@ from tvm import tirx
 from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
 
+from .ir_util import substitute
+
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 ALIGNMENT_ATTR = "tilelang.min_alignment"
 _VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
-
-
-def _substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
-    def on_var(var: Any) -> Any:
-        for old, new in pairs:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
 
 
 def _serialize(node: Any) -> Any:
@@ -118,7 +110,7 @@ def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
             probe = tirx.Var("vector_index", inner_var.ty)
             aligned = True
             for buffer, indices in memory:
-                offset = _substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
+                offset = substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
                 mod = analyzer.modular_set(offset)
                 if mod.coeff % v != 0 or mod.base % v != 0:
                     aligned = False
@@ -209,14 +201,14 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int,
     in_registers = _to_registers(body, list(registers), k)
     # register arrays are only registers when every index is a constant: unroll
     loop_kind = tirx.ForKind.SERIAL if in_registers.same_as(body) else tirx.ForKind.UNROLLED
-    stmt = _substitute(_serialize(in_registers), pairs)
+    stmt = substitute(_serialize(in_registers), pairs)
     if not exact:
         stmt = _guard_side_effects(stmt, k * threads + tid < vectors)
     if v > 1:
         stmt = tirx.For(lane, 0, v, tirx.ForKind.VECTORIZED, stmt)
     iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
     if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
-        return _substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
+        return substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
     return tirx.For(k, 0, iterations, loop_kind, stmt), alignment
 
 

@@ -1,5 +1,5 @@
 """LowerTensorCoreGemm: ``T.gemm`` on tensor cores and ``T.Pipelined`` copies as cp.async
-multi-buffering (sm_80 and newer). Runs before the shared LowerTileOps, which lowers
+stage rings (sm_80 and newer). Runs before the shared LowerTileOps, which lowers
 whatever this pass leaves (SIMT GEMM, other dtypes, shapes that do not fit).
 
 A GEMM qualifies when A and B are whole shared tiles of float16/bfloat16 and C is a whole
@@ -10,18 +10,16 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
   l/4 and l/4 + 8, columns 2(l%4) and 2(l%4)+1 (PTX ISA, "Matrix Fragments for
   mma.m16n8k16"). Every other use of C — T.clear/T.fill, T.copy in or out, T.Parallel
   nests that touch C at the nest's own indices — is rewritten to walk the thread's own
-  elements, so C never leaves registers (T.atomic_add of C into a global tile too). A C with any other use (a reduction reads
-  across the layout) keeps the SIMT path.
+  elements, so C never leaves registers (T.atomic_add of C into a global tile too). A C
+  with any other use (a reduction reads across the layout) keeps the SIMT path.
 * **The product** loads A and B fragments with ldmatrix (``.trans`` where the tile is
   stored the other way round) and issues one mma per 16x8 piece and 16-deep k step.
 * **Shared tiles** get a padded row stride (one 16-byte chunk when the row's chunk count
   is even), which makes the eight row addresses of every ldmatrix fall in distinct banks;
   so do tiles a kernel asks for with T.annotate_layout(make_swizzled_layout(...)).
-* **T.Pipelined(n, num_stages=s)** (s >= 2) whose body starts with T.copy of global
-  tiles into shared tiles: each such tile gets s stages; the copies become 16-byte
-  cp.async (zero-filling out-of-range vectors), issued s - 1 iterations ahead, one commit
-  group per iteration; each iteration waits for its group, then one barrier both
-  publishes the data and frees the stage the next copies overwrite.
+* **T.Pipelined** loops that feed these GEMMs become cp.async stage rings (cp_async.py).
+* **Occupancy**: the launch bounds promise the most blocks per SM that shared memory and
+  the estimated registers allow.
 """
 
 from __future__ import annotations
@@ -38,182 +36,29 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
 from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
+from .ir_util import (
+    block_barrier,
+    dtype_bytes,
+    extern_call,
+    is_full_region,
+    seq,
+    static_ints,
+    substitute,
+    tile_op_name,
+    unrolled,
+)
+from .mma_layout import CHUNK_BYTES, WARP, MMALayout, choose_layout, padded_row
 from .partition_parallel import ALIGNMENT_ATTR
 
-WARP = 32
-SHARED_SCOPES = ("shared", "shared.dyn")
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
-CP_ASYNC_BYTES = 16
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
 SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
 REGISTERS_PER_SM = 65536
 MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
 _OPS = {op: name for name, op in TILE_OPS.items()}
-_UNROLL = tirx.ForKind.UNROLLED
-
-
-@dataclass(frozen=True)
-class MMALayout:
-    """An M x N float32 accumulator spread over warps_m x warps_n warps."""
-
-    m: int
-    n: int
-    warps_m: int
-    warps_n: int
-
-    @property
-    def wm(self) -> int:
-        return self.m // self.warps_m
-
-    @property
-    def wn(self) -> int:
-        return self.n // self.warps_n
-
-    @property
-    def mt(self) -> int:  # 16-row pieces per warp
-        return self.wm // 16
-
-    @property
-    def nt(self) -> int:  # 8-column pieces per warp
-        return self.wn // 8
-
-    @property
-    def per_thread(self) -> int:
-        return self.mt * self.nt * 4
-
-    # The formulas below take IR expressions or Python ints (``//`` and ``%`` are floordiv
-    # and floormod on both), so tests can check them against the PTX ISA's definitions.
-    def warp_coords(self, warp: Any) -> tuple[Any, Any]:
-        return warp // self.warps_n, warp % self.warps_n
-
-    def a_address(self, lane: Any, warp_m: Any, mi: Any, kk: Any, trans_a: bool) -> tuple[Any, Any]:
-        """(row, col) in A's shared tile of the row this lane gives ldmatrix.x4 for the
-        A fragment of piece ``mi``, k step ``kk``. Matrix q = lane // 8 covers rows
-        m0 + 8 (q % 2) and k columns 8 (q // 2) of the 16x16 operand; ``.trans`` when A
-        is stored [k][m]."""
-        m0 = warp_m * self.wm + mi * 16 + (lane // 8) % 2 * 8
-        k0 = kk * 16 + lane // 16 * 8
-        return (k0 + lane % 8, m0) if trans_a else (m0 + lane % 8, k0)
-
-    def b_address(self, lane: Any, warp_n: Any, nj: Any, kk: Any, trans_b: bool) -> tuple[Any, Any]:
-        """(row, col) in B's shared tile for ldmatrix.x4 of two 8-column pieces (2 nj,
-        2 nj + 1): matrix q covers n columns 8 (q // 2) and k rows 8 (q % 2); ``.trans``
-        when B is stored [k][n] (mma wants B column-major)."""
-        n0 = warp_n * self.wn + nj * 16 + lane // 16 * 8
-        k0 = kk * 16 + (lane // 8) % 2 * 8
-        return (n0 + lane % 8, k0) if trans_b else (k0 + lane % 8, n0)
-
-    def c_position(self, lane: Any, warp_m: Any, warp_n: Any, mi: Any, ni: Any, h: Any, v: Any) -> tuple[Any, Any]:
-        """(row, col) of C held in accumulator register 2h + v of piece (mi, ni)."""
-        return (warp_m * self.wm + mi * 16 + lane // 4 + h * 8,
-                warp_n * self.wn + ni * 8 + lane % 4 * 2 + v)
-
-    def c_register(self, mi: Any, ni: Any, h: Any, v: Any) -> Any:
-        """Index of that element in the thread's accumulator array."""
-        return ((mi * self.nt + ni) * 2 + h) * 2 + v
-
-
-def choose_layout(m: int, n: int, warps: int) -> MMALayout | None:
-    """The squarest warp grid whose warp tiles are multiples of 16 x 16 (B fragments are
-    loaded 16 columns at a time), or None."""
-    best = None
-    for warps_m in range(1, warps + 1):
-        if warps % warps_m:
-            continue
-        warps_n = warps // warps_m
-        if m % warps_m or n % warps_n or (m // warps_m) % 16 or (n // warps_n) % 16:
-            continue
-        layout = MMALayout(m, n, warps_m, warps_n)
-        key = (abs(layout.wm - layout.wn), -layout.wm)
-        if best is None or key < best[0]:
-            best = (key, layout)
-    return None if best is None else best[1]
-
-
-def padded_row(cols: int, dtype_bytes: int) -> int:
-    """Row length (elements) that puts 8 consecutive rows' 16-byte chunks in distinct
-    banks: the row's chunk count must be odd."""
-    chunk = CP_ASYNC_BYTES // dtype_bytes
-    if cols % chunk:
-        return cols
-    return cols if (cols // chunk) % 2 else cols + chunk
-
-
-def _bytes(dtype: Any) -> int:
-    return tvm.DataType(str(dtype)).bits // 8
-
-
-def _ints(values: Any) -> list[int] | None:
-    out = []
-    for v in values:
-        if not isinstance(v, tirx.IntImm):
-            return None
-        out.append(int(v.value))
-    return out
-
-
-def _is_full(region: Any) -> bool:
-    buffer = region.source
-    return all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 and
-               tvm_ffi.structural_equal(r.extent, d) for r, d in zip(region.region, buffer.shape))
-
-
-def _op_name(stmt: Any) -> str | None:
-    if not isinstance(stmt, tirx.Evaluate):
-        return None
-    return _OPS.get(getattr(getattr(stmt.value, "op", None), "name", None))
-
-
-def _extern(name: str, *args: Any) -> Any:
-    return tirx.Evaluate(tirx.call_extern("int32", name, *args))
-
-
-def _sync() -> Any:
-    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
-
-
-def _seq(stmts: list[Any]) -> Any:
-    stmts = [s for s in stmts if s is not None]
-    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
-
-
-def _loop(var: Any, extent: Any, body: Any, kind: Any = _UNROLL) -> Any:
-    return tirx.For(var, 0, extent, kind, body)
-
-
-def _substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
-    def on_var(var: Any) -> Any:
-        for old, new in pairs:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
-
-
-@dataclass
-class SharedTile:
-    """A shared tile read by tensor-core GEMMs: its padded (and maybe staged) buffer."""
-
-    old: Any
-    new: Any = None
-    stages: int = 0
-    loop: Any = None  # the pipelined loop that stages it
-    mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
-
-    def stage(self) -> Any:
-        return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
-
-    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None) -> Any:
-        """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
-        tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
-        shape = [int(d.value) for d in self.new.shape]
-        offset = row * shape[-1] + col
-        if self.stages:
-            offset = (self.stage() if stage is None else stage) * (shape[-2] * shape[-1]) + offset
-        return self.new.access_ptr(access, offset=offset, extent=CP_ASYNC_BYTES // _bytes(self.new.dtype))
 
 
 @dataclass
@@ -225,7 +70,7 @@ class Accumulator:
     regs: Any = None
 
 
-class _Kernel:
+class _Kernel(AsyncCopyPipelines):
     def __init__(self, func: Any, kernel: str, tid: Any, threads: int) -> None:
         self.func, self.kernel, self.tid, self.threads = func, kernel, tid, threads
         self.lane = tirx.floormod(tid, WARP)
@@ -260,7 +105,7 @@ class _Kernel:
             if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
                 nests.append(parallel_nest(node))
                 return WalkResult.SKIP
-            name = _op_name(node)
+            name = tile_op_name(node)
             if name is not None:
                 ops.append((name, node.value.args))
             if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == FRAGMENT_SCOPE:
@@ -274,7 +119,7 @@ class _Kernel:
                 self.accumulators[fragment] = Accumulator(fragment, layout)
         for name, args in ops:
             if name == "annotate_layout" and args[0].source.scope() in SHARED_SCOPES and \
-                    _ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
+                    static_ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
                 self.tiles[args[0].source] = SharedTile(args[0].source)  # T.annotate_layout: padded rows
             if name == "gemm" and self._find(args[2].source, self.accumulators) is not None:
                 for region in args[:2]:
@@ -285,7 +130,7 @@ class _Kernel:
         for tile in self.tiles.values():
             old = tile.old
             rows, cols = (int(d.value) for d in old.shape)
-            shape = [rows, padded_row(cols, _bytes(old.dtype))]
+            shape = [rows, padded_row(cols, dtype_bytes(old.dtype))]
             if tile.stages:
                 shape = [tile.stages, *shape]
             # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in
@@ -297,14 +142,14 @@ class _Kernel:
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
-        if not all(_is_full(r) for r in (a, b, c)):
+        if not all(is_full_region(r) for r in (a, b, c)):
             return None
         if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
             return None
         dtype = str(a.source.dtype)
         if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
             return None
-        shapes = [_ints(r.source.shape) for r in (a, b, c)]
+        shapes = [static_ints(r.source.shape) for r in (a, b, c)]
         if any(s is None or len(s) != 2 for s in shapes):
             return None
         (a0, a1), (b0, b1), (m, n) = shapes
@@ -333,7 +178,7 @@ class _Kernel:
             elif name in ("fill", "copy", "atomic_add"):
                 ours = [r for r in regions if r.source.same_as(fragment)]
                 others = [r for r in regions if not r.source.same_as(fragment)]
-                if not all(_is_full(r) for r in ours) or any(r.source.scope() == FRAGMENT_SCOPE for r in others):
+                if not all(is_full_region(r) for r in ours) or any(r.source.scope() == FRAGMENT_SCOPE for r in others):
                     return None
             else:
                 return None
@@ -356,7 +201,7 @@ class _Kernel:
             tvm_ffi.structural_walk(inner, [(tirx.BufferStore, visit), (TensorLoad, visit)])
             if not found:
                 continue
-            extents = _ints([loop.extent for loop in loops])
+            extents = static_ints([loop.extent for loop in loops])
             if other_fragment or extents != shape or not all(is_identity(i, loops) for i in found):
                 return None
             handled += len(found)
@@ -369,107 +214,6 @@ class _Kernel:
 
         tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, count), (TensorLoad, count)])
         return layout if len(total) == handled else None
-
-    def _find_pipelines(self) -> None:
-        """Pipelined loops whose copies can become cp.async stages."""
-        loops: list[Any] = []
-
-        def visit(node: Any) -> None:
-            if isinstance(node, tirx.For) and node.annotations and "num_stages" in node.annotations:
-                loops.append(node)
-
-        tvm_ffi.structural_walk(self.func.body, (tirx.For, visit))
-        for loop in loops:
-            stages = int(loop.annotations["num_stages"])
-            if stages < 2 or not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0):
-                continue
-            producers, _ = self._split_body(loop)
-            if not producers:
-                continue
-            staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
-            if any(t is None or t.stages or not t.mma_operand for t in staged):
-                continue
-            if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
-                continue
-            if not all(self._only_inside(t.old, loop, p) for t, p in zip(staged, producers)):
-                continue
-            for tile in staged:
-                tile.stages, tile.loop = stages, loop
-            self.pipelined[loop] = stages
-
-    @staticmethod
-    def _split_body(loop: Any) -> tuple[list[Any], list[Any]]:
-        """(leading T.copy statements into shared tiles, the rest); no producers when a
-        copy into shared memory follows other work."""
-        body = list(loop.body) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
-        producers = []
-        for stmt in body:
-            if _op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
-                    stmt.value.args[1].source.scope() in SHARED_SCOPES:
-                producers.append(stmt)
-            else:
-                break
-        rest = body[len(producers):]
-        if any(_op_name(s) == "copy" and s.value.args[1].source.scope() in SHARED_SCOPES for s in rest):
-            return [], body
-        return producers, rest
-
-    def _cp_async_ok(self, src: Any, dst: Any) -> bool:
-        """16-byte vectors of the tile are whole vectors of the global tensor, aligned."""
-        if not _is_full(dst) or _ints(dst.source.shape) is None:
-            return False
-        g = src.source
-        vec = CP_ASYNC_BYTES // _bytes(g.dtype)
-        if str(g.dtype) != str(dst.source.dtype) or _bytes(g.dtype) * vec != CP_ASYNC_BYTES:
-            return False
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
-        tile = _ints([src.region[a].extent for a in axes])
-        if tile is None or tile != _ints(dst.source.shape) or not axes or axes[-1] != len(g.shape) - 1:
-            return False
-        if tile[-1] % vec or not self.analyzer.can_prove(tirx.floormod(g.shape[-1], vec) == 0):
-            return False
-        corner = self.analyzer.modular_set(src.region[-1].min)
-        return corner.coeff % vec == 0 and corner.base % vec == 0
-
-    def _only_inside(self, buffer: Any, loop: Any, producer: Any) -> bool:
-        """Every access of ``buffer`` is inside ``loop``, the producer is its only writer,
-        and the other statements read it as tensor-core GEMM operands or plain loads."""
-
-        def touches(n: Any) -> bool:
-            if isinstance(n, tirx.BufferStore):
-                return n.buffer.same_as(buffer)
-            if isinstance(n, (TensorLoad, tvm.ir.TensorRegion)):
-                return isinstance(n.source, tirx.Buffer) and n.source.same_as(buffer)
-            return False
-
-        outside = []
-
-        def visit(node: Any) -> Any:
-            if isinstance(node, tirx.For) and node.same_as(loop):
-                return WalkResult.SKIP
-            if touches(node):
-                outside.append(node)
-            return WalkResult.ADVANCE
-
-        tvm_ffi.structural_walk(self.func.body, visit, order="pre")
-        if outside:
-            return False
-        _, rest = self._split_body(loop)
-        for stmt in rest:
-            name = _op_name(stmt)
-            if name is None:
-                writes = []
-                tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda n: writes.append(n) if touches(n) else None))
-                if writes:
-                    return False
-                continue
-            args = stmt.value.args
-            if not any(touches(a) for a in args if isinstance(a, tvm.ir.TensorRegion)):
-                continue
-            mma = name == "gemm" and self._find(args[2].source, self.accumulators) is not None
-            if not mma or touches(args[2]):
-                return False
-        return True
 
     # -- rewriting -----------------------------------------------------------------------
     def rewrite(self) -> Any:
@@ -486,7 +230,7 @@ class _Kernel:
         func = self.func.with_body(body)
         if self.needs_alignment:
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
-            func = func.with_attr(ALIGNMENT_ATTR, max(CP_ASYNC_BYTES, int(current or 0)))
+            func = func.with_attr(ALIGNMENT_ATTR, max(CHUNK_BYTES, int(current or 0)))
         return func
 
     def _plan_occupancy(self) -> None:
@@ -506,10 +250,10 @@ class _Kernel:
         frag = max(l.mt * 4 + l.nt * 2 for l in layouts)
         smem = 0
         for buffer in self._shared_buffers():
-            shape = _ints(buffer.shape)
+            shape = static_ints(buffer.shape)
             if shape is None:
                 return
-            size = _bytes(buffer.dtype)
+            size = dtype_bytes(buffer.dtype)
             for d in shape:
                 size *= d
             smem += size + SMEM_RESERVED_PER_BLOCK
@@ -577,7 +321,7 @@ class _Kernel:
         return tirx.BufferRegion(tile.new, list(region.region))  # staged tiles never reach here
 
     def _on_op(self, stmt: Any) -> Any:
-        name = _op_name(stmt)
+        name = tile_op_name(stmt)
         if name is None:
             return stmt
         args = stmt.value.args
@@ -628,14 +372,14 @@ class _Kernel:
             return load
 
         body = tvm_ffi.structural_map(inner, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
-        body = _substitute(body, [(loops[0].loop_var, row), (loops[1].loop_var, col)])
+        body = substitute(body, [(loops[0].loop_var, row), (loops[1].loop_var, col)])
         # a lane's two neighbouring columns: one paired access where nothing is guarded
         guarded = []
         tvm_ffi.structural_walk(body, [(tirx.IfThenElse, guarded.append), (tirx.For, guarded.append)])
-        body = _loop(v, 2, body, _UNROLL if guarded else tirx.ForKind.VECTORIZED)
-        body = _loop(h, 2, body)
-        body = _loop(ni, layout.nt, body)
-        return _loop(mi, layout.mt, body)
+        body = unrolled(v, 2, body, tirx.ForKind.UNROLLED if guarded else tirx.ForKind.VECTORIZED)
+        body = unrolled(h, 2, body)
+        body = unrolled(ni, layout.nt, body)
+        return unrolled(mi, layout.mt, body)
 
     def _mma(self, acc: Accumulator, args: Any, after_first_load: Any = None) -> Any:
         """C += A @ B: per 16-deep k step, ldmatrix the warp's A and B fragments, then one
@@ -662,15 +406,15 @@ class _Kernel:
             b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
-            return _seq([_loop(mi, layout.mt, _extern(a_load, a_dst, a_addr)),
-                         _loop(nj, layout.nt // 2, _extern(b_load, b_dst, b_addr))])
+            return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)),
+                         unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))])
 
         def compute(buf: int) -> Any:
             mi, ni = self.var("mi"), self.var("ni")
-            mma = _extern(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi * layout.nt + ni) * 4])),
+            mma = extern_call(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi * layout.nt + ni) * 4])),
                           tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4])),
                           tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + ni * 2])))
-            return _loop(mi, layout.mt, _loop(ni, layout.nt, mma))
+            return unrolled(mi, layout.mt, unrolled(ni, layout.nt, mma))
 
         steps = [load(0, 0), after_first_load]
         for kk in range(ksteps):
@@ -679,88 +423,21 @@ class _Kernel:
             steps.append(compute(kk % buffers))
             if kk + 1 < ksteps and buffers == 1:
                 steps.append(load(kk + 1, 0))  # one buffer: only once its fragments are used
-        compute_all = _seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), *steps])
+        compute_all = seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), *steps])
         compute = compute_all
         if bool(args[5].value):  # clear_accum
-            compute = _seq([self._fill_regs(acc), compute])
+            compute = seq([self._fill_regs(acc), compute])
         if a.stages or b.stages:
             return compute  # the pipelined loop's barrier orders it
         # ldmatrix reads through addresses ThreadSync does not follow: fence both sides
-        return _seq([_sync(), compute, _sync()])
+        return seq([block_barrier(), compute, block_barrier()])
 
     def _fill_regs(self, acc: Accumulator) -> Any:
         i = self.var("i")
-        return _loop(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, "float32"), [i]))
+        return unrolled(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, "float32"), [i]))
 
     def tiles_of(self, args: Any) -> tuple[SharedTile, SharedTile]:
         return self._find(args[0].source, self.tiles), self._find(args[1].source, self.tiles)
-
-    # -- pipelining ----------------------------------------------------------------------
-    def _on_pipelined(self, loop: Any) -> Any:
-        stages = self._find(loop, self.pipelined)
-        if stages is None:
-            return loop
-        producers, rest = self._split_body(loop)
-        n, k = loop.extent, loop.loop_var
-        ahead = stages - 1
-        prologue = []
-        for s in range(ahead):
-            issue = self._issue(producers, k, n, tirx.IntImm("int32", s), s)
-            prologue += [tirx.IfThenElse(tirx.IntImm("int32", s) < n, issue, None), _extern("tl_cp_async_commit")]
-        nxt = k + ahead
-        issue = self._issue(producers, k, n, nxt, tirx.floormod(nxt, stages))
-        issue = _seq([tirx.IfThenElse(nxt < n, issue, None), _extern("tl_cp_async_commit")])
-        first = rest[0] if rest else None
-        acc = self._find(first.value.args[2].source, self.accumulators) \
-            if first is not None and _op_name(first) == "gemm" else None
-        if acc is not None:  # the copies go out behind the first fragment loads
-            rest = [self._mma(acc, first.value.args, after_first_load=issue), *rest[1:]]
-            issue = None
-        body = [_extern("tl_cp_async_wait", ahead - 1), _sync(), issue, *rest]
-        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, _seq(body))
-        self.needs_alignment = True
-        return _seq([*prologue, main, _extern("tl_cp_async_wait", 0), _sync()])
-
-    def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
-        return _seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])
-
-    def _cp_async(self, src: Any, dst: Any, k: Any, n: Any, k_value: Any, stage: Any) -> Any:
-        """One tile, global -> stage ``stage`` of its shared buffer, for iteration
-        ``k_value``: 16-byte vectors dealt round-robin over the threads."""
-        tile = self._find(dst.source, self.tiles)
-        g = src.source
-        vec = CP_ASYNC_BYTES // _bytes(g.dtype)
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
-        rows, cols = (int(d.value) for d in dst.source.shape)
-        per_row = cols // vec
-        vectors = rows * per_row
-        it = self.var("v")
-        iterations = (vectors + self.threads - 1) // self.threads
-        self.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
-        q = it * self.threads + self.tid
-        r, c = tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec
-        mins = [_substitute(x.min, [(k, k_value)]) for x in src.region]
-        index = list(mins)
-        index[axes[0]], index[axes[1]] = mins[axes[0]] + r, mins[axes[1]] + c
-        with self.analyzer.constraint_scope(k_value < n):
-            conds = [i < d for i, d in zip(index, g.shape) if not self.analyzer.can_prove(i < d)]
-        # declared as a read: the pipeline orders these writes with its own wait + barrier
-        # (the stage written is never the one being read), which ThreadSync cannot prove
-        smem = tile.address(r, c, "r", stage)
-        if conds:
-            ok = conds[0]
-            for cond in conds[1:]:
-                ok = tirx.And(ok, cond)
-            safe = [tirx.Select(ok, i, tirx.IntImm("int32", 0)) for i in index]
-            gmem = tirx.address_of(tirx.BufferLoad(g, safe))
-            copy = _extern("tl_cp_async_16", smem, gmem, tirx.Select(ok, tirx.IntImm("int32", CP_ASYNC_BYTES),
-                                                                     tirx.IntImm("int32", 0)))
-        else:
-            copy = _extern("tl_cp_async_16", smem, tirx.address_of(tirx.BufferLoad(g, index)), CP_ASYNC_BYTES)
-        if vectors % self.threads:
-            copy = tirx.IfThenElse(q < vectors, copy, None)
-        return _loop(it, iterations, copy)
-
 
 def _thread_binding(func: Any) -> tuple[Any, int] | None:
     """(threadIdx.x var, threads) when the kernel uses threadIdx.x alone, as a constant."""

@@ -1,0 +1,232 @@
+"""T.Pipelined as cp.async stage rings (sm_80+), for the tensor-core pass.
+
+A ``T.Pipelined(n, num_stages=s)`` loop (s >= 2) whose body starts with T.copy of global
+tiles into shared tiles that tensor-core GEMMs read: each such tile gets s stages; the
+copies become 16-byte cp.async (zero-filling out-of-range vectors), issued s - 1
+iterations ahead, one commit group per iteration; each iteration waits for its group, then
+one barrier both publishes the data and frees the stage the next copies overwrite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
+
+from .ir_util import (
+    block_barrier,
+    dtype_bytes,
+    extern_call,
+    is_full_region,
+    seq,
+    static_ints,
+    substitute,
+    tile_op_name,
+    unrolled,
+)
+from .mma_layout import CHUNK_BYTES
+
+SHARED_SCOPES = ("shared", "shared.dyn")
+
+
+@dataclass
+class SharedTile:
+    """A shared tile read by tensor-core GEMMs: its padded (and maybe staged) buffer."""
+
+    old: Any
+    new: Any = None
+    stages: int = 0
+    loop: Any = None  # the pipelined loop that stages it
+    mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
+
+    def stage(self) -> Any:
+        return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
+
+    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None) -> Any:
+        """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
+        tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
+        shape = [int(d.value) for d in self.new.shape]
+        offset = row * shape[-1] + col
+        if self.stages:
+            offset = (self.stage() if stage is None else stage) * (shape[-2] * shape[-1]) + offset
+        return self.new.access_ptr(access, offset=offset, extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
+
+
+class AsyncCopyPipelines:
+    """The pipelining half of the tensor-core pass (mixed into its kernel state): finds the
+    loops to pipeline during analysis and rewrites them. Uses the host's ``func``,
+    ``tiles``, ``accumulators``, ``pipelined``, ``threads``, ``tid``, ``analyzer``,
+    ``_find``, ``var`` and ``_mma`` (the first GEMM of a stage issues the next copies
+    behind its first fragment loads)."""
+
+    def _find_pipelines(self) -> None:
+        """Pipelined loops whose copies can become cp.async stages."""
+        loops: list[Any] = []
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tirx.For) and node.annotations and "num_stages" in node.annotations:
+                loops.append(node)
+
+        tvm_ffi.structural_walk(self.func.body, (tirx.For, visit))
+        for loop in loops:
+            stages = int(loop.annotations["num_stages"])
+            if stages < 2 or not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0):
+                continue
+            producers, _ = self._split_body(loop)
+            if not producers:
+                continue
+            staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
+            if any(t is None or t.stages or not t.mma_operand for t in staged):
+                continue
+            if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
+                continue
+            if not all(self._only_inside(t.old, loop, p) for t, p in zip(staged, producers)):
+                continue
+            for tile in staged:
+                tile.stages, tile.loop = stages, loop
+            self.pipelined[loop] = stages
+
+    @staticmethod
+    def _split_body(loop: Any) -> tuple[list[Any], list[Any]]:
+        """(leading T.copy statements into shared tiles, the rest); no producers when a
+        copy into shared memory follows other work."""
+        body = list(loop.body) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
+        producers = []
+        for stmt in body:
+            if tile_op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
+                    stmt.value.args[1].source.scope() in SHARED_SCOPES:
+                producers.append(stmt)
+            else:
+                break
+        rest = body[len(producers):]
+        if any(tile_op_name(s) == "copy" and s.value.args[1].source.scope() in SHARED_SCOPES for s in rest):
+            return [], body
+        return producers, rest
+
+    def _cp_async_ok(self, src: Any, dst: Any) -> bool:
+        """16-byte vectors of the tile are whole vectors of the global tensor, aligned."""
+        if not is_full_region(dst) or static_ints(dst.source.shape) is None:
+            return False
+        g = src.source
+        vec = CHUNK_BYTES // dtype_bytes(g.dtype)
+        if str(g.dtype) != str(dst.source.dtype) or dtype_bytes(g.dtype) * vec != CHUNK_BYTES:
+            return False
+        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        tile = static_ints([src.region[a].extent for a in axes])
+        if tile is None or tile != static_ints(dst.source.shape) or not axes or axes[-1] != len(g.shape) - 1:
+            return False
+        if tile[-1] % vec or not self.analyzer.can_prove(tirx.floormod(g.shape[-1], vec) == 0):
+            return False
+        corner = self.analyzer.modular_set(src.region[-1].min)
+        return corner.coeff % vec == 0 and corner.base % vec == 0
+
+    def _only_inside(self, buffer: Any, loop: Any, producer: Any) -> bool:
+        """Every access of ``buffer`` is inside ``loop``, the producer is its only writer,
+        and the other statements read it as tensor-core GEMM operands or plain loads."""
+
+        def touches(n: Any) -> bool:
+            if isinstance(n, tirx.BufferStore):
+                return n.buffer.same_as(buffer)
+            if isinstance(n, (TensorLoad, tvm.ir.TensorRegion)):
+                return isinstance(n.source, tirx.Buffer) and n.source.same_as(buffer)
+            return False
+
+        outside = []
+
+        def visit(node: Any) -> Any:
+            if isinstance(node, tirx.For) and node.same_as(loop):
+                return WalkResult.SKIP
+            if touches(node):
+                outside.append(node)
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(self.func.body, visit, order="pre")
+        if outside:
+            return False
+        _, rest = self._split_body(loop)
+        for stmt in rest:
+            name = tile_op_name(stmt)
+            if name is None:
+                writes = []
+                tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda n: writes.append(n) if touches(n) else None))
+                if writes:
+                    return False
+                continue
+            args = stmt.value.args
+            if not any(touches(a) for a in args if isinstance(a, tvm.ir.TensorRegion)):
+                continue
+            mma = name == "gemm" and self._find(args[2].source, self.accumulators) is not None
+            if not mma or touches(args[2]):
+                return False
+        return True
+
+    # -- pipelining ----------------------------------------------------------------------
+    def _on_pipelined(self, loop: Any) -> Any:
+        stages = self._find(loop, self.pipelined)
+        if stages is None:
+            return loop
+        producers, rest = self._split_body(loop)
+        n, k = loop.extent, loop.loop_var
+        ahead = stages - 1
+        prologue = []
+        for s in range(ahead):
+            issue = self._issue(producers, k, n, tirx.IntImm("int32", s), s)
+            prologue += [tirx.IfThenElse(tirx.IntImm("int32", s) < n, issue, None), extern_call("tl_cp_async_commit")]
+        nxt = k + ahead
+        issue = self._issue(producers, k, n, nxt, tirx.floormod(nxt, stages))
+        issue = seq([tirx.IfThenElse(nxt < n, issue, None), extern_call("tl_cp_async_commit")])
+        first = rest[0] if rest else None
+        acc = self._find(first.value.args[2].source, self.accumulators) \
+            if first is not None and tile_op_name(first) == "gemm" else None
+        if acc is not None:  # the copies go out behind the first fragment loads
+            rest = [self._mma(acc, first.value.args, after_first_load=issue), *rest[1:]]
+            issue = None
+        body = [extern_call("tl_cp_async_wait", ahead - 1), block_barrier(), issue, *rest]
+        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body))
+        self.needs_alignment = True
+        return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), block_barrier()])
+
+    def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
+        return seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])
+
+    def _cp_async(self, src: Any, dst: Any, k: Any, n: Any, k_value: Any, stage: Any) -> Any:
+        """One tile, global -> stage ``stage`` of its shared buffer, for iteration
+        ``k_value``: 16-byte vectors dealt round-robin over the threads."""
+        tile = self._find(dst.source, self.tiles)
+        g = src.source
+        vec = CHUNK_BYTES // dtype_bytes(g.dtype)
+        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        rows, cols = (int(d.value) for d in dst.source.shape)
+        per_row = cols // vec
+        vectors = rows * per_row
+        it = self.var("v")
+        iterations = (vectors + self.threads - 1) // self.threads
+        self.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
+        q = it * self.threads + self.tid
+        r, c = tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec
+        mins = [substitute(x.min, [(k, k_value)]) for x in src.region]
+        index = list(mins)
+        index[axes[0]], index[axes[1]] = mins[axes[0]] + r, mins[axes[1]] + c
+        with self.analyzer.constraint_scope(k_value < n):
+            conds = [i < d for i, d in zip(index, g.shape) if not self.analyzer.can_prove(i < d)]
+        # declared as a read: the pipeline orders these writes with its own wait + barrier
+        # (the stage written is never the one being read), which ThreadSync cannot prove
+        smem = tile.address(r, c, "r", stage)
+        if conds:
+            ok = conds[0]
+            for cond in conds[1:]:
+                ok = tirx.And(ok, cond)
+            safe = [tirx.Select(ok, i, tirx.IntImm("int32", 0)) for i in index]
+            gmem = tirx.address_of(tirx.BufferLoad(g, safe))
+            copy = extern_call("tl_cp_async_16", smem, gmem, tirx.Select(ok, tirx.IntImm("int32", CHUNK_BYTES),
+                                                                     tirx.IntImm("int32", 0)))
+        else:
+            copy = extern_call("tl_cp_async_16", smem, tirx.address_of(tirx.BufferLoad(g, index)), CHUNK_BYTES)
+        if vectors % self.threads:
+            copy = tirx.IfThenElse(q < vectors, copy, None)
+        return unrolled(it, iterations, copy)

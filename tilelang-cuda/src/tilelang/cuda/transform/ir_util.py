@@ -1,0 +1,64 @@
+"""Small IR helpers shared by the CUDA backend's passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.language.ops import TILE_OPS
+from tvm import tirx
+
+_OPS = {op: name for name, op in TILE_OPS.items()}
+
+
+def dtype_bytes(dtype: Any) -> int:
+    return tvm.DataType(str(dtype)).bits // 8
+
+
+def static_ints(values: Any) -> list[int] | None:
+    out = []
+    for v in values:
+        if not isinstance(v, tirx.IntImm):
+            return None
+        out.append(int(v.value))
+    return out
+
+
+def is_full_region(region: Any) -> bool:
+    buffer = region.source
+    return all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 and
+               tvm_ffi.structural_equal(r.extent, d) for r, d in zip(region.region, buffer.shape))
+
+
+def tile_op_name(stmt: Any) -> str | None:
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    return _OPS.get(getattr(getattr(stmt.value, "op", None), "name", None))
+
+
+def extern_call(name: str, *args: Any) -> Any:
+    return tirx.Evaluate(tirx.call_extern("int32", name, *args))
+
+
+def block_barrier() -> Any:
+    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+
+
+def seq(stmts: list[Any]) -> Any:
+    stmts = [s for s in stmts if s is not None]
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def unrolled(var: Any, extent: Any, body: Any, kind: Any = tirx.ForKind.UNROLLED) -> Any:
+    return tirx.For(var, 0, extent, kind, body)
+
+
+def substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
+    def on_var(var: Any) -> Any:
+        for old, new in pairs:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
