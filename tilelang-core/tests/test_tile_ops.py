@@ -8,6 +8,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang import LanguageError
+from tilelang.testing.kernels import split_k_gemm
 
 rng = np.random.default_rng(1)
 
@@ -192,27 +193,6 @@ def histogram(n, bins, block=64):
     return main
 
 
-def split_k_gemm(M, N, K, splits, bM=32, bN=32, bK=16, dtype="float32"):
-    """C += A @ B with K split over the grid's z axis: each block adds its partial tile into
-    C with one tile-level T.atomic_add (edge tiles included)."""
-    chunk = K // splits
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=128) as (bx, by, bz):
-            As = T.alloc_shared((bM, bK), dtype)
-            Bs = T.alloc_shared((bK, bN), dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.clear(Cl)
-            for k in T.Pipelined(chunk // bK, num_stages=2):
-                T.copy(A[by * bM, bz * chunk + k * bK], As)
-                T.copy(B[bz * chunk + k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl)
-            T.atomic_add(C[by * bM, bx * bN], Cl)
-
-    return main
-
-
 def test_atomic_add_of_elements_from_every_block():
     n, bins = 1000, 17
     x = rng.integers(0, bins, n).astype("int32")
@@ -225,7 +205,7 @@ def test_atomic_add_of_tiles_accumulates_split_k():
     M, N, K = 70, 45, 64
     a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
     c = np.ones((M, N), "float32")  # added to, not overwritten
-    cpu(split_k_gemm(M, N, K, 4), out_idx=())(a, b, c)
+    cpu(split_k_gemm(M, N, K, 4, bM=32, bN=32, bK=16, dtype="float32"), out_idx=())(a, b, c)
     np.testing.assert_allclose(c, 1 + a @ b, rtol=1e-4, atol=1e-4)
 
 

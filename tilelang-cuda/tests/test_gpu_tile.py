@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import tilelang
+from tilelang.testing.kernels import split_k_gemm
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -132,9 +133,8 @@ def test_element_atomic_add_counts_from_every_thread(dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])  # tensor-core accumulator / SIMT
 def test_tile_atomic_add_split_k(dtype):
-    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
     M, N, K = 200, 136, 512
-    kernel = tilelang.compile(tc.split_k_gemm(M, N, K, 4, dtype=dtype), target="cuda")
+    kernel = tilelang.compile(split_k_gemm(M, N, K, 4, dtype=dtype), target="cuda")
     a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
     b = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
     c = torch.ones(M, N, device="cuda")

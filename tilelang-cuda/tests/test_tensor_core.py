@@ -12,6 +12,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.cuda.transform.mma_layout import choose_layout, padded_row
+from tilelang.testing.kernels import split_k_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 
@@ -236,26 +237,6 @@ def test_fragments_are_consumed_before_they_are_reloaded(config):
 
 
 # -- T.atomic_add on CUDA -----------------------------------------------------------------------
-def split_k_gemm(M, N, K, splits, bM=64, bN=64, bK=32, dtype="float16"):
-    """Each block adds its partial C tile with one tile-level T.atomic_add."""
-    chunk = K // splits
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=128) as (bx, by, bz):
-            As = T.alloc_shared((bM, bK), dtype)
-            Bs = T.alloc_shared((bK, bN), dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.clear(Cl)
-            for k in T.Pipelined(chunk // bK, num_stages=2):
-                T.copy(A[by * bM, bz * chunk + k * bK], As)
-                T.copy(B[bz * chunk + k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl)
-            T.atomic_add(C[by * bM, bx * bN], Cl)
-
-    return main
-
-
 def element_atomics(n, dtype):
     @T.prim_func
     def main(X: T.Tensor((n,), "int32"), H: T.Tensor((16,), dtype)):
@@ -320,71 +301,33 @@ def test_unsupported_layout_annotations_are_named():
 
 
 # -- what stays on the SIMT path ------------------------------------------------------------------
-def _k_half_acc():
+def single_tile_gemm(threads=128, acc="float32", a_in_fragment=False, a_rows=64):
+    """One 64x64x64 GEMM; the arguments make it one the tensor cores cannot take."""
+    alloc_a = T.alloc_fragment if a_in_fragment else T.alloc_shared
+
     @T.prim_func
-    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
-        with T.Kernel(1, threads=128) as _:
-            As = T.alloc_shared((64, 64), "float16")
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((a_rows, 64), acc)):
+        with T.Kernel(1, threads=threads) as _:
+            As = alloc_a((64, 64), "float16")
             Bs = T.alloc_shared((64, 64), "float16")
-            Cl = T.alloc_fragment((64, 64), "float16")
+            Cl = T.alloc_fragment((a_rows, 64), acc)
             T.clear(Cl)
             T.copy(A, As)
             T.copy(B, Bs)
-            T.gemm(As, Bs, Cl)
+            T.gemm(As[0:a_rows, 0:64], Bs, Cl)
             T.copy(Cl, C)
-    return main
 
-def _k_slice():
-    @T.prim_func
-    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((32, 64), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            As = T.alloc_shared((64, 64), "float16")
-            Bs = T.alloc_shared((64, 64), "float16")
-            Cl = T.alloc_fragment((32, 64), "float32")
-            T.clear(Cl)
-            T.copy(A, As)
-            T.copy(B, Bs)
-            T.gemm(As[0:32, 0:64], Bs, Cl)
-            T.copy(Cl, C)
-    return main
-
-def _k_reg_a():
-    @T.prim_func
-    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            Af = T.alloc_fragment((64, 64), "float16")
-            Bs = T.alloc_shared((64, 64), "float16")
-            Cl = T.alloc_fragment((64, 64), "float32")
-            T.clear(Cl)
-            T.copy(A, Af)
-            T.copy(B, Bs)
-            T.gemm(Af, Bs, Cl)
-            T.copy(Cl, C)
-    return main
-
-def _k_threads(n):
-    @T.prim_func
-    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=n) as _:
-            As = T.alloc_shared((64, 64), "float16")
-            Bs = T.alloc_shared((64, 64), "float16")
-            Cl = T.alloc_fragment((64, 64), "float32")
-            T.clear(Cl)
-            T.copy(A, As)
-            T.copy(B, Bs)
-            T.gemm(As, Bs, Cl)
-            T.copy(Cl, C)
     return main
 
 
-@pytest.mark.parametrize("make,expected", [
-    (_k_half_acc, "simt"),  # fp16 accumulator: mma with fp32 accumulation only
-    (_k_slice, "simt"),  # a slice of a shared tile as an operand
-    (_k_reg_a, "simt"),  # A held in a fragment
-    (lambda: _k_threads(96), "simt"),  # 3 warps cannot split 64x64 into 16x16 pieces
-    (lambda: _k_threads((64, 2)), "simt"),  # a 2-d thread block
-    (lambda: _k_threads(64), "mma"),
+@pytest.mark.parametrize("options,expected", [
+    (dict(acc="float16"), "simt"),  # fp16 accumulator: mma with fp32 accumulation only
+    (dict(a_rows=32), "simt"),  # a slice of a shared tile as an operand
+    (dict(a_in_fragment=True), "simt"),  # A held in a fragment
+    (dict(threads=96), "simt"),  # 3 warps cannot split 64x64 into 16x16 pieces
+    (dict(threads=(64, 2)), "simt"),  # a 2-d thread block
+    (dict(threads=64), "mma"),
 ])
-def test_gemm_instruction_selection(make, expected):
-    source = body(tilelang.lower(make(), target=SM90).device_source)
+def test_gemm_instruction_selection(options, expected):
+    source = body(tilelang.lower(single_tile_gemm(**options), target=SM90).device_source)
     assert ("mma" if "tl_mma" in source else "simt") == expected

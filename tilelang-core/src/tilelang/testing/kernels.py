@@ -79,3 +79,24 @@ def saxpy(n, block=64):
                     Y[bx * block + i] = a * X[bx * block + i] + Y[bx * block + i]
 
     return main
+
+
+def split_k_gemm(M, N, K, splits, bM=64, bN=64, bK=32, dtype="float16"):
+    """C += A @ B with K split over the grid's z axis: each block adds its partial C tile
+    with one tile-level T.atomic_add (edge tiles included; K a multiple of splits * bK)."""
+    chunk = K // splits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=128) as (bx, by, bz):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(chunk // bK, num_stages=2):
+                T.copy(A[by * bM, bz * chunk + k * bK], As)
+                T.copy(B[bz * chunk + k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.atomic_add(C[by * bM, bx * bN], Cl)
+
+    return main
