@@ -8,7 +8,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang import LanguageError
-from tilelang.testing.kernels import split_k_gemm
+from tilelang.testing.kernels import split_k_gemm, tile_gemm
 
 rng = np.random.default_rng(1)
 
@@ -18,31 +18,7 @@ def cpu(func, out_idx=(-1,)):
 
 
 def tiled_gemm(M, N, K, trans_a=False, trans_b=False, bM=32, bN=32, bK=16, dtype="float32"):
-    a_shape = (K, M) if trans_a else (M, K)
-    b_shape = (N, K) if trans_b else (K, N)
-    a_tile = (bK, bM) if trans_a else (bM, bK)
-    b_tile = (bN, bK) if trans_b else (bK, bN)
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            As = T.alloc_shared(a_tile, dtype)
-            Bs = T.alloc_shared(b_tile, dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.clear(Cl)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
-                if trans_a:
-                    T.copy(A[k * bK, by * bM], As)
-                else:
-                    T.copy(A[by * bM, k * bK], As)
-                if trans_b:
-                    T.copy(B[bx * bN, k * bK], Bs)
-                else:
-                    T.copy(B[k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl, transpose_A=trans_a, transpose_B=trans_b)
-            T.copy(Cl, C[by * bM, bx * bN])
-
-    return main
+    return tile_gemm(M, N, K, bM, bN, bK, trans_a, trans_b, dtype)
 
 
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])

@@ -13,6 +13,7 @@ import tilelang
 import tilelang.language as T
 from tilelang.cuda.transform.mma_layout import choose_layout, padded_row
 from tilelang.testing.kernels import split_k_gemm
+from tilelang.testing.kernels import tile_gemm as general_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 
@@ -25,40 +26,6 @@ def body(source: str) -> str:
 def gemm_source(M, N, K, bM, bN, bK, threads=128, stages=3, panel=0, dtype="float16") -> str:
     func = general_gemm(M, N, K, bM, bN, bK, dtype=dtype, stages=stages, threads=threads, panel=panel)
     return tilelang.lower(func, target=SM90, out_idx=[-1]).device_source
-
-
-def general_gemm(M, N, K, bM, bN, bK, trans_a=False, trans_b=False, dtype="float16", stages=2, relu=False,
-                 threads=128, panel=0):
-    """C = op(A) @ op(B), upstream style (optionally relu'd by a T.Parallel epilogue on the
-    fragment). The examples' GEMM is the same kernel; the tests keep their own copy so that
-    they also run from an installed wheel, away from the repository."""
-    a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
-    a_tile, b_tile = ((bK, bM) if trans_a else (bM, bK)), ((bN, bK) if trans_b else (bK, bN))
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            As = T.alloc_shared(a_tile, dtype)
-            Bs = T.alloc_shared(b_tile, dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.use_swizzle(max(panel, 1), enable=panel > 0)
-            T.clear(Cl)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                if trans_a:
-                    T.copy(A[k * bK, by * bM], As)
-                else:
-                    T.copy(A[by * bM, k * bK], As)
-                if trans_b:
-                    T.copy(B[bx * bN, k * bK], Bs)
-                else:
-                    T.copy(B[k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl, transpose_A=trans_a, transpose_B=trans_b)
-            if relu:
-                for i, j in T.Parallel(bM, bN):
-                    Cl[i, j] = T.max(Cl[i, j], T.float32(0))
-            T.copy(Cl, C[by * bM, bx * bN])
-
-    return main
 
 
 def gemm_then_row_max(M, N, K, bM=64, bN=64, bK=32):
