@@ -2,8 +2,10 @@
 the same process, with a correctness check: TFLOP/s and the ratio to torch.
 
 Configs: the canonical 128x128x32 / 128 threads / 3 stages and others (tile, threads,
-stages, rasterization panel, optionally the blocks per SM to plan registers for); the best is reported per size, with the generated kernel's
+stages, rasterization panel, pass configs: on sm_90 GEMMs run on wgmma, and the mma.sync
+path is measured too); the best is reported per size, with the generated kernel's
 instruction mix (PTX counts and ptxas' register/spill report, where nvcc is installed).
+
 Usage: python benchmarks/matmul.py [--sizes 4096 8192] [--json out]
 """
 
@@ -25,23 +27,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import time_ms
 from gemm import matmul
 
-# (bM, bN, bK, threads, num_stages, rasterization panel[, blocks per SM to plan for])
-CANONICAL = (128, 128, 32, 128, 3, 0)
+# (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the
+# pipelined GEMMs run on wgmma; "tl.disable_wgmma" measures the mma.sync path they replace.
+CANONICAL = ((128, 128, 32, 128, 3, 0), {})
+MMA_SYNC = {"tl.disable_wgmma": True}
 CONFIGS = [
     CANONICAL,
-    (128, 128, 32, 128, 3, 8),
-    (128, 128, 32, 128, 4, 8),
-    (128, 128, 32, 128, 3, 8, 3),  # three blocks per SM: single-buffered fragments, some spills
-    (128, 128, 64, 128, 3, 8),
-    (128, 128, 64, 256, 3, 8),
-    (64, 64, 32, 128, 3, 0),
+    ((128, 128, 32, 128, 3, 8), {}),
+    ((128, 128, 32, 128, 4, 8), {}),
+    ((128, 128, 64, 128, 3, 8), {}),
+    ((128, 128, 64, 128, 4, 8), {}),
+    ((128, 256, 64, 256, 3, 8), {}),
+    ((256, 128, 64, 256, 3, 8), {}),
+    ((128, 256, 32, 256, 4, 8), {}),
+    ((128, 128, 64, 128, 3, 8), MMA_SYNC),  # the best mma.sync config
+    ((128, 128, 32, 128, 3, 0), MMA_SYNC),
 ]
+SHORT = {"tl.disable_wgmma": "mma", "tl.min_blocks_per_sm": "b"}
 
 
 def instruction_mix(source: str, arch: str) -> dict:
     """PTX instruction counts and ptxas' resource report for one kernel source."""
     if shutil.which("nvcc") is None:
         return {"note": "nvcc not installed"}
+    from tilelang.cuda.toolchain import arch_for_source
+
+    arch = arch_for_source(source, arch)  # sm_90a for wgmma
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.cu"
         src.write_text(source)
@@ -53,7 +64,8 @@ def instruction_mix(source: str, arch: str) -> dict:
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
     return {
-        "mma.sync": ptx.count("mma.sync.aligned"), "ldmatrix": ptx.count("ldmatrix.sync"),
+        "wgmma": ptx.count("wgmma.mma_async"), "mma.sync": ptx.count("mma.sync.aligned"),
+        "ldmatrix": ptx.count("ldmatrix.sync"),
         "cp.async": ptx.count("cp.async.cg"), "bar.sync": len(re.findall(r"\bbar(rier)?\.sync", ptx)),
         "ld.shared": ptx.count("ld.shared"), "st.global": ptx.count("st.global"),
         "registers": int(regs.group(1)) if regs else None,
@@ -77,15 +89,15 @@ def main() -> None:
         row = {"n": n, "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
         reference = torch.mm(a, b).float()
         best = None
-        for config in CONFIGS:
-            configs = {"tl.min_blocks_per_sm": config[6]} if len(config) > 6 else None
-            kernel = tilelang.compile(matmul.builder(n, n, n, *config[:6]), out_idx=[-1], target="cuda",
-                                      pass_configs=configs)
+        for config, options in CONFIGS:
+            kernel = tilelang.compile(matmul.builder(n, n, n, *config), out_idx=[-1], target="cuda",
+                                      pass_configs=options or None)
             c = kernel(a, b)
             err = (c.float() - reference).abs().max().item()
             t = time_ms(lambda: kernel(a, b), repeat=5, inner=2)
             label = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}/p{config[5]}"
-            entry = {"config": label + (f"/b{config[6]}" if len(config) > 6 else ""),
+            label += "".join(f"/{SHORT[k]}" + ("" if v is True else str(v)) for k, v in options.items())
+            entry = {"config": label,
                      "TFLOPs": round(flop / t / 1e9, 1), "ratio_vs_torch": round(t_torch / t, 3),
                      "max_abs_err": round(err, 3), "correct": err < 1e-2 * n ** 0.5}
             row["tilelang"].append(entry)

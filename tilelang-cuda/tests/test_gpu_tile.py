@@ -72,21 +72,32 @@ def test_flash_attention_matches_sdpa(shape):
 
 # -- tensor cores (mma.sync + ldmatrix), cp.async pipelines, rasterization -------------------
 TENSOR_CORE_CASES = [
-    # (M, N, K), (bM, bN, bK, threads, stages, panel)
-    ((256, 256, 128), (128, 128, 32, 128, 3, 0)),  # the canonical config
-    ((200, 130, 96), (64, 64, 32, 128, 2, 0)),  # edge tiles on every side: zero-filled vectors
-    ((512, 384, 256), (128, 128, 64, 256, 4, 2)),  # 8 warps, 4 stages, rasterized
-    ((128, 192, 64), (128, 64, 32, 128, 0, 0)),  # no pipelining: synchronous copies
-    ((96, 96, 40), (32, 32, 32, 128, 3, 0)),  # K % bK != 0 and K not 16-byte rows: no cp.async
+    # (M, N, K), (bM, bN, bK, threads, stages, panel), instructions on sm_90
+    ((256, 256, 128), (128, 128, 32, 128, 3, 0), "wgmma"),  # the canonical config
+    ((200, 130, 96), (64, 64, 32, 128, 2, 0), "mma"),  # B's rows are not 16-byte vectors: no cp.async
+    ((200, 136, 96), (64, 64, 32, 128, 2, 0), "wgmma"),  # edge tiles: zero-filled vectors
+    ((512, 384, 256), (128, 128, 64, 256, 4, 2), "wgmma"),  # 2 warpgroups, 4 stages, rasterized
+    ((256, 512, 192), (128, 256, 64, 256, 3, 0), "wgmma"),  # m64n256 pieces
+    ((128, 192, 64), (128, 64, 32, 128, 0, 0), "mma"),  # no pipelining: synchronous copies
+    ((96, 96, 40), (32, 32, 32, 128, 3, 0), "mma"),  # K % bK != 0 and K not 16-byte rows: no cp.async
 ]
+NO_WGMMA = {"tl.disable_wgmma": True}
 
 
+def _instructions(source: str) -> str:
+    return "wgmma" if "tl_wgmma_m64n" in source else "mma" if "tl_mma_m16n8k16" in source else "simt"
+
+
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("mnk,config", TENSOR_CORE_CASES)
-def test_tensor_core_gemm(dtype, mnk, config):
+@pytest.mark.parametrize("mnk,config,instructions", TENSOR_CORE_CASES)
+def test_tensor_core_gemm(dtype, mnk, config, instructions, wgmma):
+    """On the H200 (sm_90) pipelined GEMMs run on wgmma; tl.disable_wgmma keeps them on
+    mma.sync, which must stay right too (it is what sm_80 GPUs get)."""
     gemm = _import(EXAMPLES, "gemm")
-    kernel = tilelang.compile(gemm.matmul.builder(*mnk, *config, dtype=dtype), out_idx=[-1], target="cuda")
-    assert "tl_mma_m16n8k16" in kernel.get_kernel_source()
+    kernel = tilelang.compile(gemm.matmul.builder(*mnk, *config, dtype=dtype), out_idx=[-1], target="cuda",
+                              pass_configs=None if wgmma else NO_WGMMA)
+    assert _instructions(kernel.get_kernel_source()) == (instructions if wgmma else "mma")
     M, N, K = mnk
     tdtype = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda", dtype=tdtype)
@@ -95,13 +106,17 @@ def test_tensor_core_gemm(dtype, mnk, config):
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=tol, atol=tol * K ** 0.5)
 
 
-@pytest.mark.parametrize("trans_a,trans_b", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
 @pytest.mark.parametrize("relu", [False, True])
-def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu):
+def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, wgmma):
+    """Every operand majorness (wgmma's transpose flags, ldmatrix's .trans) and an
+    epilogue at the accumulator's own indices."""
     tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
     M, N, K = 136, 72, 96
     kernel = tilelang.compile(tc.general_gemm(M, N, K, 64, 64, 32, trans_a, trans_b, relu=relu),
-                              out_idx=[-1], target="cuda")
+                              out_idx=[-1], target="cuda", pass_configs=None if wgmma else NO_WGMMA)
+    assert _instructions(kernel.get_kernel_source()) == ("wgmma" if wgmma else "mma")
     a = torch.randn(*((K, M) if trans_a else (M, K)), device="cuda", dtype=torch.float16)
     b = torch.randn(*((N, K) if trans_b else (K, N)), device="cuda", dtype=torch.float16)
     expected = (a.T if trans_a else a).float() @ (b.T if trans_b else b).float()

@@ -15,7 +15,7 @@ from tilelang.cuda.transform.mma_layout import choose_layout, padded_row
 from tilelang.testing.kernels import split_k_gemm
 from tilelang.testing.kernels import tile_gemm as general_gemm
 
-SM90 = {"kind": "cuda", "arch": "sm_90"}
+SM80 = {"kind": "cuda", "arch": "sm_80"}  # mma.sync (sm_90 takes wgmma: test_wgmma.py)
 
 
 def body(source: str) -> str:
@@ -25,7 +25,7 @@ def body(source: str) -> str:
 
 def gemm_source(M, N, K, bM, bN, bK, threads=128, stages=3, panel=0, dtype="float16") -> str:
     func = general_gemm(M, N, K, bM, bN, bK, dtype=dtype, stages=stages, threads=threads, panel=panel)
-    return tilelang.lower(func, target=SM90, out_idx=[-1]).device_source
+    return tilelang.lower(func, target=SM80, out_idx=[-1]).device_source
 
 
 def gemm_then_row_max(M, N, K, bM=64, bN=64, bK=32):
@@ -77,33 +77,33 @@ def test_upstream_gemm_uses_tensor_cores_and_cp_async(dtype, intrinsic):
 
 
 def test_pipelined_gemm_requires_aligned_tensors():
-    artifact = tilelang.lower(general_gemm(256, 256, 256, 128, 128, 32, stages=3), target=SM90, out_idx=[-1])
+    artifact = tilelang.lower(general_gemm(256, 256, 256, 128, 128, 32, stages=3), target=SM80, out_idx=[-1])
     assert artifact.min_alignment == 16
 
 
 def test_transposed_operands_swap_ldmatrix_forms():
     source = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, trans_a=True, trans_b=True),
-                            target=SM90, out_idx=[-1]).device_source
+                            target=SM80, out_idx=[-1]).device_source
     ldmatrix = re.findall(r"tl_ldmatrix_x4(_trans)?\(\(", body(source))
     assert ldmatrix.count("_trans") and ldmatrix.count("")  # A transposed, B plain
 
 
 def test_fragment_epilogue_follows_the_mma_layout():
-    source = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, relu=True), target=SM90,
+    source = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, relu=True), target=SM80,
                             out_idx=[-1]).device_source
     assert "tl_mma_m16n8k16_f16_f32(" in body(source) and "max(" in body(source)
 
 
 def test_fallbacks_keep_the_simt_path():
-    fp32 = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, dtype="float32"), target=SM90, out_idx=[-1])
+    fp32 = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, dtype="float32"), target=SM80, out_idx=[-1])
     assert "tl_mma" not in fp32.device_source and "tl_cp_async" not in fp32.device_source  # no header
-    reduced = tilelang.lower(gemm_then_row_max(128, 64, 64), target=SM90, out_idx=[-1])
+    reduced = tilelang.lower(gemm_then_row_max(128, 64, 64), target=SM80, out_idx=[-1])
     assert "tl_mma" not in reduced.device_source
 
 
 def test_unaligned_global_rows_use_tensor_cores_without_cp_async():
     # K = 36: rows of A are not whole 16-byte vectors, so the copies stay synchronous
-    source = tilelang.lower(general_gemm(64, 64, 36, 64, 64, 32), target=SM90, out_idx=[-1]).device_source
+    source = tilelang.lower(general_gemm(64, 64, 36, 64, 64, 32), target=SM80, out_idx=[-1]).device_source
     assert "tl_mma_m16n8k16_f16_f32(" in body(source) and "tl_cp_async_16(" not in body(source)
 
 
@@ -140,11 +140,11 @@ def test_canonical_gemm_assembles_without_spills(tmp_path):
     src = tmp_path / "gemm.cu"
     src.write_text(gemm_source(4096, 4096, 4096, 128, 128, 32, stages=3))
     ptx = tmp_path / "gemm.ptx"
-    subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(ptx)], check=True, capture_output=True)
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_80", str(src), "-o", str(ptx)], check=True, capture_output=True)
     text = ptx.read_text()
     assert text.count("mma.sync.aligned.m16n8k16") == 64
     assert text.count("ldmatrix.sync") == 16 and text.count("cp.async.cg.shared.global") == 3 * 8
-    report = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", str(src), "-o",
+    report = subprocess.run(["nvcc", "-cubin", "-arch=sm_80", "-Xptxas", "-v", str(src), "-o",
                              str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
     assert "0 bytes spill stores" in report, report
 
@@ -166,10 +166,10 @@ def test_launch_bounds_plan_blocks_per_sm_from_shared_memory_and_registers():
 
 def test_blocks_per_sm_can_be_chosen():
     func = general_gemm(1024, 1024, 256, 128, 128, 32, stages=3)
-    source = tilelang.lower(func, target=SM90, out_idx=[-1],
+    source = tilelang.lower(func, target=SM80, out_idx=[-1],
                             pass_configs={"tl.min_blocks_per_sm": 2}).device_source
     assert "__launch_bounds__(128, 2)" in source
-    forced = tilelang.lower(func, target=SM90, out_idx=[-1], pass_configs={"tl.min_blocks_per_sm": 3})
+    forced = tilelang.lower(func, target=SM80, out_idx=[-1], pass_configs={"tl.min_blocks_per_sm": 3})
     assert "__launch_bounds__(128, 3)" in forced.device_source
 
 
@@ -198,7 +198,7 @@ def test_fragments_are_consumed_before_they_are_reloaded(config):
     """Both the double-buffered and the single-buffered (more blocks per SM) schedules."""
     func = general_gemm(1024, 1024, 256, 128, 128, config["bK"], stages=config["stages"])
     configs = {"tl.min_blocks_per_sm": config["blocks"]} if "blocks" in config else None
-    source = tilelang.lower(func, target=SM90, out_idx=[-1], pass_configs=configs).device_source
+    source = tilelang.lower(func, target=SM80, out_idx=[-1], pass_configs=configs).device_source
     assert source.count("tl_mma_m16n8k16_f16_f32((") >= 64
     assert _fragment_hazards(source) == []
 
@@ -216,20 +216,20 @@ def element_atomics(n, dtype):
 
 
 def test_tile_atomic_add_follows_the_tensor_core_accumulator():
-    source = body(tilelang.lower(split_k_gemm(256, 256, 512, 4), target=SM90).device_source)
+    source = body(tilelang.lower(split_k_gemm(256, 256, 512, 4), target=SM80).device_source)
     # 64x64 over 4 warps: 32 accumulator elements per thread, updated in 16 column pairs
     assert "tl_mma_m16n8k16_f16_f32((" in source and source.count("atomicAdd(") == 16
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32", "float16", "bfloat16"])
 def test_element_atomic_add_becomes_atomicadd(dtype):
-    assert "atomicAdd((&(H_ptr[" in tilelang.lower(element_atomics(1000, dtype), target=SM90).device_source
+    assert "atomicAdd((&(H_ptr[" in tilelang.lower(element_atomics(1000, dtype), target=SM80).device_source
 
 
 def test_atomic_add_on_a_dtype_cuda_cannot_update_atomically_is_named():
     with pytest.raises(tilelang.errors.LanguageError,
                        match=r"T.atomic_add on H \(int64\): CUDA has atomic adds for float32, float64, int32"):
-        tilelang.lower(element_atomics(1000, "int64"), target=SM90)
+        tilelang.lower(element_atomics(1000, "int64"), target=SM80)
 
 
 # -- T.annotate_layout --------------------------------------------------------------------------
@@ -251,8 +251,8 @@ def transpose_through_shared(n=128, annotate=True):
 
 
 def test_annotated_shared_tile_gets_padded_rows():
-    padded = tilelang.lower(transpose_through_shared(), target=SM90)
-    plain = tilelang.lower(transpose_through_shared(annotate=False), target=SM90)
+    padded = tilelang.lower(transpose_through_shared(), target=SM80)
+    plain = tilelang.lower(transpose_through_shared(annotate=False), target=SM80)
     assert plain.launches[0].dynamic_smem == str(64 * 64 * 2)
     assert padded.launches[0].dynamic_smem == str(64 * 72 * 2)  # rows of 64 halves + one 16-byte chunk
 
@@ -296,5 +296,5 @@ def single_tile_gemm(threads=128, acc="float32", a_in_fragment=False, a_rows=64)
     (dict(threads=64), "mma"),
 ])
 def test_gemm_instruction_selection(options, expected):
-    source = body(tilelang.lower(single_tile_gemm(**options), target=SM90).device_source)
+    source = body(tilelang.lower(single_tile_gemm(**options), target=SM80).device_source)
     assert ("mma" if "tl_mma" in source else "simt") == expected

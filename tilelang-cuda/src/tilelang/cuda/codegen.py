@@ -5,6 +5,7 @@ at build time and the runtime's load-time compile is a cache hit."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ from . import toolchain
 
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
-_HELPER_PREFIX = "tl_"  # every helper in tl_device.h is named tl_*
+_HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence")  # tl_device.h's families
+# tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major><B MN-major>: generated per use
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01])([01])\b")
 
 
 @functools.cache
@@ -22,13 +25,35 @@ def _device_header() -> str:
     return DEVICE_HEADER.read_text()
 
 
+@functools.cache
+def wgmma_helper(n: int, dtype: str, a_mn_major: int, b_mn_major: int) -> str:
+    """D += A B with wgmma.mma_async.m64nNk16 (fp32 accumulators; A and B through shared
+    memory descriptors; the flags say which operand is MN-major): N / 2 accumulator
+    registers per thread, too many operands to write out by hand for every N."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_mn_major}{b_mn_major}"
+    return (
+        f"__device__ __forceinline__ void {name}(float* d, unsigned long long desc_a, "
+        "unsigned long long desc_b) {\n"
+        "  asm volatile(\n"
+        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(regs + 2) + ', 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
+        f'      "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {a_mn_major}, {b_mn_major};\\n}}\\n"\n'
+        f"      : {operands}\n"
+        '      : "l"(desc_a), "l"(desc_b), "r"(1));\n'
+        "}\n")
+
+
 def _postproc(code: str, target: Any = None) -> str:
     """TVM's CUDA codegen hands every generated source to ``tvm_callback_cuda_postproc``:
     a kernel that calls our tensor-core / cp.async helpers gets their definitions."""
-    if _HELPER_PREFIX + "mma" in code or _HELPER_PREFIX + "cp_async" in code or \
-            _HELPER_PREFIX + "ldmatrix" in code:
-        return _device_header() + "\n" + code
-    return code
+    if not any(helper in code for helper in _HELPERS):
+        return code
+    wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
+    generated = "".join(wgmma_helper(int(n), t, int(a), int(b)) for n, t, a, b in wgmma)
+    return _device_header() + "\n" + generated + "\n" + code
 
 
 @functools.cache

@@ -139,8 +139,16 @@ def _compile_nvcc(source: str, arch: str, name: str) -> bytes:
         return out.read_bytes()
 
 
+def arch_for_source(source: str, arch: str) -> str:
+    """The arch to compile ``source`` for: sm_90's architecture-specific variant sm_90a
+    when the kernel uses wgmma (which only exists there; the cubin then runs on sm_90
+    GPUs alone, which is what an sm_90 target asked for)."""
+    return arch + "a" if arch == "sm_90" and "wgmma." in source else arch
+
+
 def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
     """CUDA source -> cubin for ``arch`` (e.g. "sm_90"), through the disk cache."""
+    arch = arch_for_source(source, arch)
     toolchain = choose_toolchain()
     key = hashlib.sha256("\0".join([toolchain, arch, *OPTIONS, source]).encode()).hexdigest()
     path = cubin_cache_dir() / f"{key}.cubin"

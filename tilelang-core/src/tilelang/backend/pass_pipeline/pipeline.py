@@ -27,6 +27,7 @@ KNOWN_PASS_CONFIGS: dict[str, str] = {
     "tl.disable_parallel": "CPU: run kernel blocks serially instead of on the thread pool",
     "tl.min_blocks_per_sm": "GPU: blocks per SM to budget registers for (launch bounds); "
                             "default: the backend's choice",
+    "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
 }
 
 

@@ -29,7 +29,7 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
-from .mma_layout import CHUNK_BYTES
+from .mma_layout import CHUNK_BYTES, CoreMatrixLayout
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 
@@ -43,17 +43,23 @@ class SharedTile:
     stages: int = 0
     loop: Any = None  # the pipelined loop that stages it
     mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
+    core: CoreMatrixLayout | None = None  # wgmma operands: core matrices, else padded rows
 
     def stage(self) -> Any:
         return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
+
+    def indices(self, row: Any, col: Any, stage: Any = None) -> list[Any]:
+        """The new buffer's indices of the tile's element (row, col)."""
+        where = [self.core.offset(row, col)] if self.core else [row, col]
+        return ([self.stage() if stage is None else stage] if self.stages else []) + where
 
     def address(self, row: Any, col: Any, access: str = "r", stage: Any = None) -> Any:
         """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
         tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
         shape = [int(d.value) for d in self.new.shape]
-        offset = row * shape[-1] + col
-        if self.stages:
-            offset = (self.stage() if stage is None else stage) * (shape[-2] * shape[-1]) + offset
+        offset = 0
+        for index, extent in zip(self.indices(row, col, stage), shape):
+            offset = offset * extent + index
         return self.new.access_ptr(access, offset=offset, extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
 
 
@@ -61,7 +67,7 @@ class AsyncCopyPipelines:
     """The pipelining half of the tensor-core pass (mixed into its kernel state): finds the
     loops to pipeline during analysis and rewrites them. Uses the host's ``func``,
     ``tiles``, ``accumulators``, ``pipelined``, ``threads``, ``tid``, ``analyzer``,
-    ``_find``, ``var`` and ``_mma`` (the first GEMM of a stage issues the next copies
+    ``wgmma``, ``_find``, ``var`` and ``_mma`` (the first GEMM of a stage issues the next copies
     behind its first fragment loads)."""
 
     def _find_pipelines(self) -> None:
@@ -186,7 +192,10 @@ class AsyncCopyPipelines:
         if acc is not None:  # the copies go out behind the first fragment loads
             rest = [self._mma(acc, first.value.args, after_first_load=issue), *rest[1:]]
             issue = None
-        body = [extern_call("tl_cp_async_wait", ahead - 1), block_barrier(), issue, *rest]
+        # wgmma reads shared memory through the async proxy: the copies' writes are made
+        # visible to it (by each writer, before the barrier that publishes them)
+        fence = extern_call("tl_fence_proxy_async") if self.wgmma else None
+        body = [extern_call("tl_cp_async_wait", ahead - 1), fence, block_barrier(), issue, *rest]
         main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body))
         self.needs_alignment = True
         return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), block_barrier()])
@@ -208,7 +217,8 @@ class AsyncCopyPipelines:
         iterations = (vectors + self.threads - 1) // self.threads
         self.analyzer.bind(it, tvm.ir.Range.from_min_extent(0, iterations))
         q = it * self.threads + self.tid
-        r, c = tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec
+        # consecutive threads write consecutive 16 bytes of shared memory
+        r, c = tile.core.vector(q) if tile.core else (tirx.floordiv(q, per_row), tirx.floormod(q, per_row) * vec)
         mins = [substitute(x.min, [(k, k_value)]) for x in src.region]
         index = list(mins)
         index[axes[0]], index[axes[1]] = mins[axes[0]] + r, mins[axes[1]] + c

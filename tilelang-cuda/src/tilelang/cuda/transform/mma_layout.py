@@ -95,3 +95,119 @@ def padded_row(cols: int, dtype_bytes: int) -> int:
     if cols % chunk:
         return cols
     return cols if (cols // chunk) % 2 else cols + chunk
+
+
+WARPGROUP = 4  # warps that issue one wgmma together (sm_90)
+WGMMA_M = 64  # rows of one wgmma.m64nNk16
+WGMMA_MAX_N = 256
+
+
+@dataclass(frozen=True)
+class WGMMALayout:
+    """An M x N float32 accumulator spread over groups_m x groups_n warpgroups, in the
+    wgmma.m64nNk16 accumulator layout (PTX ISA, "Register Fragments and Shared Memory
+    Matrix Layouts", wgmma D): warp w of a warpgroup holds rows 16 w .. 16 w + 15 of
+    every 64-row piece; within them a lane holds what mma.m16n8 would (rows l/4 and
+    l/4 + 8, columns 2(l%4) and 2(l%4)+1 of every 8 columns). Register order
+    ``((mi * nt + ni) * 2 + h) * 2 + v`` is the order wgmma numbers them, piece by piece.
+
+    Same interface as MMALayout: ``warp_coords`` gives (4 x warpgroup row + warp in the
+    warpgroup, warpgroup column)."""
+
+    m: int
+    n: int
+    groups_m: int
+    groups_n: int
+
+    @property
+    def wm(self) -> int:  # rows of one warpgroup's tile
+        return self.m // self.groups_m
+
+    @property
+    def wn(self) -> int:  # columns of one warpgroup's tile: the wgmma's N
+        return self.n // self.groups_n
+
+    @property
+    def mt(self) -> int:  # 64-row wgmma pieces per warpgroup
+        return self.wm // WGMMA_M
+
+    @property
+    def nt(self) -> int:  # 8-column groups in one wgmma
+        return self.wn // 8
+
+    @property
+    def per_thread(self) -> int:
+        return self.mt * self.nt * 4
+
+    def warp_coords(self, warp: Any) -> tuple[Any, Any]:
+        group = warp // WARPGROUP
+        return group // self.groups_n * WARPGROUP + warp % WARPGROUP, group % self.groups_n
+
+    def c_position(self, lane: Any, warp_m: Any, warp_n: Any, mi: Any, ni: Any, h: Any, v: Any) -> tuple[Any, Any]:
+        return (warp_m // WARPGROUP * self.wm + mi * WGMMA_M + warp_m % WARPGROUP * 16 + lane // 4 + h * 8,
+                warp_n * self.wn + ni * 8 + lane % 4 * 2 + v)
+
+    def c_register(self, mi: Any, ni: Any, h: Any, v: Any) -> Any:
+        return ((mi * self.nt + ni) * 2 + h) * 2 + v
+
+
+def choose_wgmma_layout(m: int, n: int, warps: int) -> WGMMALayout | None:
+    """Warpgroups over the tile, widest wgmma (largest N, at most 256) first, or None."""
+    if warps % WARPGROUP:
+        return None
+    groups = warps // WARPGROUP
+    best = None
+    for groups_m in range(1, groups + 1):
+        if groups % groups_m:
+            continue
+        layout = WGMMALayout(m, n, groups_m, groups // groups_m)
+        if m % groups_m or n % layout.groups_n or layout.wm % WGMMA_M or layout.wn % 16 or \
+                layout.wn > WGMMA_MAX_N:
+            continue
+        if best is None or layout.wn > best.wn:
+            best = layout
+    return best
+
+
+@dataclass(frozen=True)
+class CoreMatrixLayout:
+    """A rows x cols shared tile stored as 8-row x 16-byte core matrices, wgmma's
+    no-swizzle canonical layout: core matrices of one 8-row group side by side (128 bytes
+    apart), groups ``cols`` x 16 bytes apart. Element (r, c) is at element offset
+    ``offset(r, c)``; 16-byte vector q of the tile dealt as (row r = 8 (q // (8 x chunks
+    per row)) + q % 8, chunk (q // 8) % chunks per row) lands at q x 16 bytes, so
+    cp.async writes are contiguous.
+
+    The wgmma descriptor's leading byte offset is the distance between core matrices along
+    K, the stride byte offset along M/N (the same for K-major and MN-major operands in the
+    no-swizzle mode; CUTLASS cute's canonical GMMA layouts): ``strides(k_along_cols)``."""
+
+    rows: int
+    cols: int
+    dtype_bytes: int
+
+    @property
+    def chunk(self) -> int:
+        return CHUNK_BYTES // self.dtype_bytes
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
+
+    def offset(self, r: Any, c: Any) -> Any:
+        chunk = self.chunk
+        return r // 8 * (8 * self.cols) + c // chunk * (8 * chunk) + r % 8 * chunk + c % chunk
+
+    def vector(self, q: Any) -> tuple[Any, Any]:
+        """(row, col) of the q-th 16-byte vector in storage order."""
+        per_row = self.cols // self.chunk
+        return q // (8 * per_row) * 8 + q % 8, q // 8 % per_row * self.chunk
+
+    def strides(self, k_along_cols: bool) -> tuple[int, int]:
+        """(leading, stride) byte offsets of a wgmma descriptor for this tile."""
+        between_chunks, between_groups = 8 * CHUNK_BYTES, self.cols * 8 * self.dtype_bytes
+        return (between_chunks, between_groups) if k_along_cols else (between_groups, between_chunks)
+
+    @staticmethod
+    def fits(rows: int, cols: int, dtype_bytes: int) -> bool:
+        return rows % 8 == 0 and cols % (CHUNK_BYTES // dtype_bytes) == 0

@@ -49,10 +49,22 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
-from .mma_layout import CHUNK_BYTES, WARP, MMALayout, choose_layout, padded_row
+from .mma_layout import (
+    CHUNK_BYTES,
+    WARP,
+    CoreMatrixLayout,
+    MMALayout,
+    WGMMALayout,
+    choose_layout,
+    choose_wgmma_layout,
+    padded_row,
+)
 from .partition_parallel import ALIGNMENT_ATTR
 
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
+DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
 SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
@@ -66,13 +78,13 @@ class Accumulator:
     """A fragment kept in the mma layout: ``regs`` is the thread's own elements."""
 
     old: Any
-    layout: MMALayout
+    layout: MMALayout | WGMMALayout
     regs: Any = None
 
 
 class _Kernel(AsyncCopyPipelines):
-    def __init__(self, func: Any, kernel: str, tid: Any, threads: int) -> None:
-        self.func, self.kernel, self.tid, self.threads = func, kernel, tid, threads
+    def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "") -> None:
+        self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
         self.lane = tirx.floormod(tid, WARP)
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
@@ -84,6 +96,8 @@ class _Kernel(AsyncCopyPipelines):
         self.counter = 0
         self.min_blocks: int | None = None  # blocks per SM the launch bounds promise
         self.double_buffer = True
+        self.wgmma = False  # GEMMs on wgmma (sm_90), operands in core-matrix tiles
+        self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
 
     def var(self, name: str) -> Any:
         self.counter += 1
@@ -122,15 +136,17 @@ class _Kernel(AsyncCopyPipelines):
                     static_ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
                 self.tiles[args[0].source] = SharedTile(args[0].source)  # T.annotate_layout: padded rows
             if name == "gemm" and self._find(args[2].source, self.accumulators) is not None:
+                self.gemms.append(args)
                 for region in args[:2]:
                     if self._find(region.source, self.tiles) is None:
                         self.tiles[region.source] = SharedTile(region.source)
                     self._find(region.source, self.tiles).mma_operand = True
         self._find_pipelines()
+        self._choose_wgmma()
         for tile in self.tiles.values():
             old = tile.old
             rows, cols = (int(d.value) for d in old.shape)
-            shape = [rows, padded_row(cols, dtype_bytes(old.dtype))]
+            shape = [tile.core.size] if tile.core else [rows, padded_row(cols, dtype_bytes(old.dtype))]
             if tile.stages:
                 shape = [tile.stages, *shape]
             # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in
@@ -138,6 +154,31 @@ class _Kernel(AsyncCopyPipelines):
             tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
         if self.accumulators:
             self._plan_occupancy()
+
+    def _choose_wgmma(self) -> None:
+        """On sm_90, every tensor-core GEMM moves to wgmma when all of them can: operands
+        staged by a cp.async pipeline (their only writer) in core-matrix tiles, C split
+        into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync."""
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
+            return
+        layouts: dict[Any, WGMMALayout] = {}
+        for args in self.gemms:
+            acc = self._find(args[2].source, self.accumulators)
+            layout = choose_wgmma_layout(acc.layout.m, acc.layout.n, self.threads // WARP)
+            if layout is None or str(args[0].source.dtype) not in WGMMA_TYPES:
+                return
+            layouts[acc.old] = layout
+        operands = [t for t in self.tiles.values() if t.mma_operand]
+        for tile in operands:
+            rows, cols = (int(d.value) for d in tile.old.shape)
+            if not tile.stages or not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
+                return
+        self.wgmma = True
+        for fragment, layout in layouts.items():
+            self._find(fragment, self.accumulators).layout = layout
+        for tile in operands:
+            rows, cols = (int(d.value) for d in tile.old.shape)
+            tile.core = CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
 
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
@@ -247,7 +288,8 @@ class _Kernel(AsyncCopyPipelines):
         ``tl.min_blocks_per_sm`` (a pass config) overrides the block count."""
         layouts = [acc.layout for acc in self.accumulators.values()]
         acc = max(l.per_thread for l in layouts)
-        frag = max(l.mt * 4 + l.nt * 2 for l in layouts)
+        # wgmma reads A and B from shared memory: no fragments
+        frag = 0 if self.wgmma else max(l.mt * 4 + l.nt * 2 for l in layouts)
         smem = 0
         for buffer in self._shared_buffers():
             shape = static_ints(buffer.shape)
@@ -304,15 +346,13 @@ class _Kernel(AsyncCopyPipelines):
         tile = self._find(store.buffer, self.tiles)
         if tile is None:
             return store
-        stage = [tile.stage()] if tile.stages else []
-        return tirx.BufferStore(tile.new, store.value, stage + list(store.indices))
+        return tirx.BufferStore(tile.new, store.value, tile.indices(*store.indices))
 
     def _on_load(self, load: Any) -> Any:
         tile = self._find(load.source, self.tiles) if isinstance(load.source, tirx.Buffer) else None
         if tile is None:
             return load
-        stage = [tile.stage()] if tile.stages else []
-        return tirx.BufferLoad(tile.new, stage + list(load.indices))
+        return tirx.BufferLoad(tile.new, tile.indices(*load.indices))
 
     def _on_region(self, region: Any) -> Any:
         tile = self._find(region.source, self.tiles)
@@ -386,6 +426,8 @@ class _Kernel(AsyncCopyPipelines):
         mma per 16x8 piece of the warp tile. ``after_first_load`` goes right after the
         first fragments are requested (a pipeline's next copies: issued behind them, they
         do not delay the first mma)."""
+        if self.wgmma:
+            return self._wgmma(acc, args, after_first_load)
         a, b = self.tiles_of(args)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
@@ -432,6 +474,42 @@ class _Kernel(AsyncCopyPipelines):
         # ldmatrix reads through addresses ThreadSync does not follow: fence both sides
         return seq([block_barrier(), compute, block_barrier()])
 
+    def _wgmma(self, acc: Accumulator, args: Any, after_first_load: Any = None) -> Any:
+        """C += A @ B on wgmma: per 16-deep k step and 64-row piece of the warpgroup's
+        tile, one wgmma.m64nNk16 reading A and B from their core-matrix tiles through
+        descriptors; then one commit. ``after_first_load`` (the pipeline's next copies)
+        is issued while the tensor cores work; the wait for them ends the GEMM, so the
+        next iteration's copies may overwrite these stages after its barrier."""
+        a, b = self.tiles_of(args)
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        layout = acc.layout
+        k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
+        warp_m, group_n = layout.warp_coords(self.warp)
+        m_base, n0 = warp_m // 4 * layout.wm, group_n * layout.wn
+        # operands whose tile rows are K are MN-major: wgmma's "transpose" flag
+        a_mn_major, b_mn_major = trans_a, not trans_b
+        name = (f"tl_wgmma_m64n{layout.wn}k16_{WGMMA_TYPES[str(args[0].source.dtype)]}"
+                f"_{int(a_mn_major)}{int(b_mn_major)}")
+        a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major)
+        b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
+
+        def descriptor(tile: SharedTile, row: Any, col: Any, lbo: int, sbo: int) -> Any:
+            return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col), lbo, sbo)
+
+        calls = []
+        for kk in range(k_total // 16):
+            mi = self.var("mi")
+            m0 = m_base + mi * 64
+            a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
+            b_desc = descriptor(b, *((kk * 16, n0) if b_mn_major else (n0, kk * 16)), b_lbo, b_sbo)
+            d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
+            calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
+        compute = seq([extern_call("tl_wgmma_fence"), *calls, extern_call("tl_wgmma_commit"),
+                       after_first_load, extern_call("tl_wgmma_wait", 0)])
+        if bool(args[5].value):  # clear_accum
+            compute = seq([self._fill_regs(acc), compute])
+        return compute
+
     def _fill_regs(self, acc: Accumulator) -> Any:
         i = self.var("i")
         return unrolled(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, "float32"), [i]))
@@ -451,12 +529,17 @@ def _thread_binding(func: Any) -> tuple[Any, int] | None:
     return (found[0].node.var, threads) if threads % WARP == 0 else None
 
 
+def _arch(func: Any) -> str:
+    target = func.attrs.get("target") if func.attrs else None
+    return str(target.export().get("arch", "")) if target is not None else ""
+
+
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    work = _Kernel(func, kernel, *binding)
+    work = _Kernel(func, kernel, *binding, arch=_arch(func))
     work.analyze()
     if not work.accumulators and not work.tiles:
         return func
