@@ -33,17 +33,20 @@ CANONICAL = ((128, 128, 32, 128, 3, 0), {})
 MMA_SYNC = {"tl.disable_wgmma": True}
 CONFIGS = [
     CANONICAL,
-    ((128, 128, 32, 128, 3, 8), {}),
     ((128, 128, 32, 128, 4, 8), {}),
+    ((128, 128, 32, 128, 5, 8), {}),
     ((128, 128, 64, 128, 3, 8), {}),
     ((128, 128, 64, 128, 4, 8), {}),
     ((128, 256, 64, 256, 3, 8), {}),
-    ((256, 128, 64, 256, 3, 8), {}),
-    ((128, 256, 32, 256, 4, 8), {}),
+    ((128, 256, 64, 256, 4, 8), {}),
+    ((256, 128, 64, 256, 4, 8), {}),
+    ((256, 128, 32, 256, 4, 8), {}),
+    ((128, 256, 32, 256, 5, 8), {}),
+    ((128, 128, 32, 128, 4, 8), {"tl.disable_wgmma_swizzle": True}),
     ((128, 128, 64, 128, 3, 8), MMA_SYNC),  # the best mma.sync config
     ((128, 128, 32, 128, 3, 0), MMA_SYNC),
 ]
-SHORT = {"tl.disable_wgmma": "mma", "tl.min_blocks_per_sm": "b"}
+SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b"}
 
 
 def instruction_mix(source: str, arch: str) -> dict:

@@ -3,6 +3,7 @@ edge tiles), reductions and flash-attention forward against torch."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -82,22 +83,27 @@ TENSOR_CORE_CASES = [
     ((96, 96, 40), (32, 32, 32, 128, 3, 0), "mma"),  # K % bK != 0 and K not 16-byte rows: no cp.async
 ]
 NO_WGMMA = {"tl.disable_wgmma": True}
+INSTRUCTION_MODES = {"wgmma": None, "wgmma-unswizzled": {"tl.disable_wgmma_swizzle": True}, "mma.sync": NO_WGMMA}
 
 
 def _instructions(source: str) -> str:
     return "wgmma" if "tl_wgmma_m64n" in source else "mma" if "tl_mma_m16n8k16" in source else "simt"
 
 
-@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
+@pytest.mark.parametrize("mode", list(INSTRUCTION_MODES))
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("mnk,config,instructions", TENSOR_CORE_CASES)
-def test_tensor_core_gemm(dtype, mnk, config, instructions, wgmma):
-    """On the H200 (sm_90) pipelined GEMMs run on wgmma; tl.disable_wgmma keeps them on
-    mma.sync, which must stay right too (it is what sm_80 GPUs get)."""
+def test_tensor_core_gemm(dtype, mnk, config, instructions, mode):
+    """On the H200 (sm_90) pipelined GEMMs run on wgmma, operands in swizzled tiles (or
+    unswizzled core matrices); tl.disable_wgmma keeps them on mma.sync, which must stay
+    right too (it is what sm_80 GPUs get)."""
     gemm = _import(EXAMPLES, "gemm")
     kernel = tilelang.compile(gemm.matmul.builder(*mnk, *config, dtype=dtype), out_idx=[-1], target="cuda",
-                              pass_configs=None if wgmma else NO_WGMMA)
-    assert _instructions(kernel.get_kernel_source()) == (instructions if wgmma else "mma")
+                              pass_configs=INSTRUCTION_MODES[mode])
+    source = kernel.get_kernel_source()
+    assert _instructions(source) == (instructions if mode != "mma.sync" else "mma")
+    if instructions == "wgmma" and mode != "mma.sync":  # the descriptors' swizzle mode argument
+        assert re.search(r"tl_wgmma_desc\(.*, 1\)\)", source) if mode == "wgmma" else ", 0))" in source
     M, N, K = mnk
     tdtype = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda", dtype=tdtype)
@@ -106,17 +112,17 @@ def test_tensor_core_gemm(dtype, mnk, config, instructions, wgmma):
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=tol, atol=tol * K ** 0.5)
 
 
-@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
+@pytest.mark.parametrize("mode", list(INSTRUCTION_MODES))
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
 @pytest.mark.parametrize("relu", [False, True])
-def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, wgmma):
+def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, mode):
     """Every operand majorness (wgmma's transpose flags, ldmatrix's .trans) and an
     epilogue at the accumulator's own indices."""
     tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
     M, N, K = 136, 72, 96
     kernel = tilelang.compile(tc.general_gemm(M, N, K, 64, 64, 32, trans_a, trans_b, relu=relu),
-                              out_idx=[-1], target="cuda", pass_configs=None if wgmma else NO_WGMMA)
-    assert _instructions(kernel.get_kernel_source()) == ("wgmma" if wgmma else "mma")
+                              out_idx=[-1], target="cuda", pass_configs=INSTRUCTION_MODES[mode])
+    assert _instructions(kernel.get_kernel_source()) == ("mma" if mode == "mma.sync" else "wgmma")
     a = torch.randn(*((K, M) if trans_a else (M, K)), device="cuda", dtype=torch.float16)
     b = torch.randn(*((N, K) if trans_b else (K, N)), device="cuda", dtype=torch.float16)
     expected = (a.T if trans_a else a).float() @ (b.T if trans_b else b).float()

@@ -109,3 +109,124 @@ def test_emulation_catches_a_wrong_mapping():
     layout = Broken(64, 64, 2, 2)
     A, B = np.arange(64 * 32).reshape(64, 32) % 7 - 3.0, np.arange(32 * 64).reshape(32, 64) % 5 - 2.0
     assert not np.array_equal(emulate_gemm(layout, A, B, 32, False, False), A @ B)
+
+
+# -- wgmma (sm_90): shared-memory descriptors and the accumulator layout ----------------------
+def descriptor_fields(desc: int) -> tuple[int, int, int, int]:
+    """(start byte address, leading byte offset, stride byte offset, swizzle mode) of a
+    wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format"), as tl_wgmma_desc packs it."""
+    return ((desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4, desc >> 62)
+
+
+def pack_descriptor(start: int, lbo: int, sbo: int, mode: int) -> int:
+    """tl_wgmma_desc of tl_device.h, in Python."""
+    return ((start & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | (mode << 62)
+
+
+def canonical_address(desc: int, mn: int, k: int, k_major: bool, dtype_bytes: int) -> int:
+    """The shared byte address the hardware reads for operand element (mn, k) of one
+    wgmma, from the descriptor alone: the canonical layouts of the PTX ISA ("Shared Memory
+    Matrix Layout", in CuTe notation with T elements per 16 bytes and C = swizzle width /
+    16), then the swizzle applied to the address bits (Swizzle<log2 C, 4, 3>)."""
+    start, lbo, sbo, mode = descriptor_fields(desc)
+    t = 16 // dtype_bytes
+    width = {0: 16, 1: 128, 2: 64, 3: 32}[mode]
+    c = width // 16
+    lbo, sbo = lbo // dtype_bytes, sbo // dtype_bytes
+    if k_major and mode == 0:  # ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+        offset = mn % 8 * t + mn // 8 * sbo + k % t + k // t * lbo
+    elif k_major:  # ((8,m),(T,2k)):((cT,SBO),(1,T))
+        offset = mn % 8 * c * t + mn // 8 * sbo + k
+    elif mode == 0:  # ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+        offset = mn % t + mn // t * sbo + k % 8 * t + k // 8 * lbo
+    else:  # ((T,c,m),(8,k)):((1,T,LBO),(cT,SBO))
+        offset = mn % t + mn // t % c * t + mn // (t * c) * lbo + k % 8 * c * t + k // 8 * sbo
+    address = start + offset * dtype_bytes
+    if mode:
+        address ^= ((address >> 7) & (c - 1)) << 4
+    return address
+
+
+LAYOUT_CASES = [  # rows, cols of the shared tile, K along its columns?, the wgmma's M or N extent
+    (128, 64, True, 64), (128, 32, True, 64), (64, 128, False, 128), (32, 256, False, 256),
+    (64, 64, False, 64), (32, 128, False, 64), (128, 16, True, 64), (64, 128, True, 64),
+]
+
+
+@pytest.mark.parametrize("swizzle", [True, False])
+@pytest.mark.parametrize("rows,cols,k_along_cols,extent", LAYOUT_CASES)
+def test_wgmma_descriptors_read_what_the_tile_stores(rows, cols, k_along_cols, extent, swizzle):
+    """Every element of every wgmma (each 16-deep k step, each 64-row / N-column piece)
+    read through the descriptor the pass builds is the element the tile layout stored
+    there; the copies' vector order covers the tile once, 16 contiguous bytes per vector."""
+    from tilelang.cuda.transform.mma_layout import CoreMatrixLayout, SwizzledLayout
+
+    eb = 2
+    if swizzle:
+        layout = SwizzledLayout.choose(rows, cols, eb, None if k_along_cols else extent)
+        if layout is None:
+            pytest.skip("no swizzle fits")
+    else:
+        layout = CoreMatrixLayout(rows, cols, eb)
+    stored = {layout.offset(r, c): (r, c) for r in range(rows) for c in range(cols)}
+    assert len(stored) == rows * cols and max(stored) == rows * cols - 1  # a bijection onto the tile
+    lbo, sbo = layout.strides(k_along_cols)
+    k_total, mn_total = (cols, rows) if k_along_cols else (rows, cols)
+    for kk in range(k_total // 16):
+        for base in range(0, mn_total, extent):
+            r0, c0 = (base, kk * 16) if k_along_cols else (kk * 16, base)
+            desc = pack_descriptor(layout.start(r0, c0) * eb, lbo, sbo, layout.mode)
+            for mn in range(extent):
+                for k in range(16):
+                    address = canonical_address(desc, mn, k, k_along_cols, eb)
+                    expected = (base + mn, kk * 16 + k) if k_along_cols else (kk * 16 + k, base + mn)
+                    assert stored[address // eb] == expected, (kk, base, mn, k)
+    vectors = [layout.vector(q) for q in range(rows * cols * eb // 16)]
+    assert sorted(layout.offset(r, c) for r, c in vectors) == list(range(0, rows * cols, 16 // eb))
+    for r, c in vectors:  # a vector is 8 consecutive elements of one row, stored contiguously
+        assert [layout.offset(r, c + i) for i in range(8)] == list(range(layout.offset(r, c), layout.offset(r, c) + 8))
+
+
+def test_wgmma_copies_write_each_128_bytes_with_8_consecutive_threads():
+    """Eight consecutive threads' 16-byte cp.async vectors land in one 128-byte line (a
+    shared-memory wavefront without bank conflicts), for every layout."""
+    from tilelang.cuda.transform.mma_layout import CoreMatrixLayout, SwizzledLayout
+
+    for layout in (CoreMatrixLayout(128, 32, 2), SwizzledLayout(128, 64, 2, 128), SwizzledLayout(128, 32, 2, 64),
+                   SwizzledLayout(64, 256, 2, 128)):
+        for q0 in range(0, layout.size * 2 // 16, 8):
+            lines = {layout.offset(*layout.vector(q)) * 2 // 128 for q in range(q0, q0 + 8)}
+            assert len(lines) == 1, (layout, q0)
+
+
+def wgmma_accumulator_position(warp_in_group: int, lane: int, reg: int) -> tuple[int, int]:
+    """(row, column) of register ``reg`` of a thread within one wgmma.m64nNk16 D (PTX ISA,
+    "Register Fragments: wgmma D"): rows 16 w + lane / 4 (+ 8 for the odd register pair),
+    column 8 (reg / 4) + 2 (lane % 4) + reg % 2."""
+    return (16 * warp_in_group + lane // 4 + 8 * (reg // 2 % 2), 8 * (reg // 4) + 2 * (lane % 4) + reg % 2)
+
+
+@pytest.mark.parametrize("m,n,warps", [(128, 128, 4), (128, 256, 8), (256, 128, 8), (64, 64, 4), (128, 128, 8)])
+def test_wgmma_accumulator_layout_matches_the_ptx_fragments(m, n, warps):
+    """Each thread's register i of C, as WGMMALayout places it, is where the wgmma that
+    writes that register (piece mi, accumulator d[i - mi * N / 2]) puts its result; every
+    element of C is held exactly once."""
+    from tilelang.cuda.transform.mma_layout import choose_wgmma_layout
+
+    layout = choose_wgmma_layout(m, n, warps)
+    seen = set()
+    for warp in range(warps):
+        warp_m, warp_n = layout.warp_coords(warp)
+        group_m, group_n = warp // 4 // layout.groups_n, warp // 4 % layout.groups_n
+        for lane in range(WARP):
+            for mi in range(layout.mt):
+                for ni in range(layout.nt):
+                    for h in range(2):
+                        for v in range(2):
+                            reg = layout.c_register(mi, ni, h, v)
+                            row, col = layout.c_position(lane, warp_m, warp_n, mi, ni, h, v)
+                            piece_reg = reg - mi * layout.nt * 4  # the wgmma's own d[] index
+                            r, c = wgmma_accumulator_position(warp % 4, lane, piece_reg)
+                            assert (row, col) == (group_m * layout.wm + mi * 64 + r, group_n * layout.wn + c)
+                            seen.add((row, col))
+    assert len(seen) == m * n

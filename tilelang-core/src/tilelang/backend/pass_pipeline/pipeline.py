@@ -28,6 +28,7 @@ KNOWN_PASS_CONFIGS: dict[str, str] = {
     "tl.min_blocks_per_sm": "GPU: blocks per SM to budget registers for (launch bounds); "
                             "default: the backend's choice",
     "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
+    "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
 }
 
 

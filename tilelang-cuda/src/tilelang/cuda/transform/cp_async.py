@@ -29,7 +29,7 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
-from .mma_layout import CHUNK_BYTES, CoreMatrixLayout
+from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 
@@ -43,22 +43,25 @@ class SharedTile:
     stages: int = 0
     loop: Any = None  # the pipelined loop that stages it
     mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
-    core: CoreMatrixLayout | None = None  # wgmma operands: core matrices, else padded rows
+    core: CoreMatrixLayout | SwizzledLayout | None = None  # wgmma operands, else padded rows
 
     def stage(self) -> Any:
         return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
 
-    def indices(self, row: Any, col: Any, stage: Any = None) -> list[Any]:
-        """The new buffer's indices of the tile's element (row, col)."""
-        where = [self.core.offset(row, col)] if self.core else [row, col]
+    def indices(self, row: Any, col: Any, stage: Any = None, start: bool = False) -> list[Any]:
+        """The new buffer's indices of the tile's element (row, col) (``start``: where a
+        wgmma descriptor starts for it, before the hardware applies the swizzle)."""
+        where = [row, col]
+        if self.core:
+            where = [self.core.start(row, col) if start else self.core.offset(row, col)]
         return ([self.stage() if stage is None else stage] if self.stages else []) + where
 
-    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None) -> Any:
+    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None, start: bool = False) -> Any:
         """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
         tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
         shape = [int(d.value) for d in self.new.shape]
         offset = 0
-        for index, extent in zip(self.indices(row, col, stage), shape):
+        for index, extent in zip(self.indices(row, col, stage, start), shape):
             offset = offset * extent + index
         return self.new.access_ptr(access, offset=offset, extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
 
@@ -67,7 +70,7 @@ class AsyncCopyPipelines:
     """The pipelining half of the tensor-core pass (mixed into its kernel state): finds the
     loops to pipeline during analysis and rewrites them. Uses the host's ``func``,
     ``tiles``, ``accumulators``, ``pipelined``, ``threads``, ``tid``, ``analyzer``,
-    ``wgmma``, ``_find``, ``var`` and ``_mma`` (the first GEMM of a stage issues the next copies
+    ``wgmma``, ``wgmma_pending``, ``_find``, ``var`` and ``_mma`` (the first GEMM of a stage issues the next copies
     behind its first fragment loads)."""
 
     def _find_pipelines(self) -> None:
@@ -178,7 +181,10 @@ class AsyncCopyPipelines:
             return loop
         producers, rest = self._split_body(loop)
         n, k = loop.extent, loop.loop_var
-        ahead = stages - 1
+        # copies run ahead by stages - 1 iterations; with wgmma groups left in flight
+        # across iterations, one stage fewer (the stage being overwritten must be one
+        # whose wgmma every thread has waited for before this iteration's barrier)
+        ahead = stages - 1 - (self.wgmma_pending if self.wgmma else 0)
         prologue = []
         for s in range(ahead):
             issue = self._issue(producers, k, n, tirx.IntImm("int32", s), s)
@@ -198,7 +204,8 @@ class AsyncCopyPipelines:
         body = [extern_call("tl_cp_async_wait", ahead - 1), fence, block_barrier(), issue, *rest]
         main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body))
         self.needs_alignment = True
-        return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), block_barrier()])
+        drain = extern_call("tl_wgmma_wait", 0) if self.wgmma else None
+        return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), drain, block_barrier()])
 
     def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
         return seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])

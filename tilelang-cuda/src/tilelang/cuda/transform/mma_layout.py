@@ -203,6 +203,11 @@ class CoreMatrixLayout:
         per_row = self.cols // self.chunk
         return q // (8 * per_row) * 8 + q % 8, q // 8 % per_row * self.chunk
 
+    mode = 0  # no swizzle
+
+    def start(self, r: Any, c: Any) -> Any:
+        return self.offset(r, c)
+
     def strides(self, k_along_cols: bool) -> tuple[int, int]:
         """(leading, stride) byte offsets of a wgmma descriptor for this tile."""
         between_chunks, between_groups = 8 * CHUNK_BYTES, self.cols * 8 * self.dtype_bytes
@@ -211,3 +216,91 @@ class CoreMatrixLayout:
     @staticmethod
     def fits(rows: int, cols: int, dtype_bytes: int) -> bool:
         return rows % 8 == 0 and cols % (CHUNK_BYTES // dtype_bytes) == 0
+
+
+SWIZZLE_MODES = {128: 1, 64: 2, 32: 3}  # descriptor bits 62-63 per swizzle width (bytes)
+
+
+@dataclass(frozen=True)
+class SwizzledLayout:
+    """A rows x cols shared tile in wgmma's swizzled canonical layout: the tile is cut into
+    column blocks ``width`` bytes wide (32, 64 or 128), each stored as ``rows`` lines of
+    ``width`` bytes; within every 8 x width atom, the 16-byte chunk index of line r is
+    XORed with r's bits (CUTLASS cute's Swizzle<B, 4, 3> on byte addresses: bits 4.. of
+    the address ^= bits 7..). The same storage serves K-major operands (cols = K: a 16-deep
+    k step lies inside one line) and MN-major ones (rows = K). The swizzle is applied by
+    the hardware to absolute shared addresses, so every stage must start on an 8 x width
+    boundary (``align``).
+
+    Descriptor strides: K-major — stride byte offset 8 x width (8-row groups), leading
+    unused inside an atom (set to the block stride); MN-major — leading byte offset the
+    stride between column blocks, stride byte offset 8 x width (8-row groups of K)."""
+
+    rows: int
+    cols: int
+    dtype_bytes: int
+    width: int
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def align(self) -> int:
+        return 8 * self.width
+
+    def _bytes(self, r: Any, c: Any) -> Any:
+        per_line = self.width // self.dtype_bytes
+        return c // per_line * (self.rows * self.width) + r * self.width + c % per_line * self.dtype_bytes
+
+    def start(self, r: Any, c: Any) -> Any:
+        """Element offset of (r, c) before the swizzle: what a descriptor's start holds."""
+        return self._bytes(r, c) // self.dtype_bytes
+
+    def offset(self, r: Any, c: Any) -> Any:
+        """Element offset where (r, c) is stored: the chunk index XOR the line's bits."""
+        per_line = self.width // self.dtype_bytes
+        chunk_elems = CHUNK_BYTES // self.dtype_bytes
+        chunks = self.width // CHUNK_BYTES
+        line = c // per_line * self.rows + r  # lines are `width` bytes: 8 // (128 // width) per 128 bytes
+        bits = line * self.width // 128 % chunks
+        chunk = (c % per_line) // chunk_elems
+        return line * per_line + _xor(chunk, bits, chunks) * chunk_elems + c % chunk_elems
+
+    def vector(self, q: Any) -> tuple[Any, Any]:
+        """(row, col) of the q-th 16-byte vector in storage order (lines, then blocks)."""
+        chunks = self.width // CHUNK_BYTES
+        per_line = self.width // self.dtype_bytes
+        block = q // (self.rows * chunks)
+        return q // chunks % self.rows, block * per_line + q % chunks * (CHUNK_BYTES // self.dtype_bytes)
+
+    def strides(self, k_along_cols: bool) -> tuple[int, int]:
+        block = self.rows * self.width
+        return (block, 8 * self.width)
+
+    @property
+    def mode(self) -> int:
+        return SWIZZLE_MODES[self.width]
+
+    @staticmethod
+    def choose(rows: int, cols: int, dtype_bytes: int, mn_width: int | None = None) -> SwizzledLayout | None:
+        """The widest swizzle whose lines a row fills (and, for an MN-major operand, that
+        each wgmma's ``mn_width`` columns start on a line), or None."""
+        if rows % 8:
+            return None
+        for width in (128, 64, 32):
+            if (cols * dtype_bytes) % width:
+                continue
+            if mn_width is not None and (mn_width * dtype_bytes) % width:
+                continue
+            return SwizzledLayout(rows, cols, dtype_bytes, width)
+        return None
+
+
+def _xor(a: Any, b: Any, bound: int) -> Any:
+    """a ^ b for 0 <= a, b < bound (a power of two), on ints or IR (TIR has bitwise_xor)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a ^ b
+    from tvm import tirx
+
+    return tirx.bitwise_xor(a, b)

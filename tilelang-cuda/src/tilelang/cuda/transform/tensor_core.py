@@ -54,6 +54,7 @@ from .mma_layout import (
     WARP,
     CoreMatrixLayout,
     MMALayout,
+    SwizzledLayout,
     WGMMALayout,
     choose_layout,
     choose_wgmma_layout,
@@ -65,6 +66,7 @@ MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n
 WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
+DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
 SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
@@ -97,6 +99,7 @@ class _Kernel(AsyncCopyPipelines):
         self.min_blocks: int | None = None  # blocks per SM the launch bounds promise
         self.double_buffer = True
         self.wgmma = False  # GEMMs on wgmma (sm_90), operands in core-matrix tiles
+        self.wgmma_pending = 0  # wgmma groups a GEMM leaves in flight (into the next iteration)
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
 
     def var(self, name: str) -> Any:
@@ -174,11 +177,39 @@ class _Kernel(AsyncCopyPipelines):
             if not tile.stages or not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
                 return
         self.wgmma = True
+        # one group in flight keeps the tensor cores busy across the barrier; it costs a
+        # stage of copy lookahead, so only with three stages or more
+        self.wgmma_pending = 1 if all(s >= 3 for s in self.pipelined.values()) else 0
         for fragment, layout in layouts.items():
             self._find(fragment, self.accumulators).layout = layout
+        swizzled = self._swizzled_layouts(operands, layouts)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
-            tile.core = CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+            tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+
+    def _swizzled_layouts(self, operands: list[SharedTile], layouts: dict[Any, WGMMALayout]) -> dict[Any, Any]:
+        """Swizzled layouts for every wgmma operand tile, or none: swizzling is applied to
+        absolute shared addresses, so it needs every stage on a 1 KiB boundary, which holds
+        when the kernel's shared memory is these staged tiles alone (the dynamic shared
+        buffer starts on a 1 KiB boundary; each stage is a multiple of 1 KiB). Otherwise
+        the tiles keep the core-matrix layout (which wgmma reads more slowly)."""
+        if pass_config(DISABLE_SWIZZLE_CONFIG) or \
+                len(self._shared_allocations()) != len(operands):
+            return {}
+        chosen: dict[Any, Any] = {}
+        for args in self.gemms:
+            layout = layouts[self._find(args[2].source, self.accumulators).old]
+            trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+            for region, mn_major, mn_width in ((args[0], trans_a, 64), (args[1], not trans_b, layout.wn)):
+                tile = self._find(region.source, self.tiles)
+                rows, cols = (int(d.value) for d in tile.old.shape)
+                choice = SwizzledLayout.choose(rows, cols, dtype_bytes(tile.old.dtype), mn_width if mn_major else None)
+                previous = chosen.get(tile.old, choice)
+                if choice is None or previous != choice or \
+                        (choice.size * choice.dtype_bytes) % 1024:
+                    return {}
+                chosen[tile.old] = choice
+        return chosen
 
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
@@ -315,11 +346,15 @@ class _Kernel(AsyncCopyPipelines):
                 self.min_blocks, self.double_buffer = blocks, False
                 return
 
-    def _shared_buffers(self) -> list[Any]:
+    def _shared_allocations(self) -> list[Any]:
         found: list[Any] = []
         tvm_ffi.structural_walk(self.func.body, (tirx.AllocBuffer, lambda a: found.append(a.buffer)
                                                  if a.buffer.scope() in SHARED_SCOPES else None))
-        return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b) for b in found]
+        return found
+
+    def _shared_buffers(self) -> list[Any]:
+        return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b)
+                for b in self._shared_allocations()]
 
     def _launch_bounds(self, body: Any) -> Any:
         if not self.min_blocks or self.min_blocks < 2:
@@ -478,8 +513,9 @@ class _Kernel(AsyncCopyPipelines):
         """C += A @ B on wgmma: per 16-deep k step and 64-row piece of the warpgroup's
         tile, one wgmma.m64nNk16 reading A and B from their core-matrix tiles through
         descriptors; then one commit. ``after_first_load`` (the pipeline's next copies)
-        is issued while the tensor cores work; the wait for them ends the GEMM, so the
-        next iteration's copies may overwrite these stages after its barrier."""
+        is issued while the tensor cores work; then the wait leaves at most
+        ``wgmma_pending`` groups in flight (the previous iteration's are done, so the
+        copies the next iteration issues after its barrier may overwrite their stage)."""
         a, b = self.tiles_of(args)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
@@ -494,7 +530,8 @@ class _Kernel(AsyncCopyPipelines):
         b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
 
         def descriptor(tile: SharedTile, row: Any, col: Any, lbo: int, sbo: int) -> Any:
-            return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col), lbo, sbo)
+            return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col, start=True), lbo, sbo,
+                                    tile.core.mode)
 
         calls = []
         for kk in range(k_total // 16):
@@ -505,7 +542,7 @@ class _Kernel(AsyncCopyPipelines):
             d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
             calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
         compute = seq([extern_call("tl_wgmma_fence"), *calls, extern_call("tl_wgmma_commit"),
-                       after_first_load, extern_call("tl_wgmma_wait", 0)])
+                       after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending)])
         if bool(args[5].value):  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
         return compute
