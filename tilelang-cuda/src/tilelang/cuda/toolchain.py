@@ -143,7 +143,7 @@ def arch_for_source(source: str, arch: str) -> str:
     """The arch to compile ``source`` for: sm_90's architecture-specific variant sm_90a
     when the kernel uses wgmma (which only exists there; the cubin then runs on sm_90
     GPUs alone, which is what an sm_90 target asked for)."""
-    return arch + "a" if arch == "sm_90" and "wgmma." in source else arch
+    return arch + "a" if arch == "sm_90" and "wgmma.mma_async" in source else arch
 
 
 def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
