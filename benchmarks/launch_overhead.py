@@ -4,11 +4,12 @@ process: on the GPU when there is one, and on the CPU, for both CPU target kinds
 default llvm, and c, the C source that the cython backend compiles into its launcher).
 
 Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
-calls, synchronized at the end, so it includes argument checks, binding and the launch.
+calls, synchronized at the end, so it includes argument checks, binding and the launch;
+launchers are measured in interleaved rounds and the median round is reported.
 On the GPU, back-to-back calls of a tiny kernel can also be bound by how fast the GPU
 retires kernels; ``*_submit_us`` is the host cost alone (short batches, GPU idle at the
 start of each).
-Usage: python benchmarks/launch_overhead.py [--calls 20000] [--json out]
+Usage: python benchmarks/launch_overhead.py [--calls 20000] [--rounds 5] [--json out]
 """
 
 from __future__ import annotations
@@ -72,40 +73,33 @@ extern "C" __global__ void add(const float* a, const float* b, float* c) {
 """
 
 
-def cupy_reference(a, b, c, calls: int, sync) -> dict:
-    """The same add as a cupy RawKernel on the same torch tensors (zero-copy DLPack views)
-    — an outside reference for the cost of a launch from Python, where cupy is installed."""
-    try:
-        import cupy
-    except ImportError:
-        return {"cupy": "not installed"}
-    kernel = cupy.RawKernel(CUPY_ADD, "add")
-    ca, cb, cc = (cupy.from_dlpack(t) for t in (a, b, c))
-    # both libraries launch on the legacy default stream here (torch's current stream
-    # unless a caller set another), so the calls are ordered with the torch tensors' work
-    kernel((2,), (128,), (ca, cb, cc))
-    sync()
-    __import__("torch").testing.assert_close(c, a + b)
-    return {"cupy_rawkernel_us": round(per_call_us(lambda: kernel((2,), (128,), (ca, cb, cc)), calls, sync), 2),
-            "cupy_rawkernel_submit_us": round(submit_us(lambda: kernel((2,), (128,), (ca, cb, cc)), sync), 2)}
-
-
-def measure(target: str, device: str, calls: int) -> dict:
+def measure(target: str, device: str, calls: int, rounds: int) -> dict:
+    """Every launcher measured in each of ``rounds`` interleaved rounds (torch, cupy, then
+    each execution backend, repeated), so a drift of the host's speed during the run hits
+    them alike; the figure is the median over rounds, ``*_rounds_us`` lists them all."""
     import torch
 
     a, b, c = (torch.randn(256, device=device) for _ in range(3))
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    row = {"target": target, "device": device,
-           "torch_add_out_us": round(per_call_us(lambda: torch.add(a, b, out=c), calls, sync), 2)}
-    if device == "cuda":
-        row["torch_add_out_submit_us"] = round(submit_us(lambda: torch.add(a, b, out=c), sync), 2)
+    launchers: dict[str, object] = {"torch_add_out": lambda: torch.add(a, b, out=c)}
+    row: dict[str, object] = {"target": target, "device": device}
     if device == "cuda":
         try:
-            row.update(cupy_reference(a, b, c, calls, sync))
+            import cupy
+
+            kernel = cupy.RawKernel(CUPY_ADD, "add")
+            ca, cb, cc = (cupy.from_dlpack(t) for t in (a, b, c))
+            # both libraries launch on the legacy default stream here (torch's current
+            # stream unless a caller set another), so the calls are ordered with torch's work
+            kernel((2,), (128,), (ca, cb, cc))
+            sync()
+            torch.testing.assert_close(c, a + b)
+            launchers["cupy_rawkernel"] = lambda: kernel((2,), (128,), (ca, cb, cc))
         except Exception as err:  # noqa: BLE001 - an outside reference must not stop the run
-            row["cupy"] = f"failed: {type(err).__name__}: {err}"[:200]
+            row["cupy"] = f"unavailable: {type(err).__name__}: {err}"[:200]
     context = create_backend_context(target, execution_backend=None)
     row["target"] = f"{target} ({context.target.kind.name})"
+    ours = []
     for spec in context.module.execution_backends:
         if spec.supports_target is not None and not spec.supports_target(context.target):
             row[spec.name] = f"does not support {context.target.kind.name}"
@@ -117,10 +111,25 @@ def measure(target: str, device: str, calls: int) -> dict:
             continue
         kernel(a, b, c)
         torch.testing.assert_close(c, a + b)
-        row[f"{spec.name}_us"] = round(per_call_us(lambda: kernel(a, b, c), calls, sync), 2)
-        row[f"{spec.name}_vs_torch_add"] = round(row[f"{spec.name}_us"] / row["torch_add_out_us"], 2)
+        launchers[spec.name] = (lambda k: lambda: k(a, b, c))(kernel)
+        ours.append(spec.name)
+    samples: dict[str, list[float]] = {name: [] for name in launchers}
+    submits: dict[str, list[float]] = {name: [] for name in launchers}
+    for _ in range(rounds):
+        for name, fn in launchers.items():
+            samples[name].append(per_call_us(fn, calls, sync))
+            if device == "cuda":
+                submits[name].append(submit_us(fn, sync))
+    for name in launchers:
+        row[f"{name}_us"] = round(statistics.median(samples[name]), 2)
+        if rounds > 1:
+            row[f"{name}_rounds_us"] = [round(x, 2) for x in samples[name]]
         if device == "cuda":
-            row[f"{spec.name}_submit_us"] = round(submit_us(lambda: kernel(a, b, c), sync), 2)
+            row[f"{name}_submit_us"] = round(statistics.median(submits[name]), 2)
+    for name in ours:
+        row[f"{name}_vs_torch_add"] = round(row[f"{name}_us"] / row["torch_add_out_us"], 2)
+    if ours:
+        row["fastest_of_ours"] = min(ours, key=lambda n: row[f"{n}_us"])
     return row
 
 
@@ -129,13 +138,14 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per launcher")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     rows = []
     if torch.cuda.is_available():
-        rows.append(measure("cuda", "cuda", args.calls))
-    rows.append(measure("cpu", "cpu", args.calls))
-    rows.append(measure("c", "cpu", args.calls))
+        rows.append(measure("cuda", "cuda", args.calls, args.rounds))
+    rows.append(measure("cpu", "cpu", args.calls, args.rounds))
+    rows.append(measure("c", "cpu", args.calls, args.rounds))
     for row in rows:
         print(json.dumps(row, indent=1), flush=True)
     if args.json:

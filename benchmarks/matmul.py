@@ -64,6 +64,9 @@ def instruction_mix(source: str, arch: str) -> dict:
         ptx = Path(f"{tmp}/k.ptx").read_text()
         report = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", str(src), "-o",
                                  f"{tmp}/k.cubin"], capture_output=True, text=True).stderr
+        sass = ""
+        if shutil.which("cuobjdump"):
+            sass = subprocess.run(["cuobjdump", "-sass", f"{tmp}/k.cubin"], capture_output=True, text=True).stdout
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
     return {
@@ -71,6 +74,8 @@ def instruction_mix(source: str, arch: str) -> dict:
         "ldmatrix": ptx.count("ldmatrix.sync"),
         "cp.async": ptx.count("cp.async.cg"), "bar.sync": len(re.findall(r"\bbar(rier)?\.sync", ptx)),
         "ld.shared": ptx.count("ld.shared"), "st.global": ptx.count("st.global"),
+        "sass": {op: len(re.findall(rf"\b{op}\b", sass)) for op in ("HGMMA", "HMMA", "LDSM", "LDGSTS", "BAR")}
+        if sass else "cuobjdump not installed",
         "registers": int(regs.group(1)) if regs else None,
         "spill_store_bytes": int(spills.group(1)) if spills else None,
     }
