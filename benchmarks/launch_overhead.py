@@ -87,14 +87,14 @@ def measure(target: str, device: str, calls: int, rounds: int) -> dict:
         try:
             import cupy
 
-            kernel = cupy.RawKernel(CUPY_ADD, "add")
+            raw = cupy.RawKernel(CUPY_ADD, "add")
             ca, cb, cc = (cupy.from_dlpack(t) for t in (a, b, c))
             # both libraries launch on the legacy default stream here (torch's current
             # stream unless a caller set another), so the calls are ordered with torch's work
-            kernel((2,), (128,), (ca, cb, cc))
+            raw((2,), (128,), (ca, cb, cc))
             sync()
             torch.testing.assert_close(c, a + b)
-            launchers["cupy_rawkernel"] = lambda: kernel((2,), (128,), (ca, cb, cc))
+            launchers["cupy_rawkernel"] = lambda: raw((2,), (128,), (ca, cb, cc))
         except Exception as err:  # noqa: BLE001 - an outside reference must not stop the run
             row["cupy"] = f"unavailable: {type(err).__name__}: {err}"[:200]
     context = create_backend_context(target, execution_backend=None)
