@@ -59,11 +59,15 @@ def test_reductions(kind):
     torch.testing.assert_close(kernel(x), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 128, 64), (2, 4, 256, 64)])
-def test_flash_attention_matches_sdpa(shape):
+@pytest.mark.parametrize("shape,tiles", [((1, 2, 128, 64), (64, 64, 128)), ((2, 4, 256, 64), (64, 64, 128)),
+                                         ((1, 2, 256, 128), (128, 64, 256)), ((1, 1, 192, 64), (64, 32, 128))])
+def test_flash_attention_matches_sdpa(shape, tiles):
+    """Both GEMMs on tensor cores (row family): S and P in registers, the row max/sum by
+    quad shuffles, P the second GEMM's A operand."""
     fa = _import(EXAMPLES, "flash_attention")
     batch, heads, seq_len, dim = shape
-    kernel = tilelang.compile(fa.flashattn.builder(batch, heads, seq_len, dim), out_idx=[3], target="cuda")
+    kernel = tilelang.compile(fa.flashattn.builder(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda")
+    assert "tl_mma_m16n8k16_f16_f32" in kernel.get_kernel_source()
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kernel(q, k, v)
     ref = torch.nn.functional.scaled_dot_product_attention(
@@ -129,6 +133,15 @@ def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, mo
     if relu:
         expected = expected.clamp_min(0)
     torch.testing.assert_close(kernel(a, b), expected, rtol=1e-3, atol=1e-3)  # fp32 out
+
+
+def test_gemm_with_a_operand_in_a_fragment():
+    tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
+    kernel = tilelang.compile(tc.single_tile_gemm(a_in_fragment=True), out_idx=[-1], target="cuda")
+    assert "tl_mma_m16n8k16_f16_f32" in kernel.get_kernel_source()
+    a = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float(), rtol=1e-3, atol=1e-3)
 
 
 def test_accumulator_reduced_across_rows_stays_correct():

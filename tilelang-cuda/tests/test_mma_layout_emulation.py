@@ -230,3 +230,81 @@ def test_wgmma_accumulator_layout_matches_the_ptx_fragments(m, n, warps):
                             assert (row, col) == (group_m * layout.wm + mi * 64 + r, group_n * layout.wn + c)
                             seen.add((row, col))
     assert len(seen) == m * n
+
+
+# -- row families (flash-attention): row vectors and the accumulator as the next A operand ----
+def scatter_to_threads(layout: MMALayout, tile: np.ndarray) -> np.ndarray:
+    """regs[warp, lane, i]: the element of ``tile`` each thread holds in register i."""
+    regs = np.zeros((layout.warps_m * layout.warps_n, WARP, layout.per_thread), tile.dtype)
+    for warp in range(layout.warps_m * layout.warps_n):
+        warp_m, warp_n = layout.warp_coords(warp)
+        for lane in range(WARP):
+            for mi in range(layout.mt):
+                for ni in range(layout.nt):
+                    for h in range(2):
+                        for v in range(2):
+                            r, c = layout.c_position(lane, warp_m, warp_n, mi, ni, h, v)
+                            regs[warp, lane, layout.c_register(mi, ni, h, v)] = tile[r, c]
+    return regs
+
+
+@pytest.mark.parametrize("m,k,n,warps", [(64, 64, 64, 4), (64, 32, 128, 4), (128, 64, 32, 4), (32, 16, 16, 2)])
+def test_accumulator_registers_are_the_next_gemms_a_fragments(m, k, n, warps):
+    """P (M x K, warps over rows only) held in the accumulator layout, its registers read
+    as A fragments (pieces 2 kk and 2 kk + 1: 8 halves = 4 registers) by mma with B from
+    ldmatrix: P @ V as numpy computes it."""
+    p_layout, o_layout = MMALayout(m, k, warps, 1), MMALayout(m, n, warps, 1)
+    rng = np.random.default_rng(m + k + n)
+    P = rng.integers(-4, 5, (m, k)).astype(np.float64)
+    V = rng.integers(-4, 5, (k, n)).astype(np.float64)
+    p_regs = scatter_to_threads(p_layout, P)
+    O = np.full((m, n), np.nan)
+    for warp in range(warps):
+        acc = np.zeros((WARP, o_layout.mt * o_layout.nt, 4))
+        for kk in range(k // 16):
+            b_frag = []
+            for nj in range(o_layout.nt // 2):
+                regs = ldmatrix_x4(V, [o_layout.b_address(l, 0, nj, kk, False) for l in range(WARP)], True)
+                b_frag += [regs[:, 0:2], regs[:, 2:4]]
+            for mi in range(o_layout.mt):
+                base = (mi * p_layout.nt + 2 * kk) * 4  # what the pass passes as the A pointer
+                a_frag = p_regs[warp, :, base:base + 8].reshape(WARP, 4, 2)
+                for ni in range(o_layout.nt):
+                    mma_m16n8k16(a_frag, b_frag[ni], acc[:, mi * o_layout.nt + ni])
+        for lane in range(WARP):
+            for mi in range(o_layout.mt):
+                for ni in range(o_layout.nt):
+                    for h in range(2):
+                        for v in range(2):
+                            r, c = o_layout.c_position(lane, warp, 0, mi, ni, h, v)
+                            O[r, c] = acc[lane].reshape(-1)[o_layout.c_register(mi, ni, h, v)]
+    np.testing.assert_array_equal(O, P @ V)
+
+
+@pytest.mark.parametrize("m,n,warps", [(64, 64, 4), (128, 32, 4), (32, 64, 2)])
+def test_row_reduction_over_quads_gives_every_lane_its_rows(m, n, warps):
+    """A row vector element (mi, h) of a thread is row warp x wm + 16 mi + lane / 4 + 8 h;
+    reducing the thread's own columns of those rows, then across lanes l ^ 1 and l ^ 2
+    (the xor shuffles), gives each lane the row's maximum."""
+    from tilelang.cuda.transform.row_families import RowVector
+
+    layout = MMALayout(m, n, warps, 1)
+    S = np.random.default_rng(m * n).standard_normal((m, n))
+    regs = scatter_to_threads(layout, S)
+    row_vec = RowVector(None, layout)
+    for warp in range(warps):
+        own = np.full((WARP, row_vec.per_thread), -np.inf)
+        for lane in range(WARP):
+            for mi in range(layout.mt):
+                for h in range(2):
+                    for ni in range(layout.nt):
+                        for v in range(2):
+                            own[lane, RowVector.register(mi, h)] = max(own[lane, RowVector.register(mi, h)],
+                                                                       regs[warp, lane, layout.c_register(mi, ni, h, v)])
+        for lanes in (1, 2):
+            own = np.maximum(own, own[[lane ^ lanes for lane in range(WARP)]])
+        for lane in range(WARP):
+            for mi in range(layout.mt):
+                for h in range(2):
+                    row, _ = layout.c_position(lane, warp, 0, mi, 0, h, 0)
+                    assert own[lane, RowVector.register(mi, h)] == S[row].max()

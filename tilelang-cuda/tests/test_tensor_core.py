@@ -290,7 +290,7 @@ def single_tile_gemm(threads=128, acc="float32", a_in_fragment=False, a_rows=64)
 @pytest.mark.parametrize("options,expected", [
     (dict(acc="float16"), "simt"),  # fp16 accumulator: mma with fp32 accumulation only
     (dict(a_rows=32), "simt"),  # a slice of a shared tile as an operand
-    (dict(a_in_fragment=True), "simt"),  # A held in a fragment
+    (dict(a_in_fragment=True), "mma"),  # A held in a fragment: its registers are mma's A operand
     (dict(threads=96), "simt"),  # 3 warps cannot split 64x64 into 16x16 pieces
     (dict(threads=(64, 2)), "simt"),  # a 2-d thread block
     (dict(threads=64), "mma"),
@@ -298,3 +298,42 @@ def single_tile_gemm(threads=128, acc="float32", a_in_fragment=False, a_rows=64)
 def test_gemm_instruction_selection(options, expected):
     source = body(tilelang.lower(single_tile_gemm(**options), target=SM80).device_source)
     assert ("mma" if "tl_mma" in source else "simt") == expected
+
+
+# -- row families: flash-attention's GEMMs on tensor cores (row_families.py) ------------------
+def flash_attention_source(dim=64, block_M=64, block_N=64, threads=128, seq_len=256):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import flash_attention
+    finally:
+        sys.path.pop(0)
+    func = flash_attention.flashattn.builder(1, 2, seq_len, dim, block_M, block_N, threads)
+    return tilelang.lower(func, target=SM80, out_idx=[3]).device_source
+
+
+def test_flash_attention_runs_both_gemms_on_tensor_cores_with_rows_in_registers():
+    kernel = body(flash_attention_source())
+    # 64x64 tiles over 4 warps (16 rows each, all columns): 4 k steps x 8 pieces per GEMM
+    assert kernel.count("tl_mma_m16n8k16_f16_f32(") == 64
+    assert kernel.count("tl_ldmatrix_x4(") == 4 + 4 * 4 and kernel.count("tl_ldmatrix_x4_trans(") == 4 * 4
+    # P is the second GEMM's A operand straight from its registers
+    assert re.search(r"tl_mma_m16n8k16_f16_f32\(\(&\(acc_o_ptr\[\d+\]\)\), \(&\(acc_s_cast_ptr\[", kernel)
+    # two row reductions (max, sum) of 2 rows per thread: 2 xor shuffles each
+    assert kernel.count("__shfl_xor_sync(") == 8
+    for name, regs in (("acc_s", 32), ("acc_o", 32), ("acc_s_cast", 32), ("scores_max", 2), ("logsum", 2)):
+        assert re.search(rf"(float|half) {name}_ptr\[{regs}\];", kernel), name
+
+
+def test_flash_attention_with_8_warps_and_dim_128():
+    kernel = body(flash_attention_source(dim=128, block_M=128, block_N=64, threads=256))
+    assert kernel.count("tl_mma_m16n8k16_f16_f32(") == 8 * 8 + 4 * 16  # S: 8 k steps x 8 pieces; O: 4 x 16
+    assert re.search(r"float acc_o_ptr\[64\];", kernel)
+
+
+def test_a_row_vector_leaving_registers_keeps_the_simt_path():
+    """A row vector copied to memory is held by 4 lanes each: the family refuses it (as the
+    plain analysis refuses the row reduction), so the GEMM stays on the SIMT path."""
+    assert "tl_mma" not in body(tilelang.lower(gemm_then_row_max(128, 64, 64), target=SM80, out_idx=[-1]).device_source)

@@ -23,8 +23,11 @@ __device__ __forceinline__ void tl_ldmatrix_x4_trans(unsigned* d, const void* sm
                : "r"(tl_smem_addr(smem)));
 }
 
-// D = A * B + D, m16n8k16, A row-major, B column-major, fp32 accumulators.
-__device__ __forceinline__ void tl_mma_m16n8k16_f16_f32(float* c, const unsigned* a, const unsigned* b) {
+// D = A * B + D, m16n8k16, A row-major, B column-major, fp32 accumulators. A and B are the
+// thread's fragment registers: 4 and 2 x 32 bits (pairs of 16-bit values), of any array type.
+__device__ __forceinline__ void tl_mma_m16n8k16_f16_f32(float* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -32,7 +35,9 @@ __device__ __forceinline__ void tl_mma_m16n8k16_f16_f32(float* c, const unsigned
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__device__ __forceinline__ void tl_mma_m16n8k16_bf16_f32(float* c, const unsigned* a, const unsigned* b) {
+__device__ __forceinline__ void tl_mma_m16n8k16_bf16_f32(float* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"

@@ -61,6 +61,7 @@ from .mma_layout import (
     padded_row,
 )
 from .partition_parallel import ALIGNMENT_ATTR
+from .row_families import RowFamilies
 
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
 WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
@@ -84,12 +85,13 @@ class Accumulator:
     regs: Any = None
 
 
-class _Kernel(AsyncCopyPipelines):
+class _Kernel(AsyncCopyPipelines, RowFamilies):
     def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "") -> None:
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
         self.lane = tirx.floormod(tid, WARP)
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
+        self.rows: dict[Any, Any] = {}  # row vectors of a row family (row_families.py)
         self.tiles: dict[Any, SharedTile] = {}
         self.pipelined: dict[Any, int] = {}  # loop -> stages
         self.lowering = TileOpLowering(func, kernel)
@@ -134,13 +136,15 @@ class _Kernel(AsyncCopyPipelines):
             layout = self._accumulator_layout(fragment, ops, nests)
             if layout is not None:
                 self.accumulators[fragment] = Accumulator(fragment, layout)
+        if any(self._find(args[2].source, self.accumulators) is None for name, args in ops if name == "gemm"):
+            self._plan_row_families(ops, nests, fragments, MMA_INTRINSICS)  # all or nothing
         for name, args in ops:
             if name == "annotate_layout" and args[0].source.scope() in SHARED_SCOPES and \
                     static_ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
                 self.tiles[args[0].source] = SharedTile(args[0].source)  # T.annotate_layout: padded rows
             if name == "gemm" and self._find(args[2].source, self.accumulators) is not None:
                 self.gemms.append(args)
-                for region in args[:2]:
+                for region in [r for r in args[:2] if r.source.scope() in SHARED_SCOPES]:
                     if self._find(region.source, self.tiles) is None:
                         self.tiles[region.source] = SharedTile(region.source)
                     self._find(region.source, self.tiles).mma_operand = True
@@ -162,7 +166,7 @@ class _Kernel(AsyncCopyPipelines):
         """On sm_90, every tensor-core GEMM moves to wgmma when all of them can: operands
         staged by a cp.async pipeline (their only writer) in core-matrix tiles, C split
         into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync."""
-        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG) or self.rows:
             return
         layouts: dict[Any, WGMMALayout] = {}
         for args in self.gemms:
@@ -210,6 +214,9 @@ class _Kernel(AsyncCopyPipelines):
                     return {}
                 chosen[tile.old] = choice
         return chosen
+
+    def _adopt(self, fragment: Any, layout: MMALayout) -> Accumulator:
+        return Accumulator(fragment, layout)
 
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
@@ -292,6 +299,8 @@ class _Kernel(AsyncCopyPipelines):
         for acc in self.accumulators.values():
             old = acc.old
             acc.regs = tirx.decl_buffer((acc.layout.per_thread,), old.dtype, name=old.name, scope="local")
+        for row in self.rows.values():
+            row.regs = tirx.decl_buffer((row.per_thread,), row.old.dtype, name=row.old.name, scope="local")
         body = tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined), order="pre")
         body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
         body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
@@ -319,6 +328,9 @@ class _Kernel(AsyncCopyPipelines):
         ``tl.min_blocks_per_sm`` (a pass config) overrides the block count."""
         layouts = [acc.layout for acc in self.accumulators.values()]
         acc = max(l.per_thread for l in layouts)
+        if self.rows:  # a row family keeps all of its fragments live at once
+            acc = sum(a.layout.per_thread * dtype_bytes(a.old.dtype) // 4 for a in self.accumulators.values())
+            acc += sum(r.per_thread for r in self.rows.values())
         # wgmma reads A and B from shared memory: no fragments
         frag = 0 if self.wgmma else max(l.mt * 4 + l.nt * 2 for l in layouts)
         smem = 0
@@ -370,7 +382,7 @@ class _Kernel(AsyncCopyPipelines):
         return tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre")
 
     def _on_alloc(self, node: Any) -> Any:
-        acc = self._find(node.buffer, self.accumulators)
+        acc = self._find(node.buffer, self.accumulators) or self._find(node.buffer, self.rows)
         if acc is not None:
             return tirx.AllocBuffer(acc.regs)
         tile = self._find(node.buffer, self.tiles)
@@ -405,48 +417,61 @@ class _Kernel(AsyncCopyPipelines):
             if acc is None:
                 return stmt
             return self._mma(acc, args)
+        if name == "reduce" and self._find(args[1].source, self.rows) is not None:
+            return self._reduce_rows(args)
         regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
         acc = next((self._find(r.source, self.accumulators) for r in regions
                     if self._find(r.source, self.accumulators) is not None), None)
-        if acc is None:
+        rows = any(self._find(r.source, self.rows) is not None for r in regions)
+        if acc is None and not rows:
             return stmt
-        nest = self.lowering.lower(stmt)
-        loops, inner = parallel_nest(nest)
-        return self._remap(loops, inner, acc)
+        loops, inner = parallel_nest(self.lowering.lower(stmt))
+        return self._remap(loops, inner, acc) if acc is not None else self._remap_rows(loops, inner)
 
     def _on_nest(self, loop: Any) -> Any:
         if loop.kind != tirx.ForKind.PARALLEL:
             return loop
         loops, inner = parallel_nest(loop)
-        for acc in self.accumulators.values():
-            touched = []
-            tvm_ffi.structural_walk(inner, [
-                (tirx.BufferStore, lambda s: touched.append(s) if s.buffer.same_as(acc.old) else None),
-                (TensorLoad, lambda l: touched.append(l) if isinstance(l.source, tirx.Buffer)
-                 and l.source.same_as(acc.old) else None)])
-            if touched:
+        touched: list[Any] = []
+
+        def visit(node: Any) -> None:
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if isinstance(buffer, tirx.Buffer):
+                touched.append(buffer)
+
+        tvm_ffi.structural_walk(inner, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+        for buffer in touched:
+            acc = self._find(buffer, self.accumulators)
+            if acc is not None:
                 return self._remap(loops, inner, acc)
+        if any(self._find(b, self.rows) is not None for b in touched):
+            return self._remap_rows(loops, inner)
         return loop
 
     def _remap(self, loops: list[Any], inner: Any, acc: Accumulator) -> Any:
-        """A nest over C's shape, at C's own indices -> the thread's own elements."""
+        """A nest over C's shape, at C's own indices -> the thread's own elements (of C
+        and of every fragment in C's layout; row vectors at the element's row)."""
         layout = acc.layout
         mi, ni, h, v = (self.var(n) for n in ("mi", "ni", "h", "v"))
         warp_m, warp_n = layout.warp_coords(self.warp)
         row, col = layout.c_position(self.lane, warp_m, warp_n, mi, ni, h, v)
         index = layout.c_register(mi, ni, h, v)
 
+        def ours(buffer: Any) -> Accumulator | None:
+            found = self._find(buffer, self.accumulators)
+            return found if found is not None and found.layout == layout else None
+
         def on_store(store: Any) -> Any:
-            if store.buffer.same_as(acc.old):
-                return tirx.BufferStore(acc.regs, store.value, [index])
-            return store
+            found = ours(store.buffer)
+            return store if found is None else tirx.BufferStore(found.regs, store.value, [index])
 
         def on_load(load: Any) -> Any:
-            if isinstance(load.source, tirx.Buffer) and load.source.same_as(acc.old):
-                return tirx.BufferLoad(acc.regs, [index])
-            return load
+            found = ours(load.source) if isinstance(load.source, tirx.Buffer) else None
+            return load if found is None else tirx.BufferLoad(found.regs, [index])
 
         body = tvm_ffi.structural_map(inner, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
+        if self.rows:
+            body = self._map_rows(body, mi, h)
         body = substitute(body, [(loops[0].loop_var, row), (loops[1].loop_var, col)])
         # a lane's two neighbouring columns: one paired access where nothing is guarded
         guarded = []
@@ -464,6 +489,8 @@ class _Kernel(AsyncCopyPipelines):
         if self.wgmma:
             return self._wgmma(acc, args, after_first_load)
         a, b = self.tiles_of(args)
+        # A may be a fragment in the row-family layout: its registers are the A fragments
+        a_regs = self._find(args[0].source, self.accumulators)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
         k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
@@ -471,40 +498,47 @@ class _Kernel(AsyncCopyPipelines):
         warp_m, warp_n = layout.warp_coords(self.warp)
         ksteps = k_total // 16
         buffers = 2 if ksteps > 1 and self.double_buffer else 1  # fragments of step kk + 1 load while kk computes
-        a_frag = tirx.decl_buffer((buffers * layout.mt * 4,), "uint32", name="A_frag", scope="local")
+        a_frag = tirx.decl_buffer((buffers * layout.mt * 4 if a_regs is None else 1,), "uint32", name="A_frag",
+                                  scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
         intrinsic = MMA_INTRINSICS[str(args[0].source.dtype)]
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
-            a_addr = a.address(*layout.a_address(lane, warp_m, mi, kk, trans_a))
-            a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
             b_addr = b.address(*layout.b_address(lane, warp_n, nj, kk, trans_b))
             b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
-            a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
-            return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)),
-                         unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))])
+            b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
+            if a_regs is not None:
+                return b_loads
+            a_addr = a.address(*layout.a_address(lane, warp_m, mi, kk, trans_a))
+            a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
+            a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
+            return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)), b_loads])
 
-        def compute(buf: int) -> Any:
+        def compute(buf: int, kk: int) -> Any:
             mi, ni = self.var("mi"), self.var("ni")
+            if a_regs is None:
+                a_operand = tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4])
+            else:  # pieces 2 kk and 2 kk + 1 of the 16 rows: 8 halves = the 4 A registers
+                a_operand = tirx.BufferLoad(a_regs.regs, [(mi * a_regs.layout.nt + 2 * kk) * 4])
             mma = extern_call(intrinsic, tirx.address_of(tirx.BufferLoad(acc.regs, [(mi * layout.nt + ni) * 4])),
-                          tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4])),
-                          tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + ni * 2])))
+                              tirx.address_of(a_operand),
+                              tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + ni * 2])))
             return unrolled(mi, layout.mt, unrolled(ni, layout.nt, mma))
 
         steps = [load(0, 0), after_first_load]
         for kk in range(ksteps):
             if kk + 1 < ksteps and buffers == 2:
                 steps.append(load(kk + 1, (kk + 1) % 2))  # lands in the buffer not in use
-            steps.append(compute(kk % buffers))
+            steps.append(compute(kk % buffers, kk))
             if kk + 1 < ksteps and buffers == 1:
                 steps.append(load(kk + 1, 0))  # one buffer: only once its fragments are used
         compute_all = seq([tirx.AllocBuffer(a_frag), tirx.AllocBuffer(b_frag), *steps])
         compute = compute_all
         if bool(args[5].value):  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
-        if a.stages or b.stages:
+        if (a is not None and a.stages) or b.stages:
             return compute  # the pipelined loop's barrier orders it
         # ldmatrix reads through addresses ThreadSync does not follow: fence both sides
         return seq([block_barrier(), compute, block_barrier()])

@@ -1,0 +1,58 @@
+"""Flash-attention forward (the upstream-style example kernel, fp16) against
+torch.nn.functional.scaled_dot_product_attention in the same process, with a correctness
+check: TFLOP/s (4 x batch x heads x seq^2 x dim) and the ratio to torch, per tile config.
+
+Usage: python benchmarks/flash_attention.py [--json out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import tilelang
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from cuda_timing import time_ms
+from flash_attention import flashattn
+
+SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
+CONFIGS = [(64, 64, 128), (128, 64, 256), (128, 32, 256), (64, 32, 128)]  # block_M, block_N, threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    rows = []
+    for batch, heads, seq_len, dim in SHAPES:
+        q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA wants [batch, heads, seq, dim]
+        reference = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
+        flop = 4 * batch * heads * seq_len * seq_len * dim
+        t_torch = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
+        row = {"shape": [batch, heads, seq_len, dim], "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
+        for config in CONFIGS:
+            kernel = tilelang.compile(flashattn.builder(batch, heads, seq_len, dim, *config), out_idx=[3],
+                                      target="cuda")
+            err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
+            t = time_ms(lambda: kernel(q, k, v), repeat=10, inner=3)
+            entry = {"config": "bM{}/bN{}/t{}".format(*config), "TFLOPs": round(flop / t / 1e9, 1),
+                     "ratio_vs_torch": round(t_torch / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
+            row["tilelang"].append(entry)
+            print(json.dumps({"shape": row["shape"], **entry}), flush=True)
+        correct = [e for e in row["tilelang"] if e["correct"]]
+        if correct:
+            row["best"] = max(correct, key=lambda e: e["TFLOPs"])
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "tilelang"}), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

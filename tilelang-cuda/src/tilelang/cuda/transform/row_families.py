@@ -1,0 +1,244 @@
+"""Tensor-core GEMMs whose accumulators are reduced along rows and fed to the next GEMM:
+the pattern of flash-attention (S = Q K^T; row max and sum of S; P = exp(S - max) cast to
+fp16; O = O * scale + P V), for the tensor-core pass.
+
+The plain accumulator analysis refuses such fragments (a reduction reads across the
+layout). Here one layout serves all of a kernel's fragments at once: the warps split the
+rows only (warps_n = 1), so each row of every (M, n) fragment lives in one warp, in the
+4 lanes of a quad (lanes with equal l // 4); an (M,) fragment — a *row vector* — is held
+by those lanes, element (mi, h) at row warp x wm + 16 mi + l // 4 + 8 h, the rows the
+thread's accumulator registers cover. Then:
+
+* a row reduction is the thread's own columns, then two xor shuffles within the quad;
+* T.Parallel over (M, n) reads row vectors at its row; T.Parallel over (M,) touches row
+  vectors only (the 4 lanes of a quad compute the same values);
+* an fp16/bf16 (M, K) fragment in this layout *is* the A operand of mma.m16n8k16: the 8
+  halves of its pieces 2 kk and 2 kk + 1 of a 16-row block are the A fragment's 4
+  registers (PTX ISA, "Matrix Fragments for mma.m16n8k16"), so P never leaves registers.
+
+All or nothing: any use this cannot follow leaves the kernel to the plain analysis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.language.tile import REDUCE_KINDS
+from tvm import tirx
+from tvm.ir import TensorLoad
+
+from .cp_async import SHARED_SCOPES
+from .fragments import FRAGMENT_SCOPE, is_identity
+from .ir_util import is_full_region, seq, static_ints, substitute, unrolled
+from .mma_layout import WARP, MMALayout
+
+QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
+
+
+@dataclass
+class RowVector:
+    """An (M,) fragment held as the rows of the thread's accumulator pieces."""
+
+    old: Any
+    layout: MMALayout  # any (M, n) layout of the family: rows depend on M and the warps only
+    regs: Any = None
+
+    @property
+    def per_thread(self) -> int:
+        return self.layout.mt * 2
+
+    @staticmethod
+    def register(mi: Any, h: Any) -> Any:
+        return mi * 2 + h
+
+
+def _accessed(node: Any) -> list[tuple[Any, list[Any], bool]]:
+    """(buffer, indices, is_store) of every buffer access under ``node``."""
+    found: list[tuple[Any, list[Any], bool]] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, tirx.BufferStore):
+            found.append((item.buffer, list(item.indices), True))
+        elif isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer):
+            found.append((item.source, list(item.indices), False))
+
+    tvm_ffi.structural_walk(node, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+    return found
+
+
+class RowFamilies:
+    """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``,
+    ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find``, ``var`` and
+    ``Accumulator``-making ``_adopt``."""
+
+    # -- analysis ------------------------------------------------------------------------
+    def _plan_row_families(self, ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]],
+                           fragments: list[Any], mma_dtypes: Any) -> bool:
+        warps = self.threads // WARP
+        gemms = [args for name, args in ops if name == "gemm"]
+        if not gemms or any(args[2].source.scope() != FRAGMENT_SCOPE for args in gemms):
+            return False
+        m = static_ints(gemms[0][2].source.shape)
+        if m is None or len(m) != 2 or m[0] % (16 * warps):
+            return False
+        m = m[0]
+        layouts: dict[Any, MMALayout] = {}
+        rows: list[Any] = []
+        for fragment in fragments:
+            shape = static_ints(fragment.shape)
+            if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % 16 == 0:
+                layouts[fragment] = MMALayout(m, shape[1], warps, 1)
+            elif shape == [m]:
+                rows.append(fragment)
+            else:
+                return False
+
+        def laid(buffer: Any) -> MMALayout | None:
+            return self._find(buffer, layouts)
+
+        def is_row(buffer: Any) -> bool:
+            return any(buffer.same_as(r) for r in rows)
+
+        for name, args in ops:
+            regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
+            ours = [r for r in regions if r.source.scope() == FRAGMENT_SCOPE]
+            if not ours:
+                continue
+            if not all(is_full_region(r) for r in ours):
+                return False
+            if name == "gemm":
+                if not self._family_gemm_ok(args, laid, m, mma_dtypes):
+                    return False
+            elif name == "fill":
+                continue
+            elif name == "copy":
+                src, dst = args[0].source, args[1].source
+                if len(ours) == 2:
+                    same = laid(src) is not None and laid(src) == laid(dst)
+                    if not same and not (is_row(src) and is_row(dst)):
+                        return False
+                elif laid(ours[0].source) is None:  # a row vector to or from memory
+                    return False
+            elif name == "reduce":
+                if laid(args[0].source) is None or not is_row(args[1].source) or int(args[3].value) != 1:
+                    return False
+            else:
+                return False
+        handled = 0
+        for loops, inner in nests:
+            accesses = [a for a in _accessed(inner) if a[0].scope() == FRAGMENT_SCOPE]
+            if not accesses:
+                continue
+            extents = static_ints([loop.extent for loop in loops])
+            if extents is None or extents[0] != m or len(loops) > 2:
+                return False
+            for buffer, indices, _ in accesses:
+                if is_row(buffer):
+                    if not is_identity(indices, loops[:1]):
+                        return False
+                elif laid(buffer) is None or len(loops) != 2 or extents != [m, laid(buffer).n] or \
+                        not is_identity(indices, loops):
+                    return False
+            if len(loops) == 1:  # every quad lane runs it: it may only write row vectors
+                if any(store and not is_row(buffer) for buffer, _, store in _accessed(inner)):
+                    return False
+            handled += len(accesses)
+        family = [*layouts, *rows]
+        total = [a for a in _accessed(self.func.body) if any(a[0].same_as(f) for f in family)]
+        if len(total) != handled:
+            return False
+        self.accumulators = {f: self._adopt(f, layout) for f, layout in layouts.items()}
+        self.rows = {r: RowVector(r, MMALayout(m, 16, warps, 1)) for r in rows}
+        return True
+
+    def _family_gemm_ok(self, args: Any, laid: Any, m: int, mma_dtypes: Any) -> bool:
+        a, b, c = args[0], args[1], args[2]
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        c_layout = laid(c.source)
+        dtype = str(b.source.dtype)
+        if c_layout is None or str(c.source.dtype) != "float32" or dtype not in mma_dtypes:
+            return False
+        if b.source.scope() not in SHARED_SCOPES or not is_full_region(b) or not is_full_region(a):
+            return False
+        if a.source.scope() == FRAGMENT_SCOPE:
+            a_layout = laid(a.source)
+            if a_layout is None or trans_a or str(a.source.dtype) != dtype or a.source.same_as(c.source):
+                return False
+            k = a_layout.n
+        elif a.source.scope() in SHARED_SCOPES and str(a.source.dtype) == dtype:
+            shape = static_ints(a.source.shape)
+            if shape is None or len(shape) != 2:
+                return False
+            ma, k = (shape[1], shape[0]) if trans_a else (shape[0], shape[1])
+            if ma != m:
+                return False
+        else:
+            return False
+        shape = static_ints(b.source.shape)
+        if shape is None or len(shape) != 2:
+            return False
+        kb, nb = (shape[1], shape[0]) if trans_b else (shape[0], shape[1])
+        return kb == k and nb == c_layout.n and k % 16 == 0
+
+    # -- rewriting -----------------------------------------------------------------------
+    def _row_of(self, mi: Any, h: Any) -> Any:
+        layout = next(iter(self.rows.values())).layout
+        row, _ = layout.c_position(self.lane, self.warp, 0, mi, 0, h, 0)
+        return row
+
+    def _map_rows(self, body: Any, mi: Any, h: Any) -> Any:
+        """Row-vector accesses (at the row) -> the thread's register (mi, h)."""
+        def on_store(store: Any) -> Any:
+            row = self._find(store.buffer, self.rows)
+            if row is None:
+                return store
+            return tirx.BufferStore(row.regs, store.value, [RowVector.register(mi, h)])
+
+        def on_load(load: Any) -> Any:
+            row = self._find(load.source, self.rows) if isinstance(load.source, tirx.Buffer) else None
+            return load if row is None else tirx.BufferLoad(row.regs, [RowVector.register(mi, h)])
+
+        return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
+
+    def _remap_rows(self, loops: list[Any], inner: Any) -> Any:
+        """A nest over (M,) touching row vectors -> the thread's rows."""
+        mi, h = self.var("mi"), self.var("h")
+        body = self._map_rows(inner, mi, h)
+        body = substitute(body, [(loops[0].loop_var, self._row_of(mi, h))])
+        layout = next(iter(self.rows.values())).layout
+        return unrolled(mi, layout.mt, unrolled(h, 2, body))
+
+    def _reduce_rows(self, args: Any) -> Any:
+        """T.reduce_*(C, row vector, dim=1): the thread's columns of each of its rows,
+        then the quad's 4 lanes combined with xor shuffles (every lane ends with the row's
+        value, as every lane holds the row vector)."""
+        from tilelang.cuda.language.extensions import shfl_xor
+
+        src = self._find(args[0].source, self.accumulators)
+        dst = self._find(args[1].source, self.rows)
+        kind, clear = REDUCE_KINDS[int(args[2].value)], bool(args[4].value)
+        dtype = str(dst.old.dtype)
+        layout = src.layout
+        init = {"max": tirx.min_value(dtype), "min": tirx.max_value(dtype)}.get(kind, tirx.const(0, dtype))
+
+        def combine(x: Any, y: Any) -> Any:
+            if kind in ("max", "absmax"):
+                return tirx.max(x, y)
+            return tirx.min(x, y) if kind == "min" else x + y
+
+        mi, h, ni, v = (self.var(n) for n in ("mi", "h", "ni", "v"))
+        acc = tirx.decl_buffer((1,), dtype, name="row_acc", scope="local")
+        value = tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)]))
+        if kind in ("abssum", "absmax"):
+            value = tirx.abs(value)
+        current = tirx.BufferLoad(acc, [0])
+        own = unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value), [0])))
+        shuffles = [tirx.BufferStore(acc, combine(current, shfl_xor(current, lanes)), [0]) for lanes in (1, 2)]
+        target = RowVector.register(mi, h)
+        result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
+        body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles,
+                    tirx.BufferStore(dst.regs, result, [target])])
+        return unrolled(mi, layout.mt, unrolled(h, 2, body))
