@@ -20,7 +20,9 @@ from cuda_timing import time_ms
 from flash_attention import flashattn
 
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
-CONFIGS = [(64, 64, 128), (128, 64, 256), (128, 32, 256), (64, 32, 128)]  # block_M, block_N, threads
+# block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2: a cp.async ring)
+CONFIGS = [(64, 64, 128, 1), (64, 64, 128, 2), (128, 64, 256, 2), (64, 32, 128, 2), (128, 32, 256, 2),
+           (64, 128, 128, 2)]
 
 
 def main() -> None:
@@ -40,7 +42,7 @@ def main() -> None:
                                       target="cuda")
             err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
             t = time_ms(lambda: kernel(q, k, v), repeat=10, inner=3)
-            entry = {"config": "bM{}/bN{}/t{}".format(*config), "TFLOPs": round(flop / t / 1e9, 1),
+            entry = {"config": "bM{}/bN{}/t{}/s{}".format(*config), "TFLOPs": round(flop / t / 1e9, 1),
                      "ratio_vs_torch": round(t_torch / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
             row["tilelang"].append(entry)
             print(json.dumps({"shape": row["shape"], **entry}), flush=True)

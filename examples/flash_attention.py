@@ -12,7 +12,7 @@ from tilelang.testing import to_kernel_device, to_numpy
 
 
 @tilelang.jit(out_idx=[3])
-def flashattn(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128):
+def flashattn(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
     shape = [batch, seq_len, heads, dim]
     dtype, accum_dtype = "float16", "float32"
@@ -37,7 +37,7 @@ def flashattn(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128):
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, -T.infinity(accum_dtype))
-            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=1):
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
                 T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)

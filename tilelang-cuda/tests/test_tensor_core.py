@@ -301,7 +301,7 @@ def test_gemm_instruction_selection(options, expected):
 
 
 # -- row families: flash-attention's GEMMs on tensor cores (row_families.py) ------------------
-def flash_attention_source(dim=64, block_M=64, block_N=64, threads=128, seq_len=256):
+def flash_attention_source(dim=64, block_M=64, block_N=64, threads=128, seq_len=256, stages=2):
     import sys
     from pathlib import Path
 
@@ -310,7 +310,7 @@ def flash_attention_source(dim=64, block_M=64, block_N=64, threads=128, seq_len=
         import flash_attention
     finally:
         sys.path.pop(0)
-    func = flash_attention.flashattn.builder(1, 2, seq_len, dim, block_M, block_N, threads)
+    func = flash_attention.flashattn.builder(1, 2, seq_len, dim, block_M, block_N, threads, stages)
     return tilelang.lower(func, target=SM80, out_idx=[3]).device_source
 
 
@@ -337,3 +337,30 @@ def test_a_row_vector_leaving_registers_keeps_the_simt_path():
     """A row vector copied to memory is held by 4 lanes each: the family refuses it (as the
     plain analysis refuses the row reduction), so the GEMM stays on the SIMT path."""
     assert "tl_mma" not in body(tilelang.lower(gemm_then_row_max(128, 64, 64), target=SM80, out_idx=[-1]).device_source)
+
+
+def test_flash_attention_pipelines_k_and_v_copies():
+    """V is copied after the first GEMM; nothing before that touches V's tile, so the copy
+    joins K's at the top of the iteration: both become a 2-stage cp.async ring."""
+    kernel = body(flash_attention_source(stages=2))
+    # 64 x 64 fp16 tiles = 512 vectors, 4 per thread: K and V, prologue and loop
+    assert kernel.count("tl_cp_async_16(") == 2 * 2 * 4 and "tl_cp_async_wait(0)" in kernel
+    assert "tl_cp_async" not in body(flash_attention_source(stages=1))
+
+
+def test_a_copy_whose_tile_is_read_before_it_is_not_hoisted():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[k * 64, 0], As)
+                T.gemm(As, Bs, Cl, transpose_B=True)  # reads the previous iteration's Bs
+                T.copy(B[k * 64, 0], Bs)
+            T.copy(Cl, C)
+
+    kernel = body(tilelang.lower(main, target=SM80, out_idx=[-1]).device_source)
+    assert "tl_mma_m16n8k16" in kernel and "tl_cp_async" not in kernel

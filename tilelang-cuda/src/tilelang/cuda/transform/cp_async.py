@@ -102,20 +102,45 @@ class AsyncCopyPipelines:
 
     @staticmethod
     def _split_body(loop: Any) -> tuple[list[Any], list[Any]]:
-        """(leading T.copy statements into shared tiles, the rest); no producers when a
-        copy into shared memory follows other work."""
+        """(the T.copy statements of global tiles into shared tiles, the rest). Copies
+        after other work count when they may move to the top of the iteration (as in
+        flash-attention, whose V tile is copied after the first GEMM): nothing before
+        them touches their shared tile, and the loop writes no global tensor they read.
+        Otherwise no producers."""
         body = list(loop.body) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
-        producers = []
+        written: list[Any] = []
+        tvm_ffi.structural_walk(loop.body, (tirx.BufferStore, lambda s: written.append(s.buffer)
+                                            if s.buffer.scope() == "global" else None))
+        producers, rest = [], []
         for stmt in body:
-            if tile_op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
-                    stmt.value.args[1].source.scope() in SHARED_SCOPES:
+            is_copy = tile_op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
+                stmt.value.args[1].source.scope() in SHARED_SCOPES
+            if is_copy and (not rest or AsyncCopyPipelines._may_hoist(stmt, rest, written)):
                 producers.append(stmt)
+            elif is_copy:
+                return [], body
             else:
-                break
-        rest = body[len(producers):]
+                rest.append(stmt)
         if any(tile_op_name(s) == "copy" and s.value.args[1].source.scope() in SHARED_SCOPES for s in rest):
             return [], body
         return producers, rest
+
+    @staticmethod
+    def _may_hoist(copy: Any, before: list[Any], written: list[Any]) -> bool:
+        src, dst = copy.value.args[0].source, copy.value.args[1].source
+        if any(b.same_as(src) for b in written):
+            return False
+        touched = []
+
+        def visit(node: Any) -> None:
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if isinstance(buffer, tirx.Buffer) and buffer.same_as(dst):
+                touched.append(node)
+
+        for stmt in before:
+            tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, visit), (TensorLoad, visit),
+                                           (tvm.ir.TensorRegion, visit)])
+        return not touched
 
     def _cp_async_ok(self, src: Any, dst: Any) -> bool:
         """16-byte vectors of the tile are whole vectors of the global tensor, aligned."""
