@@ -129,3 +129,22 @@ def test_wgmma_gemm_assembles_without_spills(tmp_path, config):
                              str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
     assert "0 bytes spill stores" in report, report
     assert "serialized" not in report, report  # ptxas: "wgmma.mma_async instructions are serialized due to ..."
+
+
+def test_an_a_operand_in_registers_stays_on_mma_sync():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((256, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            Af = T.alloc_fragment((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, Af)
+            T.clear(Cl)
+            for k in T.Pipelined(4, num_stages=3):
+                T.copy(B[k * 64, 0], Bs)
+                T.gemm(Af, Bs, Cl)
+            T.copy(Cl, C)
+
+    body = kernel_body(lower(main))
+    assert "tl_mma_m16n8k16_f16_f32((&(Cl_ptr" in body and "(&(Af_ptr[" in body and "wgmma" not in body
+    assert "tl_cp_async_16(" in body  # B still pipelined

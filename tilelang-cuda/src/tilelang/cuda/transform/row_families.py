@@ -142,9 +142,9 @@ class RowFamilies:
                 elif laid(buffer) is None or len(loops) != 2 or extents != [m, laid(buffer).n] or \
                         not is_identity(indices, loops):
                     return False
-            if len(loops) == 1:  # every quad lane runs it: it may only write row vectors
-                if any(store and not is_row(buffer) for buffer, _, store in _accessed(inner)):
-                    return False
+            # a nest over rows runs in every lane of a quad: it may only write row vectors
+            if len(loops) == 1 and any(store and not is_row(buffer) for buffer, _, store in _accessed(inner)):
+                return False
             handled += len(accesses)
         family = [*layouts, *rows]
         total = [a for a in _accessed(self.func.body) if any(a[0].same_as(f) for f in family)]

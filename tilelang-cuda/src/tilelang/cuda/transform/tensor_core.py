@@ -168,6 +168,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync."""
         if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG) or self.rows:
             return
+        if any(args[0].source.scope() not in SHARED_SCOPES for args in self.gemms):
+            return  # an A operand in registers: mma.sync's form (wgmma's is not wired)
         layouts: dict[Any, WGMMALayout] = {}
         for args in self.gemms:
             acc = self._find(args[2].source, self.accumulators)
