@@ -21,8 +21,11 @@ from flash_attention import flashattn
 
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2: a cp.async ring)
-CONFIGS = [(64, 64, 128, 1), (64, 64, 128, 2), (128, 64, 256, 2), (64, 32, 128, 2), (128, 32, 256, 2),
-           (64, 128, 128, 2)]
+# On sm_90 these run on wgmma (16 rows per warp); the last configs measure mma.sync.
+MMA_SYNC = {"tl.disable_wgmma": True}
+CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((64, 32, 128, 2), {}),
+           ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}),
+           ((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
 
 
 def main() -> None:
@@ -37,12 +40,12 @@ def main() -> None:
         flop = 4 * batch * heads * seq_len * seq_len * dim
         t_torch = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
         row = {"shape": [batch, heads, seq_len, dim], "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
-        for config in CONFIGS:
+        for config, options in CONFIGS:
             kernel = tilelang.compile(flashattn.builder(batch, heads, seq_len, dim, *config), out_idx=[3],
-                                      target="cuda")
+                                      target="cuda", pass_configs=options or None)
             err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
             t = time_ms(lambda: kernel(q, k, v), repeat=10, inner=3)
-            entry = {"config": "bM{}/bN{}/t{}/s{}".format(*config), "TFLOPs": round(flop / t / 1e9, 1),
+            entry = {"config": "bM{}/bN{}/t{}/s{}".format(*config) + ("/mma" if options else ""), "TFLOPs": round(flop / t / 1e9, 1),
                      "ratio_vs_torch": round(t_torch / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
             row["tilelang"].append(entry)
             print(json.dumps({"shape": row["shape"], **entry}), flush=True)

@@ -15,6 +15,11 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NO_WGMMA = {"tl.disable_wgmma": True}
+
+
+def _instructions(source: str) -> str:
+    return "wgmma" if "tl_wgmma_m64n" in source else "mma" if "tl_mma_m16n8k16" in source else "simt"
 TESTS = Path(__file__).resolve().parents[2] / "tilelang-core" / "tests"
 
 
@@ -59,15 +64,21 @@ def test_reductions(kind):
     torch.testing.assert_close(kernel(x), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape,tiles", [((1, 2, 128, 64), (64, 64, 128)), ((2, 4, 256, 64), (64, 64, 128)),
-                                         ((1, 2, 256, 128), (128, 64, 256)), ((1, 1, 192, 64), (64, 32, 128))])
-def test_flash_attention_matches_sdpa(shape, tiles):
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
+@pytest.mark.parametrize("shape,tiles", [((1, 2, 128, 64), (64, 64, 128)), ((2, 4, 256, 64), (64, 64, 128, 1)),
+                                         ((1, 2, 256, 128), (128, 64, 256)), ((1, 1, 192, 64), (64, 32, 128)),
+                                         ((1, 2, 256, 64), (128, 64, 128))])
+def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     """Both GEMMs on tensor cores (row family): S and P in registers, the row max/sum by
-    quad shuffles, P the second GEMM's A operand."""
+    quad shuffles, P the second GEMM's A operand — on wgmma where each warp holds 16 rows
+    (sm_90), else and with tl.disable_wgmma on mma.sync."""
     fa = _import(EXAMPLES, "flash_attention")
     batch, heads, seq_len, dim = shape
-    kernel = tilelang.compile(fa.flashattn.builder(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda")
-    assert "tl_mma_m16n8k16_f16_f32" in kernel.get_kernel_source()
+    kernel = tilelang.compile(fa.flashattn.builder(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda",
+                              pass_configs=None if wgmma else NO_WGMMA)
+    rows_per_warp = tiles[0] // (tiles[2] // 32)
+    expected = "wgmma" if wgmma and rows_per_warp == 16 else "mma"
+    assert _instructions(kernel.get_kernel_source()) == expected
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kernel(q, k, v)
     ref = torch.nn.functional.scaled_dot_product_attention(
@@ -86,12 +97,7 @@ TENSOR_CORE_CASES = [
     ((128, 192, 64), (128, 64, 32, 128, 0, 0), "mma"),  # no pipelining: synchronous copies
     ((96, 96, 40), (32, 32, 32, 128, 3, 0), "mma"),  # K % bK != 0 and K not 16-byte rows: no cp.async
 ]
-NO_WGMMA = {"tl.disable_wgmma": True}
 INSTRUCTION_MODES = {"wgmma": None, "wgmma-unswizzled": {"tl.disable_wgmma_swizzle": True}, "mma.sync": NO_WGMMA}
-
-
-def _instructions(source: str) -> str:
-    return "wgmma" if "tl_wgmma_m64n" in source else "mma" if "tl_mma_m16n8k16" in source else "simt"
 
 
 @pytest.mark.parametrize("mode", list(INSTRUCTION_MODES))

@@ -148,3 +148,34 @@ def test_an_a_operand_in_registers_stays_on_mma_sync():
     body = kernel_body(lower(main))
     assert "tl_mma_m16n8k16_f16_f32((&(Cl_ptr" in body and "(&(Af_ptr[" in body and "wgmma" not in body
     assert "tl_cp_async_16(" in body  # B still pipelined
+
+
+def flash_attention(dim=64, block_M=64, block_N=64, threads=128, stages=2, **configs) -> str:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import flash_attention as fa
+    finally:
+        sys.path.pop(0)
+    func = fa.flashattn.builder(1, 2, 256, dim, block_M, block_N, threads, stages)
+    return tilelang.lower(func, target=SM90, out_idx=[3], pass_configs=configs or None).device_source
+
+
+def test_flash_attention_runs_on_wgmma_with_p_from_registers():
+    """16 rows per warp: the row family's layout is wgmma's. S = Q K^T reads both tiles
+    through descriptors (Q copied once, into the swizzled layout, fenced for the async
+    proxy); O += P V takes P from its registers; no group stays in flight (the softmax
+    reads S right after its GEMM)."""
+    body = kernel_body(flash_attention())
+    assert body.count("tl_wgmma_m64n64k16_f16_00(") == 4 and body.count("tl_wgmma_m64n64k16_f16_r1(") == 4
+    assert re.search(r"tl_wgmma_m64n64k16_f16_r1\(\(&\(acc_o_ptr\[0\]\)\), \(&\(acc_s_cast_ptr\[8\]\)\)", body)
+    assert "tl_wgmma_wait(1)" not in body and "tl_mma_m16n8k16" not in body
+    assert body.count("tl_fence_proxy_async();") == 2  # after the Q copy; before each iteration's barrier
+    assert {mode for *_, mode in descriptors(flash_attention())} == {1}
+
+
+def test_flash_attention_with_32_rows_per_warp_stays_on_mma_sync():
+    assert "wgmma" not in kernel_body(flash_attention(block_M=128, threads=128))
+    assert "wgmma" not in kernel_body(flash_attention(**{"tl.disable_wgmma": True}))

@@ -16,13 +16,34 @@ from . import toolchain
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence")  # tl_device.h's families
-# tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major><B MN-major>: generated per use
-_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01])([01])\b")
+# tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])\b")
 
 
 @functools.cache
 def _device_header() -> str:
     return DEVICE_HEADER.read_text()
+
+
+@functools.cache
+def wgmma_register_a_helper(n: int, dtype: str, b_mn_major: int) -> str:
+    """D += A B with A from registers (4 x 32 bits per thread: the m16n8k16 A fragment of
+    the thread's warp's 16 rows) and B through a shared memory descriptor."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    name = f"tl_wgmma_m64n{n}k16_{dtype}_r{b_mn_major}"
+    return (
+        f"__device__ __forceinline__ void {name}(float* d, const void* a_regs, unsigned long long desc_b) {{\n"
+        "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
+        "  asm volatile(\n"
+        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(regs + 5) + ', 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
+        f'      "{{{outs}}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, '
+        f'{b_mn_major};\\n}}\\n"\n'
+        f"      : {operands}\n"
+        '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));\n'
+        "}\n")
 
 
 @functools.cache
@@ -52,7 +73,8 @@ def _postproc(code: str, target: Any = None) -> str:
     if not any(helper in code for helper in _HELPERS):
         return code
     wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
-    generated = "".join(wgmma_helper(int(n), t, int(a), int(b)) for n, t, a, b in wgmma)
+    generated = "".join(wgmma_register_a_helper(int(n), t, int(b)) if a == "r" else
+                        wgmma_helper(int(n), t, int(a), int(b)) for n, t, a, b in wgmma)
     return _device_header() + "\n" + generated + "\n" + code
 
 

@@ -156,8 +156,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
             shape = [tile.core.size] if tile.core else [rows, padded_row(cols, dtype_bytes(old.dtype))]
             if tile.stages:
                 shape = [tile.stages, *shape]
-            # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in
-            scope = "shared.dyn" if tile.stages else old.scope()
+            # staged tiles outgrow the 48 KiB of static shared memory: dynamic, opted in;
+            # so do wgmma operand tiles (the swizzle's alignment holds in the dynamic buffer)
+            scope = "shared.dyn" if tile.stages or tile.core else old.scope()
             tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
         if self.accumulators:
             self._plan_occupancy()
@@ -165,33 +166,67 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
     def _choose_wgmma(self) -> None:
         """On sm_90, every tensor-core GEMM moves to wgmma when all of them can: operands
         staged by a cp.async pipeline (their only writer) in core-matrix tiles, C split
-        into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync."""
-        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG) or self.rows:
+        into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync.
+
+        A row family (row_families.py) qualifies when each warp holds 16 rows: its layout
+        then *is* wgmma's accumulator layout, and a fragment A operand is wgmma's register
+        A. Its operand tiles may also be unstaged when T.copy is their only writer (the
+        pass lowers those copies itself, into the tile layout, fenced for the async proxy)."""
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
             return
-        if any(args[0].source.scope() not in SHARED_SCOPES for args in self.gemms):
-            return  # an A operand in registers: mma.sync's form (wgmma's is not wired)
+        warps = self.threads // WARP
         layouts: dict[Any, WGMMALayout] = {}
+        if self.rows:
+            if warps % 4 or any(a.layout.wm != 16 for a in self.accumulators.values()):
+                return
+            for acc in self.accumulators.values():  # the same registers, wgmma's bookkeeping
+                layouts[acc.old] = WGMMALayout(acc.layout.m, acc.layout.n, warps // 4, 1)
+        elif any(args[0].source.scope() not in SHARED_SCOPES for args in self.gemms):
+            return  # a fragment A outside a row family: mma.sync
         for args in self.gemms:
             acc = self._find(args[2].source, self.accumulators)
-            layout = choose_wgmma_layout(acc.layout.m, acc.layout.n, self.threads // WARP)
-            if layout is None or str(args[0].source.dtype) not in WGMMA_TYPES:
+            layout = layouts.get(acc.old) or choose_wgmma_layout(acc.layout.m, acc.layout.n, warps)
+            if layout is None or layout.wn > 256 or str(args[1].source.dtype) not in WGMMA_TYPES:
                 return
             layouts[acc.old] = layout
         operands = [t for t in self.tiles.values() if t.mma_operand]
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
-            if not tile.stages or not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
+            if not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
+                return
+            if not tile.stages and not (self.rows and self._written_by_copies_only(tile.old)):
                 return
         self.wgmma = True
         # one group in flight keeps the tensor cores busy across the barrier; it costs a
-        # stage of copy lookahead, so only with three stages or more
-        self.wgmma_pending = 1 if all(s >= 3 for s in self.pipelined.values()) else 0
+        # stage of copy lookahead, so only with three stages or more — and never in a row
+        # family, whose accumulators are read right after each GEMM
+        self.wgmma_pending = 1 if all(s >= 3 for s in self.pipelined.values()) and not self.rows else 0
         for fragment, layout in layouts.items():
             self._find(fragment, self.accumulators).layout = layout
         swizzled = self._swizzled_layouts(operands, layouts)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+
+    def _written_by_copies_only(self, buffer: Any) -> bool:
+        """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it, and
+        no plain store writes it."""
+        ok = True
+
+        def visit(node: Any) -> None:
+            nonlocal ok
+            if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
+                ok = False
+            name = tile_op_name(node)
+            if name is None:
+                return
+            args = node.value.args
+            for k, region in enumerate(a for a in args if isinstance(a, tvm.ir.TensorRegion)):
+                if region.source.same_as(buffer) and not (name == "copy" and k == 1 or name == "gemm" and k < 2):
+                    ok = False
+
+        tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, visit), (tirx.Evaluate, visit)])
+        return ok
 
     def _swizzled_layouts(self, operands: list[SharedTile], layouts: dict[Any, WGMMALayout]) -> dict[Any, Any]:
         """Swizzled layouts for every wgmma operand tile, or none: swizzling is applied to
@@ -208,6 +243,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
             trans_a, trans_b = bool(args[3].value), bool(args[4].value)
             for region, mn_major, mn_width in ((args[0], trans_a, 64), (args[1], not trans_b, layout.wn)):
                 tile = self._find(region.source, self.tiles)
+                if tile is None:  # an A operand in registers
+                    continue
                 rows, cols = (int(d.value) for d in tile.old.shape)
                 choice = SwizzledLayout.choose(rows, cols, dtype_bytes(tile.old.dtype), mn_width if mn_major else None)
                 previous = chosen.get(tile.old, choice)
@@ -422,6 +459,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         if name == "reduce" and self._find(args[1].source, self.rows) is not None:
             return self._reduce_rows(args)
         regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
+        tile = self._find(args[1].source, self.tiles) if name == "copy" else None
+        if tile is not None and tile.core is not None and not tile.stages:
+            # into a wgmma tile's layout (its stores are mapped below); wgmma reads
+            # through the async proxy, so each thread makes its writes visible to it
+            return seq([self.lowering.lower(stmt), extern_call("tl_fence_proxy_async")])
         acc = next((self._find(r.source, self.accumulators) for r in regions
                     if self._find(r.source, self.accumulators) is not None), None)
         rows = any(self._find(r.source, self.rows) is not None for r in regions)
@@ -553,6 +595,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         ``wgmma_pending`` groups in flight (the previous iteration's are done, so the
         copies the next iteration issues after its barrier may overwrite their stage)."""
         a, b = self.tiles_of(args)
+        a_regs = self._find(args[0].source, self.accumulators)  # register A (a row family's P)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
         k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
@@ -560,9 +603,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         m_base, n0 = warp_m // 4 * layout.wm, group_n * layout.wn
         # operands whose tile rows are K are MN-major: wgmma's "transpose" flag
         a_mn_major, b_mn_major = trans_a, not trans_b
-        name = (f"tl_wgmma_m64n{layout.wn}k16_{WGMMA_TYPES[str(args[0].source.dtype)]}"
-                f"_{int(a_mn_major)}{int(b_mn_major)}")
-        a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major)
+        kind = WGMMA_TYPES[str(args[1].source.dtype)]
+        name = f"tl_wgmma_m64n{layout.wn}k16_{kind}_" + \
+            (f"r{int(b_mn_major)}" if a_regs is not None else f"{int(a_mn_major)}{int(b_mn_major)}")
+        a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major) if a is not None else (0, 0)
         b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
 
         def descriptor(tile: SharedTile, row: Any, col: Any, lbo: int, sbo: int) -> Any:
@@ -573,7 +617,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         for kk in range(k_total // 16):
             mi = self.var("mi")
             m0 = m_base + mi * 64
-            a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
+            if a_regs is not None:  # the 8 halves of pieces 2 kk, 2 kk + 1: wgmma's A registers
+                a_desc = tirx.address_of(tirx.BufferLoad(a_regs.regs, [(mi * a_regs.layout.nt + 2 * kk) * 4]))
+            else:
+                a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
             b_desc = descriptor(b, *((kk * 16, n0) if b_mn_major else (n0, kk * 16)), b_lbo, b_sbo)
             d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
             calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
@@ -581,7 +628,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
                        after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending)])
         if bool(args[5].value):  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
-        return compute
+        if (a is not None and a.stages) or b.stages:
+            return compute  # the pipelined loop's barrier orders it
+        # unstaged tiles (a row family's): their writers fenced; publish, and keep the
+        # next writes behind this GEMM's reads
+        return seq([block_barrier(), compute, block_barrier()])
 
     def _fill_regs(self, acc: Accumulator) -> Any:
         i = self.var("i")
