@@ -12,7 +12,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.cuda.transform.mma_layout import choose_layout, padded_row
-from tilelang.testing.kernels import split_k_gemm
+from tilelang.testing.kernels import flash_attention, split_k_gemm
 from tilelang.testing.kernels import tile_gemm as general_gemm
 
 SM80 = {"kind": "cuda", "arch": "sm_80"}  # mma.sync (sm_90 takes wgmma: test_wgmma.py)
@@ -302,15 +302,7 @@ def test_gemm_instruction_selection(options, expected):
 
 # -- row families: flash-attention's GEMMs on tensor cores (row_families.py) ------------------
 def flash_attention_source(dim=64, block_M=64, block_N=64, threads=128, seq_len=256, stages=2):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    try:
-        import flash_attention
-    finally:
-        sys.path.pop(0)
-    func = flash_attention.flashattn.builder(1, 2, seq_len, dim, block_M, block_N, threads, stages)
+    func = flash_attention(1, 2, seq_len, dim, block_M, block_N, threads, stages)
     return tilelang.lower(func, target=SM80, out_idx=[3]).device_source
 
 

@@ -13,6 +13,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.cuda.toolchain import arch_for_source
+from tilelang.testing.kernels import flash_attention as flash_attention_kernel
 from tilelang.testing.kernels import tile_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -151,15 +152,7 @@ def test_an_a_operand_in_registers_stays_on_mma_sync():
 
 
 def flash_attention(dim=64, block_M=64, block_N=64, threads=128, stages=2, **configs) -> str:
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    try:
-        import flash_attention as fa
-    finally:
-        sys.path.pop(0)
-    func = fa.flashattn.builder(1, 2, 256, dim, block_M, block_N, threads, stages)
+    func = flash_attention_kernel(1, 2, 256, dim, block_M, block_N, threads, stages)
     return tilelang.lower(func, target=SM90, out_idx=[3], pass_configs=configs or None).device_source
 
 

@@ -134,3 +134,54 @@ def tile_gemm(M, N, K, bM=32, bN=32, bK=16, trans_a=False, trans_b=False, dtype=
             T.copy(Cl, C[by * bM, bx * bN])
 
     return main
+
+
+def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
+    """Flash-attention forward over [batch, seq, heads, dim] fp16 tensors (online softmax
+    over key blocks; the examples' kernel, here for tests that run from an installed wheel)."""
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"), V: T.Tensor(shape, "float16"),
+             Output: T.Tensor(shape, "float16")):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], "float16")
+            K_shared = T.alloc_shared([block_N, dim], "float16")
+            V_shared = T.alloc_shared([block_N, dim], "float16")
+            acc_s = T.alloc_fragment([block_M, block_N], "float32")
+            acc_s_cast = T.alloc_fragment([block_M, block_N], "float16")
+            acc_o = T.alloc_fragment([block_M, dim], "float32")
+            scores_max = T.alloc_fragment([block_M], "float32")
+            scores_max_prev = T.alloc_fragment([block_M], "float32")
+            scores_scale = T.alloc_fragment([block_M], "float32")
+            scores_sum = T.alloc_fragment([block_M], "float32")
+            logsum = T.alloc_fragment([block_M], "float32")
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity("float32"))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+                T.copy(scores_max, scores_max_prev)
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+    return main
