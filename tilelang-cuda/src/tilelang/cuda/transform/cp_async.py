@@ -1,10 +1,12 @@
 """T.Pipelined as cp.async stage rings (sm_80+), for the tensor-core pass.
 
-A ``T.Pipelined(n, num_stages=s)`` loop (s >= 2) whose body starts with T.copy of global
-tiles into shared tiles that tensor-core GEMMs read: each such tile gets s stages; the
-copies become 16-byte cp.async (zero-filling out-of-range vectors), issued s - 1
-iterations ahead, one commit group per iteration; each iteration waits for its group, then
-one barrier both publishes the data and frees the stage the next copies overwrite.
+A ``T.Pipelined(n, num_stages=s)`` loop (s >= 2) whose body copies global tiles into
+shared tiles that tensor-core GEMMs read (at its start, or later where the copy may move
+there): each such tile gets s stages; the copies become 16-byte cp.async (zero-filling
+out-of-range vectors), issued s - 1 iterations ahead (one fewer when wgmma groups stay in
+flight), one commit group per iteration; each iteration waits for its group, then one
+barrier both publishes the data and frees the stage the next copies overwrite (wgmma
+readers: after a proxy fence).
 """
 
 from __future__ import annotations

@@ -11,9 +11,15 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
   mma.m16n8k16"). Every other use of C — T.clear/T.fill, T.copy in or out, T.Parallel
   nests that touch C at the nest's own indices — is rewritten to walk the thread's own
   elements, so C never leaves registers (T.atomic_add of C into a global tile too). A C
-  with any other use (a reduction reads across the layout) keeps the SIMT path.
+  with any other use (a reduction reads across the layout) keeps the SIMT path, unless
+  the kernel is a *row family* (row_families.py: flash-attention's row reductions and
+  fragment A operands, in one warps-over-rows layout).
 * **The product** loads A and B fragments with ldmatrix (``.trans`` where the tile is
   stored the other way round) and issues one mma per 16x8 piece and 16-deep k step.
+* **On sm_90** (``_choose_wgmma``) the GEMMs of pipelined tiles, and row families whose
+  warps hold 16 rows each, use wgmma instead: C in wgmma's accumulator layout, A and B
+  read through shared-memory descriptors from tiles in wgmma's swizzled (or plain
+  core-matrix) layouts (mma_layout.py), a fragment A from registers.
 * **Shared tiles** get a padded row stride (one 16-byte chunk when the row's chunk count
   is even), which makes the eight row addresses of every ldmatrix fall in distinct banks;
   so do tiles a kernel asks for with T.annotate_layout(make_swizzled_layout(...)).
