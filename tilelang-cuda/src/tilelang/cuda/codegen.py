@@ -26,44 +26,33 @@ def _device_header() -> str:
 
 
 @functools.cache
-def wgmma_register_a_helper(n: int, dtype: str, b_mn_major: int) -> str:
-    """D += A B with A from registers (4 x 32 bits per thread: the m16n8k16 A fragment of
-    the thread's warp's 16 rows) and B through a shared memory descriptor."""
+def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int) -> str:
+    """D += A B with wgmma.mma_async.m64nNk16 (fp32 accumulators, B through a shared
+    memory descriptor): ``a_form`` "0"/"1" reads A through a descriptor too (K- or
+    MN-major), "r" from registers (4 x 32 bits per thread: the m16n8k16 A fragment of the
+    thread's warp's 16 rows). N / 2 accumulator registers per thread: too many operands to
+    write out by hand for every N."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    name = f"tl_wgmma_m64n{n}k16_{dtype}_r{b_mn_major}"
+    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_form}{b_mn_major}"
+    if a_form == "r":
+        params, prologue = "const void* a_regs", "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
+        a_operand, last = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}", regs + 4
+        inputs, flags = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), ', f"{b_mn_major}"
+    else:
+        params, prologue = "unsigned long long desc_a", ""
+        a_operand, last = f"%{regs}", regs + 1
+        inputs, flags = '"l"(desc_a), ', f"{a_form}, {b_mn_major}"
     return (
-        f"__device__ __forceinline__ void {name}(float* d, const void* a_regs, unsigned long long desc_b) {{\n"
-        "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
+        f"__device__ __forceinline__ void {name}(float* d, {params}, unsigned long long desc_b) {{\n"
+        f"{prologue}"
         "  asm volatile(\n"
-        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(regs + 5) + ', 0;\\n"\n'
+        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(last + 1) + ', 0;\\n"\n'
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
-        f'      "{{{outs}}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, '
-        f'{b_mn_major};\\n}}\\n"\n'
+        f'      "{{{outs}}}, {a_operand}, %{last}, p, 1, 1, {flags};\\n}}\\n"\n'
         f"      : {operands}\n"
-        '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));\n'
-        "}\n")
-
-
-@functools.cache
-def wgmma_helper(n: int, dtype: str, a_mn_major: int, b_mn_major: int) -> str:
-    """D += A B with wgmma.mma_async.m64nNk16 (fp32 accumulators; A and B through shared
-    memory descriptors; the flags say which operand is MN-major): N / 2 accumulator
-    registers per thread, too many operands to write out by hand for every N."""
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_mn_major}{b_mn_major}"
-    return (
-        f"__device__ __forceinline__ void {name}(float* d, unsigned long long desc_a, "
-        "unsigned long long desc_b) {\n"
-        "  asm volatile(\n"
-        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(regs + 2) + ', 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
-        f'      "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {a_mn_major}, {b_mn_major};\\n}}\\n"\n'
-        f"      : {operands}\n"
-        '      : "l"(desc_a), "l"(desc_b), "r"(1));\n'
+        f'      : {inputs}"l"(desc_b), "r"(1));\n'
         "}\n")
 
 
@@ -73,8 +62,7 @@ def _postproc(code: str, target: Any = None) -> str:
     if not any(helper in code for helper in _HELPERS):
         return code
     wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
-    generated = "".join(wgmma_register_a_helper(int(n), t, int(b)) if a == "r" else
-                        wgmma_helper(int(n), t, int(a), int(b)) for n, t, a, b in wgmma)
+    generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)
     return _device_header() + "\n" + generated + "\n" + code
 
 
