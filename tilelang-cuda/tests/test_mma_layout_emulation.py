@@ -52,6 +52,18 @@ def mma_m16n8k16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
             c[lane, j] += D[g + 8 * (j // 2), 2 * t + j % 2]
 
 
+def held_elements(layout: MMALayout, warp: int):
+    """(lane, register, (row, col)) of every element of C that the threads of ``warp`` hold."""
+    warp_m, warp_n = layout.warp_coords(warp)
+    for lane in range(WARP):
+        for mi in range(layout.mt):
+            for ni in range(layout.nt):
+                for h in range(2):
+                    for v in range(2):
+                        yield (lane, layout.c_register(mi, ni, h, v),
+                               layout.c_position(lane, warp_m, warp_n, mi, ni, h, v))
+
+
 def emulate_gemm(layout: MMALayout, a_tile: np.ndarray, b_tile: np.ndarray, k: int,
                  trans_a: bool, trans_b: bool) -> np.ndarray:
     """The block's product as the generated kernel computes it, scattered back into C."""
@@ -71,15 +83,9 @@ def emulate_gemm(layout: MMALayout, a_tile: np.ndarray, b_tile: np.ndarray, k: i
                 for ni in range(layout.nt):
                     view = acc[:, mi * layout.nt + ni]
                     mma_m16n8k16(a_frag[mi], b_frag[ni], view)
-        for lane in range(WARP):
-            for mi in range(layout.mt):
-                for ni in range(layout.nt):
-                    for h in range(2):
-                        for v in range(2):
-                            r, c = layout.c_position(lane, warp_m, warp_n, mi, ni, h, v)
-                            index = layout.c_register(mi, ni, h, v)
-                            assert np.isnan(C[r, c]), f"C[{r}, {c}] is held by two threads"
-                            C[r, c] = acc[lane].reshape(-1)[index]
+        for lane, index, (r, c) in held_elements(layout, warp):
+            assert np.isnan(C[r, c]), f"C[{r}, {c}] is held by two threads"
+            C[r, c] = acc[lane].reshape(-1)[index]
     assert not np.isnan(C).any(), "some elements of C are held by no thread"
     return C
 
@@ -237,14 +243,8 @@ def scatter_to_threads(layout: MMALayout, tile: np.ndarray) -> np.ndarray:
     """regs[warp, lane, i]: the element of ``tile`` each thread holds in register i."""
     regs = np.zeros((layout.warps_m * layout.warps_n, WARP, layout.per_thread), tile.dtype)
     for warp in range(layout.warps_m * layout.warps_n):
-        warp_m, warp_n = layout.warp_coords(warp)
-        for lane in range(WARP):
-            for mi in range(layout.mt):
-                for ni in range(layout.nt):
-                    for h in range(2):
-                        for v in range(2):
-                            r, c = layout.c_position(lane, warp_m, warp_n, mi, ni, h, v)
-                            regs[warp, lane, layout.c_register(mi, ni, h, v)] = tile[r, c]
+        for lane, index, (r, c) in held_elements(layout, warp):
+            regs[warp, lane, index] = tile[r, c]
     return regs
 
 
@@ -271,13 +271,8 @@ def test_accumulator_registers_are_the_next_gemms_a_fragments(m, k, n, warps):
                 a_frag = p_regs[warp, :, base:base + 8].reshape(WARP, 4, 2)
                 for ni in range(o_layout.nt):
                     mma_m16n8k16(a_frag, b_frag[ni], acc[:, mi * o_layout.nt + ni])
-        for lane in range(WARP):
-            for mi in range(o_layout.mt):
-                for ni in range(o_layout.nt):
-                    for h in range(2):
-                        for v in range(2):
-                            r, c = o_layout.c_position(lane, warp, 0, mi, ni, h, v)
-                            O[r, c] = acc[lane].reshape(-1)[o_layout.c_register(mi, ni, h, v)]
+        for lane, index, (r, c) in held_elements(o_layout, warp):
+            O[r, c] = acc[lane].reshape(-1)[index]
     np.testing.assert_array_equal(O, P @ V)
 
 
