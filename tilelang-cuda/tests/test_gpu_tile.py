@@ -141,6 +141,18 @@ def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, mo
     torch.testing.assert_close(kernel(a, b), expected, rtol=1e-3, atol=1e-3)  # fp32 out
 
 
+def test_accumulator_updated_inside_the_pipelined_loop():
+    """C = (C + A_k B_k) / 2 per k tile: the update must wait for the GEMM writing C."""
+    wg = _import(Path(__file__).resolve().parent, "test_wgmma")
+    kernel = tilelang.compile(wg.halving_gemm(), out_idx=[-1], target="cuda")
+    a = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    expected = torch.zeros(128, 128, device="cuda")
+    for k in range(8):
+        expected = (expected + a[:, 32 * k:32 * k + 32].float() @ b[32 * k:32 * k + 32].float()) * 0.5
+    torch.testing.assert_close(kernel(a, b), expected, rtol=1e-3, atol=1e-3)
+
+
 def test_gemm_with_a_operand_in_a_fragment():
     tc = _import(Path(__file__).resolve().parent, "test_tensor_core")
     kernel = tilelang.compile(tc.single_tile_gemm(a_in_fragment=True), out_idx=[-1], target="cuda")

@@ -172,3 +172,32 @@ def test_flash_attention_runs_on_wgmma_with_p_from_registers():
 def test_flash_attention_with_32_rows_per_warp_stays_on_mma_sync():
     assert "wgmma" not in kernel_body(flash_attention(block_M=128, threads=128))
     assert "wgmma" not in kernel_body(flash_attention(**{"tl.disable_wgmma": True}))
+
+
+def halving_gemm():
+    """C = (C + A_k B_k) / 2 per 32-deep k tile: C is updated inside the pipelined loop."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 256), "float16"), B: T.Tensor((256, 128), "float16"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                T.gemm(As, Bs, Cl)
+                for i, j in T.Parallel(128, 128):
+                    Cl[i, j] = Cl[i, j] * 0.5
+            T.copy(Cl, C)
+
+    return main
+
+
+def test_an_accumulator_touched_inside_the_loop_waits_for_its_wgmma():
+    """A T.Parallel update of C inside the pipelined loop must not race the wgmma still
+    writing C: no group stays in flight then."""
+    body = kernel_body(lower(halving_gemm()))
+    assert "tl_wgmma_m64n128k16_f16_01(" in body
+    assert "tl_wgmma_wait(1)" not in body and "tl_cp_async_wait(1)" in body  # two stages of lookahead

@@ -204,15 +204,36 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
                 return
         self.wgmma = True
         # one group in flight keeps the tensor cores busy across the barrier; it costs a
-        # stage of copy lookahead, so only with three stages or more — and never in a row
-        # family, whose accumulators are read right after each GEMM
-        self.wgmma_pending = 1 if all(s >= 3 for s in self.pipelined.values()) and not self.rows else 0
+        # stage of copy lookahead, so only with three stages or more — and only where
+        # nothing but GEMMs touches an accumulator inside the pipelined loops (a row
+        # family reads them right after each GEMM)
+        quiet = not self.rows and all(self._accumulators_only_in_gemms(loop) for loop in self.pipelined)
+        self.wgmma_pending = 1 if quiet and all(s >= 3 for s in self.pipelined.values()) else 0
         for fragment, layout in layouts.items():
             self._find(fragment, self.accumulators).layout = layout
         swizzled = self._swizzled_layouts(operands, layouts)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+
+    def _accumulators_only_in_gemms(self, loop: Any) -> bool:
+        """No statement of ``loop`` but a T.gemm reads or writes an accumulator."""
+        touching = []
+
+        def visit(node: Any) -> Any:
+            if tile_op_name(node) == "gemm":
+                return WalkResult.SKIP
+            buffer = None
+            if isinstance(node, tirx.BufferStore):
+                buffer = node.buffer
+            elif isinstance(node, (TensorLoad, tvm.ir.TensorRegion)):
+                buffer = node.source
+            if isinstance(buffer, tirx.Buffer) and self._find(buffer, self.accumulators) is not None:
+                touching.append(node)
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(loop.body, visit, order="pre")
+        return not touching
 
     def _written_by_copies_only(self, buffer: Any) -> bool:
         """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it, and
