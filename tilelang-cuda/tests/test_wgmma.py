@@ -201,3 +201,20 @@ def test_an_accumulator_touched_inside_the_loop_waits_for_its_wgmma():
     body = kernel_body(lower(halving_gemm()))
     assert "tl_wgmma_m64n128k16_f16_01(" in body
     assert "tl_wgmma_wait(1)" not in body and "tl_cp_async_wait(1)" in body  # two stages of lookahead
+
+
+def test_a_gemm_clearing_its_accumulator_inside_the_loop_waits_too():
+    @T.prim_func
+    def main(A: T.Tensor((128, 256), "float16"), B: T.Tensor((256, 128), "float16"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                T.gemm(As, Bs, Cl, clear_accum=True)  # C ends as the last tile's product
+            T.copy(Cl, C)
+
+    body = kernel_body(lower(main))
+    assert "tl_wgmma_m64n128k16_f16_01(" in body and "tl_wgmma_wait(1)" not in body

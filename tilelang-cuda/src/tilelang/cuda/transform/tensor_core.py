@@ -217,11 +217,14 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
             tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
 
     def _accumulators_only_in_gemms(self, loop: Any) -> bool:
-        """No statement of ``loop`` but a T.gemm reads or writes an accumulator."""
+        """No statement of ``loop`` but a T.gemm reads or writes an accumulator (and no
+        T.gemm clears one first: the zeroing is a plain write too)."""
         touching = []
 
         def visit(node: Any) -> Any:
             if tile_op_name(node) == "gemm":
+                if bool(node.value.args[5].value):  # clear_accum
+                    touching.append(node)
                 return WalkResult.SKIP
             buffer = None
             if isinstance(node, tirx.BufferStore):
