@@ -18,21 +18,15 @@ from typing import Any
 import tvm_ffi
 from tilelang.backend.pass_pipeline import prim_func_pass
 from tvm import tirx
-from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
+
+from .ir_util import buffer_accesses
 
 FRAGMENT_SCOPE = "local.fragment"
 
 
 def _accesses(node: Any, buffer: Any) -> list[list[Any]]:
-    found: list[list[Any]] = []
-
-    def visit(item: Any) -> None:
-        if isinstance(item, tirx.BufferStore) and item.buffer.same_as(buffer) or isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer) and item.source.same_as(buffer):
-            found.append(list(item.indices))
-
-    tvm_ffi.structural_walk(node, visit)
-    return found
+    return [indices for b, indices, _ in buffer_accesses(node) if b.same_as(buffer)]
 
 
 def parallel_nest(loop: Any) -> tuple[list[Any], Any]:
@@ -63,6 +57,13 @@ def _same_extents(loops: list[Any], shape: Any) -> bool:
 
 
 def fits_registers(body: Any, buffer: Any) -> bool:
+    return bool(_accesses(body, buffer)) and accessed_by_own_nests(body, buffer)
+
+
+def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
+    """Every element access of ``buffer`` is made by a T.Parallel nest over exactly its
+    shape, at the nest's own indices (``alone``: and no such nest touches another
+    fragment). True when there are none (only tile ops use it)."""
     nests: list[tuple[list[Any], Any]] = []
 
     def visit(node: Any) -> Any:
@@ -75,13 +76,16 @@ def fits_registers(body: Any, buffer: Any) -> bool:
     total = len(_accesses(body, buffer))
     owned = 0
     for loops, inner in nests:
-        found = _accesses(inner, buffer)
+        accesses = buffer_accesses(inner)
+        found = [indices for b, indices, _ in accesses if b.same_as(buffer)]
         if not found:
             continue
+        if alone and any(b.scope() == FRAGMENT_SCOPE and not b.same_as(buffer) for b, _, _ in accesses):
+            return False
         if not _same_extents(loops, buffer.shape) or not all(is_identity(i, loops) for i in found):
             return False
         owned += len(found)
-    return total > 0 and owned == total
+    return owned == total
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:

@@ -8,6 +8,7 @@ import tvm
 import tvm_ffi
 from tilelang.language.ops import TILE_OPS
 from tvm import tirx
+from tvm.ir import TensorLoad
 
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
@@ -35,6 +36,21 @@ def tile_op_name(stmt: Any) -> str | None:
     if not isinstance(stmt, tirx.Evaluate):
         return None
     return _OPS.get(getattr(getattr(stmt.value, "op", None), "name", None))
+
+
+def buffer_accesses(node: Any) -> list[tuple[Any, list[Any], bool]]:
+    """(buffer, indices, is_store) of every element access (store or load) under ``node``,
+    in walk order; tile ops' regions are not element accesses."""
+    found: list[tuple[Any, list[Any], bool]] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, tirx.BufferStore):
+            found.append((item.buffer, list(item.indices), True))
+        elif isinstance(item.source, tirx.Buffer):
+            found.append((item.source, list(item.indices), False))
+
+    tvm_ffi.structural_walk(node, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+    return found
 
 
 def extern_call(name: str, *args: Any) -> Any:

@@ -32,7 +32,14 @@ from tvm.ir import TensorLoad
 
 from .cp_async import SHARED_SCOPES
 from .fragments import FRAGMENT_SCOPE, is_identity
-from .ir_util import is_full_region, seq, static_ints, substitute, unrolled
+from .ir_util import (
+    buffer_accesses,
+    is_full_region,
+    seq,
+    static_ints,
+    substitute,
+    unrolled,
+)
 from .mma_layout import WARP, MMALayout
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
@@ -53,20 +60,6 @@ class RowVector:
     @staticmethod
     def register(mi: Any, h: Any) -> Any:
         return mi * 2 + h
-
-
-def _accessed(node: Any) -> list[tuple[Any, list[Any], bool]]:
-    """(buffer, indices, is_store) of every buffer access under ``node``."""
-    found: list[tuple[Any, list[Any], bool]] = []
-
-    def visit(item: Any) -> None:
-        if isinstance(item, tirx.BufferStore):
-            found.append((item.buffer, list(item.indices), True))
-        elif isinstance(item, TensorLoad) and isinstance(item.source, tirx.Buffer):
-            found.append((item.source, list(item.indices), False))
-
-    tvm_ffi.structural_walk(node, [(tirx.BufferStore, visit), (TensorLoad, visit)])
-    return found
 
 
 class RowFamilies:
@@ -129,7 +122,7 @@ class RowFamilies:
                 return False
         handled = 0
         for loops, inner in nests:
-            accesses = [a for a in _accessed(inner) if a[0].scope() == FRAGMENT_SCOPE]
+            accesses = [a for a in buffer_accesses(inner) if a[0].scope() == FRAGMENT_SCOPE]
             if not accesses:
                 continue
             extents = static_ints([loop.extent for loop in loops])
@@ -143,11 +136,11 @@ class RowFamilies:
                         not is_identity(indices, loops):
                     return False
             # a nest over rows runs in every lane of a quad: it may only write row vectors
-            if len(loops) == 1 and any(store and not is_row(buffer) for buffer, _, store in _accessed(inner)):
+            if len(loops) == 1 and any(store and not is_row(buffer) for buffer, _, store in buffer_accesses(inner)):
                 return False
             handled += len(accesses)
         family = [*layouts, *rows]
-        total = [a for a in _accessed(self.func.body) if any(a[0].same_as(f) for f in family)]
+        total = [a for a in buffer_accesses(self.func.body) if any(a[0].same_as(f) for f in family)]
         if len(total) != handled:
             return False
         self.accumulators = {f: self._adopt(f, layout) for f, layout in layouts.items()}

@@ -43,9 +43,10 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
-from .fragments import FRAGMENT_SCOPE, is_identity, parallel_nest
+from .fragments import FRAGMENT_SCOPE, accessed_by_own_nests, parallel_nest
 from .ir_util import (
     block_barrier,
+    buffer_accesses,
     dtype_bytes,
     extern_call,
     is_full_region,
@@ -139,7 +140,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
 
         tvm_ffi.structural_walk(self.func.body, visit, order="pre")
         for fragment in fragments:
-            layout = self._accumulator_layout(fragment, ops, nests)
+            layout = self._accumulator_layout(fragment, ops)
             if layout is not None:
                 self.accumulators[fragment] = Accumulator(fragment, layout)
         if any(self._find(args[2].source, self.accumulators) is None for name, args in ops if name == "gemm"):
@@ -307,11 +308,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
             return None
         return choose_layout(m, n, self.threads // WARP)
 
-    def _accumulator_layout(self, fragment: Any, ops: list[tuple[str, Any]],
-                            nests: list[tuple[list[Any], Any]]) -> MMALayout | None:
+    def _accumulator_layout(self, fragment: Any, ops: list[tuple[str, Any]]) -> MMALayout | None:
         """The layout C would take, if every use of ``fragment`` can follow it."""
         layout = None
-        handled = 0
         for name, args in ops:
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
             if not any(r.source.same_as(fragment) for r in regions):
@@ -330,38 +329,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
                     return None
             else:
                 return None
-        if layout is None:
+        # T.Parallel epilogues follow C's layout only at their own indices, and alone
+        if layout is None or not accessed_by_own_nests(self.func.body, fragment, alone=True):
             return None
-        shape = [layout.m, layout.n]
-        for loops, inner in nests:
-            found, other_fragment = [], False
-
-            def visit(node: Any) -> None:
-                nonlocal other_fragment
-                buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-                if not isinstance(buffer, tirx.Buffer):
-                    return
-                if buffer.same_as(fragment):
-                    found.append(list(node.indices))
-                elif buffer.scope() == FRAGMENT_SCOPE:
-                    other_fragment = True
-
-            tvm_ffi.structural_walk(inner, [(tirx.BufferStore, visit), (TensorLoad, visit)])
-            if not found:
-                continue
-            extents = static_ints([loop.extent for loop in loops])
-            if other_fragment or extents != shape or not all(is_identity(i, loops) for i in found):
-                return None
-            handled += len(found)
-        total = []
-
-        def count(node: Any) -> None:
-            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-            if isinstance(buffer, tirx.Buffer) and buffer.same_as(fragment):
-                total.append(node)
-
-        tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, count), (TensorLoad, count)])
-        return layout if len(total) == handled else None
+        return layout
 
     # -- rewriting -----------------------------------------------------------------------
     def rewrite(self) -> Any:
@@ -506,14 +477,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies):
         if loop.kind != tirx.ForKind.PARALLEL:
             return loop
         loops, inner = parallel_nest(loop)
-        touched: list[Any] = []
-
-        def visit(node: Any) -> None:
-            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-            if isinstance(buffer, tirx.Buffer):
-                touched.append(buffer)
-
-        tvm_ffi.structural_walk(inner, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+        touched = [buffer for buffer, _, _ in buffer_accesses(inner)]
         for buffer in touched:
             acc = self._find(buffer, self.accumulators)
             if acc is not None:
