@@ -71,6 +71,16 @@ class MMALayout:
         return ((mi * self.nt + ni) * 2 + h) * 2 + v
 
 
+@dataclass
+class Accumulator:
+    """A fragment kept in a tensor-core layout (the tensor-core pass's state): ``regs`` is
+    the per-thread register array that replaces it."""
+
+    old: Any
+    layout: MMALayout | WGMMALayout
+    regs: Any = None
+
+
 def choose_layout(m: int, n: int, warps: int) -> MMALayout | None:
     """The squarest warp grid whose warp tiles are multiples of 16 x 16 (B fragments are
     loaded 16 columns at a time), or None."""

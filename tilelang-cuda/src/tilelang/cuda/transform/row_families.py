@@ -40,7 +40,7 @@ from .ir_util import (
     substitute,
     unrolled,
 )
-from .mma_layout import WARP, MMALayout
+from .mma_layout import WARP, Accumulator, MMALayout
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
 
@@ -64,8 +64,7 @@ class RowVector:
 
 class RowFamilies:
     """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``,
-    ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find``, ``var`` and
-    ``Accumulator``-making ``_adopt``."""
+    ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find`` and ``var``."""
 
     # -- analysis ------------------------------------------------------------------------
     def _plan_row_families(self, ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]],
@@ -143,7 +142,7 @@ class RowFamilies:
         total = [a for a in buffer_accesses(self.func.body) if any(a[0].same_as(f) for f in family)]
         if len(total) != handled:
             return False
-        self.accumulators = {f: self._adopt(f, layout) for f, layout in layouts.items()}
+        self.accumulators = {f: Accumulator(f, layout) for f, layout in layouts.items()}
         self.rows = {r: RowVector(r, MMALayout(m, 16, warps, 1)) for r in rows}
         return True
 

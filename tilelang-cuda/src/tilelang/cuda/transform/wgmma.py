@@ -1,0 +1,210 @@
+"""wgmma GEMMs (sm_90), for the tensor-core pass: which kernels take them, the operand
+tiles' layouts (swizzled or core-matrix, mma_layout.py), and the instructions. Mixed into
+the pass's kernel state; uses its ``arch``, ``threads``, ``warp``, ``gemms``, ``tiles``,
+``accumulators``, ``rows``, ``pipelined``, ``func``, ``_find``, ``_fill_regs`` and
+``_shared_allocations``, and sets ``wgmma`` and ``wgmma_pending``.
+
+Why wgmma: mma.sync keeps the A and B fragments in registers next to the accumulators, so
+registers bound the warps an SM holds (0.5x cuBLAS on the H200); wgmma reads A and B
+from shared memory through descriptors and runs asynchronously (0.85x).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.backend.pass_pipeline import pass_config
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
+
+from .cp_async import SHARED_SCOPES, SharedTile
+from .ir_util import (
+    block_barrier,
+    dtype_bytes,
+    extern_call,
+    seq,
+    tile_op_name,
+    unrolled,
+)
+from .mma_layout import (
+    WARP,
+    Accumulator,
+    CoreMatrixLayout,
+    SwizzledLayout,
+    WGMMALayout,
+    choose_wgmma_layout,
+)
+
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
+DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
+DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
+
+
+class WgmmaGemms:
+    """The wgmma half of the tensor-core pass (see the module docstring)."""
+
+    def _choose_wgmma(self) -> None:
+        """On sm_90, every tensor-core GEMM moves to wgmma when all of them can: operands
+        staged by a cp.async pipeline (their only writer) in core-matrix tiles, C split
+        into 64-row pieces per warpgroup. Otherwise the kernel stays on mma.sync.
+
+        A row family (row_families.py) qualifies when each warp holds 16 rows: its layout
+        then *is* wgmma's accumulator layout, and a fragment A operand is wgmma's register
+        A. Its operand tiles may also be unstaged when T.copy is their only writer (the
+        pass lowers those copies itself, into the tile layout, fenced for the async proxy)."""
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
+            return
+        warps = self.threads // WARP
+        layouts: dict[Any, WGMMALayout] = {}
+        if self.rows:
+            if warps % 4 or any(a.layout.wm != 16 for a in self.accumulators.values()):
+                return
+            for acc in self.accumulators.values():  # the same registers, wgmma's bookkeeping
+                layouts[acc.old] = WGMMALayout(acc.layout.m, acc.layout.n, warps // 4, 1)
+        elif any(args[0].source.scope() not in SHARED_SCOPES for args in self.gemms):
+            return  # a fragment A outside a row family: mma.sync
+        for args in self.gemms:
+            acc = self._find(args[2].source, self.accumulators)
+            layout = layouts.get(acc.old) or choose_wgmma_layout(acc.layout.m, acc.layout.n, warps)
+            if layout is None or layout.wn > 256 or str(args[1].source.dtype) not in WGMMA_TYPES:
+                return
+            layouts[acc.old] = layout
+        operands = [t for t in self.tiles.values() if t.mma_operand]
+        for tile in operands:
+            rows, cols = (int(d.value) for d in tile.old.shape)
+            if not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
+                return
+            if not tile.stages and not (self.rows and self._written_by_copies_only(tile.old)):
+                return
+        self.wgmma = True
+        # one group in flight keeps the tensor cores busy across the barrier; it costs a
+        # stage of copy lookahead, so only with three stages or more — and only where
+        # nothing but GEMMs touches an accumulator inside the pipelined loops (a row
+        # family reads them right after each GEMM)
+        quiet = not self.rows and all(self._accumulators_only_in_gemms(loop) for loop in self.pipelined)
+        self.wgmma_pending = 1 if quiet and all(s >= 3 for s in self.pipelined.values()) else 0
+        for fragment, layout in layouts.items():
+            self._find(fragment, self.accumulators).layout = layout
+        swizzled = self._swizzled_layouts(operands, layouts)
+        for tile in operands:
+            rows, cols = (int(d.value) for d in tile.old.shape)
+            tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+
+    def _accumulators_only_in_gemms(self, loop: Any) -> bool:
+        """No statement of ``loop`` but a T.gemm reads or writes an accumulator (and no
+        T.gemm clears one first: the zeroing is a plain write too)."""
+        touching = []
+
+        def visit(node: Any) -> Any:
+            if tile_op_name(node) == "gemm":
+                if bool(node.value.args[5].value):  # clear_accum
+                    touching.append(node)
+                return WalkResult.SKIP
+            buffer = None
+            if isinstance(node, tirx.BufferStore):
+                buffer = node.buffer
+            elif isinstance(node, (TensorLoad, tvm.ir.TensorRegion)):
+                buffer = node.source
+            if isinstance(buffer, tirx.Buffer) and self._find(buffer, self.accumulators) is not None:
+                touching.append(node)
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(loop.body, visit, order="pre")
+        return not touching
+
+    def _written_by_copies_only(self, buffer: Any) -> bool:
+        """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it, and
+        no plain store writes it."""
+        ok = True
+
+        def visit(node: Any) -> None:
+            nonlocal ok
+            if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
+                ok = False
+            name = tile_op_name(node)
+            if name is None:
+                return
+            args = node.value.args
+            for k, region in enumerate(a for a in args if isinstance(a, tvm.ir.TensorRegion)):
+                if region.source.same_as(buffer) and not (name == "copy" and k == 1 or name == "gemm" and k < 2):
+                    ok = False
+
+        tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, visit), (tirx.Evaluate, visit)])
+        return ok
+
+    def _swizzled_layouts(self, operands: list[SharedTile], layouts: dict[Any, WGMMALayout]) -> dict[Any, Any]:
+        """Swizzled layouts for every wgmma operand tile, or none: swizzling is applied to
+        absolute shared addresses, so it needs every stage on a 1 KiB boundary, which holds
+        when the kernel's shared memory is these staged tiles alone (the dynamic shared
+        buffer starts on a 1 KiB boundary; each stage is a multiple of 1 KiB). Otherwise
+        the tiles keep the core-matrix layout (which wgmma reads more slowly)."""
+        if pass_config(DISABLE_SWIZZLE_CONFIG) or \
+                len(self._shared_allocations()) != len(operands):
+            return {}
+        chosen: dict[Any, Any] = {}
+        for args in self.gemms:
+            layout = layouts[self._find(args[2].source, self.accumulators).old]
+            trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+            for region, mn_major, mn_width in ((args[0], trans_a, 64), (args[1], not trans_b, layout.wn)):
+                tile = self._find(region.source, self.tiles)
+                if tile is None:  # an A operand in registers
+                    continue
+                rows, cols = (int(d.value) for d in tile.old.shape)
+                choice = SwizzledLayout.choose(rows, cols, dtype_bytes(tile.old.dtype), mn_width if mn_major else None)
+                previous = chosen.get(tile.old, choice)
+                if choice is None or previous != choice or \
+                        (choice.size * choice.dtype_bytes) % 1024:
+                    return {}
+                chosen[tile.old] = choice
+        return chosen
+
+    def _wgmma(self, acc: Accumulator, args: Any, after_first_load: Any = None) -> Any:
+        """C += A @ B on wgmma: per 16-deep k step and 64-row piece of the warpgroup's
+        tile, one wgmma.m64nNk16 reading A and B from their core-matrix tiles through
+        descriptors; then one commit. ``after_first_load`` (the pipeline's next copies)
+        is issued while the tensor cores work; then the wait leaves at most
+        ``wgmma_pending`` groups in flight (the previous iteration's are done, so the
+        copies the next iteration issues after its barrier may overwrite their stage)."""
+        a, b = self.tiles_of(args)
+        a_regs = self._find(args[0].source, self.accumulators)  # register A (a row family's P)
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        layout = acc.layout
+        k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
+        warp_m, group_n = layout.warp_coords(self.warp)
+        m_base, n0 = warp_m // 4 * layout.wm, group_n * layout.wn
+        # operands whose tile rows are K are MN-major: wgmma's "transpose" flag
+        a_mn_major, b_mn_major = trans_a, not trans_b
+        kind = WGMMA_TYPES[str(args[1].source.dtype)]
+        name = f"tl_wgmma_m64n{layout.wn}k16_{kind}_" + \
+            (f"r{int(b_mn_major)}" if a_regs is not None else f"{int(a_mn_major)}{int(b_mn_major)}")
+        a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major) if a is not None else (0, 0)
+        b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
+
+        def descriptor(tile: SharedTile, row: Any, col: Any, lbo: int, sbo: int) -> Any:
+            return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col, start=True), lbo, sbo,
+                                    tile.core.mode)
+
+        calls = []
+        for kk in range(k_total // 16):
+            mi = self.var("mi")
+            m0 = m_base + mi * 64
+            if a_regs is not None:  # the 8 halves of pieces 2 kk, 2 kk + 1: wgmma's A registers
+                a_desc = tirx.address_of(tirx.BufferLoad(a_regs.regs, [(mi * a_regs.layout.nt + 2 * kk) * 4]))
+            else:
+                a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
+            b_desc = descriptor(b, *((kk * 16, n0) if b_mn_major else (n0, kk * 16)), b_lbo, b_sbo)
+            d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
+            calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
+        compute = seq([extern_call("tl_wgmma_fence"), *calls, extern_call("tl_wgmma_commit"),
+                       after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending)])
+        if bool(args[5].value):  # clear_accum
+            compute = seq([self._fill_regs(acc), compute])
+        if (a is not None and a.stages) or b.stages:
+            return compute  # the pipelined loop's barrier orders it
+        # unstaged tiles (a row family's): their writers fenced; publish, and keep the
+        # next writes behind this GEMM's reads
+        return seq([block_barrier(), compute, block_barrier()])
