@@ -144,7 +144,7 @@ def test_tensor_core_transposes_and_fragment_epilogue(trans_a, trans_b, relu, mo
 def test_accumulator_updated_inside_the_pipelined_loop():
     """C = (C + A_k B_k) / 2 per k tile: the update must wait for the GEMM writing C."""
     wg = _import(Path(__file__).resolve().parent, "test_wgmma")
-    kernel = tilelang.compile(wg.halving_gemm(), out_idx=[-1], target="cuda")
+    kernel = tilelang.compile(wg.loop_gemm("halve"), out_idx=[-1], target="cuda")
     a = torch.randn(128, 256, device="cuda", dtype=torch.float16)
     b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     expected = torch.zeros(128, 128, device="cuda")

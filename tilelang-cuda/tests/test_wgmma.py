@@ -174,8 +174,10 @@ def test_flash_attention_with_32_rows_per_warp_stays_on_mma_sync():
     assert "wgmma" not in kernel_body(flash_attention(**{"tl.disable_wgmma": True}))
 
 
-def halving_gemm():
-    """C = (C + A_k B_k) / 2 per 32-deep k tile: C is updated inside the pipelined loop."""
+def loop_gemm(update: str = "halve"):
+    """C accumulated over 8 pipelined 32-deep k tiles; ``update`` touches C inside the loop:
+    "halve" — C = (C + A_k B_k) / 2 by a T.Parallel nest; "clear" — a clear_accum GEMM
+    (C ends as the last tile's product); "none" — nothing but the GEMM."""
 
     @T.prim_func
     def main(A: T.Tensor((128, 256), "float16"), B: T.Tensor((256, 128), "float16"), C: T.Tensor((128, 128), "float32")):
@@ -187,34 +189,21 @@ def halving_gemm():
             for k in T.Pipelined(8, num_stages=3):
                 T.copy(A[0, k * 32], As)
                 T.copy(B[k * 32, 0], Bs)
-                T.gemm(As, Bs, Cl)
-                for i, j in T.Parallel(128, 128):
-                    Cl[i, j] = Cl[i, j] * 0.5
+                T.gemm(As, Bs, Cl, clear_accum=update == "clear")
+                if update == "halve":
+                    for i, j in T.Parallel(128, 128):
+                        Cl[i, j] = Cl[i, j] * 0.5
             T.copy(Cl, C)
 
     return main
 
 
-def test_an_accumulator_touched_inside_the_loop_waits_for_its_wgmma():
-    """A T.Parallel update of C inside the pipelined loop must not race the wgmma still
-    writing C: no group stays in flight then."""
-    body = kernel_body(lower(halving_gemm()))
+@pytest.mark.parametrize("update,in_flight", [("halve", False), ("clear", False), ("none", True)])
+def test_a_wgmma_stays_in_flight_only_while_nothing_else_touches_its_accumulator(update, in_flight):
+    """A T.Parallel update of C inside the pipelined loop, or a GEMM zeroing C first, must
+    not race the wgmma still writing C: no group stays in flight then (and the copies run
+    one stage further ahead)."""
+    body = kernel_body(lower(loop_gemm(update)))
     assert "tl_wgmma_m64n128k16_f16_01(" in body
-    assert "tl_wgmma_wait(1)" not in body and "tl_cp_async_wait(1)" in body  # two stages of lookahead
-
-
-def test_a_gemm_clearing_its_accumulator_inside_the_loop_waits_too():
-    @T.prim_func
-    def main(A: T.Tensor((128, 256), "float16"), B: T.Tensor((256, 128), "float16"), C: T.Tensor((128, 128), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            As = T.alloc_shared((128, 32), "float16")
-            Bs = T.alloc_shared((32, 128), "float16")
-            Cl = T.alloc_fragment((128, 128), "float32")
-            for k in T.Pipelined(8, num_stages=3):
-                T.copy(A[0, k * 32], As)
-                T.copy(B[k * 32, 0], Bs)
-                T.gemm(As, Bs, Cl, clear_accum=True)  # C ends as the last tile's product
-            T.copy(Cl, C)
-
-    body = kernel_body(lower(main))
-    assert "tl_wgmma_m64n128k16_f16_01(" in body and "tl_wgmma_wait(1)" not in body
+    assert ("tl_wgmma_wait(1)" in body) == in_flight
+    assert ("tl_cp_async_wait(1)" in body) == (not in_flight)
