@@ -12,6 +12,8 @@ from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
 from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from .allocate import alloc_local, alloc_shared
+from .dtypes import DTYPES as _DTYPES
+from .dtypes import dtype
 from .ext import ext
 from .frontend import normalize as _normalize
 from .kernel import Kernel, get_block_binding, get_thread_binding
@@ -38,6 +40,10 @@ from .tile import (
 
 #: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
 Tensor = _Buffer
+
+# T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
+# TVMScript's constructors): they replace the tirx namespace's constructors of the same names.
+globals().update(_DTYPES)
 
 
 def prim_func(func=None, **kwargs):
@@ -94,6 +100,7 @@ __all__ = [
     "clear",
     "copy",
     "cumsum",
+    "dtype",
     "dynamic",
     "ext",
     "fill",

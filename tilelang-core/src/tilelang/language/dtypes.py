@@ -1,0 +1,132 @@
+"""Dtypes as upstream TileLang writes them: ``T.float16``, ``T.bfloat16``, ``T.float``,
+``T.float8_e4m3fn``, ``dtype: T.dtype = T.float16`` ...
+
+Each one is a :class:`dtype`: a subclass of TVM's ``DataType``, which is itself a ``str``,
+so ``T.float16`` goes everywhere a dtype string goes (``T.Tensor``, ``T.alloc_*``,
+``T.cast``, ``tirx.const``, comparisons with ``"float16"``, dict keys, cache keys) with no
+conversion at each call site. Calling it keeps TVMScript's meaning: ``T.float32(1)`` is a
+constant, ``T.float32()`` a fresh variable (what the parser does with ``x: T.float32``).
+
+``T.dtype(x)`` normalizes any spelling a user may hold — a string, a numpy or torch dtype,
+Python's ``int``/``float``/``bool`` — and says which spellings exist when it cannot.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import tvm
+from tvm.tirx.script.builder import ir as _ir
+
+from ..errors import LanguageError
+
+# Python's own types as dtypes (upstream's reading of `x: int` in an eager signature)
+_PYTHON_TYPES = {builtins.bool: "bool", builtins.int: "int32", builtins.float: "float32"}
+
+# C-style aliases upstream exports next to the sized names
+ALIASES = {"bool": "bool", "short": "int16", "int": "int32", "uint": "uint32", "long": "int64",
+           "half": "float16", "float": "float32", "double": "float64"}
+
+# fp8 spellings of other frameworks (torch/ml_dtypes) mapped to TVM's names where they differ
+_FOREIGN_NAMES = {"float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
+
+
+def _name_of(value: Any) -> str:
+    """The dtype string for any value a user may pass as a dtype."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if value in _PYTHON_TYPES:
+        return _PYTHON_TYPES[value]
+    # numpy's scalar types are classes (np.float32); dtype instances and torch dtypes are not
+    module = (value.__module__ if isinstance(value, type) else type(value).__module__) or ""
+    if module.startswith("torch"):  # torch.float16 -> "float16"
+        return str(value).removeprefix("torch.")
+    if module.startswith("numpy") or hasattr(value, "char"):  # np.float32 / np.dtype("float32")
+        import numpy as np
+
+        return np.dtype(value).name
+    if isinstance(value, _ir.DtypeConstructor):
+        return value._dtype_str
+    raise LanguageError(f"{value!r} ({type(value).__name__}) is not a dtype; write T.float16, "
+                        "'float16', torch.float16 or numpy.float16")
+
+
+class dtype(tvm.DataType):
+    """A TileLang dtype: a ``str`` (TVM's ``DataType``) that is also TVMScript's constructor.
+
+    ``T.dtype("float16") == T.float16 == "float16"``; ``T.float16(1.5)`` is a constant and
+    ``T.float16()`` a scalar variable."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: Any) -> dtype:
+        if isinstance(value, dtype):
+            return value
+        name = _name_of(value)
+        name = ALIASES.get(name, name)
+        try:
+            return super().__new__(cls, _FOREIGN_NAMES.get(name, name))
+        except Exception as err:  # TVM's parser raises a plain ValueError/TVMError
+            raise LanguageError(f"{name!r} is not a dtype TVM knows ({err}); write e.g. T.float16, "
+                                "T.bfloat16, T.float32, T.int8, T.float8_e4m3fn") from None
+
+    def __call__(self, expr: Any = None, is_size_var: bool = False) -> Any:
+        """``T.float32(1)``: a constant of this dtype; ``T.float32()``: a new variable."""
+        if expr is None:
+            return _ir.var(str(self), is_size_var=is_size_var) if is_size_var else _constructor(self)()
+        return _constructor(self)(expr)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (dtype, (str.__str__(self),))
+
+    @property
+    def bytes(self) -> int:
+        """Bytes per element (vector dtypes count every lane; sub-byte types round up)."""
+        return (self.bits * self.lanes + 7) // 8
+
+    def as_torch(self) -> Any:
+        """The matching ``torch.dtype`` (torch's name for fp8 formats included)."""
+        import torch
+
+        found = getattr(torch, str.__str__(self), None)
+        if not isinstance(found, torch.dtype):
+            raise LanguageError(f"dtype {str.__str__(self)!r} has no torch equivalent")
+        return found
+
+    def as_numpy(self) -> Any:
+        import numpy as np
+
+        return np.dtype(str.__str__(self))
+
+
+def _constructor(value: dtype) -> Any:
+    """TVMScript's constructor for a dtype (a DtypeConstructor, or a generic one)."""
+    found = _CONSTRUCTORS.get(str.__str__(value))
+    if found is not None:
+        return found
+    return lambda expr=None: _ir.var(str(value)) if expr is None else tvm.tirx.const(expr, str(value))
+
+
+# Every sized dtype TVMScript spells as `T.<name>` (float16, int8x4, float8_e4m3fn, ...).
+_CONSTRUCTORS: dict[str, Any] = {
+    c._dtype_str: c for c in vars(_ir).values() if isinstance(c, _ir.DtypeConstructor)
+}
+#: name -> dtype object, for `tilelang.language` to export
+DTYPES: dict[str, dtype] = {}
+for _ctor in vars(_ir).values():
+    if isinstance(_ctor, _ir.DtypeConstructor):
+        _name = next(k for k, v in vars(_ir).items() if v is _ctor)
+        DTYPES[_name] = dtype(_ctor._dtype_str)
+for _alias, _target in ALIASES.items():
+    DTYPES[_alias] = dtype(_target)
+for _extra in ("int4", "uint4", "float4_e2m1fn", "float8_e4m3fn", "float8_e5m2"):
+    DTYPES.setdefault(_extra, dtype(_extra))
+
+
+def as_dtype_str(value: Any) -> str:
+    """A plain dtype string for any dtype spelling (for code that stores or compares it)."""
+    return str.__str__(dtype(value))
+
+
+__all__ = ["ALIASES", "DTYPES", "as_dtype_str", "dtype"]

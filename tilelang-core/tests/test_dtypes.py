@@ -1,0 +1,73 @@
+"""Dtypes as upstream TileLang writes them (T.float16 objects, C-style aliases, T.dtype)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LanguageError
+
+
+def _scaled_row_max(M, N, dtype, accum=T.float):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M,), dtype), scale: T.float32):
+        with T.Kernel(T.ceildiv(M, 16), threads=32) as bx:
+            S = T.alloc_shared((16, N), dtype)
+            F = T.alloc_fragment((16, N), accum)
+            R = T.alloc_fragment((16,), accum)
+            T.copy(A[bx * 16, 0], S)
+            for i, j in T.Parallel(16, N):
+                F[i, j] = S[i, j].astype(accum) * scale + T.cast(T.float16(0), T.float32)
+            T.reduce_max(F, R, dim=1)
+            for i in T.Parallel(16):
+                B[bx * 16 + i] = T.max(R[i], -T.infinity(accum)).astype(dtype)
+
+    return main
+
+
+@pytest.mark.parametrize("dtype", [T.float16, T.float32, T.half, "float16"])
+def test_dtype_objects_go_everywhere_a_dtype_string_goes(dtype):
+    kernel = tilelang.compile(_scaled_row_max(48, 24, dtype), out_idx=[1], target="cpu")
+    a = np.random.default_rng(0).standard_normal((48, 24)).astype(str(dtype))
+    out = kernel(a, 2.0)
+    # fp16 output: one rounding of a value up to ~8 in magnitude
+    np.testing.assert_allclose(out.astype("float32"), (a.astype("float32") * 2).max(axis=1),
+                               rtol=1e-3, atol=1e-3)
+
+
+def test_dtype_equality_aliases_and_conversions():
+    import torch
+
+    assert T.float16 == "float16" and isinstance(T.float16, str)
+    assert (T.float, T.int, T.half, T.double, T.long, T.short, T.uint) == (
+        "float32", "int32", "float16", "float64", "int64", "int16", "uint32")
+    assert T.dtype(torch.bfloat16) == T.bfloat16
+    assert T.dtype(np.float32) == T.float32 and T.dtype(np.dtype("int8")) == T.int8
+    assert T.dtype(float) == T.float32 and T.dtype(int) == T.int32 and T.dtype(bool) == T.bool
+    assert T.float16.as_torch() is torch.float16 and T.float32.as_numpy() == np.float32
+    assert T.float8_e4m3fn.bits == 8 and T.float16.bytes == 2 and T.int8x4.bytes == 4
+    assert pickle.loads(pickle.dumps(T.bfloat16)) == T.bfloat16
+    assert {T.float16: 1}["float16"] == 1
+
+
+def test_dtype_call_form_keeps_tvmscript_meaning():
+    from tvm import tirx
+
+    const = T.float32(1.5)
+    assert isinstance(const, tirx.FloatImm) and float(const.value) == 1.5
+    var = T.int32()
+    assert isinstance(var, tirx.Var) and str(var.ty) == "int32"
+
+
+def test_unknown_dtype_is_a_language_error():
+    with pytest.raises(LanguageError, match="'floot16' is not a dtype TVM knows"):
+        T.dtype("floot16")
+    with pytest.raises(LanguageError, match="is not a dtype; write T.float16"):
+        T.dtype(3.5)
+
+
+def test_dtype_objects_lower_for_cuda():
+    art = tilelang.lower(_scaled_row_max(64, 32, T.bfloat16), target={"kind": "cuda", "arch": "sm_90"})
+    assert "__nv_bfloat16" in art.device_source or "bfloat16" in art.device_source
