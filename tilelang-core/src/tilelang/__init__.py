@@ -13,6 +13,8 @@ __path__ = extend_path(__path__, __name__)
 
 from . import env
 from ._version import __version__
+from .backend.pass_configs import PassConfigKey
+from .env import disable_cache, enable_cache, is_cache_enabled
 from .errors import (
     ArgumentError,
     BackendNotFoundError,
@@ -36,14 +38,28 @@ __all__ = [
     "LanguageError",
     "LaunchError",
     "ManifestError",
+    "PassConfigKey",
     "PluginError",
     "TileLangError",
     "__version__",
     "compile",
+    "disable_cache",
+    "enable_cache",
+    "is_cache_enabled",
     "jit",
     "load_plugins",
     "lower",
 ]
+
+
+def __getattr__(name: str):
+    # `from tilelang import tvm` (upstream's spelling) imports TVM on first use only, so
+    # that `import tilelang` stays TVM-free
+    if name == "tvm":
+        import tvm
+
+        return tvm
+    raise AttributeError(f"module 'tilelang' has no attribute {name!r}")
 
 # Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).
 if not env.flag(env.NO_PLUGIN_AUTOLOAD):

@@ -6,17 +6,32 @@ TILELANG_PLUGINS_DENY=a,b        these entry-point names never load
 TILELANG_NO_PLUGIN_AUTOLOAD=1    `import tilelang` loads no entry points; call
                                  tilelang.plugins.load_plugins() or register by hand
 TILELANG_CACHE_DIR=path          kernel cache location (default: the per-user cache dir)
+TILELANG_TMP_DIR=path            scratch files of a compilation (default: <cache dir>/tmp)
 TILELANG_DISABLE_CACHE=1         compile every time; read and write no cache entries
+TILELANG_PRINT_ON_COMPILATION=0  log compilations at DEBUG instead of INFO level
+TILELANG_DEFAULT_TARGET=spec     what target="auto" means (a kind, an alias or a JSON dict)
+TILELANG_EXECUTION_BACKEND=name  what execution_backend="auto" means
+
+Upstream TileLang exposes these as attributes of ``tilelang.env``
+(``tilelang.env.TILELANG_CACHE_DIR``): each reads the variable live, and assigning one
+(``tilelang.env.TILELANG_CACHE_DIR = path``) overrides the variable in this process until
+it is assigned ``None``. This module is that object: its class is swapped for one holding
+the attribute descriptors, so the module's own functions keep working as before.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
 
 
 def flag(name: str) -> bool:
     """True when the variable is set to a true-looking value (1, true, yes, on)."""
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+    return _truthy(os.environ.get(name, ""))
 
 
 def name_list(name: str) -> frozenset[str] | None:
@@ -27,9 +42,126 @@ def name_list(name: str) -> frozenset[str] | None:
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
 PLUGINS_STRICT = "TILELANG_PLUGINS_STRICT"
 PLUGINS_ALLOW = "TILELANG_PLUGINS_ALLOW"
 PLUGINS_DENY = "TILELANG_PLUGINS_DENY"
 NO_PLUGIN_AUTOLOAD = "TILELANG_NO_PLUGIN_AUTOLOAD"
 CACHE_DIR = "TILELANG_CACHE_DIR"
+TMP_DIR = "TILELANG_TMP_DIR"
 DISABLE_CACHE = "TILELANG_DISABLE_CACHE"
+PRINT_ON_COMPILATION = "TILELANG_PRINT_ON_COMPILATION"
+DEFAULT_TARGET = "TILELANG_DEFAULT_TARGET"
+DEFAULT_EXECUTION_BACKEND = "TILELANG_EXECUTION_BACKEND"
+VERBOSE = "TILELANG_VERBOSE"
+
+
+class EnvVar:
+    """One environment variable as an attribute: the value forced in this process (set by
+    assignment), else the variable, else the default (a value or a function of nothing).
+    ``_forced_value`` keeps upstream's name: its tests save and restore it directly."""
+
+    def __init__(self, key: str, default: str | None | Callable[[], str | None]) -> None:
+        self.key = key
+        self.default = default
+        self._forced_value: Any = None
+
+    def get(self) -> Any:
+        if self._forced_value is not None:
+            return self._forced_value
+        if self.key in os.environ:
+            return os.environ[self.key]
+        return self.default() if callable(self.default) else self.default
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else self.get()
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        self._forced_value = value
+
+    def __repr__(self) -> str:
+        return f"EnvVar({self.key!r})"
+
+
+def _default_cache_dir() -> str:
+    # imported here: platformdirs is needed only when the variable is unset
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("tilelang"), "kernels")
+
+
+class _EnvironmentModule(types.ModuleType):
+    """The class of this module: upstream's ``tilelang.env`` attributes as descriptors."""
+
+    TILELANG_CACHE_DIR = EnvVar(CACHE_DIR, _default_cache_dir)
+    TILELANG_TMP_DIR = EnvVar(TMP_DIR, lambda: os.path.join(str(_MODULE.TILELANG_CACHE_DIR), "tmp"))
+    TILELANG_DISABLE_CACHE = EnvVar(DISABLE_CACHE, "0")
+    TILELANG_PRINT_ON_COMPILATION = EnvVar(PRINT_ON_COMPILATION, "1")
+    TILELANG_DEFAULT_TARGET = EnvVar(DEFAULT_TARGET, "auto")
+    TILELANG_DEFAULT_EXECUTION_BACKEND = EnvVar(DEFAULT_EXECUTION_BACKEND, "auto")
+    TILELANG_DEFAULT_VERBOSE = EnvVar(VERBOSE, "0")
+
+
+_MODULE = sys.modules[__name__]
+_MODULE.__class__ = _EnvironmentModule
+
+# switched by enable_cache() / disable_cache(); TILELANG_DISABLE_CACHE=1 wins over it
+_cache_enabled = True
+
+
+def enable_cache() -> None:
+    """Use the kernel cache again (unless TILELANG_DISABLE_CACHE is set)."""
+    global _cache_enabled
+    _cache_enabled = True
+
+
+def disable_cache() -> None:
+    """Compile every kernel in this process; read and write no cache entries."""
+    global _cache_enabled
+    _cache_enabled = False
+
+
+def is_cache_globally_disabled() -> bool:
+    """TILELANG_DISABLE_CACHE (or its forced value) turns the cache off."""
+    return _truthy(_MODULE.TILELANG_DISABLE_CACHE)
+
+
+def is_cache_enabled() -> bool:
+    return _cache_enabled and not is_cache_globally_disabled()
+
+
+def is_print_on_compilation_enabled() -> bool:
+    return _truthy(_MODULE.TILELANG_PRINT_ON_COMPILATION)
+
+
+def get_default_target() -> str | dict[str, Any]:
+    """TILELANG_DEFAULT_TARGET: a plain string (kind, alias, "auto"), or a JSON dict."""
+    value = _MODULE.TILELANG_DEFAULT_TARGET
+    if value is None:
+        return "auto"
+    if isinstance(value, dict):
+        return dict(value)
+    text = str(value).strip()
+    if not text.startswith("{"):
+        return text or "auto"
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{DEFAULT_TARGET}={text!r} looks like a dict but is not valid JSON ({err}). "
+            'Use JSON syntax like {"kind": "cuda", "arch": "sm_90"}.'
+        ) from err
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{DEFAULT_TARGET} must be a target name or a JSON object, got {text!r}")
+    return parsed
+
+
+def get_default_execution_backend() -> str:
+    return str(_MODULE.TILELANG_DEFAULT_EXECUTION_BACKEND or "auto").strip() or "auto"
+
+
+def get_default_verbose() -> bool:
+    return _truthy(_MODULE.TILELANG_DEFAULT_VERBOSE)

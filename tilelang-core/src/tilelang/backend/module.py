@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .. import env
 from ..errors import (
     BackendNotFoundError,
     BackendUnavailableError,
@@ -32,6 +33,7 @@ from .target import (
     TargetSpec,
     default_host_target,
     detect_auto_target,
+    enclosing_target,
     target_to_json,
     to_tvm_target,
 )
@@ -65,6 +67,9 @@ class BackendModule:
     canonicalize_target: Callable[[Any], Any] | None = None
     unavailable_reason: Callable[[], str | None] | None = None
     description: str = ""
+    # the pass configs (tilelang.compile(pass_configs=...)) this backend's pipeline reads:
+    # key -> what it does; see tilelang.backend.pass_configs for how requests are checked
+    pass_configs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"BackendModule({self.name!r})"
@@ -74,7 +79,7 @@ class BackendModule:
         object.__setattr__(self, "target_kinds", kinds)
         if not kinds or not all(isinstance(k, str) and k for k in kinds):
             raise ManifestError(f"{where}: target_kinds must be a non-empty tuple of kind names")
-        for attr in ("pipelines", "device_codegens", "host_codegens", "callbacks"):
+        for attr in ("pipelines", "device_codegens", "host_codegens", "callbacks", "pass_configs"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
         for attr, kind_type in (("pipelines", PassPipeline), ("device_codegens", DeviceCodegen)):
             table = getattr(self, attr)
@@ -93,6 +98,12 @@ class BackendModule:
             _check_callable(hook, f"{where}.host_codegen_hooks[{i}]")
         for key, value in self.callbacks.items():
             _check_callable(value, f"{where}.callbacks[{key!r}]")
+        for key, value in self.pass_configs.items():
+            if not isinstance(key, str) or "." not in key or not isinstance(value, str):
+                raise ManifestError(
+                    f"{where}.pass_configs[{key!r}]: keys are namespaced names ('tl.<name>') "
+                    f"and values describe them in words, got {value!r}"
+                )
         specs = tuple(self.execution_backends)
         object.__setattr__(self, "execution_backends", specs)
         if not specs or not all(isinstance(s, ExecutionBackendSpec) for s in specs):
@@ -201,7 +212,8 @@ class BackendContext:
     target_host: Any
     execution_backend: ExecutionBackend | None  # None: code generation only (tilelang.lower)
     execution_spec: ExecutionBackendSpec
-    target_source: str = "explicit"  # "explicit", "alias <name>" or "auto (<detector>)"
+    # "explicit", "explicit (enclosing tvm.target.Target)", "alias <name>" or "auto (<how>)"
+    target_source: str = "explicit"
 
     def lower(self, mod: Any) -> Any:
         return self.module.pipeline(self.target.kind.name).lower(mod, self)
@@ -254,14 +266,27 @@ def _resolve_target(target: TargetSpec) -> tuple[Any, str]:
 
     source = "explicit"
     if target is None or (isinstance(target, str) and target == "auto"):
-        target, detector = detect_auto_target(REGISTRY.detectors)
-        source = f"auto ({detector})"
+        target, source = _auto_target()
     if isinstance(target, str) and not isinstance(target, Target):
         owners = [m for m in REGISTRY.backends.values() if target in m.aliases]
         if len(owners) == 1:
             source = f"alias {target!r}" if source == "explicit" else source
             target = owners[0].default_target()  # type: ignore[misc]
     return to_tvm_target(target), source
+
+
+def _auto_target() -> tuple[TargetSpec, str]:
+    """What "auto" means, most specific first: an enclosing ``with tvm.target.Target(...)``
+    block (taken as given, like an explicit target), TILELANG_DEFAULT_TARGET, then the
+    registered detectors."""
+    current = enclosing_target()
+    if current is not None:
+        return current, "explicit (enclosing tvm.target.Target)"
+    default = env.get_default_target()
+    if default != "auto":
+        return default, f"auto ({env.DEFAULT_TARGET})"
+    target, detector = detect_auto_target(REGISTRY.detectors)
+    return target, f"auto ({detector})"
 
 
 def _select_module(target: Any) -> BackendModule:
@@ -345,11 +370,13 @@ def create_backend_context(
     generate source (``tilelang.lower``) on machines where nothing can run the kernel."""
     from tvm_ffi import DLDeviceType
 
+    if execution_backend == "auto":
+        execution_backend = env.get_default_execution_backend()
     device, source = _resolve_target(target)
     module = _select_module(device)
     if module.canonicalize_target is not None:
         device = module.canonicalize_target(device)
-    if source != "explicit" and execution_backend not in (None, "auto"):
+    if not source.startswith("explicit") and execution_backend not in (None, "auto"):
         device, source = _kind_for_execution(module, device, source, execution_backend)
     why = probe(module.unavailable_reason)
     if why is not None:

@@ -8,6 +8,7 @@ turns a request into a tvm ``Target`` and asks registered detectors what "auto" 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,18 @@ def detect_auto_target(detectors: Mapping[str, TargetDetector]) -> tuple[TargetS
         f"(detectors asked: {', '.join(asked) or 'none'}); "
         "pass an explicit target or install a backend"
     )
+
+
+def enclosing_target() -> Any:
+    """The target of an enclosing ``with tvm.target.Target(...):`` block, or None.
+
+    Upstream scripts choose the target this way (``with Target("c"): tilelang.lower(f)``),
+    so ``target="auto"`` takes it before asking the detectors. No block can be open
+    unless tvm.target has been imported, so this never imports TVM itself."""
+    target_module = sys.modules.get("tvm.target")
+    if target_module is None:
+        return None
+    return target_module.Target.current(allow_none=True)
 
 
 def to_tvm_target(spec: TargetSpec) -> Any:

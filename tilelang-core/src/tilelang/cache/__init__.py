@@ -23,12 +23,15 @@ ARTIFACT = "artifact.json"
 
 
 def default_cache_dir() -> Path:
-    configured = os.environ.get(env.CACHE_DIR)
-    if configured:
-        return Path(configured).expanduser()
-    import platformdirs
+    """TILELANG_CACHE_DIR (or tilelang.env.TILELANG_CACHE_DIR = path), else the per-user
+    cache directory."""
+    return Path(str(env.TILELANG_CACHE_DIR)).expanduser()
 
-    return Path(platformdirs.user_cache_dir("tilelang")) / "kernels"
+
+def clear_cache() -> None:
+    """Remove every kernel in the cache directory (upstream's ``tilelang.cache.clear_cache``).
+    Kernels already loaded in this process stay usable."""
+    KernelCache().clear()
 
 
 def cache_key(parts: Iterable[str]) -> str:
@@ -43,7 +46,8 @@ def cache_key(parts: Iterable[str]) -> str:
 class KernelCache:
     def __init__(self, root: Path | None = None, enabled: bool | None = None) -> None:
         self.root = root or default_cache_dir()
-        self.enabled = (not env.flag(env.DISABLE_CACHE)) if enabled is None else enabled
+        # tilelang.disable_cache() and TILELANG_DISABLE_CACHE=1 both switch it off
+        self.enabled = env.is_cache_enabled() if enabled is None else enabled
 
     def entry(self, key: str) -> Path:
         return self.root / key[:2] / key
@@ -104,4 +108,4 @@ class KernelCache:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-__all__ = ["KernelCache", "cache_key", "default_cache_dir"]
+__all__ = ["KernelCache", "cache_key", "clear_cache", "default_cache_dir"]

@@ -35,6 +35,10 @@ BACKEND = BackendModule(
     default_target=target.default_cpu_target,
     unavailable_reason=target.unavailable_reason,
     description="CPU kernels through TVM's LLVM (or C) codegen; blocks run on the thread pool",
+    pass_configs={
+        "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.disable_parallel": "run kernel blocks serially instead of on the thread pool",
+    },
 )
 
 

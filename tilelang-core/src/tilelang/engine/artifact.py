@@ -23,6 +23,10 @@ class ParamInfo:
     def is_tensor(self) -> bool:
         return self.shape is not None
 
+    def is_scalar(self) -> bool:
+        """Upstream KernelParam's spelling of ``not is_tensor``."""
+        return self.shape is None
+
 
 @dataclass(frozen=True)
 class KernelLaunch:
@@ -61,6 +65,22 @@ class CompiledArtifact:
     # in-memory only: tvm runtime modules produced by codegen
     host_module: Any = field(default=None, compare=False, repr=False)
     device_module: Any = field(default=None, compare=False, repr=False)
+    # in-memory only: the lowered IRModules codegen read (upstream's host_mod / device_mod;
+    # device_mod is None when the kernel has no device part, as on the CPU)
+    host_mod: Any = field(default=None, compare=False, repr=False)
+    device_mod: Any = field(default=None, compare=False, repr=False)
+
+    _IN_MEMORY = ("host_module", "device_module", "host_mod", "device_mod")
+
+    @property
+    def kernel_source(self) -> str:
+        """Upstream's name: the device source (CUDA, ...), else the host source (CPU)."""
+        return self.device_source or self.host_source
+
+    @property
+    def rt_mod(self) -> Any:
+        """Upstream's name for the host runtime module (None for codegen-only artifacts)."""
+        return self.host_module
 
     @property
     def symbols(self) -> tuple[str, ...]:
@@ -85,9 +105,9 @@ class CompiledArtifact:
         return tuple(seen)
 
     def to_json(self) -> str:
-        data = asdict(replace(self, host_module=None, device_module=None))
-        data.pop("host_module")
-        data.pop("device_module")
+        data = asdict(replace(self, **dict.fromkeys(self._IN_MEMORY)))
+        for name in self._IN_MEMORY:
+            data.pop(name)
         return json.dumps(data, indent=1, sort_keys=True)
 
     @classmethod

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..backend.module import BackendContext
-from ..backend.pass_pipeline.pipeline import KNOWN_PASS_CONFIGS, take_pass_error
+from ..backend.pass_configs import resolve_pass_configs, tvm_config_names
+from ..backend.pass_pipeline.pipeline import take_pass_error
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
 from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
@@ -30,22 +31,17 @@ def current_pass_configs() -> Mapping[str, Any]:
     return _PASS_CONFIGS.get()
 
 
-def validate_pass_configs(pass_configs: Mapping[str, Any] | None) -> dict[str, Any]:
-    configs = dict(pass_configs or {})
-    unknown = [k for k in configs if k not in KNOWN_PASS_CONFIGS and not k.startswith("tir.")]
-    if unknown:
-        valid = ", ".join(sorted(KNOWN_PASS_CONFIGS))
-        raise CompileError(
-            f"unknown pass config(s) {unknown}; valid: {valid}, or any TVM 'tir.*' config"
-        )
-    return configs
+def validate_pass_configs(pass_configs: Mapping[Any, Any] | None, context: BackendContext) -> dict[str, Any]:
+    """The configs the context's backend (or TVM) applies; raises CompileError for a key
+    nobody knows (tilelang.backend.pass_configs)."""
+    return resolve_pass_configs(pass_configs, context)
 
 
 @contextlib.contextmanager
 def _session(configs: Mapping[str, Any], instruments: Sequence[Any]) -> Iterator[None]:
     import tvm
 
-    tvm_configs = {k: v for k, v in configs.items() if k.startswith("tir.")}
+    tvm_configs = {k: v for k, v in configs.items() if k in tvm_config_names()}
     token = _PASS_CONFIGS.set(dict(configs))
     try:
         with tvm.transform.PassContext(opt_level=3, config=tvm_configs, instruments=list(instruments)):
@@ -107,7 +103,7 @@ def lower(
     for i in out_idx:
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
-    configs = validate_pass_configs(pass_configs)
+    configs = validate_pass_configs(pass_configs, context)
     take_pass_error()  # forget one left by an earlier compilation
     stage = "lowering"
     try:
@@ -119,20 +115,24 @@ def lower(
             launches, min_alignment = _launch_facts(mod)
             stage = "host/device split"
             host_mod, device_mods = split_host_device_mods(mod)
-            device_source, device_module = "", None
+            device_source, device_module, device_ir = "", None, None
             if len(device_mods) > 1:
                 raise CompileError(f"kernel {name!r} produced device code for several targets")
             for device_mod in device_mods.values():
                 if len(device_mod.functions) == 0:
                     continue
                 stage = "device codegen"
-                device_mod = context.finalize_device(device_mod)
+                device_mod = device_ir = context.finalize_device(device_mod)
                 output = context.codegen_device(device_mod)
                 device_source, device_module = output.source, output.module
             stage = "host codegen"
             host_mod = context.finalize_host(host_mod)
             host_mod = context.preprocess_host_codegen(host_mod)
-            host_module = context.codegen_host(host_mod) if context.execution_spec.requires_host_codegen else None
+            # a codegen-only context (tilelang.lower) still generates the host code of a
+            # kernel that has no device part (CPU targets): that code is its source
+            host_only = context.execution_backend is None and device_module is None and not device_source
+            needs_host = context.execution_spec.requires_host_codegen or host_only
+            host_module = context.codegen_host(host_mod) if needs_host else None
     except TileLangError:
         raise
     except Exception as err:  # TVM reports its own error types
@@ -158,6 +158,8 @@ def lower(
         min_alignment=min_alignment,
         host_module=host_module,
         device_module=device_module,
+        host_mod=host_mod,
+        device_mod=device_ir,
     )
 
 

@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import env
 from .._version import __version__
 from ..backend.module import BackendContext, create_backend_context
 from ..backend.registry import origin
 from ..cache import KernelCache, cache_key
-from ..engine.artifact import CompiledArtifact
+from ..engine.artifact import CompiledArtifact, ParamInfo
 
 log = logging.getLogger("tilelang.jit")
 
@@ -72,7 +73,9 @@ class JITKernel:
             raise TypeError("tilelang.compile needs an execution backend; use tilelang.lower(...) "
                             "to generate code without one")
         self.context = create_backend_context(target, target_host, execution_backend)
-        configs = validate_pass_configs(pass_configs)
+        configs = validate_pass_configs(pass_configs, self.context)
+        self.prim_func = func
+        self.pass_configs = configs
         cache = cache or KernelCache()
         key = _kernel_key(func, self.context, out_idx or (), configs)
         self.cache_key = key
@@ -91,6 +94,8 @@ class JITKernel:
                 self.launcher = backend.load(self.artifact, hit[1], self.context)
                 self.from_cache = True
                 return
+            log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
+                    "tilelang: compiling a kernel for %s", self.context.describe())
             self.artifact = lower(func, self.context, out_idx=out_idx or (), pass_configs=configs,
                                   instruments=instruments)
             files = backend.build(self.artifact, self.context)
@@ -112,12 +117,56 @@ class JITKernel:
     def kernel_name(self) -> str:
         return self.artifact.kernel_name
 
-    def get_kernel_source(self) -> str:
-        """The device source (CUDA, HIP, ...) or, for CPU kernels, the host code."""
-        return self.artifact.device_source or self.artifact.host_source
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        """The device source (CUDA, HIP, ...) or, for CPU kernels, the host code.
+        ``kernel_only=False`` (upstream's flag) appends the host code to device source."""
+        if kernel_only or not self.artifact.device_source:
+            return self.artifact.kernel_source
+        return "\n".join(s for s in (self.artifact.device_source, self.artifact.host_source) if s)
 
     def get_host_source(self) -> str:
         return self.artifact.host_source
+
+    # -- upstream JITKernel's attributes -------------------------------------------------
+    @property
+    def kernel_source(self) -> str:
+        return self.artifact.kernel_source
+
+    @property
+    def host_source(self) -> str:
+        return self.artifact.host_source
+
+    @property
+    def params(self) -> tuple[ParamInfo, ...]:
+        """Every parameter's name, dtype and shape (symbolic dimensions by name)."""
+        return self.artifact.params
+
+    @property
+    def out_idx(self) -> list[int]:
+        """Indices of the parameters the call allocates and returns (non-negative)."""
+        return list(self.artifact.out_idx)
+
+    @property
+    def target(self) -> Any:
+        """The tvm Target compiled for (its host attached)."""
+        return self.context.target
+
+    @property
+    def target_host(self) -> Any:
+        return self.context.target_host
+
+    @property
+    def execution_backend(self) -> str:
+        """The name of the execution backend that runs the kernel ("tvm_ffi", ...)."""
+        return self.context.execution_spec.name
+
+    def get_profiler(self, tensor_supply_type: Any = None) -> Any:
+        """A tilelang.profiler.Profiler for this kernel: ``assert_allclose(reference)``,
+        ``do_bench()``, ``run_once()`` on torch inputs made from the kernel's parameters on
+        its device (``tensor_supply_type``: a tilelang.TensorSupplyType, default Auto)."""
+        from ..profiler import TensorSupplyType, profiler_for  # the profiler imports torch lazily
+
+        return profiler_for(self, tensor_supply_type or TensorSupplyType.Auto)
 
     def describe(self) -> str:
         dist = origin("backend", self.context.module.name)[0]

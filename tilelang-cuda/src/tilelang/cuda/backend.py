@@ -34,6 +34,13 @@ BACKEND = BackendModule(
     default_target=target.default_cuda_target,
     canonicalize_target=target.canonicalize,
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
+    pass_configs={
+        "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.min_blocks_per_sm": "blocks per SM to budget registers for (launch bounds); "
+                                "default: the tensor-core pass's occupancy plan",
+        "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
+        "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
+    },
 )
 
 

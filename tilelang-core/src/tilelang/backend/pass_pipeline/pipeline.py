@@ -20,18 +20,6 @@ if TYPE_CHECKING:
 
 PassList = Callable[["BackendContext"], Sequence[Any]]
 
-# Pass configs TileLang itself understands (keys of tilelang.compile(pass_configs=...)).
-# Keys starting with "tir." are forwarded to TVM's PassContext unchanged.
-KNOWN_PASS_CONFIGS: dict[str, str] = {
-    "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
-    "tl.disable_parallel": "CPU: run kernel blocks serially instead of on the thread pool",
-    "tl.min_blocks_per_sm": "GPU: blocks per SM to budget registers for (launch bounds); "
-                            "default: the backend's choice",
-    "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
-    "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
-}
-
-
 _PASS_ERROR = threading.local()
 
 
