@@ -8,6 +8,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import LanguageError
+from .eager_source import read_eager_source
 from .kernel import JITKernel
 
 
@@ -46,23 +48,69 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
 
 
 class JITFunction:
-    """What ``@tilelang.jit`` returns: call it with the kernel's parameters (sizes, tile
-    shapes) to get a compiled JITKernel; each parameter set compiles once per process and
-    once per machine (the disk cache)."""
+    """What ``@tilelang.jit`` returns. Two styles, told apart by the function's source:
+
+    * classic: the function returns a ``T.prim_func``; call it with the kernel's parameters
+      (sizes, tile shapes) to get a compiled JITKernel;
+    * eager (a top-level ``with T.Kernel(...)`` in its body, tensors declared with
+      annotations, ``T.const`` and ``T.empty``): call it with tensors to run the kernel and
+      get its outputs back; ``.compile(M=..., ...)`` gives the JITKernel without tensors.
+
+    Each parameter set compiles once per process and once per machine (the disk cache).
+    """
 
     def __init__(self, builder: Callable[..., Any], options: dict[str, Any]) -> None:
         self.builder = builder
         self.options = options
         self._kernels: dict[Any, JITKernel] = {}
+        self._eager = _eager_reading(builder, options)
         functools.update_wrapper(self, builder)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
+    @property
+    def is_eager(self) -> bool:
+        return self._eager is not None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._eager is not None:
+            return self._eager(args, kwargs)
+        return self.compile(*args, **kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
+        """The JITKernel for these arguments. Eager style: sizes named by ``T.const`` as
+        keywords (``matmul.compile(M=1024, N=1024, K=1024, block_M=128)``) or tensors."""
+        if self._eager is not None:
+            return self._eager.compile(args, kwargs)
         key = (args, tuple(sorted(kwargs.items())))
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = compile(self.builder(*args, **kwargs), **self.options)
+            kernel = compile(self.get_tir(*args, **kwargs), **self.options)
             self._kernels[key] = kernel
         return kernel
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> Any:
+        """The PrimFunc these arguments specialize to (not compiled)."""
+        if self._eager is not None:
+            return self._eager.get_tir(args, kwargs)
+        return self.builder(*args, **kwargs)
+
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
+        return self.compile(*args, **kwargs).get_kernel_source()
+
+
+def _eager_reading(builder: Callable[..., Any], options: dict[str, Any]) -> Any:
+    """The EagerFunction for an eager-style builder, else None (classic)."""
+    source = read_eager_source(builder)
+    if source is None:
+        return None
+    if options.get("out_idx") is not None:
+        raise LanguageError(
+            f"@tilelang.jit(out_idx=...) on eager kernel {source.name!r}: out_idx is for "
+            "builders that return a T.prim_func; an eager kernel's outputs are its T.empty "
+            "tensors (`C = T.empty((M, N), dtype)` ... `return C`)")
+    from .eager import EagerFunction  # imports TVM: only for eager kernels
+
+    options = {k: v for k, v in options.items() if k != "out_idx"}
+    return EagerFunction(builder, source, options, compile)
 
 
 def jit(
@@ -74,7 +122,8 @@ def jit(
     execution_backend: str = "auto",
     pass_configs: Mapping[str, Any] | None = None,
 ) -> Any:
-    """``@tilelang.jit(out_idx=[-1])`` on a function that returns a T.prim_func."""
+    """``@tilelang.jit(out_idx=[-1])`` on a function that returns a T.prim_func, or
+    ``@tilelang.jit`` on an eager kernel (see JITFunction)."""
     options = dict(out_idx=out_idx, target=target, target_host=target_host,
                    execution_backend=execution_backend, pass_configs=pass_configs)
     if func is not None:

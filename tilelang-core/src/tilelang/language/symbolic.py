@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tvm import tirx
 
-
-def symbolic(name: str, dtype: str = "int32") -> tirx.Var:
-    """A named dynamic dimension: ``M = T.symbolic("M")`` then ``T.Tensor((M, 64), ...)``.
-    Its value is taken from the shapes of the arguments at each call."""
-    return tirx.Var(name, dtype)
+from .eager import split_names
 
 
-dynamic = symbolic
+def dynamic(name: str, dtype: str = "int32") -> Any:
+    """A named dynamic dimension: ``M = T.dynamic("M")`` then ``T.Tensor((M, 64), ...)``.
+    Its value is taken from the shapes of the arguments at each call, so new sizes do not
+    recompile the kernel. ``T.dynamic("M, N")`` gives several."""
+    variables = tuple(tirx.Var(n, str(dtype)) for n in split_names(name, "T.dynamic"))
+    return variables[0] if len(variables) == 1 else variables
+
+
+symbolic = dynamic

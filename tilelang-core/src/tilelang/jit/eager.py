@@ -1,0 +1,347 @@
+"""Eager kernels: ``c = matmul(a, b)`` specializes, compiles (once per shape), runs.
+
+Calling an eager ``@tilelang.jit`` function (see ``tilelang.language.eager`` for the
+style, ``eager_source`` for how its source is split) goes through two caches:
+
+* per value of the non-tensor arguments, an :class:`EagerTemplate`: the declarations run
+  once with ``T.const`` names as variables, which tells where each name sits in the input
+  tensors' annotated shapes;
+* per value of the ``T.const`` names (read from the tensors' shapes, or given as keywords),
+  a compiled kernel: the declarations run again with the values, the kernel part is parsed
+  as TVMScript with the tensors as parameters (inputs in signature order, then the T.empty
+  outputs, which become ``out_idx``), and ``tilelang.compile`` builds it — its disk cache
+  keys on the PrimFunc's script, so a new process compiles nothing it has compiled before.
+
+``T.dynamic`` sizes are not part of either key: one kernel serves every value.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+from tvm.ir import IRModule
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.parser.core import doc
+from tvm.script.parser.core.diagnostics import Source
+from tvm.script.parser.core.error import ParserError
+from tvm.script.parser.core.parser import Parser
+
+from .. import language as T
+from ..errors import ArgumentError, LanguageError
+from ..language import _tilelang_cause
+from ..language.eager import EagerBuild, eager_build
+from ..language.frontend import normalize
+from .eager_source import DECLARATIONS, DECLARE_TENSOR, EagerSource
+from .kernel import JITKernel
+
+_PRIM_FUNC = "__tilelang_prim_func__"
+_PARAM = "__tilelang_param_{}"
+
+
+def _is_tensor_value(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, str)
+
+
+def _is_buffer(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "data") and hasattr(value, "strides")
+
+
+def _frozen(name: str, value: Any, kernel: str) -> Any:
+    """A hashable form of a non-tensor argument (part of the cache key)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_frozen(name, v, kernel) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _frozen(name, v, kernel)) for k, v in value.items())))
+    if _is_tensor_value(value):
+        raise LanguageError(f"eager kernel {kernel!r}: argument {name!r} is a tensor but has no "
+                            f"tensor annotation; annotate it, e.g. `{name}: T.Tensor((M, N), T.float32)`")
+    try:
+        hash(value)
+    except TypeError:
+        raise LanguageError(f"eager kernel {kernel!r}: argument {name}={value!r} is not hashable; "
+                            "non-tensor arguments select a compiled kernel, so they must be "
+                            "hashable (numbers, strings, dtypes, tuples)") from None
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True)
+class EagerTemplate:
+    """Where the T.const names sit in the input tensors' shapes (for one set of
+    non-tensor arguments)."""
+
+    consts: tuple[str, ...]  # every T.const name, in declaration order
+    ranks: Mapping[str, int]  # input tensor -> annotated number of dimensions
+    shapes: Mapping[str, str]  # input tensor -> its annotation, for messages
+    places: Mapping[str, tuple[tuple[str, int], ...]]  # const -> (tensor, dim) it is read from
+
+    def values(self, kernel: str, tensors: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
+        """The value of every T.const name: ``given`` first, else the tensors' shapes (which
+        must agree with each other and have the annotated ranks)."""
+        for tensor, rank in self.ranks.items():
+            value = tensors.get(tensor)
+            if value is not None and len(value.shape) != rank:
+                raise LanguageError(
+                    f"eager kernel {kernel!r}: argument {tensor!r} is annotated with {rank} "
+                    f"dimension(s) {self.shapes[tensor]} but got a tensor of shape "
+                    f"{tuple(value.shape)}")
+        values: dict[str, int] = {}
+        for name in self.consts:
+            if name in given:
+                values[name] = int(given[name])
+                continue
+            seen: tuple[str, int, int] | None = None
+            for tensor, dim in self.places.get(name, ()):
+                if tensors.get(tensor) is None:
+                    continue
+                size = int(tensors[tensor].shape[dim])
+                if seen is None:
+                    seen = (tensor, dim, size)
+                elif seen[2] != size:
+                    raise LanguageError(
+                        f"eager kernel {kernel!r}: T.const {name!r} is {seen[2]} in "
+                        f"{seen[0]!r} (dimension {seen[1]}) but {size} in {tensor!r} "
+                        f"(dimension {dim}); the tensors' shapes must agree")
+            if seen is None:
+                sources = ", ".join(f"{t!r}" for t, _ in self.places.get(name, ())) or "no input tensor"
+                raise LanguageError(
+                    f"eager kernel {kernel!r}: no value for T.const {name!r} (it is a dimension "
+                    f"of {sources}); pass the tensor or give it as a keyword, {name}=...")
+            values[name] = seen[2]
+        return values
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """A compiled eager kernel and how to hand back what its `return` names."""
+
+    kernel: JITKernel
+    inputs: tuple[str, ...]
+    picks: tuple[int, ...] | None  # output positions the `return` names; None: all
+    n_outputs: int
+
+    def run(self, tensors: Mapping[str, Any]) -> Any:
+        result = self.kernel(*(tensors[name] for name in self.inputs))
+        if self.picks is None:
+            return result
+        outputs = (result,) if self.n_outputs == 1 else tuple(result or ())
+        if len(self.picks) == 1:
+            return outputs[self.picks[0]]
+        return tuple(outputs[i] for i in self.picks) if self.picks else None
+
+
+class _KernelSource(Source):
+    """TVMScript's source object for the rewritten kernel: the original file and lines
+    (so diagnostics point at the user's code), our syntax tree."""
+
+    def __init__(self, source: EagerSource, tree: Any) -> None:
+        self.source_name = source.filename
+        self.start_line = source.first_line
+        self.start_column = source.indent
+        self.source = source.text
+        self.full_source = "".join(linecache.getlines(source.filename)) or source.text
+        self._tree = tree
+
+    def as_ast(self) -> Any:
+        return self._tree
+
+
+class EagerFunction:
+    """The eager side of a ``@tilelang.jit`` function (see the module docstring)."""
+
+    def __init__(self, func: Callable[..., Any], source: EagerSource, options: Mapping[str, Any],
+                 compile_fn: Callable[..., JITKernel]) -> None:
+        self.func = func
+        self.source = source
+        self.options = dict(options)
+        self.signature = inspect.signature(func)
+        self._compile = compile_fn
+        self._templates: dict[Any, EagerTemplate] = {}
+        self._kernels: dict[Any, Specialization] = {}
+
+    # -- binding ------------------------------------------------------------------------
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, partial: bool
+              ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(non-tensor arguments, tensors, keywords that are not parameters)."""
+        extra = {k: v for k, v in kwargs.items() if k not in self.signature.parameters}
+        named = {k: v for k, v in kwargs.items() if k in self.signature.parameters}
+        try:
+            bound = (self.signature.bind_partial if partial else self.signature.bind)(*args, **named)
+        except TypeError as err:
+            raise ArgumentError(f"eager kernel {self.source.name!r}: {err}") from None
+        bound.apply_defaults()
+        statics, tensors = {}, {}
+        for name in self.signature.parameters:
+            if name in self.source.tensors:
+                value = bound.arguments.get(name)
+                if value is not None and not _is_tensor_value(value):
+                    raise ArgumentError(
+                        f"eager kernel {self.source.name!r}: argument {name!r} is a tensor "
+                        f"parameter; expected a torch.Tensor or numpy.ndarray, got {type(value).__name__}")
+                tensors[name] = value
+            elif name in bound.arguments:
+                statics[name] = bound.arguments[name]
+            else:
+                raise ArgumentError(f"eager kernel {self.source.name!r}: missing argument {name!r}")
+        return statics, tensors, extra
+
+    def _static_key(self, statics: Mapping[str, Any]) -> Any:
+        return tuple(_frozen(k, v, self.source.name) for k, v in statics.items())
+
+    # -- running the declarations -------------------------------------------------------
+    def _declare(self, statics: Mapping[str, Any], build: EagerBuild) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run the declarations; return (their locals, the input tensors' buffers)."""
+        namespace = dict(self.func.__globals__)
+        namespace.update(inspect.getclosurevars(self.func).nonlocals)
+        buffers: dict[str, Any] = {}
+
+        def declare_tensor(name: str, annotation: Any) -> Any:
+            if callable(annotation) and not _is_buffer(annotation):
+                annotation = annotation()
+            if not _is_buffer(annotation):
+                raise LanguageError(f"eager kernel {self.source.name!r}: {name!r} is annotated "
+                                    f"with {annotation!r}, not a tensor; write "
+                                    f"`{name}: T.Tensor((M, N), dtype)`")
+            buffers[name] = annotation
+            return annotation
+
+        namespace[DECLARE_TENSOR] = declare_tensor
+        arguments = {p: statics.get(p) for p in self.source.params}
+        with warnings.catch_warnings(), eager_build(build):
+            # `T.Tensor[shape, dtype]` is upstream TileLang's spelling; TVM calls it deprecated
+            warnings.filterwarnings("ignore", message=r"T\.Buffer\[\.\.\.\] is deprecated")
+            for name, node in self.source.signature_tensors.items():
+                code = compile(ast.Expression(node), self.source.filename, "eval")
+                arguments[name] = declare_tensor(name, eval(code, namespace))  # noqa: S307
+            exec(self.source.declarations, namespace)  # noqa: S102 - the user's own code
+            local_values = namespace[DECLARATIONS](**arguments)
+        return local_values, buffers
+
+    def _template(self, key: Any, statics: Mapping[str, Any]) -> EagerTemplate:
+        template = self._templates.get(key)
+        if template is not None:
+            return template
+        build = EagerBuild(self.source.name)
+        _, buffers = self._declare(statics, build)
+        by_var = {var: name for name, var in build.consts.items()}
+        places: dict[str, list[tuple[str, int]]] = {}
+        for tensor in self.source.tensors:
+            for dim, size in enumerate(buffers[tensor].shape):
+                name = next((n for v, n in by_var.items() if v.same_as(size)), None)
+                if name is not None:
+                    places.setdefault(name, []).append((tensor, dim))
+        template = EagerTemplate(
+            consts=tuple(build.consts),
+            ranks={t: len(buffers[t].shape) for t in self.source.tensors},
+            shapes={t: f"({', '.join(str(d) for d in buffers[t].shape)})" for t in self.source.tensors},
+            places={k: tuple(v) for k, v in places.items()},
+        )
+        self._templates[key] = template
+        return template
+
+    # -- building -----------------------------------------------------------------------
+    def _prim_func(self, statics: Mapping[str, Any], values: Mapping[str, int]) -> tuple[Any, tuple[str, ...]]:
+        """The specialized PrimFunc and its output names."""
+        build = EagerBuild(self.source.name, values)
+        local_values, buffers = self._declare(statics, build)
+        outputs = []
+        for out in build.outputs:
+            name = next((k for k, v in local_values.items() if v is out), None)
+            if name is None:
+                raise LanguageError(f"eager kernel {self.source.name!r}: a T.empty result is not "
+                                    "assigned to a name; write `C = T.empty(shape, dtype)`")
+            outputs.append(name)
+        params = list(self.source.tensors) + outputs
+        namespace = dict(self.func.__globals__)
+        namespace.update(inspect.getclosurevars(self.func).nonlocals)
+        namespace.update({k: v for k, v in local_values.items() if k not in params})
+        namespace.update({_PARAM.format(t): buffers[t] for t in self.source.tensors})
+        namespace.update({_PARAM.format(n): local_values[n] for n in outputs})
+        namespace[_PRIM_FUNC] = T.prim_func
+        return self._parse(params, namespace), tuple(outputs)
+
+    def _parse(self, params: list[str], namespace: dict[str, Any]) -> Any:
+        fdef = self.source.function
+        args = [ast.copy_location(ast.arg(p, ast.copy_location(ast.Name(_PARAM.format(p), ast.Load()), fdef)), fdef)
+                for p in params]
+        kernel_def = ast.FunctionDef(
+            name=fdef.name, body=list(self.source.kernel), returns=None, type_comment=None,
+            decorator_list=[ast.copy_location(ast.Name(_PRIM_FUNC, ast.Load()), fdef)],
+            args=ast.arguments(posonlyargs=[], args=args, vararg=None, kwonlyargs=[],
+                               kw_defaults=[], kwarg=None, defaults=[]))
+        tree = ast.fix_missing_locations(ast.Module([ast.copy_location(kernel_def, fdef)], []))
+        parser = Parser(_KernelSource(self.source, doc.to_doc(tree)), {})
+        try:
+            with IRBuilder() as builder:
+                try:
+                    parser.parse(extra_vars=namespace)
+                except ParserError as err:
+                    parser.report_error(err.node, err.args[0])
+        except Exception as err:  # TVMScript reports our errors as diagnostics with a location
+            cause = _tilelang_cause(err)
+            if cause is None:
+                raise
+            raise type(cause)(str(err)) from err
+        func = builder.get()
+        # the checks TVMScript's own entry point makes after parsing a T.prim_func
+        tvm.s_tir.analysis.verify_well_formed(IRModule.from_expr(func))
+        tvm.tirx.analysis.verify_tirx_well_formed(func)
+        return normalize(func)
+
+    def _specialize(self, statics: Mapping[str, Any], tensors: Mapping[str, Any],
+                    given: Mapping[str, Any]) -> Specialization:
+        key = self._static_key(statics)
+        template = self._template(key, statics)
+        unknown = sorted(set(given) - set(template.consts))
+        if unknown:
+            raise ArgumentError(
+                f"eager kernel {self.source.name!r}: unexpected keyword(s) {unknown}; it takes "
+                f"its parameters {list(self.source.params)} and its T.const names "
+                f"{list(template.consts)}")
+        values = template.values(self.source.name, tensors, given)
+        full_key = (key, tuple(values[n] for n in template.consts))
+        spec = self._kernels.get(full_key)
+        if spec is None:
+            func, outputs = self._prim_func(statics, values)
+            returns = self.source.returns
+            if returns is not None:
+                wrong = [r for r in returns if r not in outputs]
+                if wrong:
+                    raise LanguageError(
+                        f"eager kernel {self.source.name!r}: `return` names {wrong}, which "
+                        f"T.empty did not make; the outputs are {outputs or 'none'}")
+            first = len(self.source.tensors)
+            kernel = self._compile(func, out_idx=list(range(first, first + len(outputs))) or None,
+                                   **self.options)
+            picks = None if returns is None else tuple(outputs.index(r) for r in returns)
+            spec = Specialization(kernel, self.source.tensors, picks, len(outputs))
+            self._kernels[full_key] = spec
+        return spec
+
+    # -- the public entry points --------------------------------------------------------
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        statics, tensors, given = self._bind(args, kwargs, partial=False)
+        missing = [name for name, value in tensors.items() if value is None]
+        if missing:
+            raise ArgumentError(f"eager kernel {self.source.name!r}: tensor argument(s) {missing} "
+                                f"missing; to compile without tensors, call "
+                                f"{self.source.name}.compile(M=..., ...)")
+        return self._specialize(statics, tensors, given).run(tensors)
+
+    def compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> JITKernel:
+        statics, tensors, given = self._bind(args, kwargs, partial=True)
+        return self._specialize(statics, tensors, given).kernel
+
+    def get_tir(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        statics, tensors, given = self._bind(args, kwargs, partial=True)
+        template = self._template(self._static_key(statics), statics)
+        return self._prim_func(statics, template.values(self.source.name, tensors, given))[0]
+
+
+__all__ = ["EagerFunction", "EagerTemplate", "Specialization"]

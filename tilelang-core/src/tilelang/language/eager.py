@@ -1,0 +1,137 @@
+"""The eager kernel style's declarations: ``T.const``, ``T.empty``.
+
+An eager kernel is a ``@tilelang.jit`` function whose body declares its tensors::
+
+    M, N = T.const("M, N")          # sizes taken from the arguments' shapes
+    A: T.Tensor((M, N), T.float32)  # an input (a parameter annotated in the body)
+    B = T.empty((M, N), T.float32)  # an output, allocated at each call and returned
+    with T.Kernel(...): ...
+    return B
+
+The JIT (``tilelang.jit.eager``) runs the statements before the first ``with`` as plain
+Python inside a :class:`EagerBuild`, twice per specialization: first to learn where each
+``T.const`` name sits in the tensors' shapes (the names are TVM variables then), then with
+the values read from the arguments (the names are Python ints, so tile sizes such as
+``T.alloc_fragment((blk_m, N), ...)`` stay constant). Outside such a build, these
+declarations have no meaning and say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from tvm import ir, tirx
+from tvm.script.parser.tirx import Buffer as _Buffer
+
+from ..errors import LanguageError
+
+_SEPARATOR = re.compile(r"\s*,\s*|\s+")
+
+
+def split_names(names: str, what: str) -> list[str]:
+    """``"M, N"`` / ``"M N"`` / ``"M"`` -> identifiers (upstream accepts all three)."""
+    parts = [p for p in _SEPARATOR.split(names.strip()) if p]
+    bad = [p for p in parts if not p.isidentifier()]
+    if not parts or bad:
+        raise LanguageError(f"{what}({names!r}): expected identifiers separated by commas or "
+                            f"spaces, e.g. {what}(\"M, N\")")
+    return parts
+
+
+class EagerBuild:
+    """One run of an eager kernel's declarations.
+
+    ``values`` is None in the first run (T.const gives variables, recorded in ``consts``),
+    else the value of every T.const name. ``outputs`` collects the T.empty tensors in order.
+    """
+
+    def __init__(self, kernel: str, values: Mapping[str, int] | None = None) -> None:
+        self.kernel = kernel
+        self.values = values
+        self.consts: dict[str, tirx.Var] = {}
+        self.outputs: list[Any] = []
+
+    def const(self, name: str, dtype: str) -> Any:
+        if self.values is None:
+            return self.consts.setdefault(name, tirx.Var(name, str(dtype)))
+        if name not in self.values:  # the JIT resolves every name it saw in the first run
+            raise LanguageError(f"kernel {self.kernel!r}: T.const {name!r} has no value; pass "
+                                f"{name}=... (its value could not be read from a tensor shape)")
+        return self.values[name]
+
+
+_STATE = threading.local()
+
+
+def _builds() -> list[EagerBuild]:
+    stack = getattr(_STATE, "builds", None)
+    if stack is None:
+        stack = _STATE.builds = []
+    return stack
+
+
+@contextlib.contextmanager
+def eager_build(build: EagerBuild) -> Iterator[EagerBuild]:
+    """Make ``build`` the target of T.const / T.empty while the declarations run."""
+    stack = _builds()
+    stack.append(build)
+    try:
+        yield build
+    finally:
+        stack.pop()
+
+
+def _current(what: str) -> EagerBuild:
+    stack = _builds()
+    if not stack:
+        raise LanguageError(
+            f"{what} is only valid in the body of an eager @tilelang.jit function, before its "
+            "first `with T.Kernel(...)` (e.g. `M, N = T.const(\"M, N\")`); in a T.prim_func use "
+            "T.dynamic(\"M\") for a size known at run time"
+        )
+    return stack[-1]
+
+
+def const(name: str, dtype: str = "int32") -> Any:
+    """``M, N = T.const("M, N")``: sizes the JIT reads from the tensors' shapes.
+
+    A kernel is compiled once per distinct set of values (use ``T.dynamic`` for a size that
+    should not cause a recompilation). ``name`` holds one or several names."""
+    build = _current("T.const")
+    names = split_names(name, "T.const")
+    values = tuple(build.const(n, dtype) for n in names)
+    return values[0] if len(values) == 1 else values
+
+
+def _empty_args(shape: Sequence[Any], dtype: Any) -> tuple[tuple[Any, ...], Any]:
+    # T.empty((M, N), dtype) / T.empty([M, N], dtype=...) / T.empty(M, N, dtype=...)
+    if len(shape) in (1, 2) and isinstance(shape[0], (tuple, list)):
+        if len(shape) == 2:
+            if dtype is not None:
+                raise LanguageError("T.empty: dtype given twice (positionally and as dtype=)")
+            dtype = shape[1]
+        shape = tuple(shape[0])
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, (int, ir.Expr)):
+            raise LanguageError(f"T.empty: dimension {dim!r} is not an integer or a size "
+                                "expression; write T.empty((M, N), T.float32)")
+    return tuple(shape), ("float32" if dtype is None else dtype)
+
+
+def empty(*shape: Any, dtype: Any = None) -> Any:
+    """``C = T.empty((M, N), T.float16)``: an output of an eager kernel.
+
+    The call allocates it like the inputs (numpy in, numpy out; torch on the inputs'
+    device) and returns it; inside the kernel it is a tensor like a parameter."""
+    build = _current("T.empty")
+    dims, dtype = _empty_args(shape, dtype)
+    tensor = _Buffer(dims, str(dtype))
+    build.outputs.append(tensor)
+    return tensor
+
+
+__all__ = ["EagerBuild", "const", "eager_build", "empty", "split_names"]
