@@ -64,6 +64,16 @@ def test_reductions(kind):
     torch.testing.assert_close(kernel(x), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("blk_m", [1, 4])
+def test_rms_norm_rows_including_one_row_blocks(blk_m):
+    from tilelang.testing.kernels import rms_norm_rows
+
+    kernel = tilelang.compile(rms_norm_rows(256, 512, blk_m), out_idx=[-1], target="cuda")
+    x = torch.randn(256, 512, device="cuda")
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-12)
+    torch.testing.assert_close(kernel(x), expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
 @pytest.mark.parametrize("shape,tiles", [((1, 2, 128, 64), (64, 64, 128)), ((2, 4, 256, 64), (64, 64, 128, 1)),
                                          ((1, 2, 256, 128), (128, 64, 256)), ((1, 1, 192, 64), (64, 32, 128)),

@@ -185,3 +185,27 @@ def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=
             T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return main
+
+
+def rms_norm_rows(M, N, blk_m=1, dtype="float32"):
+    """Upstream's rms_norm example in classic style: ``blk_m`` rows per block, the whole row
+    in fragments, ``blk_m=1`` gives one-element row fragments (a 4-byte shared buffer on
+    the GPU)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            A_local = T.alloc_fragment((blk_m, N), dtype)
+            A_pow_local = T.alloc_fragment((blk_m, N), dtype)
+            A_powsum = T.alloc_fragment((blk_m,), dtype)
+            T.copy(A[bx * blk_m:(bx + 1) * blk_m, :], A_local)
+            for i, j in T.Parallel(blk_m, N):
+                A_pow_local[i, j] = A_local[i, j] * A_local[i, j]
+            T.reduce_sum(A_pow_local, A_powsum, dim=1)
+            for i in T.Parallel(blk_m):
+                A_powsum[i] = T.rsqrt(A_powsum[i] / N + 1e-12)
+            for i, j in T.Parallel(blk_m, N):
+                A_local[i, j] *= A_powsum[i]
+            T.copy(A_local, B[bx * blk_m:(bx + 1) * blk_m, :])
+
+    return main

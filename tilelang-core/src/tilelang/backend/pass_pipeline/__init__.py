@@ -3,9 +3,11 @@
 from .launch_metadata import CaptureLaunchMetadata, python_expr
 from .pipeline import PassPipeline, pass_config, prim_func_pass, take_pass_error
 from .pipeline_utils import flatten_and_vectorize
+from .shared_memory import PadTinySharedAllocations
 
 __all__ = [
     "CaptureLaunchMetadata",
+    "PadTinySharedAllocations",
     "PassPipeline",
     "flatten_and_vectorize",
     "pass_config",

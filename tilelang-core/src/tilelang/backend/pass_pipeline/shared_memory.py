@@ -1,0 +1,52 @@
+"""Shared-memory legalization that any GPU backend's pipeline may list.
+
+TVM 0.27's ``MergeSharedMemoryAllocations`` stops with an internal check
+(``buffer_byte_offsets``) on a shared allocation of 4 bytes or less next to other shared
+buffers — e.g. the one-row fragment of a row reduction with ``blk_m=1``, which the GPU
+backends keep in shared memory. Such tiny buffers are widened to 8 bytes first: the extra
+elements are never touched, and the merged buffer is padded to alignment anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+
+from .pipeline import prim_func_pass
+
+#: smallest shared allocation MergeSharedMemoryAllocations plans correctly (bytes)
+MIN_SHARED_BYTES = 8
+
+
+def _run(func: Any, mod: Any, ctx: Any) -> Any:
+    import tvm
+    from tvm import tirx
+
+    widened: dict[Any, Any] = {}
+
+    def on_buffer(buffer: Any) -> Any:
+        if not isinstance(getattr(buffer, "ty", None), tirx.BufferType):
+            return buffer  # a plain variable
+        if not buffer.scope().startswith("shared") or len(buffer.shape) != 1:
+            return buffer  # FlattenBuffer ran before: shared buffers are 1-D here
+        extent = buffer.shape[0]
+        bits = tvm.DataType(str(buffer.dtype)).bits
+        if not isinstance(extent, tirx.IntImm) or int(extent.value) * bits > 8 * (MIN_SHARED_BYTES // 2):
+            return buffer
+        for old, new in widened.items():
+            if old.same_as(buffer):
+                return new
+        new = tirx.decl_buffer((MIN_SHARED_BYTES * 8 // bits,), buffer.dtype, name=buffer.name,
+                               scope=buffer.scope())
+        widened[buffer] = new
+        return new
+
+    body = tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post")
+    return func if not widened else func.with_body(body)
+
+
+def PadTinySharedAllocations() -> Any:
+    """Widen shared buffers of 4 bytes or less to 8 bytes (after FlattenBuffer, before
+    ``MergeSharedMemoryAllocations``)."""
+    return prim_func_pass(_run, "tl.PadTinySharedAllocations")
