@@ -59,7 +59,22 @@ def __getattr__(name: str):
         import tvm
 
         return tvm
+    # the profiler and autotuner load on first use too (they bring torch and rich)
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(_LAZY[name][0], __name__)
+        return getattr(module, _LAZY[name][1]) if _LAZY[name][1] else module
     raise AttributeError(f"module 'tilelang' has no attribute {name!r}")
+
+
+_LAZY = {
+    "autotune": (".autotuner", "autotune"),
+    "AutoTuner": (".autotuner", "AutoTuner"),
+    "TensorSupplyType": (".profiler", "TensorSupplyType"),
+    "autotuner": (".autotuner", None),
+    "profiler": (".profiler", None),
+}
 
 # Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).
 if not env.flag(env.NO_PLUGIN_AUTOLOAD):

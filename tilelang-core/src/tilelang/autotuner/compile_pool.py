@@ -1,0 +1,137 @@
+"""Compiling configurations in parallel.
+
+A pool of spawned worker processes (TVM is not fork-safe) compiles the configurations: a
+worker builds the T.prim_func of its configuration and compiles it, which stores the kernel
+in the on-disk kernel cache, and reports only the cache key (or the error). The parent then
+builds each prim_func again (milliseconds) and compiles it, which is a kernel-cache hit: a
+load, not a compilation. Without a kernel cache (TILELANG_DISABLE_CACHE=1) the parent
+compiles in-process, one configuration after another, since workers could not hand the
+kernels back.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import pickle
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import env
+from . import serialize
+
+log = logging.getLogger("tilelang.autotuner")
+
+
+@dataclass(frozen=True)
+class CompileTask:
+    """One configuration: the builder's keyword arguments and tilelang.compile's options."""
+
+    index: int
+    kwargs: Mapping[str, Any]
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CompileOutcome:
+    index: int
+    pid: int
+    kernel: Any = None  # the JITKernel when compiled in this process
+    cache_key: str | None = None
+    error: str | None = None
+    func: Any = None  # the T.prim_func, likewise
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    counter = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if counter is not None:
+        return max(1, counter() or 1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def describe_error(err: BaseException) -> str:
+    """``Type: message``; TileLang's own errors already say where and why, others get
+    the innermost frames of their traceback too."""
+    from ..errors import TileLangError
+
+    text = f"{type(err).__name__}: {err}".strip()
+    if not isinstance(err, TileLangError):
+        frames = traceback.format_tb(err.__traceback__)[-3:]
+        text += "\n" + "".join(frames).rstrip()
+    return text
+
+
+def compile_one(builder: Callable[..., Any], args: Sequence[Any], task: CompileTask) -> CompileOutcome:
+    """Build and compile one configuration here; errors are returned, not raised."""
+    import tilelang
+
+    try:
+        func = builder(*args, **task.kwargs)
+        kernel = tilelang.compile(func, **task.options)
+    except Exception as err:  # a configuration may fail in any way; it is recorded and skipped
+        return CompileOutcome(task.index, os.getpid(), error=describe_error(err))
+    return CompileOutcome(task.index, os.getpid(), kernel=kernel, cache_key=kernel.cache_key, func=func)
+
+
+def _init_worker(cache_dir: str) -> None:
+    # the parent's cache directory may be set in-process (tilelang.env), which a spawned
+    # process would not see: hand it over through the variable
+    os.environ[env.CACHE_DIR] = cache_dir
+    import tilelang.language  # noqa: F401  (TVM and the language load before the first task)
+
+
+def _compile_in_worker(payload: bytes, tasks: Sequence[CompileTask]) -> list[CompileOutcome]:
+    try:
+        builder, args = serialize.loads(payload)
+    except Exception as err:
+        error = f"the kernel builder could not be rebuilt in a compile worker: {describe_error(err)}"
+        return [CompileOutcome(t.index, os.getpid(), error=error) for t in tasks]
+    outcomes = []
+    for task in tasks:
+        outcome = compile_one(builder, args, task)
+        # the kernel stays behind: the parent loads it from the kernel cache
+        outcomes.append(CompileOutcome(outcome.index, outcome.pid, None, outcome.cache_key, outcome.error))
+    return outcomes
+
+
+def compile_in_process(builder: Callable[..., Any], args: Sequence[Any],
+                       tasks: Sequence[CompileTask]) -> Iterator[CompileOutcome]:
+    for task in tasks:
+        yield compile_one(builder, args, task)
+
+
+def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Sequence[CompileTask],
+                    cache_dir: str, workers: int, group_size: int = 1) -> Iterator[CompileOutcome]:
+    """Outcomes in completion order, from ``workers`` spawned processes; each submission
+    carries ``group_size`` configurations. Falls back to compiling here when the builder
+    cannot be sent to another process."""
+    try:
+        payload = serialize.dumps((builder, tuple(args)))
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError) as err:
+        log.warning("tilelang autotuner: compiling in this process, since the kernel builder "
+                    "cannot be sent to a worker process (%s)", err)
+        yield from compile_in_process(builder, args, tasks)
+        return
+    groups = [list(tasks[i:i + group_size]) for i in range(0, len(tasks), max(1, group_size))]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                                initializer=_init_worker, initargs=(cache_dir,)) as pool:
+        futures = {pool.submit(_compile_in_worker, payload, group): group for group in groups}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                yield from future.result()
+            except Exception as err:  # the worker died (a crash in native code) or was killed
+                for task in futures[future]:
+                    yield CompileOutcome(task.index, -1, error=f"the compile worker failed: {describe_error(err)}")
+
+
+__all__ = ["CompileOutcome", "CompileTask", "available_cpus", "compile_in_pool", "compile_in_process",
+           "compile_one", "describe_error"]
