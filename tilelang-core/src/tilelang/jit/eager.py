@@ -27,6 +27,7 @@ from typing import Any
 
 import tvm
 from tvm.ir import IRModule
+from tvm.tirx import is_buffer_var
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.parser.core import doc
 from tvm.script.parser.core.diagnostics import Source
@@ -47,10 +48,6 @@ _PARAM = "__tilelang_param_{}"
 
 def _is_tensor_value(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, str)
-
-
-def _is_buffer(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "data") and hasattr(value, "strides")
 
 
 def _frozen(name: str, value: Any, kernel: str) -> Any:
@@ -109,10 +106,11 @@ class EagerTemplate:
                         f"{seen[0]!r} (dimension {seen[1]}) but {size} in {tensor!r} "
                         f"(dimension {dim}); the tensors' shapes must agree")
             if seen is None:
-                sources = ", ".join(f"{t!r}" for t, _ in self.places.get(name, ())) or "no input tensor"
-                raise LanguageError(
-                    f"eager kernel {kernel!r}: no value for T.const {name!r} (it is a dimension "
-                    f"of {sources}); pass the tensor or give it as a keyword, {name}=...")
+                tensors_with = sorted({t for t, _ in self.places.get(name, ())})
+                where = (f"pass {' or '.join(map(repr, tensors_with))}, whose shape has it, or"
+                         if tensors_with else "it is no dimension of an input tensor, so")
+                raise LanguageError(f"eager kernel {kernel!r}: no value for T.const {name!r}; "
+                                    f"{where} give it as a keyword: {name}=...")
             values[name] = seen[2]
         return values
 
@@ -202,9 +200,9 @@ class EagerFunction:
         buffers: dict[str, Any] = {}
 
         def declare_tensor(name: str, annotation: Any) -> Any:
-            if callable(annotation) and not _is_buffer(annotation):
+            if callable(annotation) and not is_buffer_var(annotation):
                 annotation = annotation()
-            if not _is_buffer(annotation):
+            if not is_buffer_var(annotation):
                 raise LanguageError(f"eager kernel {self.source.name!r}: {name!r} is annotated "
                                     f"with {annotation!r}, not a tensor; write "
                                     f"`{name}: T.Tensor((M, N), dtype)`")
