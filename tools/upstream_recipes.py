@@ -1,0 +1,303 @@
+"""Recipes for tools/upstream_examples.py: how to get each upstream example's kernels.
+
+A recipe names an example file (relative to upstream's examples/), the kernels in it (a
+module attribute plus the arguments its main() or test passes -- copied from that call,
+never tuned) and what --mode run calls. The kernel code itself is never touched.
+
+Argument placeholders: ``ModAttr("name")`` is a value from the example module (a config
+dict, a dtype constant); ``Tensor(shape, dtype)`` is an empty torch CPU tensor, for eager
+kernels (``T.const``/``T.empty``) that take their sizes from tensors as their main() does;
+``Splat(fn)`` splices ``fn(module)`` into the arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModAttr:
+    """A (dotted) attribute of the example module, resolved after import."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An empty torch CPU tensor of this shape and dtype (a torch dtype name)."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float16"
+
+
+@dataclass(frozen=True)
+class Splat:
+    """Arguments computed from the example module (e.g. its own input constructor),
+    spliced into the argument list in place."""
+
+    make: Callable[[Any], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class CpuCase:
+    """--mode cpu for one kernel: small sizes (overrides of the kernel's kwargs or args),
+    torch inputs made from a seeded generator, a torch reference returning the expected
+    outputs -- the kernel's returned outputs followed by the in-place ones (``inplace``:
+    indices into the inputs). ``inputs=None`` compiles only."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    args: tuple[Any, ...] | None = None
+    inputs: Callable[[Any], list[Any]] | None = None
+    ref: Callable[..., Any] | None = None
+    out_idx: tuple[int, ...] | None = None  # None: the @tilelang.jit's own out_idx
+    inplace: tuple[int, ...] = ()
+    rtol: float = 1e-2
+    atol: float = 1e-2
+
+
+@dataclass(frozen=True)
+class Kernel:
+    attr: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    cpu: CpuCase | None = None
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.attr
+
+
+@dataclass(frozen=True)
+class Call:
+    """What --mode run calls: a module function (``"__main__"``: the file as a script)."""
+
+    attr: str = "main"
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    path: str
+    kernels: tuple[Kernel, ...]
+    run: Call = Call()
+    cuda_shim: bool = False  # the module makes CUDA tensors at import time
+
+    @property
+    def name(self) -> str:
+        return self.path.removesuffix(".py")
+
+
+# ---------------------------------------------------------------- torch references (cpu)
+
+
+def _randn(gen: Any, *shape: int, dtype: str = "float32") -> Any:
+    import torch
+
+    return torch.randn(*shape, generator=gen).to(getattr(torch, dtype))
+
+
+def _mm_ref(a: Any, b: Any, *rest: Any) -> Any:
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+def _rms_ref(x: Any) -> Any:
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-12)
+
+
+def _attn_bhsd_ref(q: Any, k: Any, v: Any, causal: bool = False) -> Any:
+    import torch
+
+    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) / q.shape[-1] ** 0.5
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(lq, lk).tril(lk - lq) == 0, float("-inf"))
+    return torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v.float()).to(q.dtype)
+
+
+def _attn_bshd_ref(q: Any, k: Any, v: Any) -> Any:
+    t = lambda x: x.transpose(1, 2)  # noqa: E731
+    return t(_attn_bhsd_ref(t(q), t(k), t(v)))
+
+
+def _gemm_case(m: int, n: int, k: int, **kwargs: Any) -> CpuCase:
+    return CpuCase(kwargs=dict(M=m, N=n, K=k, **kwargs), out_idx=(-1,), ref=_mm_ref,
+                   inputs=lambda g: [_randn(g, m, k, dtype="float16"), _randn(g, k, n, dtype="float16")])
+
+
+# ---------------------------------------------------------------- the table
+
+_GEMM = dict(block_M=128, block_N=128, block_K=32)
+_MHA_BHSD = dict(block_M=64, block_N=64, num_stages=1, threads=128)
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("gemm/example_gemm.py", (
+        Kernel("matmul", kwargs=dict(M=1024, N=1024, K=1024, **_GEMM),
+               cpu=_gemm_case(128, 128, 64, block_M=64, block_N=64, block_K=32)),)),
+    Recipe("quickstart.py", (
+        Kernel("matmul", kwargs=dict(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32)),),
+        run=Call("__main__")),
+    Recipe("gemm/example_gemm_persistent.py", (
+        Kernel("matmul_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
+                                                block_K=64, threads=256, num_stages=3)),
+        Kernel("matmul_non_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
+                                                    block_K=64, threads=256, num_stages=3)),)),
+    Recipe("gemm/example_gemm_intrinsics.py", (
+        Kernel("tl_matmul", kwargs=dict(M=1024, N=1024, K=1024, in_dtype="float16",
+                                        out_dtype="float16", accum_dtype="float32")),),
+        run=Call("main", kwargs=dict(M=1024, N=1024, K=1024))),
+    Recipe("gemm/example_gemm_autotune.py", (
+        Kernel("matmul", (4096, 4096, 4096), dict(block_M=128, block_N=256, block_K=32, num_stages=3,
+                                                  thread_num=128, enable_rasteration=True)),)),
+    Recipe("gemm_splitk/example_tilelang_gemm_splitk.py", (
+        Kernel("matmul", (Tensor((1024, 1024)), Tensor((1024, 1024)), Tensor((1024, 1024), "float32"),
+                          128, 128, 32, 4),
+               cpu=CpuCase(args=(Tensor((128, 256)), Tensor((256, 128)), Tensor((128, 128), "float32"),
+                                 64, 64, 32, 4),
+                           inputs=lambda g: [_randn(g, 128, 256, dtype="float16"),
+                                             _randn(g, 256, 128, dtype="float16"), _randn(g, 128, 128) * 0],
+                           ref=lambda a, b, c: c + a.float() @ b.float(), out_idx=(), inplace=(2,))),)),
+    Recipe("gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py", (
+        Kernel("matmul", (Tensor((1024, 1024)), Tensor((1024, 1024)), Tensor((1024, 1024), "float32"),
+                          128, 128, 32, 4)),)),
+    Recipe("gemm_streamk/example_tilelang_gemm_streamk.py", (
+        Kernel("tl_matmul_streamk", (ModAttr("A"), ModAttr("B"), Tensor((256, 1024), "float32"),
+                                     ModAttr("streamk_tiles"), 16, 128, 32, False, True, "float16",
+                                     "float32", "float32", 2, 64)),), cuda_shim=True),
+    Recipe("elementwise/example_elementwise_add.py", (
+        Kernel("elementwise_add", (Tensor((1024, 1024), "float32"), Tensor((1024, 1024), "float32")),
+               dict(block_M=32, block_N=32, threads=128, in_dtype="float32", out_dtype="float32"),
+               cpu=CpuCase(args=(Tensor((96, 64), "float32"), Tensor((96, 64), "float32")), out_idx=(-1,),
+                           inputs=lambda g: [_randn(g, 96, 64), _randn(g, 96, 64)],
+                           ref=lambda a, b: a + b, rtol=1e-6, atol=1e-6)),)),
+    Recipe("norm/rms_norm.py", (
+        Kernel("rms_norm", kwargs=dict(M=1024, N=1024, blk_m=1),
+               cpu=CpuCase(kwargs=dict(M=64, N=256), out_idx=(-1,),
+                           inputs=lambda g: [_randn(g, 64, 256)], ref=_rms_ref, rtol=1e-4, atol=1e-4)),
+        Kernel("rms_norm_splitk", kwargs=dict(M=1024, N=1024, blk_m=1, blk_k=512)),),
+        run=Call("test_rms_norm")),
+    Recipe("norm/layernorm.py", (
+        Kernel("_layernorm_fwd", (4096, 8192), dict(in_dtype="bfloat16", out_dtype="bfloat16")),
+        Kernel("_layernorm_bwd", (4096, 8192), dict(in_dtype="bfloat16")),), run=Call("__main__")),
+    Recipe("flash_attention/example_mha_fwd_bhsd.py", (
+        Kernel("flashattn", (1, 1, 256, 256, 64, False), _MHA_BHSD,
+               cpu=CpuCase(args=(1, 2, 128, 128, 64, False),
+                           inputs=lambda g: [_randn(g, 1, 2, 128, 64, dtype="float16") for _ in range(3)],
+                           ref=_attn_bhsd_ref)),)),
+    Recipe("flash_attention/example_mha_fwd_bshd.py", (
+        Kernel("flashattn", (1, 32, 256, 128, False), dict(block_M=128, block_N=128, num_stages=1,
+                                                           threads=128)),),
+        run=Call("main", kwargs=dict(batch=1, seq_len=256))),
+    Recipe("flash_attention/example_gqa_fwd_bshd.py", (
+        Kernel("flashattn", (1, 16, 1024, 128, False), dict(groups=16, block_M=64, block_N=64,
+                                                            num_stages=2, threads=128)),),
+        run=Call("main", kwargs=dict(batch=1, heads=16, seq_len=1024, dim=128, is_causal=False,
+                                     groups=16, tune=False))),
+    Recipe("flash_attention/example_mha_bwd_bshd.py", (
+        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
+        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
+        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64)),
+        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64)),),
+        run=Call("main", kwargs=dict(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False))),
+    Recipe("flash_decoding/example_gqa_decode.py", (
+        Kernel("flashattn", (1, 32, 8, 8192, 128), dict(block_N=128, block_H=64, num_split=8,
+                                                        num_stages=2, threads=128)),)),
+    Recipe("flash_decoding/example_mha_inference.py", (
+        Kernel("flashattn", (1, 32, 128, 2048, 128, False, 128, 64)),),
+        run=Call("main", kwargs=dict(BATCH=1, H=32, Q_CTX=128, KV_CTX=2048, D_HEAD=128, causal=False))),
+    Recipe("deepseek_mla/example_mla_decode.py", (
+        Kernel("flashattn", (1, 128, 1, 8192, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)),)),
+    Recipe("linear_attention/example_linear_attn_fwd.py", (
+        Kernel("tl_fused_chunk_fwd_kernel", (1, 512, 16, 128, 128)),)),
+    Recipe("linear_attention/example_retention_fwd.py", (
+        Kernel("chunk_retention_fwd_kernel", (8, 4096, 32, 128, 128)),)),
+    Recipe("convolution/example_convolution.py", (
+        Kernel("convolution", (Tensor((128, 64, 64, 128)), Tensor((3, 3, 128, 128)), 1, 1, 1,
+                               64, 128, 32, 3, 256)),),
+        run=Call("main", ([],))),
+    Recipe("cast/example_per_token_cast_to_fp8.py", (
+        Kernel("per_token_cast_to_fp8", (Tensor((2048, 512), "float32"), 8)),),
+        run=Call("main", kwargs=dict(M=2048, N=512, blk_m=8))),
+    Recipe("cast/example_group_per_split_token_cast_to_fp8.py", (
+        Kernel("group_per_split_token_cast_to_fp8",
+               (Tensor((1024, 1024), "bfloat16"), Tensor((2,), "int32"), 896, 4)),),
+        run=Call("main", kwargs=dict(M=1024, N=1024, BG=2, blk_m=4, batch_sizes=[128, 896]))),
+    Recipe("gemv/example_gemv.py", (
+        Kernel("naive_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128)),
+        Kernel("naive_splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32)),
+        Kernel("splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32, reduce_threads=32)),
+        Kernel("splitk_gemv_vectorized", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32)),
+        Kernel("splitk_gemv_vectorized_tvm", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32)),
+        Kernel("gemv_alloc_reducer", kwargs=dict(M=1024, N=1024, block_M=128, block_N=128)),),
+        run=Call("main", kwargs=dict(do_bench=False))),
+    Recipe("topk/example_topk.py", (
+        Kernel("tl_topk", (Tensor((320, 128), "float32"), 6), dict(blk_m=64)),)),
+    Recipe("blocksparse_gemm/example_blocksparse_gemm.py", (
+        Kernel("blocksparse_matmul", kwargs=dict(M=1024, N=1024, K=1024, block_M=ModAttr("DEFAULT_BLOCK_M"),
+                                                 block_N=ModAttr("DEFAULT_BLOCK_N"),
+                                                 block_K=ModAttr("DEFAULT_BLOCK_K"),
+                                                 num_stages=ModAttr("DEFAULT_NUM_STAGES"),
+                                                 thread_num=ModAttr("DEFAULT_THREAD_NUM"),
+                                                 enable_rasteration=ModAttr("DEFAULT_ENABLE_RASTERIZATION"))),)),
+    Recipe("dynamic_shape/example_dynamic.py", (
+        Kernel("matmul_dynamic_mnk", (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 32, False, False,
+                                      "float16", "float16", "float32", 3, 128)),),
+        run=Call("main", kwargs=dict(M=1024, N=1024, K=1024))),
+    Recipe("hadamard_transform/example_hadamard.py", (
+        Kernel("hadamard", (Tensor((64, 32768), "float32"), 32768, "float32")),), run=Call("__main__")),
+    Recipe("gemm_fp8/example_tilelang_gemm_fp8.py", (
+        Kernel("matmul", (Tensor((1024, 1024), "float8_e4m3fn"), Tensor((1024, 1024), "float8_e4m3fn"),
+                          128, 128, 64, "float8_e4m3fn"), name="matmul_e4m3"),
+        Kernel("matmul", (Tensor((1024, 1024), "float8_e5m2"), Tensor((1024, 1024), "float8_e5m2"),
+                          128, 128, 64, "float8_e5m2"), name="matmul_e5m2"),)),
+    *[Recipe(f"warp_specialize/example_warp_specialize_gemm_{variant}.py", (
+        Kernel(attr, (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 64)),),
+        run=Call("main", kwargs=dict(M=1024, N=1024, K=1024)))
+      for variant, attr in (("copy_0_gemm_1", "matmul_warp_specialize_copy_0_gemm_1"),
+                            ("copy_1_gemm_0", "matmul_warp_specialize_copy_1_gemm_0"),
+                            ("barrierpipe_stage2", "matmul"), ("softpipe_stage2", "matmul"))],
+    Recipe("attention_sink/example_mha_sink_fwd_bhsd.py", (
+        Kernel("flashattn", (1, 1, 256, 256, 128, None), dict(block_M=128, block_N=128, num_stages=2,
+                                                              threads=256, dtype="float16")),)),
+    Recipe("blocksparse_attention/example_tilelang_block_sparse_attn.py", (
+        Kernel("blocksparse_flashattn", (1, 1, 256, 64, 4, True)),)),
+    Recipe("seer_attention/block_sparse_attn_tilelang.py", (
+        Kernel("blocksparse_flashattn", (4, 2, 256, 256, 64, 4, True)),)),
+    Recipe("deepseek_nsa/example_tilelang_nsa_fwd.py", (
+        Kernel("native_sparse_attention", kwargs=dict(batch=2, heads=16, seq_len=64, dim=32, is_causal=True,
+                                                      block_size=32, groups=16, selected_blocks=1,
+                                                      scale=0.1)),)),
+    Recipe("grouped_gemm/example_grouped_gemm_fwd.py", (
+        Kernel("grouped_gemm", (Splat(lambda m: m.construct_inputs([5, 9, 13], 64, 96, False, 64, "cpu",
+                                                                   __import__("torch").float16)),
+                                (5, 9, 13), 64, 64, 32, False, 2, 256)),),
+        run=Call("run_tilelang_grouped_gemm", ([5, 9, 13],),
+                 dict(K=64, M=96, block_M=64, block_N=64, block_K=32, trans_b=False, num_stages=2,
+                      threads=256, profile=False))),
+    Recipe("dequantize_gemm/example_dequant_gemm_fp4_hopper.py", (
+        Kernel("matmul", (256, 256, 256, "float16", "float16", "float32"),
+               dict(num_bits=4, block_M=128, block_N=128, block_K=128, num_stages=2, threads=256, split=1)),)),
+    Recipe("dequantize_gemm/example_dequant_gemv_fp16xint4.py", (
+        Kernel("dequantize_gemv", (1, 1024, 1024, "float16", "float16", "float16", 4, "int8", "uint", 4,
+                                   32, True, False, True, -1, False)),)),
+    *[Recipe(f"gdn/example_{stem}.py", (Kernel(attr, args, kwargs),)) for stem, attr, args, kwargs in (
+        ("chunk_o", "tilelang_chunk_fwd_o",
+         (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64, 128 ** -0.5, True, 64, 64,
+          32, 128, 0), {}),
+        ("cumsum", "tilelang_chunk_local_cumsum_scalar", (),
+         dict(B=1, S=1024, H=32, chunk_size=64, reverse=False, head_first=False, input_dtype="float32",
+              output_dtype="float32", block_S=64, threads=128, use_fragment=False)),
+        ("chunk_scaled_dot_kkt", "tilelang_chunk_scaled_dot_kkt_fwd",
+         (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0), {}),
+        ("wy_fast", "tilelang_recompute_w_u_fwd",
+         (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
+         dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0)),
+        ("chunk_delta_h", "tilelang_chunk_gated_delta_rule_fwd_h",
+         (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
+          True, True, 64, 32, 128, 0), {}),)],
+)
