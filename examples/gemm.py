@@ -1,5 +1,7 @@
-"""GEMM with tile operations, exactly as upstream TileLang writes it (fp16 in, fp32
-accumulation). Runs on the best available backend."""
+"""GEMM with tile operations (fp16 in, fp32 accumulation) in the classic style, which
+keeps working beside the eager one the other examples use: ``@tilelang.jit(out_idx=[-1])``
+on a builder that takes the sizes and returns a ``T.prim_func``; calling the builder gives
+the compiled kernel. Runs on the best available backend."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import tilelang
-from tilelang.testing.kernels import split_k_gemm
+from tilelang.testing.kernels import flash_attention, split_k_gemm
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -82,9 +82,8 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     """Both GEMMs on tensor cores (row family): S and P in registers, the row max/sum by
     quad shuffles, P the second GEMM's A operand — on wgmma where each warp holds 16 rows
     (sm_90), else and with tl.disable_wgmma on mma.sync."""
-    fa = _import(EXAMPLES, "flash_attention")
     batch, heads, seq_len, dim = shape
-    kernel = tilelang.compile(fa.flashattn.builder(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda",
+    kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda",
                               pass_configs=None if wgmma else NO_WGMMA)
     rows_per_warp = tiles[0] // (tiles[2] // 32)
     expected = "wgmma" if wgmma and rows_per_warp == 16 else "mma"
