@@ -34,7 +34,7 @@ log = logging.getLogger("tilelang.pass_configs")
 class PassConfigKey(str, Enum):
     """Upstream TileLang's pass-config keys, under upstream's member names. Which of them a
     kernel's compilation applies is up to its target backend (see the module docstring);
-    ``tilelang backends show <name>`` lists the keys a backend honours."""
+    a backend's own keys are ``registered_backends()[name].pass_configs``."""
 
     TL_SIMPLIFY = "tl.Simplify"
     # sub-keys of the tl.Simplify dict value
