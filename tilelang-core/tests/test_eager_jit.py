@@ -274,3 +274,18 @@ class TestErrors:
         with pytest.raises(ArgumentError, match=r"tensor argument\(s\) \['B'\] missing; to compile "
                                                 r"without tensors, call add.compile"):
             add(rand(2, 2), None)
+
+    def test_declarations_that_need_values_of_the_sizes(self):
+        @tilelang.jit(target="cpu")
+        def k(A):
+            n = T.const("n")
+            A: T.Tensor((n,), T.float32)
+            scale = (1.0 / n) ** 0.5
+            with T.Kernel(1, threads=32):
+                for i in T.Parallel(n):
+                    A[i] = A[i] * scale
+
+        with pytest.raises(LanguageError, match=r"declarations \(the statements before the first "
+                                                r"`with`\) failed with TypeError: .* while the "
+                                                r"T.const names \['n'\] stood for symbolic sizes"):
+            k(rand(4))

@@ -35,7 +35,7 @@ from tvm.script.parser.core.error import ParserError
 from tvm.script.parser.core.parser import Parser
 
 from .. import language as T
-from ..errors import ArgumentError, LanguageError
+from ..errors import ArgumentError, LanguageError, TileLangError
 from ..language import _tilelang_cause
 from ..language.eager import EagerBuild, eager_build
 from ..language.frontend import normalize
@@ -226,7 +226,20 @@ class EagerFunction:
         if template is not None:
             return template
         build = EagerBuild(self.source.name)
-        _, buffers = self._declare(statics, build)
+        try:
+            _, buffers = self._declare(statics, build)
+        except TileLangError:
+            raise
+        except Exception as err:
+            if not build.consts:
+                raise
+            raise LanguageError(
+                f"eager kernel {self.source.name!r}: its declarations (the statements before the "
+                f"first `with`) failed with {type(err).__name__}: {err} while the T.const names "
+                f"{list(build.consts)} stood for symbolic sizes — the JIT runs them that way once "
+                "to find the names in the tensors' shapes. Compute values such as "
+                "`(1.0 / dim) ** 0.5` inside the kernel (after `with T.Kernel(...)`) or pass "
+                "them as parameters") from err
         by_var = {var: name for name, var in build.consts.items()}
         places: dict[str, list[tuple[str, int]]] = {}
         for tensor in self.source.tensors:
