@@ -14,6 +14,7 @@ from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from .allocate import alloc_local, alloc_shared
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype
+from .eager import const, empty  # the eager @tilelang.jit style's declarations
 from .ext import ext
 from .frontend import normalize as _normalize
 from .kernel import Kernel, get_block_binding, get_thread_binding
