@@ -185,9 +185,11 @@ def test_atomic_add_of_tiles_accumulates_split_k():
     np.testing.assert_allclose(c, 1 + a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_atomic_add_return_prev_is_refused_with_the_alternative():
-    with pytest.raises(LanguageError, match="return_prev=True is not supported; use the CUDA dialect"):
-        T.atomic_add(None, 1, return_prev=True)
+def test_atomic_add_return_prev_of_a_tile_is_refused_with_the_alternative():
+    from tvm import tirx
+
+    with pytest.raises(LanguageError, match=r"return_prev=True needs one element, such as B\[i\]"):
+        T.atomic_add(tirx.decl_buffer((4,), "float32", name="B"), 1, return_prev=True)
 
 
 def test_layout_annotation_keeps_cpu_results():

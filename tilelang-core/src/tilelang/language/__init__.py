@@ -11,7 +11,21 @@ from tvm.script.parser.tirx import Buffer as _Buffer
 from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
 from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
+from ..layout import Fragment, Layout
 from .allocate import alloc_local, alloc_shared
+from .atomic import (
+    atomic_add,
+    atomic_addx2,
+    atomic_addx4,
+    atomic_and,
+    atomic_load,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_store,
+    atomic_xor,
+)
+from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype
 from .eager import const, empty  # the eager @tilelang.jit style's declarations
@@ -19,12 +33,12 @@ from .ext import ext
 from .frontend import normalize as _normalize
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
+from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
     alloc_fragment,
     annotate_layout,
-    atomic_add,
     clear,
     copy,
     cumsum,
@@ -33,11 +47,18 @@ from .tile import (
     reduce,
     reduce_absmax,
     reduce_abssum,
+    reduce_bitand,
+    reduce_bitor,
+    reduce_bitxor,
     reduce_max,
     reduce_min,
     reduce_sum,
+    transpose,
     use_swizzle,
 )
+from .unsupported import __getattr__  # noqa: F401  (upstream names not provided: a LanguageError saying why)
+from .variables import alloc_global, alloc_var
+from .views import StridedTensor, access_ptr, make_tensor, reshape, view
 
 #: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
 Tensor = _Buffer
@@ -89,18 +110,37 @@ def _tilelang_cause(err: BaseException):
 prim_func.dispatch_token = "tirx"
 
 __all__ = [
+    "Fragment",
+    "GemmWarpPolicy",
     "Kernel",
+    "Layout",
     "Parallel",
     "Pipelined",
+    "StridedTensor",
     "Tensor",
+    "access_ptr",
     "alloc_fragment",
+    "alloc_global",
     "alloc_local",
     "alloc_shared",
+    "alloc_var",
     "annotate_layout",
     "atomic_add",
+    "atomic_addx2",
+    "atomic_addx4",
+    "atomic_and",
+    "atomic_load",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_store",
+    "atomic_xor",
+    "c2d_im2col",
+    "clamp",
     "clear",
     "copy",
     "cumsum",
+    "device_assert",
     "dtype",
     "dynamic",
     "ext",
@@ -108,13 +148,23 @@ __all__ = [
     "gemm",
     "get_block_binding",
     "get_thread_binding",
+    "im2col",
+    "make_tensor",
     "prim_func",
+    "print",
     "reduce",
     "reduce_absmax",
     "reduce_abssum",
+    "reduce_bitand",
+    "reduce_bitor",
+    "reduce_bitxor",
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "reshape",
     "symbolic",
+    "sync_threads",
+    "transpose",
     "use_swizzle",
+    "view",
 ]

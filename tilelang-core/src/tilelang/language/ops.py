@@ -17,16 +17,28 @@ def _register(name: str, effect: int, printer: str) -> None:
 _register(PARALLEL_EXTENT, CallEffectKind.Pure.value, "T.parallel_extent")
 
 #: tile operations (tilelang.language.tile); operands are buffer regions
+#: (``tl.atomic_add`` is the tile atomic of every kind: its third operand names the kind)
 TILE_OPS = {name: f"tl.{name}" for name in ("copy", "fill", "gemm", "reduce", "cumsum", "use_swizzle",
-                                             "atomic_add", "annotate_layout")}
+                                             "atomic_add", "annotate_layout", "transpose")}
 for _name, _op in TILE_OPS.items():
     _register(_op, CallEffectKind.Opaque.value, f"tl_{_name}")
 
-#: one element's atomic update, ``tl.atomic_add_element(dst[i], value)``: what LowerTileOps
-#: leaves of T.atomic_add; each backend lowers it (an atomic instruction, or a plain update
-#: where the backend runs the kernel serially)
-ATOMIC_ADD_ELEMENT = "tl.atomic_add_element"
-_register(ATOMIC_ADD_ELEMENT, CallEffectKind.Opaque.value, "tl_atomic_add_element")
+#: Atomic element ops: what T.atomic_* on one element, and LowerTileOps of a tile atomic,
+#: leave for each backend to lower (an atomic instruction, or a plain access where the
+#: backend runs the kernel serially). Each names its element as a load, ``dst[i]``:
+#:   tl.atomic_rmw_element(kind, dst[i], value, memory_order) -> the previous value
+#:     (kind indexes ATOMIC_RMW_KINDS; as a statement only the update counts)
+#:   tl.atomic_load_element(src[i], memory_order) -> the value
+#:   tl.atomic_store_element(dst[i], value, memory_order)
+#: memory_order indexes MEMORY_ORDERS (C++'s std::memory_order names, as upstream spells them).
+ATOMIC_RMW_ELEMENT = "tl.atomic_rmw_element"
+ATOMIC_LOAD_ELEMENT = "tl.atomic_load_element"
+ATOMIC_STORE_ELEMENT = "tl.atomic_store_element"
+ATOMIC_ELEMENT_OPS = (ATOMIC_RMW_ELEMENT, ATOMIC_LOAD_ELEMENT, ATOMIC_STORE_ELEMENT)
+ATOMIC_RMW_KINDS = ("add", "max", "min", "or", "and", "xor")
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+for _op in ATOMIC_ELEMENT_OPS:
+    _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
 def is_call_to(expr: object, op_name: str) -> bool:

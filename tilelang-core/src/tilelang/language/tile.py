@@ -1,5 +1,5 @@
 """Tile operations: ``T.alloc_fragment``, ``T.copy``, ``T.fill``/``T.clear``, ``T.gemm``,
-``T.reduce_*``, ``T.cumsum`` and ``T.Pipelined``, spelled as upstream TileLang spells them.
+``T.reduce_*``, ``T.cumsum``, ``T.transpose`` and ``T.Pipelined``, spelled as upstream TileLang spells them.
 
 Each operation is one registered ``tl.*`` op in the IR whose operands are buffer regions
 (``ir.TensorRegion``): the backend's pipeline lowers it (the shared ``LowerTileOps`` pass
@@ -18,6 +18,7 @@ from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError
 from .ops import TILE_OPS
+from .variables import LocalVar
 
 
 def alloc_fragment(shape: Any, dtype: str = "float32", scope: str = "local.fragment") -> Any:
@@ -35,6 +36,8 @@ def _region(value: Any, extents: list[Any] | None, what: str) -> TensorRegion:
     A corner takes its extents from the other operand (aligned to the trailing axes)."""
     if isinstance(value, TensorRegion):
         return value
+    if isinstance(value, LocalVar):  # T.alloc_var: its one-element buffer (T.clear(x))
+        return _full(value.buffer)
     if isinstance(value, tirx.Buffer):
         return _full(value)
     if isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer):
@@ -95,13 +98,21 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
           tirx.const(int(transpose_B), "int32"), tirx.const(int(clear_accum), "int32"))
 
 
-REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax")
+#: (new kinds go at the end: the IR names a kind by its index)
+REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor")
+BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")
 
 
 def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True) -> None:
     if kind not in REDUCE_KINDS:
         raise LanguageError(f"T.reduce: kind {kind!r} is not one of {REDUCE_KINDS}")
     src_region = _region(src, None, f"T.reduce_{kind} source")
+    if kind in BITWISE_REDUCE_KINDS:
+        for region in (src_region, _region(dst, None, f"T.reduce_{kind} destination")):
+            dtype = str(region.source.dtype)
+            if not dtype.startswith(("int", "uint", "bool")):
+                raise LanguageError(f"T.reduce_{kind}: combines bits, so needs integer tiles; "
+                                    f"{str(region.source.name)!r} holds {dtype}")
     rank = len(src_region.region)
     axis = dim + rank if dim < 0 else dim
     if not 0 <= axis < rank:
@@ -131,6 +142,21 @@ def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None
     reduce(src, dst, "absmax", dim, clear)
 
 
+def reduce_bitand(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """Bitwise AND along ``dim`` (integer tiles; ``clear`` starts from all ones)."""
+    reduce(src, dst, "bitand", dim, clear)
+
+
+def reduce_bitor(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """Bitwise OR along ``dim`` (integer tiles; ``clear`` starts from 0)."""
+    reduce(src, dst, "bitor", dim, clear)
+
+
+def reduce_bitxor(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    """Bitwise XOR along ``dim`` (integer tiles; ``clear`` starts from 0)."""
+    reduce(src, dst, "bitxor", dim, clear)
+
+
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
     """Inclusive prefix sum along ``dim`` (in place when ``dst`` is omitted)."""
     src_region = _region(src, None, "T.cumsum source")
@@ -143,36 +169,32 @@ def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> No
           tirx.const(int(reverse), "int32"))
 
 
-def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> None:
-    """``dst += value`` atomically: one element (``T.atomic_add(C[i, j], v)``) or a whole
-    tile (``T.atomic_add(C[by * bM, bx * bN], C_local)`` adds every element; the parts of
-    the tile outside a global tensor are skipped). Blocks may update the same elements
-    concurrently; the result does not depend on their order (up to floating-point
-    rounding). ``memory_order`` is accepted for source compatibility (relaxed ordering is
-    what every backend provides); ``return_prev`` is not supported."""
-    del memory_order
-    if return_prev:
-        raise LanguageError("T.atomic_add: return_prev=True is not supported; use the CUDA dialect's "
-                            "T.atomic_add(C[i], v) expression (tilelang.cuda.language) for the old value")
-    value_extents = _extents(value)
-    if isinstance(dst, TensorLoad) and value_extents is None:  # one element
-        region = tirx.BufferRegion(dst.source, [Range.from_min_extent(i, 1) for i in dst.indices])
-        _emit(TILE_OPS["atomic_add"], region, _const(value, str(dst.source.dtype)))
-        return
-    _emit(TILE_OPS["atomic_add"], _region(dst, value_extents, "T.atomic_add destination"),
-          _region(value, _extents(dst), "T.atomic_add value"))
+def transpose(src: Any, dst: Any, annotations: Any = None) -> None:
+    """``dst[..., j, i] = src[..., i, j]``: swap the last two axes of a tile (buffers or
+    slices of equal rank, at least 2-d). Elements read from outside a global tensor are
+    zero; elements that would land outside one are not written."""
+    del annotations
+    src_region, dst_region = _region(src, None, "T.transpose source"), _region(dst, None, "T.transpose destination")
+    ranks = len(src_region.region), len(dst_region.region)
+    if ranks[0] != ranks[1] or ranks[0] < 2:
+        raise LanguageError(f"T.transpose: source and destination must have one rank of at least 2, got "
+                            f"{ranks[0]}-d {str(src_region.source.name)!r} and {ranks[1]}-d "
+                            f"{str(dst_region.source.name)!r}")
+    _emit(TILE_OPS["transpose"], src_region, dst_region)
 
 
 def annotate_layout(layouts: dict) -> None:
     """``T.annotate_layout({A_shared: tilelang.layout.make_swizzled_layout(A_shared)})``:
     ask for a bank-conflict-free layout of shared tiles (see tilelang.layout)."""
-    from ..layout import SwizzledLayout
+    from ..layout import SwizzledLayout, accepted_as_is
 
     if not isinstance(layouts, dict):
         raise LanguageError(f"T.annotate_layout: expected a dict {{buffer: layout}}, got {type(layouts).__name__}")
     for buffer, layout in layouts.items():
         if not isinstance(buffer, tirx.Buffer):
             raise LanguageError(f"T.annotate_layout: keys must be buffers, got {type(buffer).__name__}")
+        if not isinstance(layout, SwizzledLayout) and accepted_as_is(buffer, layout):
+            continue  # a row-major Layout, or a Fragment hint (see tilelang.layout)
         if not isinstance(layout, SwizzledLayout):
             raise LanguageError(
                 f"T.annotate_layout: the layout of {buffer.name!r} is a {type(layout).__name__}; only "

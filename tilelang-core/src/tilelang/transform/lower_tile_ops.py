@@ -23,14 +23,50 @@ from tvm.sym.analyzer import Analyzer
 
 from ..backend.pass_pipeline import prim_func_pass
 from ..errors import LanguageError
-from ..language.ops import ATOMIC_ADD_ELEMENT, TILE_OPS
+from ..language.ops import ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS, TILE_OPS
 from ..language.tile import REDUCE_KINDS
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
-ATOMIC_ADD_ELEMENT_OP = tvm.ir.Op.get(ATOMIC_ADD_ELEMENT)
 _PARALLEL = {"tilelang.parallel": 1}
 #: PrimFunc attribute [panel_size, order (0 row, 1 col)] left by T.use_swizzle
 BLOCK_SWIZZLE_ATTR = "tilelang.block_swizzle"
+#: loop annotation on the nest of a tile atomic written with use_tma=True: a request for a
+#: TMA bulk reduction, which a backend serves with element atomics or refuses
+ATOMIC_USE_TMA_ATTR = "tilelang.atomic_use_tma"
+
+
+def reduce_identity(kind: str, dtype: Any) -> Any:
+    """The value a cleared reduction starts from: -inf / +inf for floating max / min (as
+    upstream: a row of -inf reduces to -inf), the type's extremes for integers, all ones
+    for bitand, else 0."""
+    dtype = str(dtype)
+    is_float = dtype.startswith(("float", "bfloat"))
+    if kind == "max":
+        return tirx.const(float("-inf"), dtype) if is_float else tirx.min_value(dtype)
+    if kind == "min":
+        return tirx.const(float("inf"), dtype) if is_float else tirx.max_value(dtype)
+    if kind == "bitand":
+        return tirx.max_value(dtype) if dtype.startswith(("uint", "bool")) else tirx.const(-1, dtype)
+    return tirx.const(0, dtype)
+
+
+def reduce_operand(kind: str, value: Any) -> Any:
+    """What a reduction of ``kind`` combines of an element (its magnitude for abs kinds)."""
+    return tirx.abs(value) if kind in ("abssum", "absmax") else value
+
+
+def reduce_combine(kind: str, acc: Any, value: Any) -> Any:
+    if kind in ("max", "absmax"):
+        return tirx.max(acc, value)
+    if kind == "min":
+        return tirx.min(acc, value)
+    if kind == "bitand":
+        return tirx.bitwise_and(acc, value)
+    if kind == "bitor":
+        return tirx.bitwise_or(acc, value)
+    if kind == "bitxor":
+        return tirx.bitwise_xor(acc, value)
+    return acc + value
 
 
 class TileOpLowering:
@@ -194,7 +230,7 @@ class TileOpLowering:
         d_buf, d_min, _ = self.parts(dst)
         kept, d_axes = self._reduce_layout(f"reduce_{kind}", src, dst, axis)
         dtype = d_buf.dtype
-        init = {"max": tirx.min_value(dtype), "min": tirx.max_value(dtype)}.get(kind, tirx.const(0, dtype))
+        init = reduce_identity(kind, dtype)
 
         def body(outer: list[Any]) -> Any:
             acc = self.local_scalar(dtype)
@@ -206,12 +242,8 @@ class TileOpLowering:
             d_idx = list(d_min)
             for a, v in zip(d_axes, outer):
                 d_idx[a] = d_min[a] + v
-            value = tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx))
-            if kind in ("abssum", "absmax"):
-                value = tirx.abs(value)
-            current = tirx.BufferLoad(acc, [0])
-            combined = (tirx.max(current, value) if kind in ("max", "absmax")
-                        else tirx.min(current, value) if kind == "min" else current + value)
+            value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
+            combined = reduce_combine(kind, tirx.BufferLoad(acc, [0]), value)
             return tirx.SeqStmt([
                 tirx.AllocBuffer(acc),
                 tirx.BufferStore(acc, init if clear else tirx.BufferLoad(d_buf, d_idx), [0]),
@@ -247,31 +279,75 @@ class TileOpLowering:
 
         return self.nest([s_ext[a] for a in kept], body)
 
-    def atomic_add(self, dst: Any, value: Any) -> Any:
-        """Element updates ``tl.atomic_add_element(dst[i], v)`` (one, or a T.Parallel nest
-        over the tile) for the backend to lower; out-of-range elements are skipped."""
-        element = ATOMIC_ADD_ELEMENT_OP
-        d_buf = dst.source
-        if not isinstance(value, tvm.ir.TensorRegion):  # one element
-            idx = [r.min for r in dst.region]
-            update = tirx.Evaluate(tvm.ir.Call(element, [tirx.BufferLoad(d_buf, idx),
-                                                         tirx.Cast(d_buf.dtype, value)], ret_ty="int32"))
-            guard = self.in_bounds(d_buf, idx)
-            return update if guard is None else tirx.IfThenElse(guard, update, None)
-        d_axes, s_axes = self.tile_axes(dst), self.tile_axes(value)
+    def atomic(self, dst: Any, value: Any, kind: int, order: Any, use_tma: bool) -> Any:
+        """Element ops ``tl.atomic_rmw_element(kind, dst[i], v, order)``, in a T.Parallel
+        nest over the tile, for the backend to lower; out-of-range elements are skipped."""
+        op = f"atomic_{ATOMIC_RMW_KINDS[kind]}"
+        d_buf, d_axes = dst.source, self.tile_axes(dst)
         d_ext = [dst.region[a].extent for a in d_axes]
-        s_ext = [value.region[a].extent for a in s_axes]
-        if len(d_ext) != len(s_ext) or not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(d_ext, s_ext)):
-            raise self.error("atomic_add", f"destination tile {d_ext} and value tile {s_ext} differ in shape")
+        tile_value = isinstance(value, tvm.ir.TensorRegion)
+        if tile_value:
+            s_axes = self.tile_axes(value)
+            s_ext = [value.region[a].extent for a in s_axes]
+            if len(d_ext) != len(s_ext) or not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(d_ext, s_ext)):
+                raise self.error(op, f"destination tile {d_ext} and value tile {s_ext} differ in shape")
 
         def body(loop_vars: list[Any]) -> Any:
-            d_idx, s_idx = self.indices(dst, d_axes, loop_vars), self.indices(value, s_axes, loop_vars)
-            loaded = tirx.Cast(d_buf.dtype, tirx.BufferLoad(value.source, s_idx))
-            update = tirx.Evaluate(tvm.ir.Call(element, [tirx.BufferLoad(d_buf, d_idx), loaded], ret_ty="int32"))
+            d_idx = self.indices(dst, d_axes, loop_vars)
+            operand = value
+            if tile_value:
+                operand = tirx.BufferLoad(value.source, self.indices(value, s_axes, loop_vars))
+                if str(value.source.dtype) != str(d_buf.dtype):
+                    operand = tirx.Cast(d_buf.dtype, operand)
+            call = tirx.call_intrin(d_buf.dtype, ATOMIC_RMW_ELEMENT, tirx.const(kind, "int32"),
+                                    tirx.BufferLoad(d_buf, d_idx), operand, order)
             guard = self.in_bounds(d_buf, d_idx)
-            return update if guard is None else tirx.IfThenElse(guard, update, None)
+            return tirx.Evaluate(call) if guard is None else tirx.IfThenElse(guard, tirx.Evaluate(call), None)
 
-        return self.nest(d_ext, body)
+        nest = self.nest(d_ext or [tirx.const(1, "int32")], body if d_ext else lambda _: body([]))
+        if use_tma:  # the request travels with the nest (see ATOMIC_USE_TMA_ATTR)
+            nest = tirx.For(nest.loop_var, nest.min, nest.extent, nest.kind, nest.body,
+                            annotations={**_PARALLEL, ATOMIC_USE_TMA_ATTR: 1})
+        return nest
+
+    def transpose(self, src: Any, dst: Any) -> Any:
+        """``dst[..., j, i] = src[..., i, j]`` over the source tile's axes (extent-1 axes
+        stay at their offset). Reads outside ``src`` are zero, writes outside ``dst`` are
+        skipped (upstream's boundary semantics, for every scope)."""
+        rank = len(src.region)
+        swap = list(range(rank - 2)) + [rank - 1, rank - 2]  # dst axis -> src axis
+        s_axes = self.tile_axes(src)
+        s_ext = [src.region[a].extent for a in s_axes]
+        for d_axis, s_axis in enumerate(swap):
+            want, got = src.region[s_axis].extent, dst.region[d_axis].extent
+            if not self.analyzer.can_prove_equal(want, got):
+                raise self.error("transpose", f"destination {[r.extent for r in dst.region]} is not the source "
+                                 f"{[r.extent for r in src.region]} with its last two axes swapped")
+        s_buf, d_buf = src.source, dst.source
+
+        def bounds(buffer: Any, indices: list[Any]) -> Any:
+            conds = [c for i, d in zip(indices, buffer.shape) for c in (i < d, i >= 0)
+                     if not self.analyzer.can_prove(c)]
+            cond = conds[0] if conds else None
+            for c in conds[1:]:
+                cond = tirx.And(cond, c)
+            return cond
+
+        def body(loop_vars: list[Any]) -> Any:
+            offset = dict(zip(s_axes, loop_vars))
+            s_idx = [r.min + offset[a] if a in offset else r.min for a, r in enumerate(src.region)]
+            d_idx = [r.min + offset[swap[a]] if swap[a] in offset else r.min for a, r in enumerate(dst.region)]
+            value = tirx.BufferLoad(s_buf, s_idx)
+            if str(s_buf.dtype) != str(d_buf.dtype):
+                value = tirx.Cast(d_buf.dtype, value)
+            ok = bounds(s_buf, s_idx)
+            if ok is not None:
+                value = tirx.if_then_else(ok, value, tirx.const(0, d_buf.dtype))
+            store = tirx.BufferStore(d_buf, value, d_idx)
+            guard = bounds(d_buf, d_idx)
+            return store if guard is None else tirx.IfThenElse(guard, store, None)
+
+        return self.nest(s_ext or [tirx.const(1, "int32")], body if s_ext else lambda _: body([]))
 
     # -- dispatch ------------------------------------------------------------------------
     def lower(self, stmt: Any) -> Any:
@@ -287,8 +363,10 @@ class TileOpLowering:
         if name == "gemm":
             return self.gemm(args[0], args[1], args[2], bool(args[3].value), bool(args[4].value),
                              bool(args[5].value))
-        if name == "atomic_add":
-            return self.atomic_add(args[0], args[1])
+        if name == "atomic_add":  # the tile atomic of every kind
+            return self.atomic(args[0], args[1], int(args[2].value), args[3], bool(args[4].value))
+        if name == "transpose":
+            return self.transpose(args[0], args[1])
         if name == "annotate_layout":  # a layout request; backends that honour it ran before
             return tirx.Evaluate(tirx.IntImm("int32", 0))
         if name == "use_swizzle":

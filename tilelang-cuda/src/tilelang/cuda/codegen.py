@@ -15,7 +15,7 @@ from . import toolchain
 
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
-_HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence")  # tl_device.h's families
+_HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic")  # tl_device.h's families
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
 _WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])\b")
 

@@ -93,4 +93,83 @@ __device__ __forceinline__ void tl_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Atomics (CUDA C++ Programming Guide, "Atomic Functions"). atomicAdd/Max/Min/Or/And/Xor
+// are called directly where CUDA has them for the element type; these helpers fill the
+// gaps: max / min of floating types as a compare-and-swap loop on the element's bits
+// (atomicCAS on 16-bit words needs sm_70), atomic loads and stores (one volatile access
+// of the element's bits: aligned accesses of up to 8 bytes are single transactions), and
+// memory orders beyond relaxed as __threadfence() around the atomic.
+// Orders are numbered as std::memory_order: 0 relaxed, 1 consume, 2 acquire, 3 release,
+// 4 acq_rel, 5 seq_cst.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+template <int Bytes> struct tl_atomic_word;
+template <> struct tl_atomic_word<2> { using type = unsigned short int; };
+template <> struct tl_atomic_word<4> { using type = unsigned int; };
+template <> struct tl_atomic_word<8> { using type = unsigned long long int; };
+
+template <typename T> __device__ __forceinline__ typename tl_atomic_word<sizeof(T)>::type tl_atomic_bits(T value) {
+  return *reinterpret_cast<typename tl_atomic_word<sizeof(T)>::type*>(&value);
+}
+
+template <typename T> __device__ __forceinline__ T tl_atomic_from_bits(typename tl_atomic_word<sizeof(T)>::type bits) {
+  return *reinterpret_cast<T*>(&bits);
+}
+
+// A release (or stronger) order: earlier accesses complete before the atomic.
+__device__ __forceinline__ int tl_atomic_fence_before(int order) {
+  if (order >= 3) __threadfence();
+  return 0;
+}
+
+// An acquire (or stronger) order: later accesses happen after the atomic; returns `old`.
+template <typename T> __device__ __forceinline__ T tl_atomic_fence_after(int order, T old) {
+  if (order != 0 && order != 3) __threadfence();
+  return old;
+}
+
+// `op` (an atomic call) between the fences its order asks for; the comma operator
+// sequences the first fence before it.
+#define tl_atomic_ordered(order, op) (tl_atomic_fence_before(order), tl_atomic_fence_after((order), (op)))
+
+template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
+  using Word = typename tl_atomic_word<sizeof(T)>::type;
+  Word* word = reinterpret_cast<Word*>(addr);
+  Word old = *word, assumed;
+  do {
+    assumed = old;
+    T current = tl_atomic_from_bits<T>(assumed);
+    if (!(current < value)) break;  // already at least `value` (or value is NaN): no store
+    old = atomicCAS(word, assumed, tl_atomic_bits(value));
+  } while (old != assumed);
+  return tl_atomic_from_bits<T>(old);
+}
+
+template <typename T> __device__ __forceinline__ T tl_atomic_min(T* addr, T value) {
+  using Word = typename tl_atomic_word<sizeof(T)>::type;
+  Word* word = reinterpret_cast<Word*>(addr);
+  Word old = *word, assumed;
+  do {
+    assumed = old;
+    T current = tl_atomic_from_bits<T>(assumed);
+    if (!(value < current)) break;
+    old = atomicCAS(word, assumed, tl_atomic_bits(value));
+  } while (old != assumed);
+  return tl_atomic_from_bits<T>(old);
+}
+
+template <typename T> __device__ __forceinline__ T tl_atomic_load(const T* addr, int order) {
+  using Word = typename tl_atomic_word<sizeof(T)>::type;
+  Word bits = *reinterpret_cast<const volatile Word*>(addr);
+  return tl_atomic_fence_after(order, tl_atomic_from_bits<T>(bits));
+}
+
+template <typename T> __device__ __forceinline__ void tl_atomic_store(T* addr, T value, int order) {
+  using Word = typename tl_atomic_word<sizeof(T)>::type;
+  tl_atomic_fence_before(order);
+  *reinterpret_cast<volatile Word*>(addr) = tl_atomic_bits(value);
+  if (order == 5) __threadfence();  // seq_cst: later loads do not pass the store
+}
+
 #endif  // TILELANG_CUDA_DEVICE_H_

@@ -1,5 +1,5 @@
 """``from tilelang.cuda import language as T``: the common TileLang surface plus CUDA
-extensions (warp shuffles and votes, block barriers, atomics)."""
+extensions (warp shuffles and votes, block barriers); atomics are the common T.atomic_*."""
 
 from tilelang.language import *
 from tilelang.language import __all__ as _common_all
@@ -8,9 +8,6 @@ from .extensions import (
     activemask,
     all_sync,
     any_sync,
-    atomic_add,
-    atomic_max,
-    atomic_min,
     shfl_down,
     shfl_sync,
     shfl_up,
@@ -25,9 +22,6 @@ __all__ = [
     "activemask",
     "all_sync",
     "any_sync",
-    "atomic_add",
-    "atomic_max",
-    "atomic_min",
     "shfl_down",
     "shfl_sync",
     "shfl_up",

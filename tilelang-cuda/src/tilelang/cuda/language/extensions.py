@@ -1,13 +1,13 @@
 """CUDA language extensions. Each builds IR that TVM's CUDA codegen prints as the CUDA
 intrinsic of the same name (CUDA C++ Programming Guide: warp shuffle functions, warp vote
-functions, atomic functions, __syncthreads)."""
+functions, __syncthreads). Atomics are the common T.atomic_* (tilelang.language.atomic),
+which this backend lowers to CUDA's atomic functions."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tvm import tirx
-from tvm.ir import TensorLoad
 from tvm.script.ir_builder import tirx as _ib
 
 FULL_MASK = 0xFFFFFFFF
@@ -67,30 +67,3 @@ def warp_reduce_sum(value: Any) -> Any:
     for offset in (16, 8, 4, 2, 1):
         value = value + shfl_xor(value, offset)
     return value
-
-
-def _atomic(name: str, dst: Any, value: Any) -> Any:
-    """``dst`` is a buffer element (``C[i]``); returns the old value (an expression), and
-    used as a statement it performs the update."""
-    if not isinstance(dst, TensorLoad):
-        raise TypeError(f"T.{name}: the destination must be a buffer element such as C[i], got {dst!r}")
-    return tirx.call_extern(str(dst.source.dtype), name, tirx.address_of(dst), value)
-
-
-def atomic_add(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False) -> Any:
-    """``T.atomic_add(C[i], v)``: atomicAdd, an expression with the old value (usable as a
-    statement); a tile destination or value is the common T.atomic_add (tilelang.language)."""
-    from tilelang.language import atomic_add as tile_atomic_add
-    from tvm.ir import TensorRegion
-
-    if not isinstance(dst, TensorLoad) or isinstance(value, (tirx.Buffer, TensorRegion)):
-        return tile_atomic_add(dst, value, memory_order, return_prev)
-    return _atomic("atomicAdd", dst, value)
-
-
-def atomic_max(dst: Any, value: Any) -> Any:
-    return _atomic("atomicMax", dst, value)
-
-
-def atomic_min(dst: Any, value: Any) -> Any:
-    return _atomic("atomicMin", dst, value)
