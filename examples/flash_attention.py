@@ -16,13 +16,13 @@ def flashattn(Q, K, V, block_M=64, block_N=64, threads=128, num_stages=2):
     batch, seq_len, heads, dim = T.const("batch, seq_len, heads, dim")
     shape = [batch, seq_len, heads, dim]
     dtype, accum_dtype = T.float16, T.float32
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
     Q: T.Tensor(shape, dtype)
     K: T.Tensor(shape, dtype)
     V: T.Tensor(shape, dtype)
     Output = T.empty(shape, dtype)
 
     with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-        scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
         Q_shared = T.alloc_shared([block_M, dim], dtype)
         K_shared = T.alloc_shared([block_N, dim], dtype)
         V_shared = T.alloc_shared([block_N, dim], dtype)

@@ -6,6 +6,7 @@ with numpy/torch; compilations are counted through tilelang.jit.compile."""
 from __future__ import annotations
 
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -275,17 +276,38 @@ class TestErrors:
                                                 r"without tensors, call add.compile"):
             add(rand(2, 2), None)
 
-    def test_declarations_that_need_values_of_the_sizes(self):
+    def test_declarations_that_fail_without_the_sizes(self):
         @tilelang.jit(target="cpu")
         def k(A):
             n = T.const("n")
             A: T.Tensor((n,), T.float32)
-            scale = (1.0 / n) ** 0.5
+            if n > 4096:  # neither a variable nor a placeholder number (~1e6) passes
+                raise ValueError("n must be at most 4096")
             with T.Kernel(1, threads=32):
                 for i in T.Parallel(n):
-                    A[i] = A[i] * scale
+                    A[i] = A[i] * 2.0
 
         with pytest.raises(LanguageError, match=r"declarations \(the statements before the first "
-                                                r"`with`\) failed with TypeError: .* while the "
-                                                r"T.const names \['n'\] stood for symbolic sizes"):
+                                                r"`with`\) failed with ValueError: .* The JIT "
+                                                r"runs them once with the T.const names \['n'\] "
+                                                r"standing for unknown sizes"):
             k(rand(4))
+
+
+def test_declarations_may_compute_with_the_sizes(compiles):
+    @tilelang.jit(target="cpu")
+    def normalize(X, eps=0.0):
+        rows, n = T.const("rows, n")
+        X: T.Tensor((rows, n), T.float32)
+        Y = T.empty((rows, n), T.float32)
+        scale = 1.0 / math.sqrt(n) + eps  # needs the number: the first run uses placeholders
+        with T.Kernel(rows, threads=32) as r:
+            for j in T.Parallel(n):
+                Y[r, j] = X[r, j] * scale
+        return Y
+
+    x = rand(3, 16)
+    np.testing.assert_allclose(normalize(x), x / 4.0, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(normalize(rand(3, 25)), rand(3, 25) / 5.0, rtol=1e-6, atol=0)
+    assert len(compiles) == 2
+    assert "0.25" in compiles[0].script()  # the scale is a constant of the kernel

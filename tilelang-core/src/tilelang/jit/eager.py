@@ -68,6 +68,15 @@ def _frozen(name: str, value: Any, kernel: str) -> Any:
     return (type(value).__name__, value)
 
 
+def _const_name(size: Any, consts: Mapping[str, Any]) -> str | None:
+    """The T.const name a dimension is, in a first run (variables or placeholder ints)."""
+    value = size if isinstance(size, int) else getattr(size, "value", None)
+    for name, marker in consts.items():
+        if marker.same_as(size) if hasattr(marker, "same_as") else value == marker:
+            return name
+    return None
+
+
 @dataclass(frozen=True)
 class EagerTemplate:
     """Where the T.const names sit in the input tensors' shapes (for one set of
@@ -230,27 +239,32 @@ class EagerFunction:
             _, buffers = self._declare(statics, build)
         except TileLangError:
             raise
-        except Exception as err:
+        except Exception as err:  # e.g. `(1.0 / dim) ** 0.5` on a variable: retry with numbers
             if not build.consts:
                 raise
-            raise LanguageError(
-                f"eager kernel {self.source.name!r}: its declarations (the statements before the "
-                f"first `with`) failed with {type(err).__name__}: {err} while the T.const names "
-                f"{list(build.consts)} stood for symbolic sizes — the JIT runs them that way once "
-                "to find the names in the tensors' shapes. Compute values such as "
-                "`(1.0 / dim) ** 0.5` inside the kernel (after `with T.Kernel(...)`) or pass "
-                "them as parameters") from err
-        by_var = {var: name for name, var in build.consts.items()}
+            build = EagerBuild(self.source.name, numbers=True)
+            try:
+                _, buffers = self._declare(statics, build)
+            except Exception:
+                raise LanguageError(
+                    f"eager kernel {self.source.name!r}: its declarations (the statements before "
+                    f"the first `with`) failed with {type(err).__name__}: {err}. The JIT runs them "
+                    f"once with the T.const names {list(build.consts)} standing for unknown sizes "
+                    "(variables, then placeholder numbers) to find the names in the tensors' "
+                    "shapes; move what needs the values into the kernel (after "
+                    "`with T.Kernel(...)`) or pass it as a parameter") from err
         places: dict[str, list[tuple[str, int]]] = {}
+        shapes: dict[str, str] = {}
         for tensor in self.source.tensors:
-            for dim, size in enumerate(buffers[tensor].shape):
-                name = next((n for v, n in by_var.items() if v.same_as(size)), None)
+            names = [_const_name(size, build.consts) for size in buffers[tensor].shape]
+            for dim, name in enumerate(names):
                 if name is not None:
                     places.setdefault(name, []).append((tensor, dim))
+            shapes[tensor] = "(" + ", ".join(n or str(d) for n, d in zip(names, buffers[tensor].shape)) + ")"
         template = EagerTemplate(
             consts=tuple(build.consts),
             ranks={t: len(buffers[t].shape) for t in self.source.tensors},
-            shapes={t: f"({', '.join(str(d) for d in buffers[t].shape)})" for t in self.source.tensors},
+            shapes=shapes,
             places={k: tuple(v) for k, v in places.items()},
         )
         self._templates[key] = template

@@ -12,8 +12,10 @@ The JIT (``tilelang.jit.eager``) runs the statements before the first ``with`` a
 Python inside a :class:`EagerBuild`, twice per specialization: first to learn where each
 ``T.const`` name sits in the tensors' shapes (the names are TVM variables then), then with
 the values read from the arguments (the names are Python ints, so tile sizes such as
-``T.alloc_fragment((blk_m, N), ...)`` stay constant). Outside such a build, these
-declarations have no meaning and say so.
+``T.alloc_fragment((blk_m, N), ...)`` stay constant). Declarations that need numbers
+(``scale = (1.0 / dim) ** 0.5``) fail on variables; for them the first run is repeated with
+placeholder numbers (:func:`placeholder`), recognizable in the shapes. Outside such a
+build, these declarations have no meaning and say so.
 """
 
 from __future__ import annotations
@@ -42,22 +44,39 @@ def split_names(names: str, what: str) -> list[str]:
     return parts
 
 
+def placeholder(index: int) -> int:
+    """The number standing for the ``index``-th T.const name in a first run with numbers:
+    1024 times the index-th prime from 1009 — divisible by any power-of-two tile up to 1024
+    (so checks such as ``K % 64 == 0`` pass) and distinct from the others and their small
+    multiples (``2 * M`` never equals ``N``). Around a million: no realistic literal size."""
+    candidate, found = 1008, -1
+    while found < index:
+        candidate += 1
+        if all(candidate % d for d in range(2, int(candidate ** 0.5) + 1)):
+            found += 1
+    return 1024 * candidate
+
+
 class EagerBuild:
     """One run of an eager kernel's declarations.
 
-    ``values`` is None in the first run (T.const gives variables, recorded in ``consts``),
-    else the value of every T.const name. ``outputs`` collects the T.empty tensors in order.
+    ``values`` is None in a first run: T.const gives variables (or, with ``numbers``,
+    placeholder ints), recorded in ``consts``. Otherwise it holds the value of every T.const
+    name. ``outputs`` collects the T.empty tensors in order.
     """
 
-    def __init__(self, kernel: str, values: Mapping[str, int] | None = None) -> None:
+    def __init__(self, kernel: str, values: Mapping[str, int] | None = None, numbers: bool = False) -> None:
         self.kernel = kernel
         self.values = values
-        self.consts: dict[str, tirx.Var] = {}
+        self.numbers = numbers
+        self.consts: dict[str, Any] = {}  # name -> tirx.Var, or its placeholder int
         self.outputs: list[Any] = []
 
     def const(self, name: str, dtype: str) -> Any:
         if self.values is None:
-            return self.consts.setdefault(name, tirx.Var(name, str(dtype)))
+            if name not in self.consts:
+                self.consts[name] = placeholder(len(self.consts)) if self.numbers else tirx.Var(name, str(dtype))
+            return self.consts[name]
         if name not in self.values:  # the JIT resolves every name it saw in the first run
             raise LanguageError(f"kernel {self.kernel!r}: T.const {name!r} has no value; pass "
                                 f"{name}=... (its value could not be read from a tensor shape)")
@@ -134,4 +153,4 @@ def empty(*shape: Any, dtype: Any = None) -> Any:
     return tensor
 
 
-__all__ = ["EagerBuild", "const", "eager_build", "empty", "split_names"]
+__all__ = ["EagerBuild", "const", "eager_build", "empty", "placeholder", "split_names"]
