@@ -1,15 +1,27 @@
-"""Layout annotations for ``T.annotate_layout`` (upstream spelling:
-``T.annotate_layout({A_shared: tilelang.layout.make_swizzled_layout(A_shared)})``).
+"""Layouts for ``T.annotate_layout``, with upstream TileLang's spelling:
+``tilelang.layout.make_swizzled_layout(buffer)``, ``T.Layout(shape, forward_fn)`` and
+``T.Fragment(shape, forward_thread_fn=..., forward_index_fn=...)``.
 
 The compiler chooses layouts itself (fragments follow their instructions, shared tiles that
-feed tensor cores are laid out bank-conflict free). What a kernel can ask for today is the
-bank-conflict-free layout of a shared tile the compiler would otherwise keep row-major:
-backends with banked shared memory (CUDA) give it one; others keep their layout, which
-never changes results. Arbitrary index maps are not supported yet.
+feed tensor cores are laid out bank-conflict free). What a kernel can ask for:
+
+* ``make_swizzled_layout(A_shared)``: the bank-conflict-free layout of a shared tile the
+  compiler would otherwise keep row-major; backends with banked shared memory (CUDA) give
+  it one, others keep their layout, which never changes results.
+* a ``Layout`` equal to the buffer's own row-major order (``lambda *i: i``): honoured as is.
+  Any other index map on a buffer is refused with the reason: storing a tile in an
+  arbitrary order is not implemented.
+* a ``Fragment`` on a ``T.alloc_fragment`` buffer: accepted as a hint and not followed —
+  each backend places fragment elements in the layout of the instructions that use them
+  (the CPU keeps a fragment as an ordinary array), which never changes results.
+
+``Layout`` and ``Fragment`` evaluate their maps (``map_forward_index``,
+``map_forward_thread``, ``get_output_shape``), so kernels and tests can inspect them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,4 +37,158 @@ def make_swizzled_layout(buffer: Any) -> SwizzledLayout:
     return SwizzledLayout(buffer)
 
 
-__all__ = ["SwizzledLayout", "make_swizzled_layout"]
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "Array" else [value]
+
+
+class Layout:
+    """An index map from a tile's logical indices to its storage indices:
+    ``Layout((M, N), lambda i, j: [j, i])``."""
+
+    def __init__(self, shape: Sequence[Any], forward_fn: Callable[..., Any]) -> None:
+        from tvm import tirx
+
+        self.shape = [int(d) if isinstance(d, int) else d for d in _as_list(shape)]
+        self._index_fn = forward_fn
+        self.forward_vars = [tirx.Var(f"i{axis}", "int32") for axis in range(len(self.shape))]
+        self.forward_index = self._indices(forward_fn(*self.forward_vars))
+
+    @staticmethod
+    def _indices(value: Any) -> list[Any]:
+        from tvm import tirx
+
+        return [tirx.const(e, "int32") if isinstance(e, int) else e for e in _as_list(value)]
+
+    # upstream's accessors
+    @property
+    def index(self) -> list[Any]:
+        return list(self.forward_index)
+
+    def get_input_shape(self) -> list[Any]:
+        return list(self.shape)
+
+    def get_forward_vars(self) -> list[Any]:
+        return list(self.forward_vars)
+
+    def get_forward_index(self) -> list[Any]:
+        return self.index
+
+    def _args(self, indices: Sequence[Any]) -> list[Any]:
+        from tvm import tirx
+
+        indices = list(indices)
+        if len(indices) != len(self.forward_vars):
+            raise ValueError(f"{type(self).__name__} of a {len(self.shape)}-d tile mapped with {len(indices)} indices")
+        return [tirx.const(i, "int32") if isinstance(i, int) else i for i in indices]
+
+    def map_forward_index(self, indices: Sequence[Any]) -> list[Any]:
+        """The storage indices of the element at ``indices`` (simplified expressions)."""
+        from tvm.sym.analyzer import Analyzer
+
+        analyzer = Analyzer()
+        return [analyzer.simplify(e) for e in self._indices(self._index_fn(*self._args(indices)))]
+
+    def __call__(self, *indices: Any) -> list[Any]:
+        return self.map_forward_index(indices)
+
+    def get_output_shape(self) -> list[Any]:
+        """The extent of each storage axis (the largest index the map reaches, plus one)."""
+        from tvm.ir import Range
+        from tvm.sym.analyzer import Analyzer
+
+        analyzer = Analyzer()
+        for var, extent in zip(self.forward_vars, self.shape):
+            analyzer.bind(var, Range.from_min_extent(0, extent))
+        return [analyzer.simplify(analyzer.const_int_bound(e).max_value + 1) for e in self.forward_index]
+
+    def is_identity_for(self, shape: Sequence[Any]) -> bool:
+        """Whether the map is row-major order itself for a tile of ``shape``."""
+        from tvm.sym.analyzer import Analyzer
+
+        analyzer = Analyzer()
+        shape = list(shape)
+        if len(shape) != len(self.shape) or len(self.forward_index) != len(shape):
+            return False
+        same_shape = all(analyzer.can_prove_equal(a, b) for a, b in zip(shape, self.shape))
+        return same_shape and all(analyzer.can_prove_equal(e, v) for e, v in zip(self.forward_index, self.forward_vars))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.shape} -> {self.forward_index})"
+
+
+class Fragment(Layout):
+    """A register layout: which thread holds each element of a tile, and where in its
+    registers (upstream's constructor forms). See the module doc for how it is used."""
+
+    def __init__(self, shape: Sequence[Any], forward_fn: Callable[..., Any] | None = None,
+                 forward_thread_fn: Callable[..., Any] | None = None, replicate: int = 1,
+                 forward_index_fn: Callable[..., Any] | None = None) -> None:
+        from tvm import tirx
+
+        if forward_fn is None and forward_thread_fn is None:
+            raise ValueError("Fragment needs forward_fn (thread and index) or forward_thread_fn")
+        self.replicate = int(replicate)
+        self.replicate_var = tirx.Var("rep", "int32") if self.replicate > 1 else None
+        extra = [self.replicate_var] if self.replicate_var is not None else []
+        if forward_fn is not None:
+            self._thread_fn = lambda *args: forward_fn(*args)[0]
+            index_fn = lambda *v: forward_fn(*v, *extra)[1]  # noqa: E731
+        else:
+            self._thread_fn = forward_thread_fn
+            index_fn = forward_index_fn if forward_index_fn is not None else (lambda *v: [])
+        super().__init__(shape, index_fn)
+        self.forward_thread = self._thread_fn(*self.forward_vars, *extra)
+
+    @property
+    def thread(self) -> Any:
+        return self.forward_thread
+
+    def map_forward_thread(self, indices: Sequence[Any], rep: Any = 0) -> Any:
+        """The thread that holds the element at ``indices`` (replica ``rep``)."""
+        from tvm import tirx
+        from tvm.sym.analyzer import Analyzer
+
+        extra = [tirx.const(rep, "int32") if isinstance(rep, int) else rep] if self.replicate_var is not None else []
+        return Analyzer().simplify(self._thread_fn(*self._args(indices), *extra))
+
+    def get_thread_size(self) -> Any:
+        """How many threads hold the tile (the largest thread index, plus one)."""
+        from tvm.ir import Range
+        from tvm.sym.analyzer import Analyzer
+
+        analyzer = Analyzer()
+        for var, extent in zip(self.forward_vars, self.shape):
+            analyzer.bind(var, Range.from_min_extent(0, extent))
+        if self.replicate_var is not None:
+            analyzer.bind(self.replicate_var, Range.from_min_extent(0, self.replicate))
+        return analyzer.const_int_bound(self.forward_thread).max_value + 1
+
+
+def accepted_as_is(buffer: Any, layout: Any) -> bool:
+    """For ``T.annotate_layout``: True when ``layout`` needs nothing done to ``buffer`` (a
+    row-major Layout, a Fragment hint on a fragment); False when it is not a Layout at all;
+    a LanguageError with the reason when it is one that cannot be honoured."""
+    from .errors import LanguageError
+
+    if not isinstance(layout, Layout):
+        return False
+    where = f"T.annotate_layout: the {type(layout).__name__} given for {buffer.name!r}"
+    scope = buffer.scope()
+    if isinstance(layout, Fragment):
+        if scope == "local.fragment":
+            return True
+        raise LanguageError(f"{where}: a Fragment describes registers of a T.alloc_fragment buffer, but "
+                            f"{buffer.name!r} is a {scope} buffer; use a Layout, or drop the annotation")
+    if layout.is_identity_for(buffer.shape):
+        return True
+    if scope == "global":
+        advice = ("a tensor's layout is the caller's: permute it on the host (torch/numpy) and index "
+                  "the kernel parameter in that order")
+    else:
+        advice = ("use tilelang.layout.make_swizzled_layout(buffer) for a bank-conflict-free shared tile, "
+                  "or drop the annotation: results never depend on an on-chip tile's storage order")
+    raise LanguageError(f"{where} maps {layout.shape} to {layout.forward_index}; storing a {scope} buffer "
+                        f"in an order other than row-major is not implemented; {advice}")
+
+
+__all__ = ["Fragment", "Layout", "SwizzledLayout", "accepted_as_is", "make_swizzled_layout"]

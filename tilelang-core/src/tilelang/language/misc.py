@@ -1,0 +1,152 @@
+"""Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.GemmWarpPolicy``,
+``T.sync_threads``, ``T.print`` and ``T.device_assert``.
+
+Each is plain TIR that every backend already maps: a barrier is TVM's
+``tvm_storage_sync("shared")`` (``__syncthreads()`` on CUDA), printing is a ``printf`` call
+(device printf on CUDA, the C library's on the CPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from typing import Any
+
+import tvm
+from tvm import tirx
+from tvm.script.ir_builder import tirx as _ib
+
+from ..errors import LanguageError
+from .kernel import _ACTIVE
+
+
+def clamp(value: Any, lo: Any, hi: Any) -> Any:
+    """``min(max(value, lo), hi)``: ``value`` limited to [lo, hi] (upstream's T.clamp)."""
+    return tirx.min(tirx.max(value, lo), hi)
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """How upstream TileLang splits a T.gemm's warps over the tile: ``T.gemm(..., policy=
+    T.GemmWarpPolicy.FullRow)``. Accepted for source compatibility; the backends here pick
+    the warp layout from the instruction they select (results never depend on it)."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+    def is_square(self) -> bool:
+        return self is GemmWarpPolicy.Square
+
+    def is_full_row(self) -> bool:
+        return self is GemmWarpPolicy.FullRow
+
+    def is_full_col(self) -> bool:
+        return self is GemmWarpPolicy.FullCol
+
+
+def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
+    """A barrier for every thread of the block (``__syncthreads()`` on CUDA). Named
+    barriers (``barrier_id``/``arrive_count``, PTX bar.sync with an id) are a CUDA
+    warp-specialization feature and are refused."""
+    if barrier_id is not None or arrive_count is not None:
+        raise LanguageError("T.sync_threads(barrier_id, arrive_count): named barriers are not supported; "
+                            "call T.sync_threads() for a barrier over the whole block")
+    _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+
+
+# printf conversions by dtype class; values are widened to what C's variadic calls pass
+# (ISO C 7.16.1.1 default argument promotions: float -> double), so every backend's printf
+# reads them the same way
+_CONVERSIONS = {"float": ("%f", "float64"), "bfloat": ("%f", "float64"), "int": ("%lld", "int64"),
+                "uint": ("%llu", "uint64"), "bool": ("%d", "int32")}
+
+
+def _conversion(value: Any) -> tuple[str, Any]:
+    dtype = str(value.ty.dtype) if hasattr(value, "ty") and hasattr(value.ty, "dtype") else None
+    if dtype is None:
+        raise LanguageError(f"T.print: cannot print {type(value).__name__} {value!r}; pass a scalar "
+                            "expression or a buffer")
+    for prefix in ("bfloat", "float", "uint", "int", "bool"):
+        if dtype.startswith(prefix) and "x" not in dtype:  # not a vector (float32x4)
+            spec, wide = _CONVERSIONS[prefix]
+            return spec, tirx.Cast(wide, value)
+    raise LanguageError(f"T.print: values of dtype {dtype} cannot be printed; cast to float32 or int32 first")
+
+
+def _check_message(msg: str) -> str:
+    """Messages go into a C string literal that some codegens print without escaping, so
+    quotes, backslashes and newlines are refused; ``%`` is escaped for printf."""
+    if not isinstance(msg, str):
+        raise LanguageError(f"T.print / T.device_assert: msg must be a str, got {type(msg).__name__}")
+    bad = sorted({c for c in msg if c in '"\\\n\r'})
+    if bad:
+        raise LanguageError(f"T.print / T.device_assert: msg {msg!r} contains {bad}; use plain text "
+                            "without quotes, backslashes or newlines")
+    return msg.replace("%", "%%")
+
+
+def _printf(fmt: str, *values: Any) -> Any:
+    # the line ends with "%c" of a newline (10) rather than "\n": the codegens differ on
+    # escaping a newline inside a string literal, a char argument needs none
+    return tirx.call_extern("int32", "printf", tvm.ir.StringImm(fmt + "%c"), *values, tirx.const(10, "int32"))
+
+
+def _first_thread() -> Any:
+    """The condition that holds on one thread of the block (always true on backends that
+    run a block's threads one at a time, and outside any T.Kernel)."""
+    if not _ACTIVE:
+        return None
+    cond = None
+    for var in _ACTIVE[-1].thread_vars:
+        term = var == 0
+        cond = term if cond is None else tirx.And(cond, term)
+    return cond
+
+
+def print(obj: Any = None, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
+    """``T.print(x, msg="")``: printf from the kernel (device printf on CUDA). A scalar
+    expression prints ``msg: value`` from every thread that executes it; a buffer prints
+    one line per element (``msg name[i] = value``) from the block's first thread; with no
+    object, the message alone. ``warp_group_id``/``warp_id`` are accepted for source
+    compatibility (the first thread prints). Messages are plain text without quotes,
+    backslashes or newlines."""
+    del warp_group_id, warp_id
+    text = _check_message(msg)
+    if obj is None:
+        if not text:
+            raise LanguageError("T.print(): give an object to print or a msg")
+        _ib.evaluate(_printf(text))
+        return
+    if isinstance(obj, tirx.Buffer):
+        _print_buffer(obj, text)
+        return
+    if isinstance(obj, (int, float, bool)):
+        obj = tirx.const(obj)
+    spec, value = _conversion(obj)
+    _ib.evaluate(_printf(f"{text}: {spec}" if text else spec, value))
+
+
+def _print_buffer(buffer: Any, text: str) -> None:
+    label = f"{text} {buffer.name}" if text else buffer.name
+    shape = list(buffer.shape)
+    cond = _first_thread()
+    with contextlib.ExitStack() as stack:
+        if cond is not None:
+            stack.enter_context(_ib.If(cond))
+            stack.enter_context(_ib.Then())
+        with _ib.grid(*shape) as indices:
+            indices = [indices] if isinstance(indices, tirx.Var) else list(indices)
+            spec, value = _conversion(tirx.BufferLoad(buffer, indices))
+            index_specs = ", ".join(["%d"] * len(indices))
+            _ib.evaluate(_printf(f"{label}[{index_specs}] = {spec}", *indices, value))
+
+
+def device_assert(condition: Any, msg: str = "") -> None:
+    """``T.device_assert(cond, msg)``: where ``cond`` is false, print
+    ``device_assert failed: msg`` (with the block's first failing thread's values left to
+    the printf). The kernel then carries on: no backend here can abort a kernel portably,
+    so a failed assertion is reported, not fatal."""
+    text = _check_message(msg)
+    with _ib.If(tirx.Not(condition)):
+        with _ib.Then():
+            _ib.evaluate(_printf(f"device_assert failed: {text}" if text else "device_assert failed"))

@@ -1,0 +1,68 @@
+"""Upstream TileLang names this language does not provide, each with what to write instead.
+
+Kernels written for upstream TileLang reach for Hopper/Blackwell primitives (TMA, mbarriers,
+warp specialization, TMEM, tcgen05) and CUDA warp intrinsics. Here those are either not
+implemented yet or live in a backend dialect, so ``T.<name>`` raises a LanguageError that
+says so and names the replacement, instead of a bare AttributeError. ``tilelang.language``
+takes this module's ``__getattr__`` as its own (Python looks a module's missing attributes
+up there, PEP 562); names not listed here still raise AttributeError, so ``hasattr`` and
+TVMScript's own probing keep working.
+"""
+
+from __future__ import annotations
+
+from ..errors import LanguageError
+
+_PIPELINE_ADVICE = ("write the copies as T.copy inside a T.Pipelined(n, num_stages=s) loop: the CUDA "
+                    "backend pipelines them with cp.async stage rings (and wgmma on sm_90)")
+_HOPPER = "a Hopper (sm_90) primitive this TileLang does not implement yet"
+_BLACKWELL = "a Blackwell (sm_100) primitive this TileLang does not implement yet"
+
+#: name -> (what it is, what to write instead)
+_UNSUPPORTED: dict[str, tuple[str, str]] = {}
+
+
+def _add(names: str, what: str, advice: str) -> None:
+    for name in names.split():
+        _UNSUPPORTED[name] = (what, advice)
+
+
+_add("tma_copy tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 tma_store_arrive "
+     "tma_store_wait create_tma_descriptor copy_cluster async_copy fence_proxy_async",
+     _HOPPER, _PIPELINE_ADVICE)
+_add("alloc_barrier alloc_cluster_barrier mbarrier_arrive mbarrier_arrive_expect_tx mbarrier_expect_tx "
+     "mbarrier_wait_parity barrier_arrive barrier_wait ptx_arrive_cluster_barrier named_barrier_arrive",
+     _HOPPER, "use T.sync_threads() for a block-wide barrier; for producer/consumer overlap, " + _PIPELINE_ADVICE)
+_add("ws ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
+     "annotate_ws_schedule set_max_nreg inc_max_nreg dec_max_nreg no_set_max_nreg "
+     "annotate_producer_reg_dealloc annotate_consumer_reg_alloc disable_warp_group_reg_alloc "
+     "get_warp_group_idx",
+     f"{_HOPPER} (warp specialization)",
+     "write the kernel without warp roles: " + _PIPELINE_ADVICE)
+_add("wgmma_gemm alloc_descriptor alloc_wgmma_desc increase_descriptor_offset",
+     _HOPPER, "use T.gemm on shared tiles inside T.Pipelined: the CUDA backend selects wgmma on sm_90 itself")
+_add("alloc_tmem deallocate_tmem tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_mma_arrive "
+     "tcgen05_sf_warp_transpose tcgen05_cp_warpx4 alloc_tcgen05_smem_desc alloc_tcgen05_instr_desc "
+     "alloc_tcgen05_instruction_desc",
+     _BLACKWELL, "use T.gemm into a T.alloc_fragment accumulator")
+_add("cluster_arrive cluster_arrive_relaxed cluster_wait cluster_sync block_rank_in_cluster "
+     "ClusterKernel clc_try_cancel clc_try_cancel_multicast clc_is_canceled",
+     f"{_HOPPER} (thread-block clusters)", "launch independent blocks with T.Kernel")
+_add("shfl_sync shfl_xor shfl_down shfl_up activemask any_sync all_sync ballot ballot_sync "
+     "sync_warp warp_reduce_sum match_any_sync match_all_sync",
+     "a CUDA warp intrinsic, provided by the CUDA dialect rather than the backend-neutral language",
+     "import the dialect: `from tilelang.cuda import language as T` (pip install 'tilelang[cuda]'); "
+     "backend-neutral code reduces tiles with T.reduce_* instead")
+
+
+def unsupported_names() -> list[str]:
+    """Every upstream name this module explains (sorted)."""
+    return sorted(_UNSUPPORTED)
+
+
+def __getattr__(name: str) -> object:
+    entry = _UNSUPPORTED.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'tilelang.language' has no attribute {name!r}")
+    what, advice = entry
+    raise LanguageError(f"T.{name} is {what}; {advice}")

@@ -1,0 +1,98 @@
+"""``T.alloc_var`` (a scalar variable) and ``T.alloc_global`` (a global workspace).
+
+Upstream's ``x = T.alloc_var(dtype, init)`` is a one-element buffer used as a scalar:
+``x = v`` and ``x += v`` store into it, ``x`` in an expression reads it, ``x[0]`` is the same
+element and ``T.clear(x)`` zeroes it. TVMScript's parser already treats a one-element buffer
+this way when the name is bound to the element (its ``scalar_wrapper`` convention); the
+handle returned here is such a wrapper that also answers ``x[0]`` and hands the element to
+TVM functions (``T.max(x, y)``), and it is wrapped in ``meta_var`` so the parser binds the
+handle itself rather than unwrapping it to the bare element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm.script.ir_builder import ir as _ir
+from tvm.script.ir_builder import tirx as _ib
+from tvm.tirx.script.builder.ir import scalar_wrapper
+
+from ..errors import LanguageError
+from .kernel import _ACTIVE
+
+#: upstream's scope name for variables; every backend here knows ``local``
+_VAR_SCOPES = {"local.var": "local", "local": "local"}
+
+
+class LocalVar(scalar_wrapper):
+    """A scalar variable: reads are the element ``buffer[0]``; the parser stores on
+    assignment (see the module doc)."""
+
+    def __init__(self, buffer: Any) -> None:
+        super().__init__(buffer[0])
+        self.buffer = buffer
+
+    def __tvm_ffi_object__(self) -> TensorLoad:  # what FFI calls receive: the element
+        return self.scalar
+
+    def __getitem__(self, index: Any) -> TensorLoad:
+        indices = index if isinstance(index, tuple) else (index,)
+        if len(indices) != 1 or not (isinstance(indices[0], int) and indices[0] == 0):
+            raise LanguageError(f"T.alloc_var {self.buffer.name!r} holds one value: index it as [0], "
+                                f"not {list(indices)}")
+        return self.scalar
+
+
+def _parse_var_args(args: tuple[Any, ...], scope: str, init: Any) -> tuple[Any, str]:
+    """Upstream's forms: (init), (scope), (init, scope), keyword init/scope."""
+    if len(args) > 2:
+        raise LanguageError(f"T.alloc_var takes dtype, init and scope; got {len(args) + 1} positional arguments")
+    if len(args) == 1:
+        if isinstance(args[0], str) and init is None:
+            scope = args[0]
+        elif init is not None:
+            raise LanguageError("T.alloc_var: the initial value is given twice (positionally and as init=)")
+        else:
+            init = args[0]
+    elif len(args) == 2:
+        if init is not None:
+            raise LanguageError("T.alloc_var: the initial value is given twice (positionally and as init=)")
+        init, scope = args
+    if not isinstance(scope, str):
+        raise LanguageError(f"T.alloc_var: scope must be a str, got {type(scope).__name__}")
+    return init, scope
+
+
+def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None) -> Any:
+    """``x = T.alloc_var(T.int32)`` / ``T.alloc_var(T.float32, init=1.0)``: a per-thread
+    scalar variable, zero unless ``init`` is given (as upstream initializes it)."""
+    init, scope = _parse_var_args(args, scope, init)
+    storage = _VAR_SCOPES.get(scope, scope)
+    if not (storage == "local" or storage.startswith("shared")):
+        raise LanguageError(f"T.alloc_var: scope {scope!r} is not supported; use 'local.var' (the default)")
+    dtype = str(dtype)
+    buffer = _ib.alloc_buffer((1,), dtype, scope=storage)
+    if init is None:
+        init = tirx.const(0, dtype)
+    elif isinstance(init, (bool, int, float)):
+        init = tirx.const(init, dtype)
+    elif isinstance(init, scalar_wrapper):
+        init = init.scalar
+    if str(getattr(getattr(init, "ty", None), "dtype", dtype)) != dtype:
+        init = tirx.Cast(dtype, init)
+    _ib.buffer_store(buffer, init, [0])
+    return _ir.meta_var(LocalVar(buffer))
+
+
+def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Any:
+    """A global-memory workspace of the kernel, allocated by the host for each call (upstream:
+    "mainly for testing"; pass workspaces as arguments in production code). Allocate it in
+    the function body before ``T.Kernel`` so the kernels that follow share it."""
+    if scope != "global":
+        raise LanguageError(f"T.alloc_global: scope must be 'global', got {scope!r}")
+    if _ACTIVE:
+        raise LanguageError("T.alloc_global inside T.Kernel: device code cannot allocate global memory; "
+                            "allocate the workspace before the `with T.Kernel(...)` block")
+    return _ib.alloc_buffer(shape, str(dtype), scope="global")

@@ -1,0 +1,392 @@
+"""The rest of upstream's language surface: T.alloc_var, T.alloc_global, T.clamp, T.print,
+T.device_assert, T.view/T.reshape, T.make_tensor, T.access_ptr, T.StridedTensor, T.im2col,
+Layout/Fragment annotations, T.sync_threads, T.GemmWarpPolicy and the errors for upstream
+names not provided. CPU runs compare with numpy (exact unless a tolerance is stated); CUDA
+lowering is checked on the generated source (no GPU needed)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang import LanguageError
+from tilelang.layout import Fragment, Layout
+
+rng = np.random.default_rng(7)
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def cpu(func, out_idx=None, execution_backend="tvm_ffi"):
+    return tilelang.compile(func, out_idx=out_idx, target="c", execution_backend=execution_backend)
+
+
+def cuda_source(func) -> str:
+    pytest.importorskip("tilelang.cuda")
+    return tilelang.lower(func, target=SM90).device_source
+
+
+# -- T.alloc_var -----------------------------------------------------------------------------
+def var_kernel(n):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), S: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            total = T.alloc_var("float32")          # zero
+            count = T.alloc_var("int32", init=3)
+            peak = T.alloc_var("float32", -1e30)
+            for i in T.serial(n):
+                total += A[i]
+                peak = T.max(peak, A[i])
+            count = count + 2
+            S[0] = total
+            S[1] = peak
+            S[2] = T.Cast("float32", count) * 2.0
+            T.clear(total)
+            S[3] = total[0] + 1.0
+    return main
+
+
+@pytest.mark.parametrize("execution_backend", ["tvm_ffi", "cython"])
+def test_alloc_var_reads_assigns_updates_and_clears(execution_backend):
+    a = rng.standard_normal(37).astype("float32")
+    s = np.zeros(4, "float32")
+    cpu(var_kernel(37), execution_backend=execution_backend)(a, s)
+    np.testing.assert_allclose(s, [a.sum(), a.max(), 10.0, 1.0], rtol=1e-5)
+
+
+def test_alloc_var_on_cuda_is_a_register_scalar():
+    src = cuda_source(var_kernel(8))
+    assert len(re.findall(r"float \w*\[1\];", src)) == 2 and re.search(r"int \w*\[1\];", src)
+    assert re.search(r"_ptr\[0\] = 0x0p\+0f", src) and re.search(r"_ptr\w*\[0\] = 3;", src)  # zero unless init=
+
+
+def test_alloc_var_errors():
+    with pytest.raises(LanguageError, match=r"holds one value: index it as \[0\]"):
+        @T.prim_func
+        def bad_index(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                x = T.alloc_var("float32")
+                S[0] = x[1]
+    with pytest.raises(LanguageError, match="initial value is given twice"):
+        @T.prim_func
+        def twice(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                x = T.alloc_var("float32", 1.0, init=2.0)
+                S[0] = x
+
+
+# -- T.alloc_global --------------------------------------------------------------------------
+def two_phase(n, block=16):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        partial = T.alloc_global((n,), "float32")
+        with T.Kernel(T.ceildiv(n, block), threads=32) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    partial[bx * block + i] = A[bx * block + i] * 2.0
+        with T.Kernel(T.ceildiv(n, block), threads=32) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = partial[bx * block + i] + 1.0
+    return main
+
+
+def test_alloc_global_is_a_workspace_shared_by_the_kernels_of_a_call():
+    a = rng.standard_normal(40).astype("float32")
+    b = np.zeros(40, "float32")
+    cpu(two_phase(40))(a, b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_alloc_global_inside_a_kernel_is_refused():
+    with pytest.raises(LanguageError, match="device code cannot allocate global memory"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                w = T.alloc_global((4,), "float32")
+                A[0] = w[0]
+
+
+# -- T.clamp, T.GemmWarpPolicy ---------------------------------------------------------------
+@pytest.mark.parametrize("execution_backend", ["tvm_ffi", "cython"])
+def test_clamp(execution_backend):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[i] = T.clamp(A[i], -0.5, 0.75)
+
+    a = rng.standard_normal(64).astype("float32")
+    b = np.zeros(64, "float32")
+    cpu(main, execution_backend=execution_backend)(a, b)
+    np.testing.assert_array_equal(b, np.clip(a, -0.5, 0.75))
+
+
+def test_gemm_warp_policy_is_accepted_and_results_do_not_depend_on_it():
+    assert [int(p) for p in T.GemmWarpPolicy] == [0, 1, 2]
+    assert T.GemmWarpPolicy.FullRow.is_full_row() and not T.GemmWarpPolicy.Square.is_full_col()
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 16), "float32"), B: T.Tensor((16, 24), "float32"), C: T.Tensor((32, 24), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            a = T.alloc_shared((32, 16), "float32")
+            b = T.alloc_shared((16, 24), "float32")
+            c = T.alloc_fragment((32, 24), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(c, C)
+
+    a = rng.standard_normal((32, 16)).astype("float32")
+    b = rng.standard_normal((16, 24)).astype("float32")
+    c = np.zeros((32, 24), "float32")
+    cpu(main)(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+# -- T.view / T.reshape ----------------------------------------------------------------------
+def view_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((8, 4), "float32"), C: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32) as _:
+            s = T.alloc_shared((4, 8), "float32")
+            T.copy(A, s)
+            T.copy(T.reshape(s, (8, 4)), B)
+            bits = T.view(s, (32,), dtype="int32")
+            for i in T.Parallel(32):
+                C[i] = bits[i]
+    return main
+
+
+@pytest.mark.parametrize("execution_backend", ["tvm_ffi", "cython"])
+def test_view_and_reshape_share_the_data(execution_backend):
+    a = rng.standard_normal((4, 8)).astype("float32")
+    b, c = np.zeros((8, 4), "float32"), np.zeros(32, "int32")
+    cpu(view_kernel(), execution_backend=execution_backend)(a, b, c)
+    np.testing.assert_array_equal(b, a.reshape(8, 4))
+    np.testing.assert_array_equal(c, a.reshape(-1).view("int32"))
+
+
+def test_view_lowers_for_cuda_as_a_cast_of_the_same_shared_array():
+    src = cuda_source(view_kernel())
+    assert "((int*)s_ptr)" in src
+
+
+def test_view_of_another_size_is_refused():
+    with pytest.raises(LanguageError, match=r"is 512 bits but .* is 1024"):
+        @T.prim_func
+        def main(A: T.Tensor((4, 8), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                s = T.alloc_shared((4, 8), "float32")
+                v = T.view(s, (32,), dtype="float16")
+                A[0, 0] = v[0]
+
+
+# -- T.access_ptr ----------------------------------------------------------------------------
+def test_access_ptr_addresses_an_element():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            T.evaluate(T.call_extern("handle", "memcpy", T.access_ptr(B, "w"), T.access_ptr(A[2, 0], "r", 8), 32))
+
+    a = rng.standard_normal((4, 8)).astype("float32")
+    b = np.zeros(8, "float32")
+    kernel = tilelang.compile(main, target="llvm")
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a[2])
+    with pytest.raises(LanguageError, match="access_type 'x' is not one of"):
+        T.access_ptr(main.params[0], "x")
+
+
+# -- T.StridedTensor -------------------------------------------------------------------------
+@pytest.mark.parametrize("execution_backend", ["tvm_ffi"])
+def test_strided_tensor_reads_a_column_slice(execution_backend):
+    @T.prim_func
+    def main(A: T.StridedTensor((16, 4), (8, 1), "float32"), B: T.Tensor((16, 4), "float32")):
+        with T.Kernel(1, threads=16) as _:
+            for i, j in T.Parallel(16, 4):
+                B[i, j] = A[i, j] * 3.0
+
+    base = rng.standard_normal((16, 8)).astype("float32")
+    b = np.zeros((16, 4), "float32")
+    cpu(main, execution_backend=execution_backend)(base[:, 2:6], b)
+    np.testing.assert_allclose(b, base[:, 2:6] * 3.0, rtol=1e-6)
+
+
+# -- T.im2col --------------------------------------------------------------------------------
+def conv_kernel(N, C, H, W, F, K, S, D, P, bM=32, bN=32, bK=16):
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+    @T.prim_func
+    def main(data: T.Tensor((N, H, W, C), "float32"), kernel: T.Tensor((K, K, C, F), "float32"),
+             out: T.Tensor((N, OH, OW, F), "float32")):
+        with T.Kernel(T.ceildiv(F, bN), T.ceildiv(N * OH * OW, bM), threads=64) as (bx, by):
+            data_shared = T.alloc_shared((bM, bK), "float32")
+            kernel_shared = T.alloc_shared((bK, bN), "float32")
+            acc = T.alloc_fragment((bM, bN), "float32")
+            kernel_flat = T.reshape(kernel, (K * K * C, F))
+            out_flat = T.reshape(out, (N * OH * OW, F))
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K * K * C, bK), num_stages=2):
+                T.im2col(data, data_shared, by, k, K, S, D, P)
+                T.copy(kernel_flat[k * bK, bx * bN], kernel_shared)
+                T.gemm(data_shared, kernel_shared, acc)
+            T.copy(acc, out_flat[by * bM, bx * bN])
+
+    return main, (OH, OW)
+
+
+def conv_reference(x, w, S, D, P):
+    N, H, W, C = x.shape
+    K, _, _, F = w.shape
+    xp = np.pad(x, ((0, 0), (P, P), (P, P), (0, 0)))
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+    out = np.zeros((N, OH, OW, F), "float64")
+    for kh in range(K):
+        for kw in range(K):
+            patch = xp[:, kh * D: kh * D + S * (OH - 1) + 1: S, kw * D: kw * D + S * (OW - 1) + 1: S, :]
+            out += patch @ w[kh, kw]
+    return out
+
+
+@pytest.mark.parametrize("S,D,P", [(1, 1, 1), (2, 2, 0)])
+def test_im2col_convolution_matches_numpy(S, D, P):
+    N, C, H, W, F, K = 2, 6, 9, 7, 20, 3
+    func, (OH, OW) = conv_kernel(N, C, H, W, F, K, S, D, P)
+    x = rng.standard_normal((N, H, W, C)).astype("float32")
+    w = rng.standard_normal((K, K, C, F)).astype("float32")
+    out = np.zeros((N, OH, OW, F), "float32")
+    cpu(func)(x, w, out)
+    np.testing.assert_allclose(out, conv_reference(x, w, S, D, P), rtol=1e-4, atol=1e-4)
+    assert T.c2d_im2col is T.im2col
+
+
+def test_im2col_lowers_for_cuda():
+    func, _ = conv_kernel(1, 8, 8, 8, 32, 3, 1, 1, 1)
+    assert "condval = data_ptr[" in cuda_source(func)  # the guarded (padding-aware) image read
+
+
+# -- layouts ---------------------------------------------------------------------------------
+def test_layout_and_fragment_evaluate_their_maps():
+    transpose = Layout((4, 8), lambda i, j: [j, i])
+    assert [int(x) for x in transpose.get_output_shape()] == [8, 4]
+    assert [int(x) for x in transpose.map_forward_index([1, 2])] == [2, 1]
+    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i * 2 + j // 4, forward_index_fn=lambda i, j: j % 4)
+    assert int(frag.get_thread_size()) == 32 and int(frag.map_forward_thread([3, 5])) == 7
+    replicated = Fragment((16,), forward_fn=lambda i, rep: (i % 4 + rep * 4, i // 4), replicate=2)
+    assert int(replicated.get_thread_size()) == 8 and int(replicated.map_forward_thread([5], 1)) == 5
+
+
+def layout_kernel(layout_of):
+    @T.prim_func
+    def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            s = T.alloc_shared((16, 8), "float32")
+            f = T.alloc_fragment((16, 8), "float32")
+            T.annotate_layout(layout_of(s, f))
+            T.copy(A, s)
+            T.copy(s, f)
+            for i, j in T.Parallel(16, 8):
+                f[i, j] = f[i, j] + 1.0
+            T.copy(f, B)
+    return main
+
+
+def test_row_major_layout_and_fragment_hint_are_accepted():
+    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: (i * 8 + j) % 32, forward_index_fn=lambda i, j: (i * 8 + j) // 32)
+    func = layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [i, j]), f: frag})
+    a = rng.standard_normal((16, 8)).astype("float32")
+    b = np.zeros((16, 8), "float32")
+    cpu(func)(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    assert "B_ptr[" in cuda_source(func)  # lowers for CUDA too (the hint changes nothing)
+
+
+def test_layouts_that_cannot_be_honoured_are_refused():
+    with pytest.raises(LanguageError, match=r"order other than row-major is not implemented; use .*make_swizzled_layout"):
+        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, i])})
+    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i, forward_index_fn=lambda i, j: j)
+    with pytest.raises(LanguageError, match="a Fragment describes registers of a T.alloc_fragment buffer"):
+        layout_kernel(lambda s, f: {s: frag})
+
+
+# -- T.sync_threads --------------------------------------------------------------------------
+def test_sync_threads_is_a_block_barrier_on_cuda():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            s[tx] = A[tx]
+            T.sync_threads()
+            B[tx] = s[127 - tx]
+
+    assert "__syncthreads();" in cuda_source(main)
+    with pytest.raises(LanguageError, match="named barriers are not supported"):
+        T.sync_threads(1, 128)
+
+
+# -- T.print / T.device_assert ---------------------------------------------------------------
+def print_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((2, 3), "float32"), N: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            T.print(A, msg="A is")
+            T.print(N[0] * 2, msg="twice N %")
+            T.print(msg="done")
+            T.device_assert(N[0] < 5, "N below 5")
+    return main
+
+
+def test_print_and_device_assert_on_the_cpu(capfd):
+    a = np.arange(6, dtype="float32").reshape(2, 3)
+    tilelang.compile(print_kernel(), target="llvm")(a, np.array([7], "int32"))
+    out = capfd.readouterr().out.splitlines()
+    assert out[:6] == [f"A is A[{i}, {j}] = {a[i, j]:f}" for i in range(2) for j in range(3)]
+    assert out[6:] == ["twice N %: 14", "done", "device_assert failed: N below 5"]
+
+
+def test_print_on_cuda_is_device_printf():
+    src = cuda_source(print_kernel())
+    assert 'printf("twice N %%: %lld%c"' in src and 'printf("device_assert failed: N below 5%c"' in src
+
+
+def test_print_refuses_messages_it_cannot_quote():
+    with pytest.raises(LanguageError, match="without quotes, backslashes or newlines"):
+        T.print(msg='say "hi"')
+
+
+# -- upstream names not provided -------------------------------------------------------------
+@pytest.mark.parametrize("name,advice", [
+    ("tma_copy", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
+    ("alloc_barrier", "use T.sync_threads"),
+    ("alloc_tmem", "Blackwell"),
+    ("shfl_xor", "from tilelang.cuda import language as T"),
+])
+def test_upstream_only_names_raise_a_language_error(name, advice):
+    with pytest.raises(LanguageError, match=advice):
+        getattr(T, name)
+    assert not hasattr(T, "surely_not_a_tilelang_name")
+
+
+def test_upstream_only_name_in_a_kernel_names_itself():
+    with pytest.raises(LanguageError, match=r"T.mbarrier_wait_parity is a Hopper"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                T.mbarrier_wait_parity(0, 0)
+
+
+def test_nvcc_compiles_the_cuda_of_these_primitives():
+    pytest.importorskip("tilelang.cuda")
+    from tilelang.cuda import toolchain
+
+    if toolchain.nvcc_path() is None:
+        pytest.skip("nvcc is not installed")
+    for name, func in [("prints", print_kernel()), ("views", view_kernel()), ("vars", var_kernel(8)),
+                       ("im2col", conv_kernel(1, 8, 8, 8, 32, 3, 1, 1, 1)[0])]:
+        assert toolchain._compile_nvcc(cuda_source(func), "sm_90", name)[:4] == b"\x7fELF"
