@@ -238,6 +238,15 @@ class TestErrors:
                 with T.Kernel(1):
                     pass
 
+    def test_declarations_without_a_kernel_frame(self):
+        with pytest.raises(LanguageError, match=r"eager kernel 'k' \(.*test_eager_jit.py:\d+\) "
+                                                r"declares tensors .* but has no top-level "
+                                                r"`with T.Kernel\(...\)`"):
+            @tilelang.jit
+            def k(A):
+                A: T.Tensor((4,), T.float32)
+                return A
+
     def test_returning_an_input(self):
         @tilelang.jit(target="cpu")
         def k(A):

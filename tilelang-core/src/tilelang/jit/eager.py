@@ -202,7 +202,8 @@ class EagerFunction:
         return tuple(_frozen(k, v, self.source.name) for k, v in statics.items())
 
     # -- running the declarations -------------------------------------------------------
-    def _declare(self, statics: Mapping[str, Any], build: EagerBuild) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _declare(self, statics: Mapping[str, Any], build: EagerBuild
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run the declarations; return (their locals, the input tensors' buffers)."""
         namespace = dict(self.func.__globals__)
         namespace.update(inspect.getclosurevars(self.func).nonlocals)
@@ -271,7 +272,8 @@ class EagerFunction:
         return template
 
     # -- building -----------------------------------------------------------------------
-    def _prim_func(self, statics: Mapping[str, Any], values: Mapping[str, int]) -> tuple[Any, tuple[str, ...]]:
+    def _prim_func(self, statics: Mapping[str, Any], values: Mapping[str, int]
+                   ) -> tuple[Any, tuple[str, ...]]:
         """The specialized PrimFunc and its output names."""
         build = EagerBuild(self.source.name, values)
         local_values, buffers = self._declare(statics, build)
@@ -293,8 +295,8 @@ class EagerFunction:
 
     def _parse(self, params: list[str], namespace: dict[str, Any]) -> Any:
         fdef = self.source.function
-        args = [ast.copy_location(ast.arg(p, ast.copy_location(ast.Name(_PARAM.format(p), ast.Load()), fdef)), fdef)
-                for p in params]
+        annotations = [ast.copy_location(ast.Name(_PARAM.format(p), ast.Load()), fdef) for p in params]
+        args = [ast.copy_location(ast.arg(p, a), fdef) for p, a in zip(params, annotations)]
         kernel_def = ast.FunctionDef(
             name=fdef.name, body=list(self.source.kernel), returns=None, type_comment=None,
             decorator_list=[ast.copy_location(ast.Name(_PRIM_FUNC, ast.Load()), fdef)],

@@ -49,9 +49,6 @@ class EagerSource:
     function: ast.FunctionDef
     returns: tuple[str, ...] | None  # names in the final `return`; None: no return
 
-    def where(self, node: ast.AST) -> str:
-        return f"{self.filename}:{self.first_line + getattr(node, 'lineno', 1) - 1}"
-
 
 def _function_source(func: Any) -> tuple[str, int, int, str] | None:
     """(dedented text, first line, indent, file) the way TVMScript's Source reads it, so
@@ -70,9 +67,22 @@ def _function_source(func: Any) -> tuple[str, int, int, str] | None:
 
 
 def _is_tensor_annotation(node: ast.expr | None) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node.value if isinstance(node, ast.Subscript) else None
+    if isinstance(node, ast.Call):
+        target = node.func
+    else:
+        target = node.value if isinstance(node, ast.Subscript) else None
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
     return name in _TENSOR_ANNOTATIONS
+
+
+def _declares(stmt: ast.stmt) -> bool:
+    """Whether a top-level statement is an eager declaration: a bare annotation or a call of
+    ``T.const`` / ``T.empty``."""
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
+        return True
+    value = getattr(stmt, "value", None)
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("const", "empty"))
 
 
 def _returned_names(node: ast.Return, name: str) -> tuple[str, ...]:
@@ -140,9 +150,17 @@ def read_eager_source(func: Any) -> EagerSource | None:
         return None
     split = next((i for i, s in enumerate(fdef.body) if isinstance(s, (ast.With, ast.AsyncWith))), None)
     if split is None:
+        if any(_declares(stmt) for stmt in fdef.body):
+            raise LanguageError(
+                f"eager kernel {fdef.name!r} ({filename}:{first_line + fdef.lineno - 1}) declares "
+                "tensors (annotations, T.const, T.empty) but has no top-level `with T.Kernel(...)`; "
+                "write the kernel in the function's body after the declarations (a kernel inside a "
+                "T.macro called from the body is not supported)")
         return None
     name = fdef.name
-    where = lambda node: f"{filename}:{first_line + node.lineno - 1}"  # noqa: E731
+
+    def where(node: ast.AST) -> str:
+        return f"{filename}:{first_line + node.lineno - 1}"
 
     signature = inspect.signature(func)
     for p in signature.parameters.values():

@@ -75,7 +75,8 @@ class EagerBuild:
     def const(self, name: str, dtype: str) -> Any:
         if self.values is None:
             if name not in self.consts:
-                self.consts[name] = placeholder(len(self.consts)) if self.numbers else tirx.Var(name, str(dtype))
+                numbered = self.numbers
+                self.consts[name] = placeholder(len(self.consts)) if numbered else tirx.Var(name, str(dtype))
             return self.consts[name]
         if name not in self.values:  # the JIT resolves every name it saw in the first run
             raise LanguageError(f"kernel {self.kernel!r}: T.const {name!r} has no value; pass "
