@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -182,8 +183,10 @@ def test_autotune_decorator_over_jit(monkeypatch):
 def test_autotune_reports_every_failure(monkeypatch):
     monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
 
-    def slow_reference(a, b):
-        time.sleep(1.0)
+    release = threading.Event()
+
+    def slow_reference(a, b):  # blocks until the tuner has given up on it
+        release.wait(10.0)
         return a @ b
 
     tuner = _tuner(64, 64, 64, CONFIGS[:2]).set_profile_args(ref_prog=slow_reference, timeout=0.2)
@@ -192,9 +195,29 @@ def test_autotune_reports_every_failure(monkeypatch):
                                             r"TimeoutError: timed out after 0.2 s") as info:
         tuner.run(warmup=1, rep=1)
     assert [t.stage for t in info.value.trials] == ["check", "check"]
+    release.set()
+    for thread in threading.enumerate():  # the timed-out checks finish in the background
+        if thread.name == "tilelang-autotune-bench":
+            thread.join()
 
     with pytest.raises(tilelang.TileLangError, match=r"config 0 .* has keys \['block_Q'\] that the builder "
                                                      r"does not take; its parameters are"):
         _tuner(64, 64, 64, [{"block_Q": 1}]).run()
     with pytest.raises(tilelang.TileLangError, match="wraps a @tilelang.jit function, got function"):
         tilelang.autotune(configs=CONFIGS)(_gemm)
+
+
+def test_set_autotune_inputs_supplies_what_the_signature_cannot(monkeypatch):
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    tuner = AutoTuner.from_kernel(kernel=lambda block=None: kernels.saxpy(256, block),
+                                  configs=[{"block": 32}, {"block": 64}])
+    tuner.console = Console(file=io.StringIO())
+    with pytest.raises(AutotuneError, match=r"check failed: TileLangError: parameter 'a' is a scalar"):
+        tuner.set_profile_args(warmup=1, rep=1).run()  # a scalar cannot be generated
+
+    x, y = torch.ones(256), torch.zeros(256)
+    with tilelang.autotuner.set_autotune_inputs(x, y, 2.0):
+        result = tuner.set_profile_args(warmup=1, rep=1).run()
+    assert result.config in ({"block": 32}, {"block": 64}) and all(t.ok for t in result.trials)
+    assert torch.all(y > 0)  # the kernel ran on the captured tensors (y += 2 x, in place)
+    assert tilelang.autotuner.get_autotune_inputs() is None

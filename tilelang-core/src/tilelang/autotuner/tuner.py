@@ -21,6 +21,7 @@ from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
 from . import compile_pool, result_cache
 from .bench_loop import BenchLoop
+from .capture import get_autotune_inputs
 from .param import AutotuneResult, CompileArgs, ProfileArgs, Trial
 
 log = logging.getLogger("tilelang.autotuner")
@@ -82,7 +83,11 @@ class AutoTuner:
                          atol: float = 1e-2, max_mismatched_ratio: float = 0.01,
                          skip_check: bool = False, manual_check_prog: Callable[..., Any] | None = None,
                          cache_input_tensors: bool = False, backend: str = "event") -> AutoTuner:
-        """How configurations are checked and timed (see ProfileArgs)."""
+        """How configurations are checked and timed (see ProfileArgs). Inside
+        ``with set_autotune_inputs(...)`` the captured inputs replace supply_prog."""
+        captured = get_autotune_inputs()
+        if captured is not None:
+            supply_prog = captured
         self.profile_args = ProfileArgs(warmup, rep, timeout, supply_type, ref_prog, supply_prog, rtol,
                                         atol, max_mismatched_ratio, skip_check, manual_check_prog,
                                         cache_input_tensors, backend)
@@ -138,17 +143,23 @@ class AutoTuner:
     # -- the run -------------------------------------------------------------------------
     def run(self, warmup: int | None = None, rep: int | None = None, timeout: float | None = None,
             use_pipeline: bool = False, enable_grouped_compile: bool = False,
-            group_compile_size: int = 1, early_stop: bool = False,
+            group_compile_size: int = 1, benchmark_devices: Sequence[int] | None = None,
+            benchmark_multi_gpu: bool = False, early_stop: bool = False,
             early_stop_factor: float = 2.0) -> AutotuneResult:
         """Tune and return the best configuration (``warmup`` / ``rep`` / ``timeout``
         override set_profile_args'). use_pipeline: time each configuration as soon as it is
         compiled; enable_grouped_compile: a worker takes ``group_compile_size``
         configurations at a time; early_stop: skip the full timing of a configuration whose
-        estimate is ``early_stop_factor`` times the best so far."""
+        estimate is ``early_stop_factor`` times the best so far. benchmark_multi_gpu /
+        benchmark_devices: accepted for upstream's scripts; configurations are timed one
+        after another on the current device (a warning says so)."""
         from ..backend.module import create_backend_context
 
         if early_stop and early_stop_factor < 1.0:
             raise TileLangError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
+        if benchmark_multi_gpu or benchmark_devices:
+            log.warning("tilelang autotuner: benchmarking on several devices is not supported; "
+                        "timing every configuration on the current device")
         overrides = {k: v for k, v in dict(warmup=warmup, rep=rep, timeout=timeout).items() if v is not None}
         profile = replace(self.profile_args, **overrides)
         self.profile_args = profile
