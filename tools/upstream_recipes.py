@@ -139,9 +139,10 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("gemm/example_gemm.py", (
         Kernel("matmul", kwargs=dict(M=1024, N=1024, K=1024, **_GEMM),
                cpu=_gemm_case(128, 128, 64, block_M=64, block_N=64, block_K=32)),)),
-    Recipe("quickstart.py", (
-        Kernel("matmul", kwargs=dict(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32)),),
-        run=Call("__main__")),
+    Recipe("flash_attention/example_mha_fwd_varlen.py", (
+        # UQ/UKV (total tokens) depend on main()'s random padding; 4 x 512 tokens, 3/4 kept
+        Kernel("flashattn", (4, 1536, 1536, 16, 64, False), _MHA_BHSD),),
+        run=Call("main", kwargs=dict(batch=4, heads=16, seq_len=512, dim=64, causal=False))),
     Recipe("gemm/example_gemm_persistent.py", (
         Kernel("matmul_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
                                                 block_K=64, threads=256, num_stages=3)),
@@ -191,7 +192,9 @@ RECIPES: tuple[Recipe, ...] = (
                            ref=_attn_bhsd_ref)),)),
     Recipe("flash_attention/example_mha_fwd_bshd.py", (
         Kernel("flashattn", (1, 32, 256, 128, False), dict(block_M=128, block_N=128, num_stages=1,
-                                                           threads=128)),),
+                                                           threads=128),
+               cpu=CpuCase(args=(1, 2, 128, 64, False), ref=_attn_bshd_ref,
+                           inputs=lambda g: [_randn(g, 1, 128, 2, 64, dtype="float16") for _ in range(3)])),),
         run=Call("main", kwargs=dict(batch=1, seq_len=256))),
     Recipe("flash_attention/example_gqa_fwd_bshd.py", (
         Kernel("flashattn", (1, 16, 1024, 128, False), dict(groups=16, block_M=64, block_N=64,
@@ -228,7 +231,10 @@ RECIPES: tuple[Recipe, ...] = (
                (Tensor((1024, 1024), "bfloat16"), Tensor((2,), "int32"), 896, 4)),),
         run=Call("main", kwargs=dict(M=1024, N=1024, BG=2, blk_m=4, batch_sizes=[128, 896]))),
     Recipe("gemv/example_gemv.py", (
-        Kernel("naive_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128)),
+        Kernel("naive_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128),
+               cpu=CpuCase(kwargs=dict(N=256, K=256), out_idx=(-1,),
+                           inputs=lambda g: [_randn(g, 256, dtype="float16"), _randn(g, 256, 256, dtype="float16")],
+                           ref=lambda a, b: (b.float() @ a.float()).half())),
         Kernel("naive_splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32)),
         Kernel("splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32, reduce_threads=32)),
         Kernel("splitk_gemv_vectorized", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32)),
@@ -246,7 +252,11 @@ RECIPES: tuple[Recipe, ...] = (
                                                  enable_rasteration=ModAttr("DEFAULT_ENABLE_RASTERIZATION"))),)),
     Recipe("dynamic_shape/example_dynamic.py", (
         Kernel("matmul_dynamic_mnk", (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 32, False, False,
-                                      "float16", "float16", "float32", 3, 128)),),
+                                      "float16", "float16", "float32", 3, 128),
+               cpu=CpuCase(args=(Tensor((128, 64)), Tensor((64, 96)), 64, 64, 32, False, False,
+                                 "float16", "float16", "float32", 2, 128), out_idx=(-1,), ref=_mm_ref,
+                           inputs=lambda g: [_randn(g, 128, 64, dtype="float16"),
+                                             _randn(g, 64, 96, dtype="float16")])),),
         run=Call("main", kwargs=dict(M=1024, N=1024, K=1024))),
     Recipe("hadamard_transform/example_hadamard.py", (
         Kernel("hadamard", (Tensor((64, 32768), "float32"), 32768, "float32")),), run=Call("__main__")),
