@@ -5,6 +5,7 @@ with numpy/torch; compilations are counted through tilelang.jit.compile."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 
@@ -170,6 +171,22 @@ def test_classic_builders_keep_their_behaviour():
 
     assert not add.is_eager
     kernel = add(4, 8)
+
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def scaled(M, N):
+        with contextlib.nullcontext():  # a `with` beside the T.prim_func keeps it classic
+            factor = 3.0
+
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+            with T.Kernel(M, threads=32) as bx:
+                for j in T.Parallel(N):
+                    C[bx, j] = A[bx, j] * factor
+
+        return main
+
+    assert not scaled.is_eager
+    np.testing.assert_allclose(scaled(4, 8)(rand(4, 8)), rand(4, 8) * 3.0, rtol=1e-6, atol=0)
     assert kernel is add(4, 8) and kernel is add.compile(4, 8)
     a = rand(4, 8)
     np.testing.assert_allclose(kernel(a), a * 3.0, rtol=1e-6, atol=0)

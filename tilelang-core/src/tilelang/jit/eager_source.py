@@ -10,8 +10,8 @@ An eager kernel's body has two parts:
 
 Python does not evaluate a bare annotation inside a function (PEP 526), which is why the
 declarations are recompiled here with each ``A: X`` turned into ``A = __tilelang_tensor__("A", X)``.
-A builder with no top-level ``with`` (the classic style, returning a ``T.prim_func``) is
-not eager: :func:`read_eager_source` returns None for it.
+A builder with no top-level ``with``, or one defining a ``@T.prim_func`` (the classic style,
+returning it), is not eager: :func:`read_eager_source` returns None for it.
 """
 
 from __future__ import annotations
@@ -73,6 +73,17 @@ def _is_tensor_annotation(node: ast.expr | None) -> bool:
         target = node.value if isinstance(node, ast.Subscript) else None
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
     return name in _TENSOR_ANNOTATIONS
+
+
+def _is_prim_func_def(stmt: ast.stmt) -> bool:
+    """``@T.prim_func def main(...)`` (or ``@T.prim_func(...)``) in the builder's body."""
+    if not isinstance(stmt, ast.FunctionDef):
+        return False
+    for decorator in stmt.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if getattr(target, "attr", getattr(target, "id", None)) == "prim_func":
+            return True
+    return False
 
 
 def _declares(stmt: ast.stmt) -> bool:
@@ -148,6 +159,8 @@ def read_eager_source(func: Any) -> EagerSource | None:
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, ast.FunctionDef):
         return None
+    if any(_is_prim_func_def(stmt) for stmt in fdef.body):
+        return None  # a classic builder, whatever `with` statements it has around its kernel
     split = next((i for i, s in enumerate(fdef.body) if isinstance(s, (ast.With, ast.AsyncWith))), None)
     if split is None:
         if any(_declares(stmt) for stmt in fdef.body):
