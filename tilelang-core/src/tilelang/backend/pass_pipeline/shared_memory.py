@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import tvm_ffi
-
 from .pipeline import prim_func_pass
 
 #: smallest shared allocation MergeSharedMemoryAllocations plans correctly (bytes)
@@ -21,6 +19,7 @@ MIN_SHARED_BYTES = 8
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     import tvm
+    import tvm_ffi  # here, not at import: `import tilelang` stays free of TVM
     from tvm import tirx
 
     widened: dict[Any, Any] = {}
