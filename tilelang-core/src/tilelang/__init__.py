@@ -27,6 +27,7 @@ from .errors import (
     TileLangError,
 )
 from .jit import JITKernel, compile, jit, lower
+from .math import cdiv, next_power_of_2  # upstream exports them at top level
 from .plugins import load_plugins
 
 __all__ = [

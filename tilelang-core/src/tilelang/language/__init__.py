@@ -31,8 +31,10 @@ from .dtypes import dtype
 from .eager import const, empty  # the eager @tilelang.jit style's declarations
 from .ext import ext
 from .frontend import normalize as _normalize
+from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
+from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
 from .symbolic import dynamic, symbolic
 from .tile import (
@@ -116,8 +118,11 @@ __all__ = [
     "Layout",
     "Parallel",
     "Pipelined",
+    "Serial",
     "StridedTensor",
     "Tensor",
+    "Unroll",
+    "Vectorized",
     "access_ptr",
     "alloc_fragment",
     "alloc_global",
@@ -141,6 +146,7 @@ __all__ = [
     "copy",
     "cumsum",
     "device_assert",
+    "disable_warp_group_reg_alloc",
     "dtype",
     "dynamic",
     "ext",
@@ -150,6 +156,7 @@ __all__ = [
     "get_thread_binding",
     "im2col",
     "make_tensor",
+    "no_set_max_nreg",
     "prim_func",
     "print",
     "reduce",
@@ -162,9 +169,12 @@ __all__ = [
     "reduce_min",
     "reduce_sum",
     "reshape",
+    "serial",
     "symbolic",
     "sync_threads",
     "transpose",
+    "unroll",
     "use_swizzle",
+    "vectorized",
     "view",
 ]

@@ -10,10 +10,28 @@ from tvm import tirx
 from .ops import PARALLEL_EXTENT, is_call_to
 
 
+def _unit_step(loop: Any) -> Any:
+    """``for i in T.serial(start, stop, step)`` as a loop of step 1 over
+    ``ceildiv(stop - start, step)`` iterations with ``i = start + k * step``: the backends'
+    passes rebuild loops from (var, min, extent, kind), which would drop the step."""
+    step = getattr(loop, "step", None)
+    if step is None or (isinstance(step, tirx.IntImm) and step.value == 1):
+        return loop
+    var = loop.loop_var
+    k = tirx.Var(var.name, var.ty)
+    body = tvm_ffi.structural_map(
+        loop.body, (tirx.Var, lambda v: loop.min + k * step if v.same_as(var) else v), order="post")
+    extent = tirx.ceildiv(loop.extent, step)
+    return tirx.For(k, tirx.const(0, str(var.ty)), extent, loop.kind, body,
+                    annotations=loop.annotations)
+
+
 def normalize(func: Any) -> Any:
-    """Turn loops written with T.Parallel into ``ForKind.PARALLEL`` loops."""
+    """Turn loops written with T.Parallel into ``ForKind.PARALLEL`` loops, and stepped
+    loops into unit-step ones."""
 
     def on_for(loop: Any) -> Any:
+        loop = _unit_step(loop)
         if not is_call_to(loop.extent, PARALLEL_EXTENT):
             return loop
         return tirx.For(

@@ -11,12 +11,16 @@ from ..errors import LanguageError
 from .ops import PARALLEL_EXTENT
 
 
-def Parallel(*extents: Any) -> Any:
+def Parallel(*extents: Any, coalesced_width: int | None = None, loop_layout: Any = None,
+             prefer_async: bool | None = None, annotations: dict | None = None) -> Any:
     """``for i, j in T.Parallel(M, N)``: a data-parallel loop nest over a tile.
 
     Each iteration is independent; the backend decides how the nest runs (CPU: the thread
-    pool and SIMD; GPU: partitioned across the block's threads).
+    pool and SIMD; GPU: partitioned across the block's threads). Upstream's hints
+    (``coalesced_width``, ``loop_layout``, ``prefer_async``, ``annotations``) are accepted
+    and leave that choice to the backend.
     """
+    del coalesced_width, loop_layout, prefer_async, annotations
     if not extents:
         raise LanguageError("T.Parallel needs at least one extent")
     # TVMScript's `for` only takes a ForFrame; a multi-variable one is T.grid. The marker

@@ -72,9 +72,24 @@ def _const(value: Any, dtype: str) -> Any:
     return tirx.const(value, dtype) if isinstance(value, (int, float, bool)) else value
 
 
-def copy(src: Any, dst: Any) -> None:
+#: how a backend should move a tile; upstream's hints, which no backend here needs to be told
+COPY_INSTRUCTIONS = (None, "tma", "cp_async", "sync")
+
+
+def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma: bool = False,
+         eviction_policy: str | None = None, prefer_instruction: str | None = None,
+         annotations: dict | None = None, loop_layout: Any = None) -> None:
     """Copy a tile between global, shared and fragment storage; the parts of a tile that
-    fall outside a global tensor read as zero and are not written."""
+    fall outside a global tensor read as zero and are not written.
+
+    Upstream's keyword hints are accepted and change no result: ``disable_tma`` (no backend
+    here copies through TMA), ``coalesced_width`` and ``loop_layout`` (the backend chooses
+    the vector width and the thread mapping), ``eviction_policy``, ``prefer_instruction``
+    and ``annotations``."""
+    del coalesced_width, disable_tma, eviction_policy, annotations, loop_layout
+    if prefer_instruction not in COPY_INSTRUCTIONS:
+        raise LanguageError(f"T.copy: prefer_instruction={prefer_instruction!r} is not one of "
+                            f"{COPY_INSTRUCTIONS[1:]}")
     src_ext, dst_ext = _extents(src), _extents(dst)
     _emit(TILE_OPS["copy"], _region(src, dst_ext, "T.copy source"), _region(dst, src_ext, "T.copy destination"))
 
@@ -226,10 +241,16 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True) -
               tirx.const(SWIZZLE_ORDERS.index(order), "int32"))
 
 
-def Pipelined(n: Any, num_stages: int = 0, order: Any = None, stage: Any = None,
-              sync: Any = None, group: Any = None) -> Any:
-    """``for k in T.Pipelined(n, num_stages=3)``: a serial loop whose iterations a backend
-    may overlap (software pipelining of its copies). The annotation carries the stages;
-    backends without a pipeliner run the loop as written."""
+def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = None, stage: Any = None,
+              sync: Any = None, group: Any = None, annotations: dict | None = None) -> Any:
+    """``for k in T.Pipelined(n, num_stages=3)`` (or ``T.Pipelined(start, stop, ...)``): a
+    serial loop whose iterations a backend may overlap (software pipelining of its copies).
+    The annotation carries the stages; backends without a pipeliner, and loops that do not
+    start at 0, run as written. Upstream's manual schedule (``order``/``stage``/``sync``/
+    ``group``) is accepted: the CUDA pipeliner derives its own."""
     del order, stage, sync, group
-    return _ib.serial(0, n, annotations={"num_stages": int(num_stages)} if num_stages else None)
+    start, stop = (0, start) if stop is None else (start, stop)
+    merged = dict(annotations or {})
+    if num_stages:
+        merged["num_stages"] = int(num_stages)
+    return _ib.serial(start, stop, annotations=merged or None)

@@ -34,8 +34,8 @@ _add("alloc_barrier alloc_cluster_barrier mbarrier_arrive mbarrier_arrive_expect
      "mbarrier_wait_parity barrier_arrive barrier_wait ptx_arrive_cluster_barrier named_barrier_arrive",
      _HOPPER, "use T.sync_threads() for a block-wide barrier; for producer/consumer overlap, " + _PIPELINE_ADVICE)
 _add("ws ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
-     "annotate_ws_schedule set_max_nreg inc_max_nreg dec_max_nreg no_set_max_nreg "
-     "annotate_producer_reg_dealloc annotate_consumer_reg_alloc disable_warp_group_reg_alloc "
+     "annotate_ws_schedule set_max_nreg inc_max_nreg dec_max_nreg "
+     "annotate_producer_reg_dealloc annotate_consumer_reg_alloc "
      "get_warp_group_idx",
      f"{_HOPPER} (warp specialization)",
      "write the kernel without warp roles: " + _PIPELINE_ADVICE)

@@ -1,0 +1,59 @@
+"""Upstream TileLang spellings of loops, copies and hints that change no result here."""
+
+import numpy as np
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LanguageError
+
+
+def _stepped_loops():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.disable_warp_group_reg_alloc()
+            S = T.alloc_shared((64,), "float32")
+            T.copy(A, S, disable_tma=True, coalesced_width=4, eviction_policy="evict_first")
+            for i in T.Serial(0, 64, 2):
+                B[i] = S[i] * 2
+            for i in T.Unroll(1, 64, 2):
+                B[i] = S[i] * 3
+            for k in T.Pipelined(2, 4, num_stages=2):
+                B[k] = B[k] + 1
+            for i in T.Parallel(8, coalesced_width=4):
+                B[i + 8] = B[i + 8] + 0
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["llvm", "c"])
+def test_stepped_serial_unroll_and_ranged_pipelined_loops(target):
+    backend = "cython" if target == "c" else "tvm_ffi"
+    kernel = tilelang.compile(_stepped_loops(), out_idx=[1], target=target, execution_backend=backend)
+    a = np.arange(64, dtype="float32")
+    expected = np.where(np.arange(64) % 2 == 0, a * 2, a * 3)
+    expected[2:4] += 1
+    np.testing.assert_array_equal(kernel(a), expected)
+
+
+def test_hints_lower_for_cuda_without_leaving_anything_behind():
+    source = tilelang.lower(_stepped_loops(), target={"kind": "cuda", "arch": "sm_90"}).device_source
+    assert "setmaxnreg" not in source and "__syncthreads" in source
+
+
+def test_unknown_copy_instruction_is_refused():
+    with pytest.raises(LanguageError, match=r"prefer_instruction='tmem' is not one of \('tma', 'cp_async', 'sync'\)"):
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=32):
+                T.copy(A, B, prefer_instruction="tmem")
+
+
+def test_python_side_size_helpers():
+    assert (tilelang.cdiv(7, 2), tilelang.cdiv(8, 2), tilelang.cdiv(0, 4)) == (4, 4, 0)
+    assert [tilelang.next_power_of_2(x) for x in (0, 1, 2, 5, 64, 65)] == [1, 1, 2, 8, 64, 128]
+    from tilelang.math import cdiv
+
+    assert cdiv is tilelang.cdiv
