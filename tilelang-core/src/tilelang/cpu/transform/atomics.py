@@ -39,6 +39,7 @@ from ...transform.lower_tile_ops import ATOMIC_USE_TMA_ATTR
 #: expressions that evaluate some operands only under a condition: an update hoisted out
 #: of one would happen unconditionally
 _CONDITIONAL = (tirx.Select, tirx.And, tirx.Or)
+_IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 
 def _op_name(node: Any) -> str | None:
@@ -91,7 +92,7 @@ class _Lowering:
 
     def _refuse_conditional(self, expr: Any) -> None:
         def check(node: Any) -> None:
-            operands = node.args[1:] if _op_name(node) == "tirx.if_then_else" else \
+            operands = node.args[1:] if _op_name(node) == _IF_THEN_ELSE.name else \
                 [node] if isinstance(node, _CONDITIONAL) else []
             if any(_op_name(c) == ATOMIC_RMW_ELEMENT for o in operands for c in _calls(o)):
                 self.errors.append(LanguageError(

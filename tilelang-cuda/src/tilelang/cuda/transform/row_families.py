@@ -27,6 +27,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.language.tile import REDUCE_KINDS
+from tilelang.transform.lower_tile_ops import reduce_combine, reduce_identity, reduce_operand
 from tvm import tirx
 from tvm.ir import TensorLoad
 
@@ -214,18 +215,14 @@ class RowFamilies:
         kind, clear = REDUCE_KINDS[int(args[2].value)], bool(args[4].value)
         dtype = str(dst.old.dtype)
         layout = src.layout
-        init = {"max": tirx.min_value(dtype), "min": tirx.max_value(dtype)}.get(kind, tirx.const(0, dtype))
+        init = reduce_identity(kind, dtype)  # the shared lowering's: one result whichever path runs
 
         def combine(x: Any, y: Any) -> Any:
-            if kind in ("max", "absmax"):
-                return tirx.max(x, y)
-            return tirx.min(x, y) if kind == "min" else x + y
+            return reduce_combine(kind, x, y)
 
         mi, h, ni, v = (self.var(n) for n in ("mi", "h", "ni", "v"))
         acc = tirx.decl_buffer((1,), dtype, name="row_acc", scope="local")
-        value = tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)]))
-        if kind in ("abssum", "absmax"):
-            value = tirx.abs(value)
+        value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)])))
         current = tirx.BufferLoad(acc, [0])
         own = unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value), [0])))
         shuffles = [tirx.BufferStore(acc, combine(current, shfl_xor(current, lanes)), [0]) for lanes in (1, 2)]

@@ -1,0 +1,202 @@
+"""CUDA source for atomics, bitwise reductions and T.transpose (no GPU needed): the atomic
+function each element op becomes, the tl_device.h helpers for the gaps, and that nvcc
+accepts the result."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang import LanguageError
+from tilelang.cuda import toolchain
+
+SM80 = {"kind": "cuda", "arch": "sm_80"}
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+HAS_NVCC = toolchain.nvcc_path() is not None
+
+
+def kernel_body(source: str) -> str:
+    """The generated kernels, without the prepended helper header."""
+    return source[source.index('extern "C" __global__'):]
+
+
+def element_kernel(kind: str, dtype: str, memory_order: str | None = None, return_prev: bool = False):
+    emit = getattr(T, f"atomic_{kind}")
+    n = 256
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), dtype), H: T.Tensor((8,), dtype), P: T.Tensor((n,), dtype)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                if return_prev:
+                    P[bx * 128 + i] = emit(H[i % 8], X[bx * 128 + i], memory_order=memory_order, return_prev=True)
+                else:
+                    emit(H[i % 8], X[bx * 128 + i], memory_order=memory_order)
+
+    return main
+
+
+@pytest.mark.parametrize("kind,dtype,function", [
+    ("add", "float16", "atomicAdd"), ("add", "bfloat16", "atomicAdd"), ("add", "int32", "atomicAdd"),
+    ("max", "int32", "atomicMax"), ("min", "uint32", "atomicMin"),
+    ("or", "int32", "atomicOr"), ("and", "uint32", "atomicAnd"), ("xor", "int32", "atomicXor"),
+    ("max", "float32", "tl_atomic_max"), ("min", "float16", "tl_atomic_min"), ("max", "bfloat16", "tl_atomic_max"),
+])
+def test_each_element_atomic_becomes_its_cuda_function(kind, dtype, function):
+    source = tilelang.lower(element_kernel(kind, dtype), target=SM80).device_source
+    assert f"{function}((&(H_ptr[" in kernel_body(source)
+    # CUDA's atomics come from the toolkit; only the gaps need tl_device.h
+    assert ("template <typename T> __device__ __forceinline__ T tl_atomic_max(" in source) == \
+        function.startswith("tl_")
+
+
+def test_return_prev_is_the_value_of_the_cuda_atomic():
+    source = kernel_body(tilelang.lower(element_kernel("add", "float32", return_prev=True), target=SM80).device_source)
+    assert re.search(r"P_ptr\[[^\]]+\] = atomicAdd\(\(&\(H_ptr\[", source)
+
+
+@pytest.mark.parametrize("order,index", [("acquire", 2), ("release", 3), ("seq_cst", 5)])
+def test_memory_orders_stronger_than_relaxed_are_fenced(order, index):
+    source = kernel_body(tilelang.lower(element_kernel("add", "float32", memory_order=order), target=SM80)
+                         .device_source)
+    assert f"tl_atomic_ordered({index}, atomicAdd((&(H_ptr[" in source
+    relaxed = kernel_body(tilelang.lower(element_kernel("add", "float32", memory_order="relaxed"), target=SM80)
+                          .device_source)
+    assert "tl_atomic_ordered" not in relaxed
+
+
+def load_store_kernel(dtype="float32"):
+    @T.prim_func
+    def main(Flag: T.Tensor((1,), dtype), Out: T.Tensor((128,), dtype)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                x = T.atomic_load(Flag[0], memory_order="acquire")
+                T.atomic_store(Out[i], x, memory_order="release")
+
+    return main
+
+
+def test_atomic_load_and_store_use_the_helpers():
+    source = kernel_body(tilelang.lower(load_store_kernel("float16"), target=SM80).device_source)
+    assert "tl_atomic_load((&(Flag_ptr[0])), 2)" in source and "tl_atomic_store((&(Out_ptr[" in source
+
+
+def test_a_type_without_an_atomic_is_named_with_the_alternatives():
+    with pytest.raises(LanguageError, match=r"T.atomic_max on H \(int64\): CUDA has atomic max for int32, uint32, "
+                                            r"float32, float64, float16, bfloat16; use one of those types"):
+        tilelang.lower(element_kernel("max", "int64"), target=SM80)
+
+
+def tile_atomic_kernel(use_tma: bool):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            tile = T.alloc_shared((32, 64), "float32")
+            T.copy(A[bx * 32, 0], tile)
+            T.atomic_add(C[bx * 32, 0], tile, use_tma=use_tma)
+            T.atomic_max(C[bx * 32, 0], tile)
+
+    return main
+
+
+def test_use_tma_is_served_by_element_atomics():
+    """This backend has no TMA bulk reduction: the same element atomics as without it."""
+    with_tma = tilelang.lower(tile_atomic_kernel(True), target=SM90).device_source
+    assert kernel_body(with_tma) == kernel_body(tilelang.lower(tile_atomic_kernel(False), target=SM90).device_source)
+    assert "atomicAdd((&(C_ptr[" in with_tma and "tl_atomic_max((&(C_ptr[" in with_tma
+
+
+def bitwise_and_transpose_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "int32"), R: T.Tensor((64,), "int32"), B: T.Tensor((32, 64), "int32")):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_shared((64, 32), "int32")
+            t = T.alloc_shared((32, 64), "int32")
+            rows = T.alloc_fragment((64,), "int32")
+            T.copy(A, tile)
+            T.reduce_bitxor(tile, rows, dim=1)
+            T.transpose(tile, t)
+            T.copy(rows, R)
+            T.copy(t, B)
+
+    return main
+
+
+def test_bitwise_reduction_and_transpose_lower_to_thread_loops():
+    source = kernel_body(tilelang.lower(bitwise_and_transpose_kernel(), target=SM90).device_source)
+    # the row's xor over its 32 columns, and the transposed shared-to-shared store
+    assert "acc3_ptr[0] = (acc3_ptr[0] ^ ((int*)buf_dyn_shmem_ptr)[" in source
+    assert "(((int)threadIdx.x) & 31) * 64)" in source and "*(int4*)(B_ptr" in source
+
+
+NVCC_KERNELS = {
+    "float_max_min": lambda: element_kernel("max", "float16", return_prev=True),
+    "ordered_add": lambda: element_kernel("add", "bfloat16", memory_order="seq_cst"),
+    "bit_xor": lambda: element_kernel("xor", "uint32", return_prev=True),
+    "load_store": lambda: load_store_kernel("bfloat16"),
+    "tile_atomics": lambda: tile_atomic_kernel(False),
+    "bitwise_transpose": bitwise_and_transpose_kernel,
+}
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", sorted(NVCC_KERNELS))
+def test_nvcc_compiles_the_atomics(name):
+    source = tilelang.lower(NVCC_KERNELS[name](), target=SM80).device_source
+    assert toolchain._compile_nvcc(source, "sm_80", name)[:4] == b"\x7fELF"
+
+
+# -- on a GPU (marked `gpu`, skipped without one) ------------------------------------------------
+_COMBINE = {"add": lambda a, b: a + b, "max": max, "min": min, "xor": lambda a, b: a ^ b}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,dtype", [("add", "float32"), ("add", "float16"), ("max", "float32"),
+                                        ("min", "bfloat16"), ("max", "int32"), ("xor", "int32")])
+def test_element_atomics_from_every_thread_land_on_the_gpu(kind, dtype):
+    """256 threads update 8 cells (thread e: cell e % 8) and keep the previous values. The
+    updates of a cell form one chain start -> ... -> final, so the previous values plus
+    the final value are the updated values plus the start (small integers: exact)."""
+    torch = pytest.importorskip("torch")
+    n = 256
+    kernel = tilelang.compile(element_kernel(kind, dtype, return_prev=True), target="cuda")
+    tdtype = getattr(torch, dtype)
+    x = torch.randint(-8, 8, (n,), device="cuda").to(tdtype)
+    h = torch.full((8,), 3, dtype=tdtype, device="cuda")
+    p = torch.empty(n, dtype=tdtype, device="cuda")
+    kernel(x, h, p)
+    xs, ps, hs = x.cpu().tolist(), p.cpu().tolist(), h.cpu().tolist()
+    combine = _COMBINE[kind]
+    for c in range(8):
+        mine = range(c, n, 8)
+        values = [3, *(xs[e] for e in mine)]
+        assert hs[c] == functools.reduce(combine, values), (kind, dtype, c)
+        assert sorted([ps[e] for e in mine] + [hs[c]]) == sorted([combine(ps[e], xs[e]) for e in mine] + [3])
+
+
+@pytest.mark.gpu
+def test_bitwise_reduction_and_transpose_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(bitwise_and_transpose_kernel(), out_idx=[1, 2], target="cuda")
+    a = torch.randint(-(1 << 30), 1 << 30, (64, 32), dtype=torch.int32, device="cuda")
+    r, b = kernel(a)
+    expected = a[:, 0].clone()
+    for j in range(1, 32):
+        expected ^= a[:, j]
+    assert torch.equal(r, expected) and torch.equal(b, a.t())
+
+
+@pytest.mark.gpu
+def test_tile_atomics_and_load_store_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    a = torch.randn(64, 64, device="cuda")
+    c = torch.full((64, 64), -1.0, device="cuda")
+    tilelang.compile(tile_atomic_kernel(True), target="cuda")(a, c)  # c = max(c + a, a)
+    torch.testing.assert_close(c, torch.maximum(a - 1, a), rtol=0, atol=0)
+    flag = torch.tensor([2.5], dtype=torch.bfloat16, device="cuda")
+    out = torch.zeros(128, dtype=torch.bfloat16, device="cuda")
+    tilelang.compile(load_store_kernel("bfloat16"), target="cuda")(flag, out)
+    assert torch.equal(out, torch.full_like(out, 2.5))
