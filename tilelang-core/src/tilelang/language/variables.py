@@ -2,11 +2,13 @@
 
 Upstream's ``x = T.alloc_var(dtype, init)`` is a one-element buffer used as a scalar:
 ``x = v`` and ``x += v`` store into it, ``x`` in an expression reads it, ``x[0]`` is the same
-element and ``T.clear(x)`` zeroes it. TVMScript's parser already treats a one-element buffer
-this way when the name is bound to the element (its ``scalar_wrapper`` convention); the
-handle returned here is such a wrapper that also answers ``x[0]`` and hands the element to
-TVM functions (``T.max(x, y)``), and it is wrapped in ``meta_var`` so the parser binds the
-handle itself rather than unwrapping it to the bare element.
+element and ``T.clear(x)`` zeroes it. The handle returned here *is* the element
+``buffer[0]`` (a ``TensorLoad`` subclass), so it goes wherever an expression goes: indices
+(``A[x]``, ``A[x, 0:64]``, which TVM converts only for real expressions), TVM functions
+(``T.max(x, y)``) and arithmetic. TVMScript's parser stores into a one-element buffer
+when an assignment's target evaluates to such an element; the handle is wrapped in
+``meta_var`` so the parser binds the handle itself and ``x[0]`` / ``T.clear(x)`` can
+still see the variable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tvm.ir import TensorLoad
 from tvm.script.ir_builder import ir as _ir
 from tvm.script.ir_builder import tirx as _ib
 from tvm.tirx.script.builder.ir import scalar_wrapper
+from tvm_ffi import Object
 
 from ..errors import LanguageError
 from .kernel import _ACTIVE
@@ -26,23 +29,29 @@ from .kernel import _ACTIVE
 _VAR_SCOPES = {"local.var": "local", "local": "local"}
 
 
-class LocalVar(scalar_wrapper):
-    """A scalar variable: reads are the element ``buffer[0]``; the parser stores on
-    assignment (see the module doc)."""
+class LocalVar(TensorLoad):
+    """A scalar variable: the expression ``buffer[0]``, remembering its buffer."""
 
-    def __init__(self, buffer: Any) -> None:
-        super().__init__(buffer[0])
-        self.buffer = buffer
+    buffer: Any
 
-    def __tvm_ffi_object__(self) -> TensorLoad:  # what FFI calls receive: the element
-        return self.scalar
+    @staticmethod
+    def of(buffer: Any) -> LocalVar:
+        # an FFI object cannot be built by a Python subclass's constructor: take over the
+        # handle of the element load instead (the object stays a TensorLoad to TVM)
+        handle = buffer[0]
+        if not isinstance(handle, Object):
+            raise LanguageError(f"T.alloc_var: internal: {buffer} did not yield an element load")
+        var = LocalVar.__new__(LocalVar)
+        var.__move_handle_from__(handle)
+        var.buffer = buffer
+        return var
 
     def __getitem__(self, index: Any) -> TensorLoad:
         indices = index if isinstance(index, tuple) else (index,)
         if len(indices) != 1 or not (isinstance(indices[0], int) and indices[0] == 0):
             raise LanguageError(f"T.alloc_var {self.buffer.name!r} holds one value: index it as [0], "
                                 f"not {list(indices)}")
-        return self.scalar
+        return self.buffer[0]
 
 
 def _parse_var_args(args: tuple[Any, ...], scope: str, init: Any) -> tuple[Any, str]:
@@ -83,7 +92,7 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     if str(getattr(getattr(init, "ty", None), "dtype", dtype)) != dtype:
         init = tirx.Cast(dtype, init)
     _ib.buffer_store(buffer, init, [0])
-    return _ir.meta_var(LocalVar(buffer))
+    return _ir.meta_var(LocalVar.of(buffer))
 
 
 def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Any:
