@@ -46,6 +46,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import (
         AllocateOnStack,
         KeepComputeFunctions,
+        LegalizeBoolCompare,
         LowerAtomics,
         LowerKernelLaunchToLoops,
         OutlineComputeFunction,
@@ -56,6 +57,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(),
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
+        LegalizeBoolCompare(),
         s_tir.transform.UnifyThreadBinding(),
         *flatten_and_vectorize(),
         tirx.transform.VerifyMemory(),

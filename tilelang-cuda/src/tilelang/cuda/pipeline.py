@@ -19,6 +19,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm.backend.cuda.transforms import LowerIket
 
     from .transform import (
+        HoistSharedReads,
         LowerAtomics,
         LowerTensorCoreGemm,
         PartitionParallelLoops,
@@ -34,6 +35,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         PartitionParallelLoops(),
         RasterizeBlocks(),
         *flatten_and_vectorize(),
+        HoistSharedReads(),
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
         PadTinySharedAllocations(),

@@ -2,6 +2,7 @@
 
 from .alignment import RelaxParamAlignment
 from .atomics import LowerAtomics
+from .bool_compare import LegalizeBoolCompare
 from .compute_function import (
     AllocateOnStack,
     KeepComputeFunctions,
@@ -12,6 +13,7 @@ from .launch_to_loops import LowerKernelLaunchToLoops
 __all__ = [
     "AllocateOnStack",
     "KeepComputeFunctions",
+    "LegalizeBoolCompare",
     "LowerAtomics",
     "LowerKernelLaunchToLoops",
     "OutlineComputeFunction",

@@ -2,8 +2,9 @@
 
 from .atomics import LowerAtomics
 from .fragments import PlaceFragments
+from .hoist_shared_reads import HoistSharedReads
 from .partition_parallel import PartitionParallelLoops
 from .rasterize import RasterizeBlocks
 from .tensor_core import LowerTensorCoreGemm
 
-__all__ = ["LowerAtomics", "LowerTensorCoreGemm", "PartitionParallelLoops", "PlaceFragments", "RasterizeBlocks"]
+__all__ = ["HoistSharedReads", "LowerAtomics", "LowerTensorCoreGemm", "PartitionParallelLoops", "PlaceFragments", "RasterizeBlocks"]

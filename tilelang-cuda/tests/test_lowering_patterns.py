@@ -1,0 +1,87 @@
+"""Lowering patterns from upstream TileLang's examples that once stopped the CUDA pipeline:
+each kernel here is a small one of our own with the same shape of code. Source checks and
+an nvcc compile; the CPU runs of the same patterns are in tilelang-core's
+tests/test_lowering_patterns.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.cuda import toolchain
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+
+
+def masked_block_sum(n_blocks: int = 4, block: int = 64, cols: int = 32):
+    """Block-sparse attention's skeleton: a mask copied into a fragment, tested with
+    ``if mask[k] != 0`` around a loop body that refills a shared tile every iteration."""
+
+    @T.prim_func
+    def kernel(Mask: T.Tensor((n_blocks,), T.bool), A: T.Tensor((n_blocks * block, cols), T.float32),
+               Out: T.Tensor((block, cols), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            mask = T.alloc_fragment([n_blocks], T.bool)
+            tile = T.alloc_shared([block, cols], T.float32)
+            acc = T.alloc_fragment([block, cols], T.float32)
+            T.copy(Mask, mask)
+            T.clear(acc)
+            for k in T.Pipelined(n_blocks, num_stages=1):
+                if mask[k] != 0:
+                    T.copy(A[k * block:(k + 1) * block, :], tile)
+                    for i, j in T.Parallel(block, cols):
+                        acc[i, j] += tile[block - 1 - i, j]  # rows other threads loaded
+            T.copy(acc, Out)
+
+    return kernel
+
+
+def _body(source: str) -> str:
+    return source[source.rindex("__global__"):]
+
+
+def test_a_shared_mask_in_an_if_condition_is_read_into_a_scalar_after_a_barrier():
+    # ThreadSync cannot order a shared read inside a condition: it is bound first
+    body = _body(tilelang.lower(masked_block_sum(), target=SM90).device_source)
+    read = re.search(r"bool (cond_\d+) = \(\(\(bool\*\)buf_dyn_shmem_ptr\)\[k\] != \(bool\)0\);", body)
+    assert read is not None, body
+    assert "__syncthreads();\n  for (int k = 0;" in body  # the mask's copy is visible before the loop
+    assert f"if ({read.group(1)})" in body
+
+
+def test_a_uniform_condition_holds_the_barriers_its_loop_body_needs():
+    # the tile is rewritten each iteration after other threads read it (a barrier before
+    # the write, outside the if) and read after other threads wrote it (one inside the if)
+    body = _body(tilelang.lower(masked_block_sum(), target=SM90).device_source)
+    loop = body[body.index("for (int k = 0;"):]
+    assert re.search(r"bool cond_\d+ = [^\n]*\n\s*__syncthreads\(\);\n\s*if \(cond_", loop), loop[:600]
+    inside_if = loop[loop.index("if (cond_"):loop.index("acc_ptr[0] = (acc_ptr[0]")]
+    assert inside_if.count("__syncthreads();") == 1
+
+
+def test_a_per_thread_condition_is_not_marked_uniform():
+    from tilelang.cuda.transform.hoist_shared_reads import _Uniformity
+    from tvm import tirx
+
+    tx = tirx.Var("tx", "int32")
+    bx = tirx.Var("bx", "int32")
+    local = tirx.decl_buffer((1,), "int32", name="r", scope="local")
+    shared = tirx.decl_buffer((4,), "int32", name="s", scope="shared")
+    body = tirx.SeqStmt([
+        tirx.BufferStore(local, tx * 2, [0]),
+        tirx.Evaluate(tirx.BufferLoad(shared, [0])),
+    ])
+    body = tirx.AttrStmt(tirx.IterVar(None, tx, tirx.IterVar.ThreadIndex, "threadIdx.x"), "thread_extent", 128, body)
+    uniformity = _Uniformity(body)
+    assert not uniformity.uniform(tx < 4)
+    assert not uniformity.uniform(tirx.BufferLoad(local, [0]) > 0)  # written from threadIdx.x
+    assert uniformity.uniform(tirx.BufferLoad(shared, [bx]) > 0)
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_masked_loop():
+    source = tilelang.lower(masked_block_sum(), target=SM90).device_source
+    assert toolchain._compile_nvcc(source, "sm_90", "masked_block_sum")[:4] == b"\x7fELF"
