@@ -1,6 +1,6 @@
 """Lowering patterns from upstream TileLang's examples, run on the CPU against numpy: each
 kernel is a small one of our own with the same shape of code (the CUDA side of the same
-patterns is tilelang-cuda's tests/test_lowering_patterns.py)."""
+patterns is tilelang-cuda's tests/test_cuda_lowering_patterns.py)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,30 @@ def test_a_bool_mask_compared_with_zero_selects_blocks():
     kernel(mask, a, out)
     expected = sum(a[k * block:(k + 1) * block][::-1] for k in range(n_blocks) if mask[k])
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_global_workspace_carries_partial_results_between_two_kernels():
+    rows, cols, splits = 4, 64, 2
+    part = cols // splits
+
+    @T.prim_func
+    def split_row_sum(A: T.Tensor((rows, cols), T.float32), Out: T.Tensor((rows,), T.float32)):
+        partial = T.alloc_global((rows, splits), T.float32)
+        with T.Kernel(rows, splits, threads=32) as (bx, by):
+            tile = T.alloc_fragment((part,), T.float32)
+            total = T.alloc_fragment((1,), T.float32)
+            T.copy(A[bx, by * part:(by + 1) * part], tile)
+            T.reduce_sum(tile, total, dim=0)
+            partial[bx, by] = total[0]
+        with T.Kernel(rows, threads=32) as bx:
+            acc = T.alloc_local((1,), T.float32)
+            acc[0] = 0
+            for s in T.serial(splits):
+                acc[0] += partial[bx, s]
+            Out[bx] = acc[0]
+
+    kernel = tilelang.compile(split_row_sum, target="cpu")
+    a = np.random.default_rng(1).standard_normal((rows, cols)).astype("float32")
+    out = np.zeros(rows, "float32")
+    kernel(a, out)
+    np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)

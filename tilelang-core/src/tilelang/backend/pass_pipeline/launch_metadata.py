@@ -7,7 +7,11 @@ extents as expressions of the shape symbols and scalar parameters. The result is
 as the module attribute ``tilelang.launches`` (JSON) for execution backends that launch
 kernels themselves (NVRTC, Cython): operands are ``"param:<index>"`` for a tensor's data
 pointer or a Python expression over the parameter and symbol names, with ``arg_types``
-("handle" for pointers, else the scalar dtype the kernel declares).
+("handle" for pointers, else the scalar dtype the kernel declares). A pointer to memory
+the host function allocates itself (a ``T.alloc_global`` workspace shared by two kernels,
+as upstream's split-KV decoding writes its partial outputs) is ``"workspace:<name>"``: only
+an execution backend that runs the host code (tvm_ffi) can supply it, and launchers that
+read this metadata refuse such operands.
 
 With ``host_calls=True`` it also records direct calls of module functions from the host
 function: a CPU pipeline that outlines its compute function (SplitHostDevice on a
@@ -78,7 +82,8 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
         encoded, types = [], []
         for operand in operands:
             if getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
-                encoded.append(f"param:{names.index(operand.args[0].name)}")
+                name = operand.args[0].name
+                encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
             else:
                 encoded.append(python_expr(operand))

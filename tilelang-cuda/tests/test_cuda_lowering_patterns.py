@@ -39,6 +39,30 @@ def masked_block_sum(n_blocks: int = 4, block: int = 64, cols: int = 32):
     return kernel
 
 
+def split_row_sum(rows: int = 4, cols: int = 64, splits: int = 2):
+    """Split-KV decoding's skeleton: a T.alloc_global workspace the first kernel writes
+    and the second reduces."""
+    part = cols // splits
+
+    @T.prim_func
+    def kernel(A: T.Tensor((rows, cols), T.float32), Out: T.Tensor((rows,), T.float32)):
+        partial = T.alloc_global((rows, splits), T.float32)
+        with T.Kernel(rows, splits, threads=32) as (bx, by):
+            tile = T.alloc_fragment((part,), T.float32)
+            total = T.alloc_fragment((1,), T.float32)
+            T.copy(A[bx, by * part:(by + 1) * part], tile)
+            T.reduce_sum(tile, total, dim=0)
+            partial[bx, by] = total[0]
+        with T.Kernel(rows, threads=32) as bx:
+            acc = T.alloc_local((1,), T.float32)
+            acc[0] = 0
+            for s in T.serial(splits):
+                acc[0] += partial[bx, s]
+            Out[bx] = acc[0]
+
+    return kernel
+
+
 def _body(source: str) -> str:
     return source[source.rindex("__global__"):]
 
@@ -85,3 +109,16 @@ def test_a_per_thread_condition_is_not_marked_uniform():
 def test_nvcc_compiles_the_masked_loop():
     source = tilelang.lower(masked_block_sum(), target=SM90).device_source
     assert toolchain._compile_nvcc(source, "sm_90", "masked_block_sum")[:4] == b"\x7fELF"
+
+
+def test_a_workspace_shared_by_two_kernels_is_a_workspace_operand_of_both_launches():
+    artifact = tilelang.lower(split_row_sum(), target=SM90)
+    first, second = artifact.launches
+    assert first.args == ("param:0", "workspace:partial") and first.grid == ("4", "2", "1")
+    assert second.args == ("param:1", "workspace:partial") and second.grid == ("4", "1", "1")
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_two_kernels_sharing_a_workspace():
+    source = tilelang.lower(split_row_sum(), target=SM90).device_source
+    assert toolchain._compile_nvcc(source, "sm_90", "split_row_sum")[:4] == b"\x7fELF"
