@@ -59,7 +59,14 @@ def __getattr__(name: str):
     if name == "tvm":
         import tvm
 
+        from .tvm_compat import install  # upstream's TVM names TVM 0.27 lacks (tirx.PrimExpr)
+
+        install()
         return tvm
+    if name == "DataType":  # upstream re-exports TVM's dtype class
+        from tvm import DataType
+
+        return DataType
     # the profiler and autotuner load on first use too (they bring torch and rich)
     if name in _LAZY:
         import importlib

@@ -7,7 +7,6 @@ It is TVMScript's ``tirx`` surface plus TileLang's own spelling (``T.Kernel``,
 
 # The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
 from tvm.script.parser.tirx import *
-from tvm.script.parser.tirx import Buffer as _Buffer
 from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
 from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
@@ -60,10 +59,10 @@ from .tile import (
 )
 from .unsupported import __getattr__  # noqa: F401  (upstream names not provided: a LanguageError saying why)
 from .variables import alloc_global, alloc_var
-from .views import StridedTensor, access_ptr, make_tensor, reshape, view
+from ..tvm_compat import install as _install_tvm_names
 
-#: ``A: T.Tensor((M, K), "float16")`` — a kernel parameter (TVMScript's Buffer annotation)
-Tensor = _Buffer
+_install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
+from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
 
 # T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
 # TVMScript's constructors): they replace the tirx namespace's constructors of the same names.

@@ -1,0 +1,60 @@
+"""Names that upstream TileLang's TVM fork has and Apache TVM 0.27 does not.
+
+Upstream's kernels import TVM directly (``from tvm import tirx``) and annotate helpers with
+``tirx.PrimExpr``. TVM 0.27 folded every expression into ``tvm.ir.Expr``; a primitive
+expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_expr``).
+``install()`` adds, where TVM lacks them, so such code runs unchanged:
+
+* ``tvm.tirx.PrimExpr``: a class whose ``isinstance`` answers exactly that;
+* ``Expr.dtype``: upstream's expressions carry ``.dtype`` (``val.dtype == T.uint8``); in
+  TVM 0.27 it is ``expr.ty.dtype``. The property answers for primitive-typed expressions
+  and raises AttributeError otherwise, so ``hasattr(x, "dtype")`` stays False for others.
+
+It adds names only, never replaces one: a TVM that has them keeps its own.
+
+Called when ``tilelang.language`` is imported and on ``from tilelang import tvm``.
+Upstream's spelling of the module itself (``tirx``, not ``tir``) is TVM 0.27's too, so no
+module alias is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class _PrimExprMeta(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        from tvm.ir.expr import is_prim_expr
+
+        return is_prim_expr(value)
+
+
+class PrimExpr(metaclass=_PrimExprMeta):
+    """A TVM expression of a primitive type (``isinstance(x, tirx.PrimExpr)``): upstream's
+    base class, answered here by TVM 0.27's ``is_prim_expr``. Not constructible; build
+    expressions with ``tirx.const``, ``tirx.Var``, arithmetic and ``T.*``."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("tirx.PrimExpr is an abstract expression type; build expressions with "
+                        "tirx.const(value, dtype), tirx.Var(name, dtype) or arithmetic on them")
+
+
+def _expr_dtype(expr: Any) -> Any:
+    from tvm.ir import PrimType
+
+    ty = expr.ty
+    if isinstance(ty, PrimType):
+        return ty.dtype
+    raise AttributeError(f"{type(expr).__name__} of type {ty} has no dtype (only primitive-typed "
+                         "expressions have one)")
+
+
+def install() -> None:
+    """Add upstream's missing names to TVM's modules (idempotent)."""
+    from tvm import tirx
+    from tvm.ir import Expr
+
+    if not hasattr(tirx, "PrimExpr"):
+        tirx.PrimExpr = PrimExpr
+    if "dtype" not in dir(Expr):
+        Expr.dtype = property(_expr_dtype, doc="The dtype of a primitive-typed expression (expr.ty.dtype).")
