@@ -65,3 +65,30 @@ def test_a_global_workspace_carries_partial_results_between_two_kernels():
     out = np.zeros(rows, "float32")
     kernel(a, out)
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def flat_views_kernel():
+    """Upstream's convolution sees its 4-D weight and output as matrices with
+    ``T.Tensor(shape, dtype, X.data)`` inside the kernel."""
+
+    @T.prim_func
+    def scale_flat(W: T.Tensor((2, 4, 8), T.float32), Out: T.Tensor((2, 4, 8), T.float32)):
+        with T.Kernel(2, threads=32) as bx:
+            w_flat = T.Tensor((8, 8), T.float32, W.data)
+            out_flat = T.Tensor((8, 8), T.float32, Out.data)
+            tile = T.alloc_shared((4, 8), T.float32)
+            T.copy(w_flat[bx * 4, 0], tile)
+            for i, j in T.Parallel(4, 8):
+                out_flat[bx * 4 + i, j] = tile[i, j] * 2.0 + i
+
+    return scale_flat
+
+
+def test_a_tensor_over_a_parameters_data_is_a_view_of_it():
+    kernel = tilelang.compile(flat_views_kernel(), target="cpu")
+    w = np.random.default_rng(2).standard_normal((2, 4, 8)).astype("float32")
+    out = np.zeros_like(w)
+    kernel(w, out)
+    expected = w.reshape(8, 8) * 2.0 + np.tile(np.arange(4, dtype="float32"), 2)[:, None]
+    np.testing.assert_allclose(out.reshape(8, 8), expected, rtol=1e-6, atol=1e-6)
+

@@ -122,3 +122,24 @@ def test_a_workspace_shared_by_two_kernels_is_a_workspace_operand_of_both_launch
 def test_nvcc_compiles_the_two_kernels_sharing_a_workspace():
     source = tilelang.lower(split_row_sum(), target=SM90).device_source
     assert toolchain._compile_nvcc(source, "sm_90", "split_row_sum")[:4] == b"\x7fELF"
+
+
+def test_a_tensor_over_a_parameters_data_reads_and_writes_the_parameter():
+    @T.prim_func
+    def scale_flat(W: T.Tensor((2, 4, 8), T.float32), Out: T.Tensor((2, 4, 8), T.float32)):
+        with T.Kernel(2, threads=32) as bx:
+            w_flat = T.Tensor((8, 8), T.float32, W.data)
+            out_flat = T.Tensor((8, 8), T.float32, Out.data)
+            tile = T.alloc_shared((4, 8), T.float32)
+            T.copy(w_flat[bx * 4, 0], tile)
+            for i, j in T.Parallel(4, 8):
+                out_flat[bx * 4 + i, j] = tile[i, j] * 2.0
+
+    artifact = tilelang.lower(scale_flat, target=SM90)
+    body = _body(artifact.device_source)
+    # element (bx * 4 + i, j) of the 8 x 8 view is element bx * 32 + 8 * i + j of the tensor
+    assert "= W_ptr[((((int)blockIdx.x) * 32) + ((int)threadIdx.x))];" in body, body
+    assert "Out_ptr[((((int)blockIdx.x) * 32) + ((int)threadIdx.x))] = (tile_ptr[" in body, body
+    assert artifact.launches[0].args == ("param:1", "param:0")
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(artifact.device_source, "sm_90", "scale_flat")[:4] == b"\x7fELF"

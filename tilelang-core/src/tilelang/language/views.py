@@ -15,6 +15,7 @@ from typing import Any
 import tvm
 from tvm import tirx
 from tvm.ir import TensorLoad, TensorRegion
+from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as _ib
 from tvm.script.parser.tirx import Buffer as _BufferProxy
 from tvm.sym.analyzer import Analyzer
@@ -65,6 +66,27 @@ def make_tensor(ptr: Any, shape: Any, dtype: Any = "float32", strides: Any = Non
         ptr = tirx.reinterpret("handle", tirx.Cast("uint64", ptr)) if str(ty.dtype) != "handle" else ptr
     data = _ib.Bind(ptr) if not isinstance(ptr, tirx.Var) else ptr
     return _ib.decl_buffer(shape, dtype, data=data, strides=strides, scope="global")
+
+
+class TensorProxy(type(_BufferProxy)):
+    """``T.Tensor``: TVMScript's buffer annotation (``A: T.Tensor((M, K), "float16")``), and
+    inside a kernel body, with a data pointer, a tensor over that storage:
+    ``kernel_flat = T.Tensor((KH * KW * C, F), dtype, kernel.data)`` (upstream's convolution
+    sees a 4-D weight as a 2-D matrix so). TVMScript's own proxy would return a bare buffer
+    that no statement declares, which TVM rejects as ill-formed TIR; here such a buffer is
+    declared where it is written, like ``T.view``."""
+
+    def __call__(self, shape: Any, dtype: Any = "float32", data: Any = None, strides: Any = None,
+                 elem_offset: Any = None, scope: str = "global", **kwargs: Any) -> Any:
+        if data is None or not IRBuilder.is_in_scope():
+            return super().__call__(shape, str(dtype), data=data, strides=strides, elem_offset=elem_offset,
+                                    scope=scope, **kwargs)
+        shape = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+        return _ib.decl_buffer(shape, str(dtype), data=data, strides=strides, elem_offset=elem_offset,
+                               scope=scope, **kwargs)
+
+
+Tensor = TensorProxy()
 
 
 def StridedTensor(shape: Any, strides: Any, dtype: Any = "float32", scope: str | None = None) -> Any:
