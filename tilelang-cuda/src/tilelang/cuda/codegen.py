@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelang.backend import DeviceCodegen, tvm_build_function
+from tilelang.engine.callback import apply_source_postproc
 
 from . import toolchain
 
@@ -58,12 +59,14 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int) -> str:
 
 def _postproc(code: str, target: Any = None) -> str:
     """TVM's CUDA codegen hands every generated source to ``tvm_callback_cuda_postproc``:
-    a kernel that calls our tensor-core / cp.async helpers gets their definitions."""
-    if not any(helper in code for helper in _HELPERS):
-        return code
-    wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
-    generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)
-    return _device_header() + "\n" + generated + "\n" + code
+    a kernel that calls our tensor-core / cp.async helpers gets their definitions, then a
+    user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
+    complete source."""
+    if any(helper in code for helper in _HELPERS):
+        wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
+        generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)
+        code = _device_header() + "\n" + generated + "\n" + code
+    return apply_source_postproc("cuda", code, target)
 
 
 @functools.cache
