@@ -143,3 +143,33 @@ def test_a_tensor_over_a_parameters_data_reads_and_writes_the_parameter():
     assert artifact.launches[0].args == ("param:1", "param:0")
     if toolchain.nvcc_path() is not None:
         assert toolchain._compile_nvcc(artifact.device_source, "sm_90", "scale_flat")[:4] == b"\x7fELF"
+
+
+def row_sums_by_thread_allreduce(rows: int = 64, cols: int = 128):
+    """Upstream's splitk_gemv_vectorized_tvm: TVM's own ``T.tvm_thread_allreduce`` under a
+    ``reduce_scope`` attribute, one row per block, 32 threads each summing a strided part."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((rows, cols), T.float32), Out: T.Tensor((rows,), T.float32)):
+        with T.Kernel(rows, threads=32) as bx:
+            tk = T.get_thread_binding(0)
+            part = T.alloc_local((1,), T.float32)
+            total = T.alloc_local((1,), T.float32)
+            T.clear(part)
+            for k in T.serial(cols // 32):
+                part[0] += A[bx, k * 32 + tk]
+            with T.attr(T.comm_reducer(lambda x, y: x + y, [T.cast(0, T.float32)]), "reduce_scope",
+                        T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), part[0], True, total[0], tk, dtype="handle"))
+            Out[bx] = total[0]
+
+    return kernel
+
+
+def test_tvm_thread_allreduce_becomes_warp_shuffles():
+    artifact = tilelang.lower(row_sums_by_thread_allreduce(), target=SM90)
+    body = _body(artifact.device_source)
+    assert "tvm_thread_allreduce" not in body
+    assert body.count("__shfl_down_sync") == 5, body  # log2(32) butterfly steps
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(artifact.device_source, "sm_90", "row_sums")[:4] == b"\x7fELF"

@@ -38,6 +38,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         HoistSharedReads(),
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),
+        # T.tvm_thread_allreduce (upstream's splitk_gemv_vectorized_tvm calls TVM's
+        # builtin directly): warp shuffles plus a shared staging buffer with its own
+        # barriers, so after ThreadSync and before the shared allocations are merged
+        s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),
         s_tir.transform.MergeSharedMemoryAllocations(),
         tirx.transform.FP8ComputeLegalize(),
