@@ -310,4 +310,38 @@ RECIPES: tuple[Recipe, ...] = (
         ("chunk_delta_h", "tilelang_chunk_gated_delta_rule_fwd_h",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
           True, True, 64, 32, 128, 0), {}),)],
+    Recipe("flash_attention/example_mha_bwd_bhsd.py", (
+        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
+        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
+        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64)),
+        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64)),),
+        run=Call("main", kwargs=dict(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False))),
+    Recipe("flash_attention/example_gqa_bwd.py", (
+        Kernel("flashattn_fwd", (1, 32, 256, 192, 128, False, 128, 64, 16)),
+        Kernel("flashattn_bwd_preprocess", (1, 32, 256, 128)),
+        Kernel("flashattn_bwd_postprocess", (1, 32, 256, 192)),
+        Kernel("flashattn_bwd_atomic_add", (1, 32, 256, 192, 128, False, 128, 32),
+               dict(threads=256, num_stages=2, groups=16)),
+        Kernel("flashattn_bwd_split", (1, 32, 256, 192, 128, False, 128, 32),
+               dict(threads=256, num_stages=2, groups=16)),),
+        run=Call("main", kwargs=dict(BATCH=1, H=32, N_CTX=256, D_HEAD_QK=192, D_HEAD_V=128, groups=16))),
+    Recipe("deepseek_mla/example_mla_decode_persistent.py", (
+        Kernel("flashattn", (128, 128, 1, 8192, 512, 64, 64, 64, 2)),)),
+    Recipe("deepseek_mla/example_mla_decode_ws.py", (
+        Kernel("flashattn", (1, 128, 1, 8192, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)),)),
+    Recipe("deepseek_mla/example_mla_decode_paged.py", (
+        # main's defaults: b=128, h_q=128, h_kv=1, cache_seqlen=8192 (max_seqlen_pad), d=576, dv=512,
+        # block_size=64
+        Kernel("mla_decode_tilelang", (128, 128, 1, 8192, 512, 64, 64, 64, 1, 64, 576 ** -0.5)),)),
+    Recipe("deepseek_nsa/example_tilelang_nsa_decode.py", (
+        Kernel("native_sparse_attention", (Tensor((2, 1, 16, 16)), Tensor((2, 64, 1, 16)), Tensor((2, 64, 1, 16)),
+                                           Tensor((2, 1, 1, 1), "int32")),
+               dict(dim=16, block_size=32, groups=16, selected_blocks=1)),)),
+    Recipe("deepseek_v32/sparse_mla_fwd.py", (
+        Kernel("sparse_mla_fwd", (Tensor((1, 4096, 128, 576), "bfloat16"), Tensor((1, 8192, 1, 576), "bfloat16"),
+                                  Tensor((1, 4096, 1, 2048), "int32"), 128, 512, 64, 2048, 1, None, True),
+               dict(block_I=64, num_stages=2, threads=256)),)),
+    Recipe("deepseek_v32/topk_selector.py", (
+        Kernel("tl_topk_impl", (Tensor((64, 32 * 1024), "float32"), Tensor((64, 2048), "int32"),
+                                Tensor((64,), "int32"), Tensor((64,), "int32"))),)),
 )

@@ -92,3 +92,19 @@ def test_a_tensor_over_a_parameters_data_is_a_view_of_it():
     expected = w.reshape(8, 8) * 2.0 + np.tile(np.arange(4, dtype="float32"), 2)[:, None]
     np.testing.assert_allclose(out.reshape(8, 8), expected, rtol=1e-6, atol=1e-6)
 
+
+
+def test_fill_of_one_element_sets_only_that_element():
+    # upstream's topk selector resets a shared counter with T.fill(s_num_input[0], 0)
+    @T.prim_func
+    def reset_first(A: T.Tensor((4,), T.int32), Out: T.Tensor((4,), T.int32)):
+        with T.Kernel(1, threads=4) as bx:
+            counters = T.alloc_shared([4], T.int32)
+            T.copy(A, counters)
+            T.fill(counters[1], 7)
+            T.copy(counters, Out)
+
+    kernel = tilelang.compile(reset_first, target="cpu")
+    out = np.zeros(4, "int32")
+    kernel(np.array([1, 2, 3, 4], "int32"), out)
+    np.testing.assert_array_equal(out, [1, 7, 3, 4])

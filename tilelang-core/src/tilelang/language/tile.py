@@ -95,7 +95,9 @@ def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma:
 
 
 def fill(dst: Any, value: Any) -> None:
-    region = _region(dst, None, "T.fill")
+    # an element (upstream's ``T.fill(counter[0], 0)``) is a one-element tile
+    ones = [1] * len(dst.indices) if isinstance(dst, TensorLoad) else None
+    region = _region(dst, ones, "T.fill")
     _emit(TILE_OPS["fill"], region, _const(value, str(region.source.dtype)))
 
 
