@@ -1,0 +1,29 @@
+"""The limits a tile-configuration search reads from a device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TileDevice:
+    """A device's limits: ``smem_cap`` (bytes of shared memory one block may use),
+    ``reg_cap`` (32-bit registers per SM), ``compute_max_core`` (SMs / CUs, or None when
+    unknown: no device to ask), ``warp_size``, ``max_threads_per_sm``, ``platform``."""
+
+    platform: str = "unknown"
+    target: Any = None
+    name: str = ""
+    smem_cap: int = 0
+    reg_cap: int = 65536
+    compute_max_core: int | None = None
+    warp_size: int = 32
+    max_threads_per_sm: int = 2048
+    sm_partition: int = 4  # warp schedulers per SM
+    transaction_size: list[int] = [32, 128]  # bytes: sector, cache line
+
+    @property
+    def max_smem_usage(self) -> int:
+        return self.smem_cap
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"

@@ -1,0 +1,95 @@
+"""A small GEMM tile search — not upstream's roller.
+
+Upstream's roller analyses a TE compute graph and models traffic through each memory level.
+This one enumerates GEMM tiles (block M/N/K, warp split, pipeline stages), keeps those that
+fit the device (shared memory per block, registers per thread and per SM, threads per SM)
+and ranks them with a roofline estimate:
+
+    time of one block  = K * max(bm * bn / MACS, (bm + bn) * bytes / BANDWIDTH)
+                         * (1 + 1 / (2 * stages * blocks_per_sm))     # latency not hidden
+    time of the kernel = waves * blocks_per_sm * time of one block
+
+where waves = ceil(blocks / (SMs * blocks_per_sm)) — or blocks / blocks_per_sm when the SM
+count is unknown (no device) — and MACS / BANDWIDTH are per-SM per-clock rates (tensor
+cores for fp16/bf16/fp8/int8 inputs on sm_80+, SIMT otherwise). It ranks tiles, it does not
+predict time: measure the candidates (``tilelang.autotune``).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+from typing import Any
+
+from .hint import Hint
+from .rasterization import NoRasterization, Rasterization2DColumn
+
+_TILES = (32, 64, 128, 256)
+_STEPS = (32, 64)
+_WARPS = (4, 8)
+_TENSOR_CORE_INPUTS = ("float16", "bfloat16", "int8", "float8_e4m3fn", "float8_e5m2")
+# per-SM per-clock rates (CUDA Programming Guide throughput tables, rounded): dense fp16
+# tensor-core MACs and SIMT fp32 FMAs; bytes per clock an SM draws from L2
+_MACS = {"tensor": 1024, "simt": 128}
+_BANDWIDTH = 32
+_MAX_REGS_PER_THREAD = 255
+
+
+def _bytes(dtype: str) -> int:
+    from tvm import DataType
+
+    return max(1, DataType(str(dtype)).bits // 8)
+
+
+def _warp_split(bm: int, bn: int, warps: int, quantum: int) -> tuple[int, int] | None:
+    """The warp tile (wm, wn) with wm * wn * warps = bm * bn closest to square."""
+    best = None
+    for rows in (1, 2, 4, 8):
+        cols = warps // rows
+        if rows * cols != warps or bm % rows or bn % cols:
+            continue
+        wm, wn = bm // rows, bn // cols
+        if wm % quantum or wn % quantum:
+            continue
+        if best is None or abs(math.log2(wm / wn)) < abs(math.log2(best[0] / best[1])):
+            best = (wm, wn)
+    return best
+
+
+def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: Any,
+                 topk: int = 10) -> list[Hint]:
+    """Up to ``topk`` GEMM configurations for ``arch`` (a ``tilelang.carver.arch`` device),
+    best first."""
+    use_tc = str(in_dtype) in _TENSOR_CORE_INPUTS and getattr(arch, "sm_version", 0) >= 80
+    quantum = 16 if use_tc else 8
+    in_bytes, acc_bytes = _bytes(in_dtype), _bytes(accum_dtype)
+    macs = _MACS["tensor" if use_tc else "simt"]
+    stages = (2, 3, 4) if getattr(arch, "sm_version", 0) >= 80 else (1,)
+    sms = arch.compute_max_core
+    fit_m, fit_n, fit_k = (max(32, 1 << (max(d, 1) - 1).bit_length()) for d in (M, N, K))
+    hints = []
+    for bm, bn, bk, warps, stage in product(_TILES, _TILES, _STEPS, _WARPS, stages):
+        if bm > fit_m or bn > fit_n or bk > fit_k:
+            continue
+        split = _warp_split(bm, bn, warps, quantum)
+        if split is None:
+            continue
+        threads = warps * arch.warp_size
+        smem = stage * (bm + bn) * bk * in_bytes
+        # accumulators + one k-slice of A and B fragments + addressing, in 32-bit registers
+        regs = (bm * bn * acc_bytes + (split[0] + split[1]) * 16 * in_bytes * warps) // (4 * threads) + 32
+        if smem > arch.smem_cap or regs > _MAX_REGS_PER_THREAD or regs * threads > arch.reg_cap:
+            continue
+        per_sm = min(arch.smem_cap // smem, arch.reg_cap // (regs * threads),
+                     arch.max_threads_per_sm // threads)
+        blocks = math.ceil(M / bm) * math.ceil(N / bn)
+        block_time = K * max(bm * bn / macs, (bm + bn) * in_bytes / _BANDWIDTH)
+        block_time *= 1 + 1 / (2 * stage * per_sm)
+        waves = math.ceil(blocks / (sms * per_sm)) if sms else blocks / per_sm
+        large_grid = blocks > 2 * (sms or 64)
+        hints.append(Hint(block=[bm, bn], warp=list(split), rstep=[bk], pipeline_stage=stage, use_tc=use_tc,
+                          rasterization_plan=Rasterization2DColumn(10) if large_grid else NoRasterization(),
+                          smem_bytes=smem, cost=waves * per_sm * block_time))
+    # ties: the larger tile (fewer blocks, more reuse), then fewer stages (less shared memory)
+    hints.sort(key=lambda h: (h.cost, -h.block[0] * h.block[1], h.pipeline_stage))
+    return hints[:topk]

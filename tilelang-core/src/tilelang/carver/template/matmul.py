@@ -1,0 +1,75 @@
+"""``MatmulTemplate(M=, N=, K=, ...).with_arch(arch).recommend_hints(topk=)``: GEMM tile
+configurations for a device (``tilelang.carver.roller.policy``: a small search, not
+upstream's roller)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import LanguageError
+from ..roller.hint import Hint
+from ..roller.policy import matmul_hints
+
+
+@dataclass
+class MatmulTemplate:
+    """C[M, N] = A[M, K] @ B[K, N] (``trans_A`` / ``trans_B``: stored transposed; B is
+    (N, K) by default, as upstream's template has it), accumulated in ``accum_dtype``."""
+
+    M: int | None = None
+    N: int | None = None
+    K: int | None = None
+    trans_A: bool = False
+    trans_B: bool = True
+    in_dtype: str = "float16"
+    out_dtype: str = "float16"
+    accum_dtype: str = "float16"
+    with_bias: bool = False
+    arch: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("M", "N", "K"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise LanguageError(f"MatmulTemplate: {name} must be a positive int, got {value!r}")
+        self.in_dtype, self.out_dtype, self.accum_dtype = map(str, (self.in_dtype, self.out_dtype,
+                                                                    self.accum_dtype))
+
+    def with_arch(self, arch: Any) -> MatmulTemplate:
+        self.arch = arch
+        return self
+
+    def equivalent_function(self) -> Any:
+        """The GEMM as a PrimFunc (A, B[, Bias], C): the computation the hints are for."""
+        import tilelang.language as T
+
+        M, N, K = self.M, self.N, self.K
+        a_shape = (K, M) if self.trans_A else (M, K)
+        b_shape = (N, K) if self.trans_B else (K, N)
+        in_dtype, out_dtype, accum_dtype = self.in_dtype, self.out_dtype, self.accum_dtype
+        trans_A, trans_B = self.trans_A, self.trans_B
+
+        @T.prim_func
+        def matmul(A: T.Tensor(a_shape, in_dtype), B: T.Tensor(b_shape, in_dtype),
+                   C: T.Tensor((M, N), out_dtype)):
+            for i, j in T.grid(M, N):
+                acc = T.alloc_var(accum_dtype)
+                for k in T.serial(K):
+                    a = A[k, i] if trans_A else A[i, k]
+                    b = B[j, k] if trans_B else B[k, j]
+                    acc += T.Cast(accum_dtype, a) * T.Cast(accum_dtype, b)
+                C[i, j] = T.Cast(out_dtype, acc)
+
+        return matmul
+
+    def recommend_hints(self, topk: int = 10) -> list[Hint]:
+        if self.arch is None:
+            raise LanguageError("MatmulTemplate.recommend_hints: no device; call "
+                                ".with_arch(tilelang.carver.arch.CUDA(...)) first")
+        return matmul_hints(self.M, self.N, self.K, self.in_dtype, self.accum_dtype, self.arch, topk)
+
+    def get_hardware_aware_configs(self, arch: Any = None, topk: int = 10) -> list[Hint]:
+        if arch is not None:
+            self.arch = arch
+        return self.recommend_hints(topk)
