@@ -53,7 +53,8 @@ def tests(session: nox.Session) -> None:
     session.install(TORCH_CPU)
     install_editable(session)
     test_dirs = [str(d / "tests") for d in DISTRIBUTIONS if (d / "tests").is_dir()]
-    session.run("python", "-m", "pytest", "-q", "-ra", *test_dirs, "examples", *session.posargs)
+    # two workers: compiles are single-threaded, and CI machines have 2 cores
+    session.run("python", "-m", "pytest", "-q", "-ra", "-n", "2", *test_dirs, "examples", *session.posargs)
 
 
 @nox.session
@@ -63,7 +64,7 @@ def wheel_tests(session: nox.Session) -> None:
     session.install("pip>=23", "build")
     # our distributions (built from source) plus every dependency, as wheels
     session.run("python", "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse),
-                str(ROOT), *map(str, DISTRIBUTIONS), "pytest")
+                str(ROOT), *map(str, DISTRIBUTIONS), "pytest", "pytest-xdist")
     # a clean venv with nothing from the source tree, installed with no index at all
     venv = Path(session.create_tmp()).resolve() / "offline-venv"
     shutil.rmtree(venv, ignore_errors=True)
@@ -71,7 +72,7 @@ def wheel_tests(session: nox.Session) -> None:
     python = str(venv / "bin" / "python")
     extras = ",".join(EXTRAS_PRESENT)
     session.run(python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
-                f"tilelang[{extras}]" if extras else "tilelang", "pytest", external=True)
+                f"tilelang[{extras}]" if extras else "tilelang", "pytest", "pytest-xdist", external=True)
     session.run(python, "-c", "import tilelang, sys; f = tilelang.__file__; print(f); "
                 "sys.exit(0 if 'site-packages' in f else 'tilelang imported from the source tree')",
                 external=True)
@@ -87,7 +88,7 @@ def wheel_tests(session: nox.Session) -> None:
     session.chdir(str(copies))
     for dist in DISTRIBUTIONS:
         if (copies / dist.name).is_dir():
-            session.run(python, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "-m", "not slow",
+            session.run(python, "-m", "pytest", "-q", "-ra", "-n", "2", "-p", "no:cacheprovider", "-m", "not slow",
                         dist.name, *session.posargs, external=True)
 
 
