@@ -58,6 +58,7 @@ from .tile import (
     use_swizzle,
 )
 from .unsupported import __getattr__  # noqa: F401  (upstream names not provided: a LanguageError saying why)
+from .reducer import alloc_reducer, finalize_reducer
 from .variables import alloc_global, alloc_var
 from ..tvm_compat import install as _install_tvm_names
 

@@ -8,6 +8,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .ops import PARALLEL_EXTENT, is_call_to
+from .reducer import rewrite_reducer_updates
 
 
 def _unit_step(loop: Any) -> Any:
@@ -44,4 +45,5 @@ def normalize(func: Any) -> Any:
         )
 
     body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
-    return func.with_body(body) if not body.same_as(func.body) else func
+    func = func.with_body(body) if not body.same_as(func.body) else func
+    return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates

@@ -81,6 +81,16 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
     return tvm_ffi.structural_map(stmt, (tirx.For, on_stmt), order="pre")
 
 
+def _drop_barriers(body: Any) -> Any:
+    def on_eval(stmt: Any) -> Any:
+        call = stmt.value
+        if str(getattr(getattr(call, "op", None), "name", "")) == "tirx.tvm_storage_sync":
+            return tirx.Evaluate(tirx.const(0, "int32"))
+        return stmt
+
+    return tvm_ffi.structural_map(body, (tirx.Evaluate, on_eval), order="post")
+
+
 def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     chain, body = _launch_chain(stmt)
     blocks = [(t, v, e) for t, v, e in chain if t.startswith("blockIdx")]
@@ -88,9 +98,13 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     if len(blocks) + len(threads) != len(chain):
         raise LanguageError(f"kernel {kernel!r}: unexpected launch attribute in {[c[0] for c in chain]}")
     # threads run in sequence; a kernel that reads its thread index gets a serial loop
+    thread_loops = False
     for tag, var, extent in reversed(threads):
         if _uses(body, var):
             body = tirx.For(var, 0, extent, _SERIAL, body)
+            thread_loops = True
+    if not thread_loops:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing
+        body = _drop_barriers(body)
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent

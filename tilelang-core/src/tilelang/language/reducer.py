@@ -1,0 +1,115 @@
+"""``T.alloc_reducer`` / ``T.finalize_reducer``: a tile that the block's threads reduce into.
+
+Upstream gives each thread its own replica of the reducer (``replication="all"``), lets
+T.Parallel loops update their thread's replica (``r[i] += v``) without synchronisation, and
+combines the replicas across threads in ``T.finalize_reducer``. Here the reducer is one
+shared-memory tile and each update ``r[i] += v`` (``sum``) / ``r[i] = T.max(r[i], v)``
+(``max``) / ``r[i] = T.min(r[i], v)`` (``min``) becomes an atomic element update, which
+every backend lowers (CUDA: shared-memory atomics; CPU: plain updates on one thread, see
+the atomics note in docs/architecture-notes.md). A barrier follows the tile op that
+initialises the reducer (T.clear / T.fill), and ``T.finalize_reducer`` is the barrier after
+which the block's threads all see the combined values. The results are upstream's;
+the cost differs (contended atomics instead of private replicas), so ``replication`` is
+accepted and does not change the storage.
+
+The rewrite runs in the frontend normalization (``rewrite_reducer_updates``), which reads
+the reducers ``T.alloc_reducer`` recorded while the kernel was parsed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad, TensorRegion
+from tvm.script.ir_builder import tirx as _ib
+
+from ..errors import LanguageError
+from .atomic import rmw_element
+from .misc import sync_threads
+
+_OPS = ("sum", "max", "min")
+_KIND = {"sum": "add", "max": "max", "min": "min"}
+#: reducers allocated since the last normalization: (buffer, op)
+_PENDING: list[tuple[Any, str]] = []
+
+
+def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = None) -> Any:
+    """A reducer tile of ``shape`` and ``dtype`` combined with ``op`` ("sum", "max", "min").
+    Clear or fill it first (``T.clear(r)``), update it in T.Parallel loops, then call
+    ``T.finalize_reducer(r)`` before reading it."""
+    if op not in _OPS:
+        raise LanguageError(f"T.alloc_reducer: op must be one of {list(_OPS)}, got {op!r}")
+    if replication not in (None, "all", "none"):
+        raise LanguageError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
+    shape = shape if isinstance(shape, (list, tuple)) else (shape,)
+    buffer = _ib.alloc_buffer(shape, str(dtype), scope="shared.dyn")
+    _PENDING.append((buffer, op))
+    return buffer
+
+
+def finalize_reducer(reducer: Any) -> None:
+    """Make the combined values of ``reducer`` visible to every thread of the block."""
+    if not any(reducer.same_as(buffer) for buffer, _ in _PENDING):
+        raise LanguageError(f"T.finalize_reducer: {getattr(reducer, 'name', reducer)!r} was not "
+                            "allocated with T.alloc_reducer")
+    sync_threads()
+
+
+def _update_operand(store: Any, op: str) -> Any | None:
+    """``v`` of ``r[i] = r[i] + v`` (sum) / ``r[i] = max(r[i], v)`` (max, min), else None."""
+    value, target = store.value, store.buffer
+
+    def is_self(expr: Any) -> bool:
+        return (isinstance(expr, TensorLoad) and expr.source.same_as(target)
+                and len(expr.indices) == len(store.indices)
+                and all(tvm_ffi.structural_equal(a, b) for a, b in zip(expr.indices, store.indices)))
+
+    node = {"sum": tirx.Add, "max": tirx.Max, "min": tirx.Min}[op]
+    if isinstance(value, node):
+        if is_self(value.a):
+            return value.b
+        if is_self(value.b):
+            return value.a
+    return None
+
+
+def rewrite_reducer_updates(func: Any) -> Any:
+    """Turn updates of reducer tiles into atomic element updates (see the module doc)."""
+    if not _PENDING:
+        return func
+    reducers = list(_PENDING)
+    _PENDING.clear()
+
+    def on_store(store: Any) -> Any:
+        for buffer, op in reducers:
+            if not store.buffer.same_as(buffer):
+                continue
+            operand = _update_operand(store, op)
+            if operand is None:
+                form = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)"}[op]
+                raise LanguageError(f"kernel {func.attrs['global_symbol'] if func.attrs else ''!s}: the "
+                                    f"{op} reducer {str(buffer.name)!r} is written as `{store}`; a reducer "
+                                    f"is only updated as `{form}` (clear it with T.clear / T.fill)")
+            element = buffer[tuple(store.indices)] if len(store.indices) > 1 else buffer[store.indices[0]]
+            return tirx.Evaluate(rmw_element(_KIND[op], element, operand, tirx.const(0, "int32")))
+        return store
+
+    def on_eval(stmt: Any) -> Any:
+        # A tile op that writes the reducer (T.clear / T.fill) must be complete in every
+        # thread before any thread's atomic update lands: the backends' barrier analysis
+        # does not see atomics as writes, so the barrier is placed here.
+        args = getattr(stmt.value, "args", None) or ()
+        regions = [a for a in args if isinstance(a, TensorRegion)]
+        if regions and any(regions[-1].source.same_as(buffer) for buffer, _ in reducers):  # its destination
+            return tirx.SeqStmt([stmt, _barrier()])
+        return stmt
+
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
+    body = tvm_ffi.structural_map(body, (tirx.BufferStore, on_store), order="post")
+    return func.with_body(body) if not body.same_as(func.body) else func
+
+
+def _barrier() -> Any:
+    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
