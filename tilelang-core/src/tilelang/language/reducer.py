@@ -31,6 +31,7 @@ from .misc import sync_threads
 
 _OPS = ("sum", "max", "min")
 _KIND = {"sum": "add", "max": "max", "min": "min"}
+_FORMS = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)"}
 #: reducers allocated since the last normalization: (buffer, op)
 _PENDING: list[tuple[Any, str]] = []
 
@@ -88,10 +89,10 @@ def rewrite_reducer_updates(func: Any) -> Any:
                 continue
             operand = _update_operand(store, op)
             if operand is None:
-                form = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)"}[op]
-                raise LanguageError(f"kernel {func.attrs['global_symbol'] if func.attrs else ''!s}: the "
-                                    f"{op} reducer {str(buffer.name)!r} is written as `{store}`; a reducer "
-                                    f"is only updated as `{form}` (clear it with T.clear / T.fill)")
+                # raised after the walk: an exception inside a tvm_ffi callback comes back
+                # as a plain RuntimeError
+                bad.append((buffer, op, store))
+                return store
             element = buffer[tuple(store.indices)] if len(store.indices) > 1 else buffer[store.indices[0]]
             return tirx.Evaluate(rmw_element(_KIND[op], element, operand, tirx.const(0, "int32")))
         return store
@@ -107,7 +108,14 @@ def rewrite_reducer_updates(func: Any) -> Any:
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
+    bad: list[tuple[Any, str, Any]] = []
     body = tvm_ffi.structural_map(body, (tirx.BufferStore, on_store), order="post")
+    if bad:
+        buffer, op, store = bad[0]
+        name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+        written = f"{buffer.name}[{', '.join(str(i) for i in store.indices)}] = {store.value}"
+        raise LanguageError(f"{name}: the {op} reducer {str(buffer.name)!r} is written as `{written}`; "
+                            f"a reducer is only updated as `{_FORMS[op]}` (initialise it with T.clear / T.fill)")
     return func.with_body(body) if not body.same_as(func.body) else func
 
 
