@@ -384,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="examples whose name contains this (repeatable)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per example")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="examples at a time (subprocesses; e.g. 8 on a 16-core GPU host)")
+    parser.add_argument("--select-from", type=Path,
+                        help="only the examples that passed in this earlier --json result (e.g. of --mode lower)")
     parser.add_argument("--list", action="store_true", help="list the recipes and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -395,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
         args.result.write_text(json.dumps(result, indent=1))
         return 0
     chosen = [r for r in RECIPES if not args.only or any(o in r.name for o in args.only)]
+    if args.select_from:
+        earlier = json.loads(args.select_from.read_text())["results"]
+        passed = {r["example"] for r in earlier if r["status"] in PASS_STATES}
+        chosen = [r for r in chosen if r.name in passed]
     if args.list or not chosen:
         for r in RECIPES:
             print(f"{r.name:<60} {len(r.kernels)} kernel(s)  run: {r.run.attr}")
@@ -402,12 +410,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.examples.is_dir():
         parser.error(f"--examples {args.examples}: not a directory; point it at upstream's examples/")
     args.examples = args.examples.resolve()
-    results = []
-    for recipe in chosen:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(recipe: Recipe) -> dict[str, Any]:
         result = run_one(recipe, args)
-        results.append(result)
         mark = result["status"] if result["status"] in PASS_STATES else f"FAIL [{result.get('cause')}]"
         print(f"{recipe.name}: {mark} ({result.get('seconds', 0)} s)", flush=True)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # each example is a subprocess
+        results = list(pool.map(one, chosen))
     print()
     print(summarize(results, args.mode, args.nvcc))
     if args.json:
