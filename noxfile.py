@@ -64,7 +64,7 @@ def wheel_tests(session: nox.Session) -> None:
     session.install("pip>=23", "build")
     # our distributions (built from source) plus every dependency, as wheels
     session.run("python", "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse),
-                str(ROOT), *map(str, DISTRIBUTIONS), "pytest", "pytest-xdist")
+                str(ROOT), *map(str, DISTRIBUTIONS), "pytest", "pytest-xdist", TORCH_CPU)
     # a clean venv with nothing from the source tree, installed with no index at all
     venv = Path(session.create_tmp()).resolve() / "offline-venv"
     shutil.rmtree(venv, ignore_errors=True)
@@ -72,7 +72,8 @@ def wheel_tests(session: nox.Session) -> None:
     python = str(venv / "bin" / "python")
     extras = ",".join(EXTRAS_PRESENT)
     session.run(python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
-                f"tilelang[{extras}]" if extras else "tilelang", "pytest", "pytest-xdist", external=True)
+                f"tilelang[{extras}]" if extras else "tilelang", "pytest", "pytest-xdist", TORCH_CPU,
+                external=True)
     session.run(python, "-c", "import tilelang, sys; f = tilelang.__file__; print(f); "
                 "sys.exit(0 if 'site-packages' in f else 'tilelang imported from the source tree')",
                 external=True)
