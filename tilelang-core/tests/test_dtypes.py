@@ -71,3 +71,19 @@ def test_unknown_dtype_is_a_language_error():
 def test_dtype_objects_lower_for_cuda():
     art = tilelang.lower(_scaled_row_max(64, 32, T.bfloat16), target={"kind": "cuda", "arch": "sm_90"})
     assert "__nv_bfloat16" in art.device_source or "bfloat16" in art.device_source
+
+
+def _fp8_cast(M=64, N=128):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float8_e4m3fn)):
+        with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+            for i, j in T.Parallel(16, N):
+                Y[bx * 16 + i, j] = T.clamp(X[bx * 16 + i, j], -448.0, 448.0).astype(T.float8_e4m3fn)
+
+    return main
+
+
+def test_fp8_kernels_are_refused_by_the_cpu_backend_with_the_reason():
+    with pytest.raises(LanguageError, match=r"buffer 'Y' has dtype 'float8_e4m3fn', which the CPU backend "
+                                            r"cannot compute with .* compile it for CUDA"):
+        tilelang.compile(_fp8_cast(), out_idx=[1], target="cpu")

@@ -31,6 +31,22 @@ def lower(name: str):
     return tilelang.lower(KERNELS[name](), target=SM90, out_idx=[-1] if name != "saxpy_scalar" else None)
 
 
+@pytest.mark.parametrize("fp8", ["float8_e4m3fn", "float8_e5m2"])
+def test_fp8_tensors_lower_to_cuda_fp8_types(fp8):
+    import tilelang.language as T
+
+    @T.prim_func
+    def cast(X: T.Tensor((64, 128), "float32"), Y: T.Tensor((64, 128), fp8)):
+        with T.Kernel(4, threads=128) as bx:
+            for i, j in T.Parallel(16, 128):
+                Y[bx * 16 + i, j] = X[bx * 16 + i, j].astype(fp8)
+
+    source = tilelang.lower(cast, target=SM90, out_idx=[1]).device_source
+    assert ("__nv_fp8_e4m3" if fp8.endswith("e4m3fn") else "__nv_fp8_e5m2") in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", f"cast_{fp8}")[:4] == b"\x7fELF"
+
+
 def test_one_row_fragments_get_shared_memory_they_can_share():
     # blk_m=1: the row's sum is a 4-byte shared buffer, which TVM's shared-memory merging
     # cannot place (an internal check) unless it is widened first

@@ -50,10 +50,12 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerAtomics,
         LowerKernelLaunchToLoops,
         OutlineComputeFunction,
+        RefuseNarrowFloats,
         RelaxParamAlignment,
     )
 
     middle_end = [
+        RefuseNarrowFloats(),
         LowerTileOps(),
         LowerKernelLaunchToLoops(),
         LowerAtomics(),

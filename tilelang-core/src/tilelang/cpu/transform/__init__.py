@@ -3,6 +3,7 @@
 from .alignment import RelaxParamAlignment
 from .atomics import LowerAtomics
 from .bool_compare import LegalizeBoolCompare
+from .dtypes import RefuseNarrowFloats
 from .compute_function import (
     AllocateOnStack,
     KeepComputeFunctions,
@@ -17,5 +18,6 @@ __all__ = [
     "LowerAtomics",
     "LowerKernelLaunchToLoops",
     "OutlineComputeFunction",
+    "RefuseNarrowFloats",
     "RelaxParamAlignment",
 ]

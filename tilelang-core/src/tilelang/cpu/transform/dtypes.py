@@ -1,0 +1,43 @@
+"""RefuseNarrowFloats: the CPU backend has no arithmetic for fp8/fp6/fp4.
+
+TVM's LLVM and C code generators stop on these types with an internal check; the kernel
+gets a LanguageError instead, naming the buffer and where such kernels run (the CUDA
+backend legalizes fp8 through CUDA's __nv_fp8 types).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...backend.pass_pipeline import prim_func_pass
+from ...errors import LanguageError
+
+_NARROW_FLOATS = ("float8", "float6", "float4")
+
+
+def _run(func: Any, mod: Any, ctx: Any) -> Any:
+    import tvm_ffi
+    from tvm import tirx
+
+    kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
+    found: list[tuple[str, str]] = []
+
+    def visit(var: Any) -> None:
+        ty = getattr(var, "ty", None)
+        if isinstance(ty, tirx.BufferType) and str(ty.dtype).startswith(_NARROW_FLOATS):
+            found.append((var.name, str(ty.dtype)))
+
+    for param in func.params:
+        visit(param)
+    tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, lambda a: visit(a.buffer)))
+    if found:
+        name, dtype = found[0]
+        raise LanguageError(
+            f"kernel {kernel!r}: buffer {name!r} has dtype {dtype!r}, which the CPU backend cannot "
+            "compute with (no fp8/fp6/fp4 arithmetic in its LLVM/C code generation); compile it for "
+            "CUDA (target='cuda'), or convert to float16/float32 on the host")
+    return func
+
+
+def RefuseNarrowFloats() -> Any:
+    return prim_func_pass(_run, "tl.cpu.RefuseNarrowFloats")
