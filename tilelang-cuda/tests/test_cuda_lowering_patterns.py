@@ -173,3 +173,43 @@ def test_tvm_thread_allreduce_becomes_warp_shuffles():
     assert body.count("__shfl_down_sync") == 5, body  # log2(32) butterfly steps
     if toolchain.nvcc_path() is not None:
         assert toolchain._compile_nvcc(artifact.device_source, "sm_90", "row_sums")[:4] == b"\x7fELF"
+
+
+def split_k_gemv(N: int = 256, K: int = 256, BN: int = 32, BK: int = 32):
+    """Upstream's naive split-K GEMV: one thread row zeroes a shared partial sum, every
+    thread of the column adds into it atomically, then it is read back — elements shared
+    by the BK threads of a column (the index has no threadIdx.y)."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((K,), T.float16), B: T.Tensor((N, K), T.float16), C: T.Tensor((N,), T.float16)):
+        with T.Kernel(T.ceildiv(N, BN), threads=(BN, BK)) as bn:
+            tn = T.get_thread_binding(0)
+            tk = T.get_thread_binding(1)
+            acc = T.alloc_local((1,), T.float32)
+            part = T.alloc_shared((BN,), T.float32)
+            if tk == 0:
+                part[tn] = 0
+            T.clear(acc)
+            for bk in T.serial(T.ceildiv(K, BK)):
+                acc[0] += A[bk * BK + tk].astype(T.float32) * B[bn * BN + tn, bk * BK + tk].astype(T.float32)
+            T.atomic_add(part[tn], acc[0])
+            C[bn * BN + tn] = part[tn]
+
+    return kernel
+
+
+def test_shared_elements_of_several_threads_are_fenced_before_and_after_the_atomics():
+    source = tilelang.lower(split_k_gemv(), target=SM90).device_source
+    body = source[source.index("naive") if "naive" in source else source.index("__global__"):]
+    zero, atomic, read = body.index("] = 0x0p+0f"), body.index("atomicAdd("), body.index("C_ptr[")
+    assert "__syncthreads()" in body[zero:atomic], body  # every zero lands before any add
+    assert "__syncthreads()" in body[atomic:read], body  # every add lands before the read
+
+
+@pytest.mark.gpu
+def test_split_k_gemv_matches_torch_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(split_k_gemv(), out_idx=[2], target="cuda")
+    a = torch.randn(256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b).float(), (b.float() @ a.float()), rtol=1e-2, atol=5e-2)

@@ -25,6 +25,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         PartitionParallelLoops,
         PlaceFragments,
         RasterizeBlocks,
+        SyncSharedWritesOfSeveralThreads,
     )
 
     return [
@@ -35,6 +36,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         PartitionParallelLoops(),
         RasterizeBlocks(),
         *flatten_and_vectorize(),
+        SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
         s_tir.transform.ThreadSync("shared"),
         s_tir.transform.ThreadSync("shared.dyn"),

@@ -12,7 +12,7 @@ from typing import Any
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
 
-_NARROW_FLOATS = ("float8", "float6", "float4")
+_NARROW_FLOATS = ("float8_", "float6_", "float4_")  # float8_e4m3fn, ...; not float64
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
