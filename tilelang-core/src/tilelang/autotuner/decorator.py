@@ -66,7 +66,21 @@ class AutoTuneImpl:
         return result.kernel
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
-        """The best kernel for these fixed arguments (upstream's ``.compile``)."""
+        """The best kernel for these fixed arguments (upstream's ``.compile``). An eager
+        kernel takes its ``T.const`` sizes here as keywords, beside the builder's own
+        parameters; with every tunable given it compiles that configuration."""
+        if getattr(self.jit_fn, "is_eager", False):
+            names = list(inspect.signature(self.jit_fn.builder).parameters)
+            given = set(names[:len(args)]) | set(kwargs)
+            configs = self.configs if isinstance(self.configs, (list, tuple)) else []
+            tunables = set().union(*(c.keys() for c in configs)) - RESERVED_KEYS
+            if configs and tunables <= given:
+                return self.jit_fn.compile(*args, **kwargs)
+            raise TileLangError(
+                f"{self.__name__}: autotuning an eager kernel (T.const sizes) is not supported yet; "
+                f"pass every tunable argument ({', '.join(sorted(tunables)) or 'see configs'}) to "
+                f".compile(...), or write the kernel in the classic style (a builder returning a "
+                f"@T.prim_func) to tune it")
         return self(*args, **kwargs)
 
     def _call_key(self, args: tuple, kwargs: dict) -> Any:
