@@ -30,24 +30,45 @@ _SHARED = ("shared", "shared.dyn")
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
-def _uses_all(exprs: list[Any], thread_vars: list[Any]) -> bool:
-    used: set[int] = set()
+class _ThreadDeps:
+    """Which thread dimensions each variable depends on: the thread indices themselves, and
+    variables bound (CSE's ``cse_v = f(threadIdx.x)``) from expressions that use them."""
 
-    def visit(var: Any) -> None:
-        for i, t in enumerate(thread_vars):
-            if var.same_as(t):
-                used.add(i)
+    def __init__(self, body: Any, thread_vars: list[Any]) -> None:
+        self.count = len(thread_vars)
+        self.deps: dict[int, set[int]] = {t.__chandle__(): {i} for i, t in enumerate(thread_vars)}
+        self.keep = list(thread_vars)  # the handles stay valid while their objects live
+        for _ in range(4):  # binds come in order; a second walk settles rebinding chains
+            size = sum(map(len, self.deps.values()))
+            tvm_ffi.structural_walk(body, [((tirx.Bind, tirx.Let), self._on_bind)])
+            if sum(map(len, self.deps.values())) == size:
+                break
 
-    for expr in exprs:
-        tvm_ffi.structural_walk(expr, (tirx.Var, visit))
-    return len(used) == len(thread_vars)
+    def of(self, exprs: list[Any]) -> set[int]:
+        used: set[int] = set()
+
+        def visit(var: Any) -> None:
+            used.update(self.deps.get(var.__chandle__(), ()))
+
+        for expr in exprs:
+            tvm_ffi.structural_walk(expr, (tirx.Var, visit))
+        return used
+
+    def _on_bind(self, stmt: Any) -> None:
+        found = self.of([stmt.value])
+        if found:
+            self.deps.setdefault(stmt.var.__chandle__(), set()).update(found)
+            self.keep.append(stmt.var)
+
+    def uses_all(self, exprs: list[Any]) -> bool:
+        return len(self.of(exprs)) == self.count
 
 
-def _shared_writes_of_several_threads(stmt: Any, thread_vars: list[Any]) -> list[Any]:
+def _shared_writes_of_several_threads(stmt: Any, deps: _ThreadDeps) -> list[Any]:
     found: list[Any] = []
 
     def note(buffer: Any, indices: list[Any]) -> None:
-        if buffer.scope() in _SHARED and not _uses_all(indices, thread_vars):
+        if buffer.scope() in _SHARED and not deps.uses_all(indices):
             found.append(buffer)
 
     def visit_store(store: Any) -> None:
@@ -85,11 +106,12 @@ def _is_barrier(stmt: Any) -> bool:
 def _sync_sequence(body: Any, thread_vars: list[Any]) -> Any:
     if not isinstance(body, tirx.SeqStmt):
         return body
+    deps = _ThreadDeps(body, thread_vars)
     stmts = list(body.seq)
     out: list[Any] = []
     for i, stmt in enumerate(stmts):
         out.append(stmt)
-        shared = _shared_writes_of_several_threads(stmt, thread_vars)
+        shared = _shared_writes_of_several_threads(stmt, deps)
         rest = stmts[i + 1:]
         if shared and rest and not _is_barrier(rest[0]) and any(_touches(s, shared) for s in rest):
             out.append(block_barrier())
