@@ -372,6 +372,32 @@ def summarize(results: list[dict[str, Any]], mode: str, nvcc: bool) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(paths: list[Path]) -> str:
+    """One row per example from earlier --json results (any of lower / cpu / run): each
+    mode's status, nvcc where lowered, and the first failure's cause."""
+    runs = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        runs[data["mode"]] = {r["example"]: r for r in data["results"]}
+    modes = [m for m in ("lower", "run", "cpu") if m in runs]
+    heads = {"lower": "lower sm_90", "run": "H200 run", "cpu": "cpu"}
+    names = list(dict.fromkeys(n for m in modes for n in runs[m]))
+    lines = ["| example | " + " | ".join(heads[m] for m in modes) + (" | nvcc" if "lower" in runs else "")
+             + " | cause (first failure) |",
+             "| --- |" + " --- |" * (len(modes) + ("lower" in runs) + 1)]
+    for name in names:
+        cells, cause = [], ""
+        for m in modes:
+            r = runs[m].get(name)
+            cells.append(r["status"] if r else "-")
+            if r and r["status"] not in PASS_STATES and not cause:
+                cause = r.get("cause", "") or m
+        if "lower" in runs:
+            cells.append(runs["lower"].get(name, {}).get("nvcc", "-"))
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {cause.replace('|', '/')[:110]} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -388,11 +414,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="examples at a time (subprocesses; e.g. 8 on a 16-core GPU host)")
     parser.add_argument("--select-from", type=Path,
                         help="only the examples that passed in this earlier --json result (e.g. of --mode lower)")
+    parser.add_argument("--table", type=Path, nargs="+",
+                        help="print a markdown table of earlier --json results (lower, cpu, run) and exit")
     parser.add_argument("--list", action="store_true", help="list the recipes and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.table:
+        print(markdown_table(args.table))
+        return 0
     by_name = {r.name: r for r in RECIPES}
     if args.worker:
         result = run_worker(by_name[args.worker], args.examples.resolve(), args.mode, args.arch, args.nvcc)

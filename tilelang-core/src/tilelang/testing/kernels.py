@@ -209,3 +209,68 @@ def rms_norm_rows(M, N, blk_m=1, dtype="float32"):
             T.copy(A_local, B[bx * blk_m:(bx + 1) * blk_m, :])
 
     return main
+
+
+# -- lowering patterns of upstream's examples (tests on the CPU and for CUDA use them) --
+def masked_block_sum(n_blocks: int = 4, block: int = 64, cols: int = 32, threads: int = 128):
+    """Block-sparse attention's skeleton: a mask copied into a fragment, tested with
+    ``if mask[k] != 0`` around a loop body that refills a shared tile every iteration."""
+
+    @T.prim_func
+    def kernel(Mask: T.Tensor((n_blocks,), T.bool), A: T.Tensor((n_blocks * block, cols), T.float32),
+               Out: T.Tensor((block, cols), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            mask = T.alloc_fragment([n_blocks], T.bool)
+            tile = T.alloc_shared([block, cols], T.float32)
+            acc = T.alloc_fragment([block, cols], T.float32)
+            T.copy(Mask, mask)
+            T.clear(acc)
+            for k in T.Pipelined(n_blocks, num_stages=1):
+                if mask[k] != 0:
+                    T.copy(A[k * block:(k + 1) * block, :], tile)
+                    for i, j in T.Parallel(block, cols):
+                        acc[i, j] += tile[block - 1 - i, j]  # rows other threads loaded
+            T.copy(acc, Out)
+
+    return kernel
+
+
+def split_row_sum(rows: int = 4, cols: int = 64, splits: int = 2):
+    """Split-KV decoding's skeleton: a T.alloc_global workspace the first kernel writes
+    and the second reduces."""
+    part = cols // splits
+
+    @T.prim_func
+    def kernel(A: T.Tensor((rows, cols), T.float32), Out: T.Tensor((rows,), T.float32)):
+        partial = T.alloc_global((rows, splits), T.float32)
+        with T.Kernel(rows, splits, threads=32) as (bx, by):
+            tile = T.alloc_fragment((part,), T.float32)
+            total = T.alloc_fragment((1,), T.float32)
+            T.copy(A[bx, by * part:(by + 1) * part], tile)
+            T.reduce_sum(tile, total, dim=0)
+            partial[bx, by] = total[0]
+        with T.Kernel(rows, threads=32) as bx:
+            acc = T.alloc_local((1,), T.float32)
+            acc[0] = 0
+            for s in T.serial(splits):
+                acc[0] += partial[bx, s]
+            Out[bx] = acc[0]
+
+    return kernel
+
+
+def flat_views():
+    """Upstream's convolution sees its 4-D weight and output as matrices with
+    ``T.Tensor(shape, dtype, X.data)`` inside the kernel."""
+
+    @T.prim_func
+    def scale_flat(W: T.Tensor((2, 4, 8), "float32"), Out: T.Tensor((2, 4, 8), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            w_flat = T.Tensor((8, 8), "float32", W.data)
+            out_flat = T.Tensor((8, 8), "float32", Out.data)
+            tile = T.alloc_shared((4, 8), "float32")
+            T.copy(w_flat[bx * 4, 0], tile)
+            for i, j in T.Parallel(4, 8):
+                out_flat[bx * 4 + i, j] = tile[i, j] * 2.0 + i
+
+    return scale_flat
