@@ -241,3 +241,20 @@ def test_causal_mask_written_before_the_gemm_on_the_gpu(config):
     scores = (q.float() @ k.float().T) / 128 ** 0.5
     scores = scores.masked_fill(torch.ones(256, 256, device="cuda").triu(1).bool(), float("-inf"))
     torch.testing.assert_close(kernel(q, k, v).float(), scores.softmax(-1) @ v.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_vectors_stay_within_16_bytes_of_every_type_in_the_body():
+    """fp16 tiles computed in float32 (upstream's retention kernel): at 8 lanes the float32
+    values would be float32x8, which TVM's CUDA codegen builds as make_ulonglong4 of 8
+    floats (nvcc: too many arguments); 4 lanes keep every vector within 16 bytes."""
+
+    @T.prim_func
+    def scale_rows(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(64, 64):
+                B[i, j] = (A[i, j].astype(T.float32) * 0.125 + T.exp2(T.float32(i))).astype(T.float16)
+
+    source = tilelang.lower(scale_rows, target=SM90).device_source
+    assert "make_ulonglong4" not in source and "float4" in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "scale_rows")[:4] == b"\x7fELF"

@@ -83,6 +83,12 @@ def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
     return offset if offset is not None else tirx.IntImm("int32", 0)
 
 
+def _cast_bytes(body: Any) -> list[int]:
+    found: list[int] = []
+    tvm_ffi.structural_walk(body, (tirx.Cast, lambda c: found.append(_dtype_bytes(c.ty.dtype))))
+    return found
+
+
 def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
     """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
     extents = [loop.extent for loop in loops]
@@ -101,7 +107,10 @@ def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
                      for b, idx in accesses)
     if not simple or not memory or per_thread:
         return 1, 0
-    widest = max(_dtype_bytes(b.dtype) for b, _ in memory)
+    # the widest element anywhere in the body, not only in memory: an fp16 load cast to
+    # float32 at 8 lanes is a float32x8 value, which TVM's CUDA codegen cannot construct
+    # (it prints make_ulonglong4 of 8 floats); vectors stay within 16 bytes of every type
+    widest = max([_dtype_bytes(b.dtype) for b, _ in accesses] + _cast_bytes(body))
     inner_var = loops[-1].loop_var
     analyzer = Analyzer()
     v = max(1, _VECTOR_BYTES // widest)
