@@ -57,3 +57,19 @@ def test_python_side_size_helpers():
     from tilelang.math import cdiv
 
     assert cdiv is tilelang.cdiv
+
+
+@pytest.mark.parametrize("order", ["value_first", "dtype_first"])
+def test_reinterpret_takes_either_argument_order(order):
+    @T.prim_func
+    def bits(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.uint32)):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                if order == "value_first":
+                    B[i] = T.reinterpret(A[i], T.uint32)
+                else:
+                    B[i] = T.reinterpret(T.uint32, A[i])
+
+    kernel = tilelang.compile(bits, out_idx=[1], target="cpu")
+    a = np.linspace(-2, 2, 8, dtype="float32")
+    np.testing.assert_array_equal(kernel(a), a.view(np.uint32))

@@ -24,6 +24,7 @@ from .atomic import (
     atomic_store,
     atomic_xor,
 )
+from .casts import reinterpret
 from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype
@@ -168,6 +169,7 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "reinterpret",
     "reshape",
     "serial",
     "symbolic",
