@@ -142,7 +142,7 @@ def test_tile_atomic_add_of_a_scalar_and_a_converted_tile():
     cpu(main, out_idx=None)(a, c)
     expected = np.full((6, 8), 1.5, "float32")
     expected[1:5] += a.astype("float32")
-    np.testing.assert_allclose(c, expected, rtol=1e-6)
+    np.testing.assert_allclose(c, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_atomic_addx4_from_element_corners_in_a_parallel_loop():
@@ -161,7 +161,7 @@ def test_atomic_addx4_from_element_corners_in_a_parallel_loop():
     cpu(main, out_idx=None)(v, dst)
     expected = 2 * v
     expected[0, :2] += 2 * v[0, :2]
-    np.testing.assert_allclose(dst, expected, rtol=1e-6)
+    np.testing.assert_allclose(dst, expected, rtol=1e-6, atol=1e-6)
 
 
 # -- errors ------------------------------------------------------------------------------------

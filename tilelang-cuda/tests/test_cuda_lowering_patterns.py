@@ -258,3 +258,30 @@ def test_vectors_stay_within_16_bytes_of_every_type_in_the_body():
     assert "make_ulonglong4" not in source and "float4" in source
     if toolchain.nvcc_path() is not None:
         assert toolchain._compile_nvcc(source, "sm_90", "scale_rows")[:4] == b"\x7fELF"
+
+
+def test_a_global_layout_reaches_the_atomics_and_loads():
+    from tilelang.testing.kernels import global_layout_pair
+
+    accumulate, unpack = global_layout_pair(16, 32)
+    atomics = _body(tilelang.lower(accumulate, target=SM90).device_source)
+    # element (i, j) at ((i // 8) * 4 + j // 8) * 64 + (i % 8) * 8 + j % 8: rows 8 apart are 256 apart
+    assert "atomicAdd" in atomics and "* 256)" in atomics, atomics
+    loads = _body(tilelang.lower(unpack, target=SM90).device_source)
+    # vectorized 4 columns at a time: column blocks j // 8 are 64 apart in storage
+    assert "*(float4*)(Q_ptr + " in loads and ">> 1) * 64)" in loads, loads
+
+
+@pytest.mark.gpu
+def test_a_global_layout_round_trips_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    from tilelang.testing.kernels import global_layout_pair
+
+    accumulate, unpack = (tilelang.compile(k, target="cuda") for k in global_layout_pair(16, 32))
+    a = torch.arange(16 * 32, dtype=torch.float32, device="cuda").reshape(16, 32)
+    q = torch.zeros_like(a)
+    accumulate(a, q)
+    out = torch.zeros_like(a)
+    unpack(q, out)
+    torch.testing.assert_close(out, a)
+    torch.testing.assert_close(q.reshape(-1), a.reshape(2, 8, 4, 8).permute(0, 2, 1, 3).reshape(-1))

@@ -181,12 +181,9 @@ def accepted_as_is(buffer: Any, layout: Any) -> bool:
                             f"{buffer.name!r} is a {scope} buffer; use a Layout, or drop the annotation")
     if layout.is_identity_for(buffer.shape):
         return True
-    if scope == "global":
-        advice = ("a tensor's layout is the caller's: permute it on the host (torch/numpy) and index "
-                  "the kernel parameter in that order")
-    else:
-        advice = ("use tilelang.layout.make_swizzled_layout(buffer) for a bank-conflict-free shared tile, "
-                  "or drop the annotation: results never depend on an on-chip tile's storage order")
+    # (a global tensor's Layout is applied: language/tile.py, transform/global_layouts.py)
+    advice = ("use tilelang.layout.make_swizzled_layout(buffer) for a bank-conflict-free shared tile, "
+              "or drop the annotation: results never depend on an on-chip tile's storage order")
     raise LanguageError(f"{where} maps {layout.shape} to {layout.forward_index}; storing a {scope} buffer "
                         f"in an order other than row-major is not implemented; {advice}")
 

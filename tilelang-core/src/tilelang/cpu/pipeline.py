@@ -41,7 +41,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     allocates every scope as ordinary memory (through workspace calls)."""
     from tvm import s_tir, tirx
 
-    from ..transform import LowerTileOps
+    from ..transform import ApplyGlobalLayouts, LowerTileOps
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
         AllocateOnStack,
@@ -57,6 +57,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     middle_end = [
         RefuseNarrowFloats(),
         LowerTileOps(),
+        ApplyGlobalLayouts(),
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
         LegalizeBoolCompare(),

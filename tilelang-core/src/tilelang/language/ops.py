@@ -59,3 +59,11 @@ def tl_op_names_in(node: object) -> set[str]:
 
     tvm_ffi.structural_walk(node, (tvm.ir.Call, visit))
     return found
+
+#: ``T.annotate_layout`` of a global tensor with a ``tilelang.layout.Layout``: a marker
+#: loop nest over the tensor's shape whose body is ``tl.global_layout(view[0], *storage)``
+#: (the storage indices of element (i0, i1, ...) as expressions of the loop variables, and
+#: a flat view of the tensor's data); ``transform.ApplyGlobalLayouts`` removes it and
+#: rewrites every access of the tensor through the map
+GLOBAL_LAYOUT = "tl.global_layout"
+_register(GLOBAL_LAYOUT, CallEffectKind.Opaque.value, "tl_global_layout")

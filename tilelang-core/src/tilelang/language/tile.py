@@ -210,6 +210,9 @@ def annotate_layout(layouts: dict) -> None:
     for buffer, layout in layouts.items():
         if not isinstance(buffer, tirx.Buffer):
             raise LanguageError(f"T.annotate_layout: keys must be buffers, got {type(buffer).__name__}")
+        if _is_global_permutation(buffer, layout):
+            _annotate_global_layout(buffer, layout)
+            continue
         if not isinstance(layout, SwizzledLayout) and accepted_as_is(buffer, layout):
             continue  # a row-major Layout, or a Fragment hint (see tilelang.layout)
         if not isinstance(layout, SwizzledLayout):
@@ -224,6 +227,47 @@ def annotate_layout(layouts: dict) -> None:
             raise LanguageError(f"T.annotate_layout: {buffer.name!r} is a {len(buffer.shape)}-d "
                                 f"{buffer.scope()} buffer; swizzled layouts are for 2-d T.alloc_shared tiles")
         _emit(TILE_OPS["annotate_layout"], _full(buffer), tirx.const(0, "int32"))
+
+
+def _is_global_permutation(buffer: Any, layout: Any) -> bool:
+    from ..layout import Fragment, Layout
+
+    return (isinstance(layout, Layout) and not isinstance(layout, Fragment) and buffer.scope() == "global"
+            and not layout.is_identity_for(buffer.shape))
+
+
+def _annotate_global_layout(buffer: Any, layout: Any) -> None:
+    """A global tensor stored in ``layout``'s order (upstream's flash-attention backward
+    stores dQ so that its atomic updates are coalesced): a marker that
+    transform.ApplyGlobalLayouts turns into a flat view of the tensor's data, read and
+    written at the layout's storage offsets. Every kernel touching the tensor must
+    annotate it alike (as upstream requires); the host sees the permuted storage."""
+    from tvm.sym.analyzer import Analyzer
+
+    from .ops import GLOBAL_LAYOUT
+
+    name = buffer.name
+    if [int(d) if isinstance(d, int) else d for d in layout.shape] != [int(d) for d in buffer.shape]:
+        raise LanguageError(f"T.annotate_layout: the Layout given for {name!r} is for shape {layout.shape}, "
+                            f"the tensor is {list(buffer.shape)}")
+    storage = layout.get_output_shape()
+    total_in, total_out = 1, 1
+    for d in buffer.shape:
+        total_in *= int(d)
+    for d in storage:
+        total_out *= int(d)
+    if total_in != total_out:
+        raise LanguageError(f"T.annotate_layout: the Layout given for {name!r} maps {total_in} elements onto "
+                            f"storage of shape {storage} ({total_out} elements); a tensor's layout must "
+                            "be a permutation of its elements")
+    flat = _ib.decl_buffer((total_in,), buffer.dtype, data=buffer.data, scope="global")
+    analyzer = Analyzer()
+    with _ib.grid(*buffer.shape) as loop_vars:
+        loop_vars = list(loop_vars) if len(buffer.shape) > 1 else [loop_vars]
+        offset = tirx.const(0, "int32")
+        for index, extent in zip(layout.map_forward_index(list(loop_vars)), storage):
+            offset = offset * int(extent) + index
+        _emit(GLOBAL_LAYOUT, tirx.BufferLoad(flat, [tirx.const(0, "int32")]), analyzer.simplify(offset))
 
 
 SWIZZLE_ORDERS = ("row", "col")

@@ -274,3 +274,32 @@ def flat_views():
                 out_flat[bx * 4 + i, j] = tile[i, j] * 2.0 + i
 
     return scale_flat
+
+
+def blocked_layout(buffer):
+    """Element (i, j) of an (M, N) tensor stored in 8x8 blocks, block-row-major (the shape
+    of upstream's dQ layout in flash-attention backward)."""
+    from ..layout import Layout
+
+    return Layout(buffer.shape, lambda i, j: [i // 8, j // 8, i % 8, j % 8])
+
+
+def global_layout_pair(M=16, N=32):
+    """Two kernels agreeing on a global tensor's layout: ``accumulate`` adds A into Q
+    atomically, tile by tile; ``unpack`` reads Q back in logical order into O."""
+
+    @T.prim_func
+    def accumulate(A: T.Tensor((M, N), "float32"), Q: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 8, threads=32) as bx:
+            T.annotate_layout({Q: blocked_layout(Q)})
+            tile = T.alloc_fragment((8, N), "float32")
+            T.copy(A[bx * 8, 0], tile)
+            T.atomic_add(Q[bx * 8, 0], tile)
+
+    @T.prim_func
+    def unpack(Q: T.Tensor((M, N), "float32"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 8, threads=32) as bx:
+            T.annotate_layout({Q: blocked_layout(Q)})
+            T.copy(Q[bx * 8:(bx + 1) * 8, :], O[bx * 8:(bx + 1) * 8, :])
+
+    return accumulate, unpack

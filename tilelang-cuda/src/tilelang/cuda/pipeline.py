@@ -14,7 +14,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     by some threads is read by others; the launch metadata is captured right after the
     host/device split, for execution backends that launch kernels themselves."""
     from tilelang.backend.pass_pipeline import CaptureLaunchMetadata, PadTinySharedAllocations
-    from tilelang.transform import LowerTileOps
+    from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
     from tvm import s_tir, tirx
     from tvm.backend.cuda.transforms import LowerIket
 
@@ -31,6 +31,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     return [
         LowerTensorCoreGemm(),
         LowerTileOps(),
+        ApplyGlobalLayouts(),
         LowerAtomics(),
         PlaceFragments(),
         PartitionParallelLoops(),
