@@ -133,30 +133,27 @@ template <typename T> __device__ __forceinline__ T tl_atomic_fence_after(int ord
 // sequences the first fence before it.
 #define tl_atomic_ordered(order, op) (tl_atomic_fence_before(order), tl_atomic_fence_after((order), (op)))
 
-template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
+// *addr = value where `value` wins (Greater: larger wins, else smaller), by compare-and-swap
+// on the element's bits; a value that does not win (or is NaN) stores nothing.
+template <bool Greater, typename T> __device__ __forceinline__ T tl_atomic_cas_extreme(T* addr, T value) {
   using Word = typename tl_atomic_word<sizeof(T)>::type;
   Word* word = reinterpret_cast<Word*>(addr);
   Word old = *word, assumed;
   do {
     assumed = old;
     T current = tl_atomic_from_bits<T>(assumed);
-    if (!(current < value)) break;  // already at least `value` (or value is NaN): no store
+    if (!(Greater ? current < value : value < current)) break;
     old = atomicCAS(word, assumed, tl_atomic_bits(value));
   } while (old != assumed);
   return tl_atomic_from_bits<T>(old);
 }
 
+template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
+  return tl_atomic_cas_extreme<true>(addr, value);
+}
+
 template <typename T> __device__ __forceinline__ T tl_atomic_min(T* addr, T value) {
-  using Word = typename tl_atomic_word<sizeof(T)>::type;
-  Word* word = reinterpret_cast<Word*>(addr);
-  Word old = *word, assumed;
-  do {
-    assumed = old;
-    T current = tl_atomic_from_bits<T>(assumed);
-    if (!(value < current)) break;
-    old = atomicCAS(word, assumed, tl_atomic_bits(value));
-  } while (old != assumed);
-  return tl_atomic_from_bits<T>(old);
+  return tl_atomic_cas_extreme<false>(addr, value);
 }
 
 template <typename T> __device__ __forceinline__ T tl_atomic_load(const T* addr, int order) {
