@@ -17,7 +17,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import time_ms
-from tilelang.testing.kernels import flash_attention  # the examples' kernel, classic style
+from tilelang.testing.kernels import (
+    flash_attention,  # the examples' kernel, classic style
+)
 
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2: a cp.async ring)

@@ -3,7 +3,6 @@
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import TileLangError

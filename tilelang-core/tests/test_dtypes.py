@@ -4,7 +4,6 @@ import pickle
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import LanguageError

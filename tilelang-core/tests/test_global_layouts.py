@@ -3,7 +3,6 @@ every access goes through the map, and kernels that agree on it see the logical 
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import LanguageError

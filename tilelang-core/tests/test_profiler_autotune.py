@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 import pytest
-import torch
-from rich.console import Console
-
 import tilelang
 import tilelang.language as T
-from tilelang.autotuner import AutoTuner, AutotuneError, compile_pool
+import torch
+from rich.console import Console
+from tilelang.autotuner import AutotuneError, AutoTuner, compile_pool
 from tilelang.autotuner.bench_loop import BenchLoop
 from tilelang.profiler import TensorSupplyType, ToleranceError
 from tilelang.testing import kernels

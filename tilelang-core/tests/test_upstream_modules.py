@@ -30,7 +30,11 @@ def test_utils_tensor_reexports_the_testing_and_profiler_helpers() -> None:
     from tilelang.profiler import TensorSupplyType as profiler_supply
     from tilelang.testing import torch_assert_close as testing_close
     from tilelang.utils import is_float8_dtype
-    from tilelang.utils.tensor import TensorSupplyType, get_tensor_supply, torch_assert_close
+    from tilelang.utils.tensor import (
+        TensorSupplyType,
+        get_tensor_supply,
+        torch_assert_close,
+    )
 
     assert TensorSupplyType is profiler_supply and torch_assert_close is testing_close
     assert callable(get_tensor_supply(TensorSupplyType.Auto))

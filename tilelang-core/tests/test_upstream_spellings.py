@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import LanguageError

@@ -43,6 +43,7 @@ __all__ = [
     "PluginError",
     "TileLangError",
     "__version__",
+    "cdiv",
     "compile",
     "disable_cache",
     "enable_cache",
@@ -50,6 +51,7 @@ __all__ = [
     "jit",
     "load_plugins",
     "lower",
+    "next_power_of_2",
 ]
 
 
@@ -59,7 +61,9 @@ def __getattr__(name: str):
     if name == "tvm":
         import tvm
 
-        from .tvm_compat import install  # upstream's TVM names TVM 0.27 lacks (tirx.PrimExpr)
+        from .tvm_compat import (
+            install,  # upstream's TVM names TVM 0.27 lacks (tirx.PrimExpr)
+        )
 
         install()
         return tvm

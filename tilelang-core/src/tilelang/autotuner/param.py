@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TileLangError
 from ..profiler.bench import BACKENDS
 from ..profiler.supply import TensorSupplyType
-from ..errors import TileLangError
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import sys
 import types
 from typing import Any
 
+
 def _is_importable(fn: types.FunctionType) -> bool:
     module = sys.modules.get(fn.__module__ or "")
     obj: Any = module

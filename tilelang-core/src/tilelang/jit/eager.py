@@ -27,12 +27,12 @@ from typing import Any
 
 import tvm
 from tvm.ir import IRModule
-from tvm.tirx import is_buffer_var
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.parser.core import doc
 from tvm.script.parser.core.diagnostics import Source
 from tvm.script.parser.core.error import ParserError
 from tvm.script.parser.core.parser import Parser
+from tvm.tirx import is_buffer_var
 
 from .. import language as T
 from ..errors import ArgumentError, LanguageError, TileLangError

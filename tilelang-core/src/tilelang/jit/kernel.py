@@ -164,7 +164,10 @@ class JITKernel:
         """A tilelang.profiler.Profiler for this kernel: ``assert_allclose(reference)``,
         ``do_bench()``, ``run_once()`` on torch inputs made from the kernel's parameters on
         its device (``tensor_supply_type``: a tilelang.TensorSupplyType, default Auto)."""
-        from ..profiler import TensorSupplyType, profiler_for  # the profiler imports torch lazily
+        from ..profiler import (  # the profiler imports torch lazily
+            TensorSupplyType,
+            profiler_for,
+        )
 
         return profiler_for(self, tensor_supply_type or TensorSupplyType.Auto)
 

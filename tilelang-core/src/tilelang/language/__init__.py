@@ -9,8 +9,9 @@ It is TVMScript's ``tirx`` surface plus TileLang's own spelling (``T.Kernel``,
 from tvm.script.parser.tirx import *
 from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
-from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from ..layout import Fragment, Layout
+from ..tvm_compat import install as _install_tvm_names
+from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from .allocate import alloc_local, alloc_shared
 from .atomic import (
     atomic_add,
@@ -36,6 +37,7 @@ from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
+from .reducer import alloc_reducer, finalize_reducer
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
@@ -59,9 +61,7 @@ from .tile import (
     use_swizzle,
 )
 from .unsupported import __getattr__  # noqa: F401  (upstream names not provided: a LanguageError saying why)
-from .reducer import alloc_reducer, finalize_reducer
 from .variables import alloc_global, alloc_var
-from ..tvm_compat import install as _install_tvm_names
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
 from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
@@ -127,6 +127,7 @@ __all__ = [
     "access_ptr",
     "alloc_fragment",
     "alloc_global",
+    "alloc_reducer",
     "alloc_local",
     "alloc_shared",
     "alloc_var",
@@ -144,14 +145,17 @@ __all__ = [
     "c2d_im2col",
     "clamp",
     "clear",
+    "const",
     "copy",
     "cumsum",
     "device_assert",
     "disable_warp_group_reg_alloc",
     "dtype",
     "dynamic",
+    "empty",
     "ext",
     "fill",
+    "finalize_reducer",
     "gemm",
     "get_block_binding",
     "get_thread_binding",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvm import tirx
-from tvm.ir import Range, TensorLoad, TensorRegion
+from tvm.ir import TensorLoad, TensorRegion
 from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError

@@ -7,7 +7,7 @@ from typing import Any
 import tvm_ffi
 from tvm import tirx
 
-from .ops import PARALLEL_EXTENT, is_call_to
+from .ops import PARALLEL_EXTENT, is_call_to, substitute
 from .reducer import rewrite_reducer_updates
 
 
@@ -20,8 +20,7 @@ def _unit_step(loop: Any) -> Any:
         return loop
     var = loop.loop_var
     k = tirx.Var(var.name, var.ty)
-    body = tvm_ffi.structural_map(
-        loop.body, (tirx.Var, lambda v: loop.min + k * step if v.same_as(var) else v), order="post")
+    body = substitute(loop.body, [(var, loop.min + k * step)])
     extent = tirx.ceildiv(loop.extent, step)
     return tirx.For(k, tirx.const(0, str(var.ty)), extent, loop.kind, body,
                     annotations=loop.annotations)

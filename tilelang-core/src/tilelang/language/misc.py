@@ -18,6 +18,7 @@ from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError
 from .kernel import _ACTIVE
+from .ops import block_barrier
 
 
 def clamp(value: Any, lo: Any, hi: Any) -> Any:
@@ -51,7 +52,7 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     if barrier_id is not None or arrive_count is not None:
         raise LanguageError("T.sync_threads(barrier_id, arrive_count): named barriers are not supported; "
                             "call T.sync_threads() for a barrier over the whole block")
-    _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+    _ib.evaluate(block_barrier().value)
 
 
 # printf conversions by dtype class; values are widened to what C's variadic calls pass

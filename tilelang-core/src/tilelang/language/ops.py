@@ -46,6 +46,38 @@ def is_call_to(expr: object, op_name: str) -> bool:
     return op is not None and getattr(op, "name", None) == op_name
 
 
+#: a barrier for every thread of the block (``__syncthreads()`` on CUDA; the CPU, which runs
+#: a block's threads in sequence, drops it)
+BLOCK_BARRIER = "tirx.tvm_storage_sync"
+
+
+def block_barrier() -> object:
+    """The statement every backend lowers to a block-wide barrier."""
+    from tvm import tirx
+
+    return tirx.Evaluate(tirx.call_intrin("int32", BLOCK_BARRIER, "shared"))
+
+
+def is_block_barrier(stmt: object) -> bool:
+    from tvm import tirx
+
+    return isinstance(stmt, tirx.Evaluate) and is_call_to(stmt.value, BLOCK_BARRIER)
+
+
+def substitute(node: object, pairs: list[tuple[object, object]]) -> object:
+    """``node`` with each variable ``old`` of ``pairs`` replaced by ``new``."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def on_var(var: object) -> object:
+        for old, new in pairs:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
+
+
 def tl_op_names_in(node: object) -> set[str]:
     """Names of every ``tl.*`` op still called somewhere in a PrimFunc or statement."""
     import tvm_ffi

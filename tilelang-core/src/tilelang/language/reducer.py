@@ -28,6 +28,7 @@ from tvm.script.ir_builder import tirx as _ib
 from ..errors import LanguageError
 from .atomic import rmw_element
 from .misc import sync_threads
+from .ops import block_barrier
 
 _OPS = ("sum", "max", "min")
 _KIND = {"sum": "add", "max": "max", "min": "min"}
@@ -104,7 +105,7 @@ def rewrite_reducer_updates(func: Any) -> Any:
         args = getattr(stmt.value, "args", None) or ()
         regions = [a for a in args if isinstance(a, TensorRegion)]
         if regions and any(regions[-1].source.same_as(buffer) for buffer, _ in reducers):  # its destination
-            return tirx.SeqStmt([stmt, _barrier()])
+            return tirx.SeqStmt([stmt, block_barrier()])
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
@@ -117,7 +118,3 @@ def rewrite_reducer_updates(func: Any) -> Any:
         raise LanguageError(f"{name}: the {op} reducer {str(buffer.name)!r} is written as `{written}`; "
                             f"a reducer is only updated as `{_FORMS[op]}` (initialise it with T.clear / T.fill)")
     return func.with_body(body) if not body.same_as(func.body) else func
-
-
-def _barrier() -> Any:
-    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))

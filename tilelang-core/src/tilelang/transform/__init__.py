@@ -1,6 +1,8 @@
 """Shared, backend-neutral passes that backends place in their pipelines."""
 
-from ..backend.pass_configs import PassConfigKey  # upstream's tilelang.transform.PassConfigKey
+from ..backend.pass_configs import (
+    PassConfigKey,  # upstream's tilelang.transform.PassConfigKey
+)
 from .global_layouts import ApplyGlobalLayouts
 from .lower_tile_ops import LowerTileOps
 

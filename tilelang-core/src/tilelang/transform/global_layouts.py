@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend.pass_pipeline import prim_func_pass
-from ..language.ops import GLOBAL_LAYOUT, is_call_to
+from ..language.ops import GLOBAL_LAYOUT, is_call_to, substitute
 
 
 def _marker(loop: Any) -> tuple[list[Any], Any] | None:
@@ -69,9 +69,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
     def storage(entry: tuple[Any, list[Any], Any], indices: list[Any]) -> Any:
         _, loop_vars, offset = entry
-        return analyzer.simplify(tvm_ffi.structural_map(
-            offset, (tirx.Var, lambda v: next((i for lv, i in zip(loop_vars, indices) if v.same_as(lv)), v)),
-            order="post"))
+        return analyzer.simplify(substitute(offset, list(zip(loop_vars, indices))))
 
     def on_store(store: Any) -> Any:
         entry = layout_of(store.buffer)

@@ -5,6 +5,11 @@ reaches the same objects as ``tilelang.testing`` and ``tilelang.profiler`` — o
 implementation, upstream's import paths.
 """
 
-from .tensor import TensorSupplyType, get_tensor_supply, is_float8_dtype, torch_assert_close
+from .tensor import (
+    TensorSupplyType,
+    get_tensor_supply,
+    is_float8_dtype,
+    torch_assert_close,
+)
 
 __all__ = ["TensorSupplyType", "get_tensor_supply", "is_float8_dtype", "torch_assert_close"]

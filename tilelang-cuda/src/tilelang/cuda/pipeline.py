@@ -13,7 +13,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     """Up to MakePackedAPI. ThreadSync inserts __syncthreads() where shared memory written
     by some threads is read by others; the launch metadata is captured right after the
     host/device split, for execution backends that launch kernels themselves."""
-    from tilelang.backend.pass_pipeline import CaptureLaunchMetadata, PadTinySharedAllocations
+    from tilelang.backend.pass_pipeline import (
+        CaptureLaunchMetadata,
+        PadTinySharedAllocations,
+    )
     from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
     from tvm import s_tir, tirx
     from tvm.backend.cuda.transforms import LowerIket

@@ -2,6 +2,11 @@
 rasterization plans, and ``policy.matmul_hints`` — a small search, not upstream's roller."""
 
 from .hint import Hint
-from .rasterization import NoRasterization, Rasterization, Rasterization2DColumn, Rasterization2DRow
+from .rasterization import (
+    NoRasterization,
+    Rasterization,
+    Rasterization2DColumn,
+    Rasterization2DRow,
+)
 
 __all__ = ["Hint", "NoRasterization", "Rasterization", "Rasterization2DColumn", "Rasterization2DRow"]

@@ -3,12 +3,12 @@
 from .alignment import RelaxParamAlignment
 from .atomics import LowerAtomics
 from .bool_compare import LegalizeBoolCompare
-from .dtypes import RefuseNarrowFloats
 from .compute_function import (
     AllocateOnStack,
     KeepComputeFunctions,
     OutlineComputeFunction,
 )
+from .dtypes import RefuseNarrowFloats
 from .launch_to_loops import LowerKernelLaunchToLoops
 
 __all__ = [

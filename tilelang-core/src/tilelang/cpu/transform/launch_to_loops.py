@@ -19,6 +19,7 @@ from tvm import tirx
 from ...backend import pass_config
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
+from ...language.ops import is_block_barrier
 from .atomics import uses_atomics
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
@@ -83,10 +84,7 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
 
 def _drop_barriers(body: Any) -> Any:
     def on_eval(stmt: Any) -> Any:
-        call = stmt.value
-        if str(getattr(getattr(call, "op", None), "name", "")) == "tirx.tvm_storage_sync":
-            return tirx.Evaluate(tirx.const(0, "int32"))
-        return stmt
+        return tirx.Evaluate(tirx.const(0, "int32")) if is_block_barrier(stmt) else stmt
 
     return tvm_ffi.structural_map(body, (tirx.Evaluate, on_eval), order="post")
 

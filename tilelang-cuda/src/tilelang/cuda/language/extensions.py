@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilelang.language.ops import block_barrier
 from tvm import tirx
 from tvm.script.ir_builder import tirx as _ib
 
@@ -26,7 +27,7 @@ def _mask(mask: Any) -> Any:
 
 def sync_threads() -> Any:
     """__syncthreads(): every thread of the block reaches this point."""
-    return _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
+    return _ib.evaluate(block_barrier().value)
 
 
 def sync_warp(mask: int = FULL_MASK) -> Any:

@@ -6,7 +6,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.language.ops import TILE_OPS
+from tilelang.language.ops import TILE_OPS, block_barrier, substitute  # noqa: F401 (re-exported)
 from tvm import tirx
 from tvm.ir import TensorLoad
 
@@ -57,10 +57,6 @@ def extern_call(name: str, *args: Any) -> Any:
     return tirx.Evaluate(tirx.call_extern("int32", name, *args))
 
 
-def block_barrier() -> Any:
-    return tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared"))
-
-
 def seq(stmts: list[Any]) -> Any:
     stmts = [s for s in stmts if s is not None]
     return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
@@ -69,12 +65,3 @@ def seq(stmts: list[Any]) -> Any:
 def unrolled(var: Any, extent: Any, body: Any, kind: Any = tirx.ForKind.UNROLLED) -> Any:
     return tirx.For(var, 0, extent, kind, body)
 
-
-def substitute(node: Any, pairs: list[tuple[Any, Any]]) -> Any:
-    def on_var(var: Any) -> Any:
-        for old, new in pairs:
-            if var.same_as(old):
-                return new
-        return var
-
-    return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")

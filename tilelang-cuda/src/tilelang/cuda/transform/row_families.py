@@ -27,7 +27,11 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.language.tile import REDUCE_KINDS
-from tilelang.transform.lower_tile_ops import reduce_combine, reduce_identity, reduce_operand
+from tilelang.transform.lower_tile_ops import (
+    reduce_combine,
+    reduce_identity,
+    reduce_operand,
+)
 from tvm import tirx
 from tvm.ir import TensorLoad
 

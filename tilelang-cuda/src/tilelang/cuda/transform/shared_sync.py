@@ -21,10 +21,9 @@ from typing import Any
 
 import tvm_ffi
 from tilelang.backend.pass_pipeline import prim_func_pass
+from tilelang.language.ops import block_barrier, is_block_barrier
 from tvm import tirx
 from tvm.ir import Call, TensorLoad
-
-from .ir_util import block_barrier
 
 _SHARED = ("shared", "shared.dyn")
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -98,11 +97,6 @@ def _touches(stmt: Any, buffers: list[Any]) -> bool:
     return hit
 
 
-def _is_barrier(stmt: Any) -> bool:
-    call = getattr(stmt, "value", None) if isinstance(stmt, tirx.Evaluate) else None
-    return str(getattr(getattr(call, "op", None), "name", "")) == "tirx.tvm_storage_sync"
-
-
 def _sync_sequence(body: Any, thread_vars: list[Any]) -> Any:
     if not isinstance(body, tirx.SeqStmt):
         return body
@@ -113,7 +107,7 @@ def _sync_sequence(body: Any, thread_vars: list[Any]) -> Any:
         out.append(stmt)
         shared = _shared_writes_of_several_threads(stmt, deps)
         rest = stmts[i + 1:]
-        if shared and rest and not _is_barrier(rest[0]) and any(_touches(s, shared) for s in rest):
+        if shared and rest and not is_block_barrier(rest[0]) and any(_touches(s, shared) for s in rest):
             out.append(block_barrier())
     return tirx.SeqStmt(out) if len(out) != len(stmts) else body
 
