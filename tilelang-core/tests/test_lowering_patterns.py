@@ -58,3 +58,49 @@ def test_fill_of_one_element_sets_only_that_element():
     out = np.zeros(4, "int32")
     kernel(np.array([1, 2, 3, 4], "int32"), out)
     np.testing.assert_array_equal(out, [1, 7, 3, 4])
+
+
+def _masked_lanes(rows: int, cols: int, lanes: int, rereads: bool):
+    """A scalar declared inside a vectorized loop (upstream's attention-sink kernel writes
+    ``k_idx = k * block_N + j`` in a T.Parallel body that the GPU backend vectorizes)."""
+
+    @T.prim_func
+    def masked(A: T.Tensor((rows, cols), T.float32), B: T.Tensor((rows, cols), T.float32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(rows):
+                for jo in T.serial(cols // lanes):
+                    for v in T.vectorized(lanes):
+                        k_idx = jo * lanes + v
+                        if rereads:
+                            A[i, k_idx] = A[i, k_idx] + 1.0
+                            shifted = A[i, k_idx]
+                            B[i, k_idx] = shifted
+                        else:
+                            B[i, k_idx] = T.if_then_else(i >= k_idx, A[i, k_idx], -1.0)
+
+    return masked
+
+
+def test_a_scalar_declared_in_a_vectorized_loop_has_one_value_per_lane():
+    # VectorizeLoop stored all lanes into the scalar's one element and every lane read the
+    # last lane's value: element j was masked with the mask of j + lanes - 1
+    rows, cols = 8, 16
+    a = np.random.default_rng(3).standard_normal((rows, cols)).astype("float32")
+    for lanes in (2, 4):
+        kernel = tilelang.compile(_masked_lanes(rows, cols, lanes, rereads=False), target="cpu")
+        out = np.zeros_like(a)
+        kernel(a, out)
+        expected = np.where(np.arange(rows)[:, None] >= np.arange(cols)[None, :], a, -1.0)
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_a_scalar_reading_what_the_loop_writes_keeps_its_order():
+    # `shifted = A[i, k]` after a store to A: not replaced by the load (the loop is
+    # unrolled instead of vectorized)
+    rows, cols = 4, 8
+    a = np.random.default_rng(4).standard_normal((rows, cols)).astype("float32")
+    kernel = tilelang.compile(_masked_lanes(rows, cols, 4, rereads=True), target="cpu")
+    a_run, out = a.copy(), np.zeros_like(a)
+    kernel(a_run, out)
+    np.testing.assert_allclose(out, a + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(a_run, a + 1.0, rtol=1e-6)

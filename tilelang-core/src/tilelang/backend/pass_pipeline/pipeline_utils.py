@@ -15,7 +15,12 @@ def flatten_and_vectorize() -> list[Any]:
     its kernels onto loops and threads and before it splits host from device."""
     from tvm import tirx
 
+    from .vector_scalars import InlineScalarsInVectorizedLoops
+
     return [
+        # scalars declared in a vectorized loop: one per lane, not one element the lanes
+        # share (see vector_scalars.py)
+        InlineScalarsInVectorizedLoops(),
         tirx.transform.StmtSimplify(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
