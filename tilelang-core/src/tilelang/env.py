@@ -5,7 +5,9 @@ TILELANG_PLUGINS_ALLOW=a,b       only these entry-point names load (core's built
 TILELANG_PLUGINS_DENY=a,b        these entry-point names never load
 TILELANG_NO_PLUGIN_AUTOLOAD=1    `import tilelang` loads no entry points; call
                                  tilelang.plugins.load_plugins() or register by hand
-TILELANG_CACHE_DIR=path          kernel cache location (default: the per-user cache dir)
+TILELANG_CACHE_DIR=path          root of every cache: kernels/, cython/, cubin/, autotuner/
+                                 (default: the per-user cache dir); folders 0700, checked
+TILELANG_CACHE_MAX_BYTES=size    evict least recently used compiled code above this (500M, 2G)
 TILELANG_TMP_DIR=path            scratch files of a compilation (default: <cache dir>/tmp)
 TILELANG_DISABLE_CACHE=1         compile every time; read and write no cache entries
 TILELANG_PRINT_ON_COMPILATION=0  log compilations at DEBUG instead of INFO level
@@ -53,6 +55,7 @@ NO_PLUGIN_AUTOLOAD = "TILELANG_NO_PLUGIN_AUTOLOAD"
 CACHE_DIR = "TILELANG_CACHE_DIR"
 TMP_DIR = "TILELANG_TMP_DIR"
 DISABLE_CACHE = "TILELANG_DISABLE_CACHE"
+CACHE_MAX_BYTES = "TILELANG_CACHE_MAX_BYTES"
 PRINT_ON_COMPILATION = "TILELANG_PRINT_ON_COMPILATION"
 DEFAULT_TARGET = "TILELANG_DEFAULT_TARGET"
 DEFAULT_EXECUTION_BACKEND = "TILELANG_EXECUTION_BACKEND"
@@ -90,7 +93,7 @@ def _default_cache_dir() -> str:
     # imported here: platformdirs is needed only when the variable is unset
     import platformdirs
 
-    return os.path.join(platformdirs.user_cache_dir("tilelang"), "kernels")
+    return platformdirs.user_cache_dir("tilelang")
 
 
 class _EnvironmentModule(types.ModuleType):
@@ -99,6 +102,7 @@ class _EnvironmentModule(types.ModuleType):
     TILELANG_CACHE_DIR = EnvVar(CACHE_DIR, _default_cache_dir)
     TILELANG_TMP_DIR = EnvVar(TMP_DIR, lambda: os.path.join(str(_MODULE.TILELANG_CACHE_DIR), "tmp"))
     TILELANG_DISABLE_CACHE = EnvVar(DISABLE_CACHE, "0")
+    TILELANG_CACHE_MAX_BYTES = EnvVar(CACHE_MAX_BYTES, None)
     TILELANG_PRINT_ON_COMPILATION = EnvVar(PRINT_ON_COMPILATION, "1")
     TILELANG_DEFAULT_TARGET = EnvVar(DEFAULT_TARGET, "auto")
     TILELANG_DEFAULT_EXECUTION_BACKEND = EnvVar(DEFAULT_EXECUTION_BACKEND, "auto")

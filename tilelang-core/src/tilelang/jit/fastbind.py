@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.artifact import CompiledArtifact
+from ..errors import CompileError
 
 
 class _Emitter:
@@ -27,6 +28,28 @@ class _Emitter:
 
     def fail_unless(self, condition: str) -> None:
         self.line(f"if not ({condition}): return {self.miss}")
+
+
+def _check_pasted(artifact: CompiledArtifact) -> None:
+    """Every artifact value the emitted source spells out must be an exact int: an
+    artifact can come from a cache entry on disk, and a string there would be code.
+    (dtypes and symbol names only enter as getattr arguments and repr()s.)"""
+    def exact_int(value: Any) -> bool:
+        return type(value) is int
+
+    bad = None
+    if not exact_int(artifact.min_alignment) or artifact.min_alignment < 0:
+        bad = f"min_alignment = {artifact.min_alignment!r}"
+    elif not all(exact_int(i) and 0 <= i < len(artifact.params) for i in artifact.out_idx):
+        bad = f"out_idx = {artifact.out_idx!r}"
+    else:
+        for p in artifact.params:
+            if type(p.dtype) is not str or not all(exact_int(d) or type(d) is str for d in p.shape or ()):
+                bad = f"parameter {p.name!r}: dtype {p.dtype!r}, shape {p.shape!r}"
+                break
+    if bad is not None:
+        raise CompileError(f"kernel {artifact.kernel_name!r}: its metadata is corrupt ({bad}: not what "
+                           "the compiler writes); clear its cache entry (tilelang.cache.clear_cache())")
 
 
 #: what a generated fast *call* returns when an argument needs the full checks
@@ -43,6 +66,7 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
         import torch
     except ImportError:
         return None
+    _check_pasted(artifact)
     params, out_idx = artifact.params, set(artifact.out_idx)
     inputs = [i for i in range(len(params)) if i not in out_idx]
     env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty, "_MISS": MISS, "_launch": launch}

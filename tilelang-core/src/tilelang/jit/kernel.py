@@ -14,7 +14,9 @@ from .._version import __version__
 from ..backend.module import BackendContext, create_backend_context
 from ..backend.registry import origin
 from ..cache import KernelCache, cache_key
-from ..engine.artifact import CompiledArtifact, ParamInfo
+from ..cache.validate import load_artifact
+from ..engine.artifact import ParamInfo
+from ..errors import BackendUnavailableError, CacheError
 
 log = logging.getLogger("tilelang.jit")
 
@@ -81,18 +83,10 @@ class JITKernel:
         self.cache_key = key
         backend = self.context.execution_backend
         log.info("tilelang: %s", self.context.describe())
-        hit = cache.lookup(key)
-        if hit is not None:
-            self.artifact = CompiledArtifact.from_json(hit[0])
-            self.launcher = backend.load(self.artifact, hit[1], self.context)
-            self.from_cache = True
+        if self._load_hit(cache, key, backend):
             return
         with cache.lock(key) if cache.enabled else _null():
-            hit = cache.lookup(key)  # another process may have built it meanwhile
-            if hit is not None:
-                self.artifact = CompiledArtifact.from_json(hit[0])
-                self.launcher = backend.load(self.artifact, hit[1], self.context)
-                self.from_cache = True
+            if self._load_hit(cache, key, backend):  # another process may have built it meanwhile
                 return
             log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
                     "tilelang: compiling a kernel for %s", self.context.describe())
@@ -100,13 +94,31 @@ class JITKernel:
                                   instruments=instruments)
             files = backend.build(self.artifact, self.context)
             entry = cache.store(key, self.artifact.to_json(), files)
-        if entry is None:  # cache disabled: load from a private directory
+        if entry is None:  # cache disabled or unwritable: load from a private directory
             self._tmp = tempfile.TemporaryDirectory(prefix="tilelang-kernel-")
             entry = Path(self._tmp.name)
             for name, data in files.items():
                 (entry / name).write_bytes(data)
         self.launcher = backend.load(self.artifact, entry, self.context)
         self.from_cache = False
+
+    def _load_hit(self, cache: KernelCache, key: str, backend: Any) -> bool:
+        """Load ``key``'s cache entry (its files already checked against their record);
+        False on a miss. An entry whose metadata fails its type checks, or that the backend
+        cannot load, is discarded with one warning and rebuilt: never fatal, never loaded."""
+        hit = cache.lookup(key)
+        if hit is None:
+            return False
+        try:
+            self.artifact = load_artifact(hit[0])
+            self.launcher = backend.load(self.artifact, hit[1], self.context)
+        except (BackendUnavailableError, CacheError):
+            raise  # the machine, not the entry: rebuilding would not help
+        except Exception as err:  # noqa: BLE001 - whatever a bad entry raises, rebuild it
+            cache.discard(key, f"{type(err).__name__}: {err}")
+            return False
+        self.from_cache = True
+        return True
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
         if stream is None:
