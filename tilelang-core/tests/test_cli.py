@@ -96,15 +96,16 @@ def test_list_json_reports_core_builtins_available() -> None:
 def test_list_json_keys_are_stable() -> None:
     data = list_json()
     assert set(data) == {
-        "tilelang_version", "auto_target", "target_backends", "execution_backends", "plugins",
+        "tilelang_version", "checked", "auto_target", "target_backends", "execution_backends",
+        "plugins", "missing",
     }
     assert set(data["auto_target"]) == {"target", "resolved", "detector", "backend", "error"}
     backend_keys = {
         "name", "distribution", "version", "target_kinds", "execution_backends",
-        "status", "reason", "description",
+        "status", "reason", "description", "entry_point",
     }
-    assert set(data["target_backends"][0]) == backend_keys
-    assert set(data["execution_backends"][0]) == backend_keys | {"used_by"}
+    assert set(data["target_backends"][0]) == backend_keys | {"accepts_external_execution_backends"}
+    assert set(data["execution_backends"][0]) == backend_keys | {"used_by", "serves"}
     assert set(data["plugins"][0]) == {
         "name", "distribution", "version", "value", "status", "error",
         "backends", "execution_backends", "detectors", "language_extensions",
@@ -178,7 +179,7 @@ def test_hand_registered_unavailable_backend() -> None:
     assert table.exit_code == 0, table.output
     # rich markup would swallow "[acme]": the reason must come through verbatim.
     assert "unavailable: needs the [acme] SDK" in table.stdout
-    assert "cli_missing (not installed)" in table.stdout
+    assert "cli_missing (not installed: install a distribution that registers it" in table.stdout
 
     show = invoke("show", "cli_unavailable")
     assert show.exit_code == 0, show.output

@@ -22,7 +22,7 @@ from tilelang.backend import (
 from tilelang.errors import CompileError
 from tilelang.plugins import hookimpl
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:

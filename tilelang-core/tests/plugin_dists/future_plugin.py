@@ -3,7 +3,7 @@
 from tilelang.backend import BackendModule
 from tilelang.plugins import hookimpl
 
-TILELANG_PLUGIN_API = 99
+TILELANG_PLUGIN_API = "2.0"
 
 
 @hookimpl

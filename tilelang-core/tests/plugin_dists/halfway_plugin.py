@@ -15,7 +15,7 @@ from tilelang.backend import (
 )
 from tilelang.plugins import hookimpl
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 
 def _no_passes(context: Any) -> list[Any]:

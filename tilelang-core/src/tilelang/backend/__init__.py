@@ -2,13 +2,10 @@
 
 from .device_codegen import DeviceCodegen, DeviceOutput, HostCodegen, tvm_build_function
 from .execution_backend import ExecutionBackend, ExecutionBackendSpec, KernelLauncher
-from .module import (
-    BackendContext,
-    BackendModule,
-    create_backend_context,
-    register_backend,
-    register_execution_backend,
-)
+from .context import BackendContext
+from .manifest import BackendModule
+from .registration import register_backend, register_execution_backend
+from .resolution import create_backend_context
 from .pass_pipeline import PassPipeline, pass_config
 from .registry import registered_backends, registered_execution_backends
 from .target import TargetDetector

@@ -19,7 +19,7 @@ from ..errors import ManifestError
 
 if TYPE_CHECKING:
     from ..engine.artifact import CompiledArtifact
-    from .module import BackendContext
+    from .context import BackendContext
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -35,6 +35,9 @@ class ExecutionBackendSpec:
     supports_target: predicate on the normalized target; None means every target.
     requires_host_codegen: the execution backend loads host code produced by codegen_host.
     requires_device_compile: device code must be compiled eagerly (binary, not source).
+    target_backends / target_kinds: for a spec an execution backend offers itself (its
+        ``serves``), the target backends and/or target kinds it serves; empty in a spec a
+        target backend lists. A spec with kinds serves targets of those kinds only.
     """
 
     name: str
@@ -42,6 +45,8 @@ class ExecutionBackendSpec:
     supports_target: Callable[[Any], bool] | None = None
     requires_host_codegen: bool = True
     requires_device_compile: bool = True
+    target_backends: tuple[str, ...] = ()
+    target_kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME.match(self.name):
@@ -52,6 +57,27 @@ class ExecutionBackendSpec:
             value = getattr(self, field)
             if value is not None and not callable(value):
                 raise ManifestError(f"ExecutionBackendSpec({self.name!r}).{field} must be callable")
+        for field in ("target_backends", "target_kinds"):
+            value = getattr(self, field)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise ManifestError(
+                    f"ExecutionBackendSpec({self.name!r}).{field} must be a tuple of names, got {value!r}"
+                )
+            object.__setattr__(self, field, tuple(value))
+
+    def supports(self, target: Any) -> bool:
+        """Whether this spec can run kernels for ``target`` (kinds, then the predicate)."""
+        if self.target_kinds and target.kind.name not in self.target_kinds:
+            return False
+        return self.supports_target is None or bool(self.supports_target(target))
+
+    def serves_backend(self, name: str, kinds: tuple[str, ...]) -> bool:
+        """Whether an offered spec names a target backend (by name, or by one of its kinds)."""
+        if not (self.target_backends or self.target_kinds):
+            return False
+        if self.target_backends and name not in self.target_backends:
+            return False
+        return not self.target_kinds or any(k in self.target_kinds for k in kinds)
 
 
 class KernelLauncher(ABC):
@@ -79,6 +105,11 @@ class ExecutionBackend(ABC):
     name: str = ""
     #: description shown by `tilelang backends list`
     description: str = ""
+    #: the target backends this execution backend offers to serve although they do not
+    #: list it: one spec (named like this backend) per group, stating ``target_backends``
+    #: and/or ``target_kinds``; used only by manifests with
+    #: ``accepts_external_execution_backends=True``
+    serves: tuple[ExecutionBackendSpec, ...] = ()
 
     @property
     def version(self) -> str:
@@ -105,4 +136,20 @@ def validate_execution_backend(obj: object, where: str) -> ExecutionBackend:
         raise ManifestError(f"{where}: {obj!r} is not a tilelang.backend.ExecutionBackend")
     if not isinstance(obj.name, str) or not NAME.match(obj.name):
         raise ManifestError(f"{where}: execution backend name {obj.name!r} must be lower_snake_case")
+    serves = obj.serves
+    if isinstance(serves, ExecutionBackendSpec) or not isinstance(serves, (tuple, list)):
+        raise ManifestError(f"{where}: {obj.name!r}.serves must be a tuple of ExecutionBackendSpec")
+    for spec in serves:
+        if not isinstance(spec, ExecutionBackendSpec):
+            raise ManifestError(f"{where}: {obj.name!r}.serves holds {spec!r}, not an ExecutionBackendSpec")
+        if spec.name != obj.name:
+            raise ManifestError(
+                f"{where}: {obj.name!r}.serves holds a spec named {spec.name!r}; "
+                f"name it {obj.name!r}, after the execution backend that offers it"
+            )
+        if not (spec.target_backends or spec.target_kinds):
+            raise ManifestError(
+                f"{where}: {obj.name!r}.serves holds a spec that names no target_backends and "
+                "no target_kinds; say which target backends or kinds it serves"
+            )
     return obj

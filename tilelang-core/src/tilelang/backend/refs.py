@@ -17,10 +17,6 @@ from ..errors import ManifestError
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-def is_ref(value: object) -> bool:
-    return isinstance(value, str)
-
-
 def check_ref(value: str, where: str) -> None:
     """Raise ManifestError unless ``value`` is a well-formed, findable reference."""
     if not _REF.match(value):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .execution_backend import ExecutionBackend
-    from .module import BackendModule
+    from .manifest import BackendModule
     from .target import TargetDetector
 
 
@@ -17,8 +17,14 @@ class Registry:
     execution_backends: dict[str, ExecutionBackend] = field(default_factory=dict)
     detectors: dict[str, TargetDetector] = field(default_factory=dict)
     language_extensions: dict[str, str] = field(default_factory=dict)
-    # name -> (distribution, version) of whoever registered it
+    # (category, name) -> (distribution, version) of whoever registered it
     origins: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    # (category, name) -> the entry-point name that contributed it (what ALLOW/DENY take)
+    entry_points: dict[tuple[str, str], str] = field(default_factory=dict)
+    # a name (backend, alias, execution backend, entry point) or "kind:<kind>" of a plugin
+    # that was not used -> why; the loader writes it so that a later "not found" error can
+    # say that the name was refused, without core's resolution importing the loader
+    refused: dict[str, list[str]] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.backends.clear()
@@ -26,6 +32,8 @@ class Registry:
         self.detectors.clear()
         self.language_extensions.clear()
         self.origins.clear()
+        self.entry_points.clear()
+        self.refused.clear()
 
 
 REGISTRY = Registry()
@@ -43,3 +51,22 @@ def origin(category: str, name: str) -> tuple[str, str]:
     """(distribution, version) that registered a backend; ('<registered by hand>', '') if
     it was registered by a direct call rather than through a plugin."""
     return REGISTRY.origins.get((category, name), ("<registered by hand>", ""))
+
+
+def entry_point(category: str, name: str) -> str | None:
+    """The entry-point name a backend came through; None when registered by hand."""
+    return REGISTRY.entry_points.get((category, name))
+
+
+def refusals(name: str) -> list[str]:
+    """Why plugins that claimed ``name`` (or ``"kind:<kind>"``) were not used; [] if none."""
+    return list(REGISTRY.refused.get(name, ()))
+
+
+def with_refusals(message: str, name: str) -> str:
+    """An error message about ``name``, plus why plugins that claimed it are not used."""
+    reasons = refusals(name)
+    if not reasons:
+        return message
+    return (f"{message}. Note: {name.removeprefix('kind:')!r} was claimed by a plugin that is "
+            "not used: " + "; ".join(reasons))

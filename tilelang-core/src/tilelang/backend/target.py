@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,30 +23,40 @@ class TargetDetector:
     """Answers what ``target="auto"`` means on this machine.
 
     detect() returns a target spec when its backend can run here, else None. Among the
-    detectors that answer, the highest priority wins (ties: name order).
+    detectors that answer, the highest priority wins; at equal priority a third party's
+    detector is asked before a first party's (a built-in never shadows a vendor's device),
+    then name order. The answer names its backend: ``backend`` (default: the detector's
+    name) compiles it, when that backend owns the target's kind, without asking which
+    other backends own the kind.
     """
 
     name: str
     priority: int
     detect: Callable[[], TargetSpec | None]
+    backend: str = ""
 
     def __post_init__(self) -> None:
         if not callable(self.detect):
             raise ManifestError(f"TargetDetector({self.name!r}).detect must be callable")
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool):
+            raise ManifestError(f"TargetDetector({self.name!r}).priority must be an int, got {self.priority!r}")
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or self.name
 
 
-def detect_auto_target(detectors: Mapping[str, TargetDetector]) -> tuple[TargetSpec, str]:
-    """Run detectors in priority order; return (spec, detector name)."""
-    ordered = sorted(detectors.values(), key=lambda d: (-d.priority, d.name))
+def detect_auto_target(detectors: Iterable[TargetDetector]) -> tuple[TargetSpec, TargetDetector]:
+    """Ask detectors in the given order; return (spec, the detector that answered)."""
     asked = []
-    for detector in ordered:
+    for detector in detectors:
         try:
             spec = detector.detect()
         except Exception as err:  # noqa: BLE001 - a broken probe must not hide the others
             asked.append(f"{detector.name} (raised {type(err).__name__}: {err})")
             continue
         if spec is not None:
-            return spec, detector.name
+            return spec, detector
         asked.append(f"{detector.name} (nothing here)")
     raise BackendNotFoundError(
         "target='auto': no installed target backend can run on this machine "

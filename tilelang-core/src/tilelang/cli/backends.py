@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from rich.text import Text
 
 from tilelang.backend.hints import EXECUTION_EXTRAS, install_hint
 from tilelang.backend.registry import REGISTRY, origin
+from tilelang.backend.resolution import execution_specs
 from tilelang.plugins import PluginRecord
 
 from .report import BackendEntry, Report, collect, first_line, plugin_to_json, probe
@@ -45,39 +47,71 @@ def backends() -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (schema: tilelang.cli.report)."
 )
-def list_command(as_json: bool) -> None:
+@click.option(
+    "--probe", is_flag=True,
+    help="Also run the availability checks that import TVM (slower: seconds, not a fraction of one).",
+)
+def list_command(as_json: bool, probe: bool) -> None:
     """List backends, where they come from, and whether they can run here."""
-    report = collect()
+    report = collect(probe_tvm=probe)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
-    console = Console()
-    console.print(list_table(report))
-    console.print(Text(report.auto_target.describe()), soft_wrap=True)
+    rows = list_rows(report)
+    footer = [report.auto_target.describe(), *missing_lines(report)]
+    if sys.stdout.isatty():
+        console = Console()
+        console.print(list_table(report, rows))
+        for line in footer:
+            console.print(Text(line), soft_wrap=True)
+        return
+    # Piped or redirected: plain aligned columns, never wrapped, so that every cell can be
+    # read and grepped whole (rich would fold "unavailable" mid-word at 80 columns).
+    click.echo(f"TileLang {report.tilelang_version} backends")
+    click.echo("\n".join(plain_table(LIST_COLUMNS, rows)))
+    click.echo("\n".join(footer))
 
 
-LIST_COLUMNS = ("kind", "name", "distribution", "target kinds", "execution backends", "status")
+LIST_COLUMNS = ("kind", "name", "entry point", "distribution", "target kinds", "execution backends", "status")
 
 
-def list_table(report: Report) -> Table:
+def list_rows(report: Report) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for entry in report.target_backends:
         rows.append(_cells("target", entry, ", ".join(entry.target_kinds), _exec_cell(entry)))
     for entry in report.execution_backends:
         rows.append(_cells("execution", entry, "", ""))
     for record in report.problem_plugins():
-        dist = f"{record.distribution}\n{record.version}".strip()
+        dist = f"{record.distribution} {record.version}".strip()
         status = f"{record.status}: {first_line(record.error)}"
-        rows.append(("plugin", record.name, dist, "", "", status))
+        rows.append(("plugin", record.name, record.name, dist, "", "", status))
+    return rows
+
+
+def missing_lines(report: Report) -> list[str]:
+    return [f"not installed: {name} ({hint})" for name, hint in report.missing]
+
+
+def plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    return [line(headers), "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
+
+
+def list_table(report: Report, rows: list[tuple[str, ...]]) -> Table:
     table = Table(
         title=f"TileLang {report.tilelang_version} backends",
         box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
     )
     # Identity columns never wrap: a name folded mid-word ("tilelang-cor|e") can be neither
-    # read nor grepped; the version sits on its own line to keep them narrow. On an
-    # 80-column terminal rich shrinks the free-text columns instead, which fold.
+    # read nor grepped. Free text wraps at spaces ("fold" only cuts a word longer than
+    # its column), and the status column keeps room for "unavailable:".
     for header in LIST_COLUMNS:
-        table.add_column(header, overflow="fold", no_wrap=header in LIST_COLUMNS[:3])
+        table.add_column(header, overflow="fold", no_wrap=header in LIST_COLUMNS[:4],
+                         min_width=12 if header == "status" else None)
     for row in rows:
         # Text, not markup: reasons often hold "[...]" (pip extras) that rich would eat.
         table.add_row(*(Text(cell) for cell in row))
@@ -85,23 +119,29 @@ def list_table(report: Report) -> Table:
 
 
 def _cells(kind: str, entry: BackendEntry, kinds: str, execs: str) -> tuple[str, ...]:
-    dist = f"{entry.distribution}\n{entry.version}".strip()
-    return (kind, entry.name, dist, kinds, execs, entry.status_text())
+    dist = f"{entry.distribution} {entry.version}".strip()
+    return (kind, entry.name, entry.entry_point or "-", dist, kinds, execs, entry.status_text())
 
 
 def _exec_cell(entry: BackendEntry) -> str:
-    """Declared execution backends in preference order, flagging those not installed."""
-    return ", ".join(
-        name if name in REGISTRY.execution_backends else f"{name} (not installed)"
-        for name in entry.execution_backends
-    )
+    """Execution backends in preference order, flagging those not installed (with the pip
+    extra that installs them) and those that serve it from another distribution."""
+    cells = []
+    for name in entry.execution_backends:
+        if name not in REGISTRY.execution_backends:
+            cells.append(f"{name} (not installed: {install_hint(name, EXECUTION_EXTRAS)})")
+        elif name in entry.external_execution_backends:
+            cells.append(f"{name} (from {origin('execution', name)[0]})")
+        else:
+            cells.append(name)
+    return ", ".join(cells)
 
 
 @backends.command("show")
 @click.argument("name")
 def show_command(name: str) -> None:
     """Show everything known about one target backend, execution backend or plugin."""
-    report = collect()
+    report = collect(probe_tvm=True)  # one backend's details: every check runs
     sections: list[list[str]] = []
     if name in REGISTRY.backends:
         sections.append(target_lines(name, report))
@@ -140,7 +180,12 @@ def target_lines(name: str, report: Report) -> list[str]:
     lines += _list_lines("host codegen hooks", module.host_codegen_hooks)
     lines += _table_lines("callbacks", module.callbacks)
     lines.append("  execution backends (auto preference order):")
-    for i, spec in enumerate(module.execution_backends, 1):
+    lines.append(f"  priority: {module.priority}")
+    lines.append(
+        "  accepts execution backends from other distributions: "
+        + _yes(module.accepts_external_execution_backends)
+    )
+    for i, spec in enumerate(execution_specs(module), 1):
         impl = REGISTRY.execution_backends.get(spec.name)
         if impl is None:
             state = f"not installed ({install_hint(spec.name, EXECUTION_EXTRAS)})"
@@ -150,6 +195,8 @@ def target_lines(name: str, report: Report) -> list[str]:
             why = probe(impl.unavailable_reason) or probe(spec.is_available)
             dist, version = origin("execution", spec.name)
             state = f"from {dist} {version}".strip()
+            if module.spec(spec.name) is None:
+                state += " (not listed: it says it serves this backend)"
             state += f", unavailable: {why}" if why else ", available"
         lines.append(f"    {i}. {spec.name}: {state}")
         lines.append(
@@ -167,6 +214,11 @@ def execution_lines(name: str, report: Report) -> list[str]:
     lines.append(f"  implementation: {_describe(type(backend))}")
     lines.append(f"  version (cache key): {_safe_call(lambda: backend.version, str)}")
     lines.append(f"  used by target backends: {', '.join(entry.used_by) or 'none'}")
+    for group in entry.serves:
+        lines.append(
+            f"  serves: target backends {', '.join(group['target_backends']) or 'any that accept it'}; "
+            f"target kinds {', '.join(group['target_kinds']) or 'any'}"
+        )
     return lines
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 import tilelang
+from tilelang import env
 from tilelang.backend.registry import REGISTRY
+from tilelang.errors import PluginError
 from tilelang.plugins import load_plugins, plugin_records
 
 from .backends import backends
@@ -21,7 +23,10 @@ def _ensure_plugins_loaded() -> None:
     """
     if plugin_records() or REGISTRY.backends or REGISTRY.execution_backends:
         return
-    load_plugins()
+    try:
+        load_plugins()
+    except PluginError as err:  # strict mode: one line per plugin, no traceback
+        raise click.ClickException(f"{env.PLUGINS_STRICT} is set and plugins failed:\n{err}") from err
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

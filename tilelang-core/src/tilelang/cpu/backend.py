@@ -11,7 +11,7 @@ from ..plugins import hookimpl
 from . import target
 from .pipeline import CPUExecutionBackendSpec
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 _KINDS = ("llvm", "c")
 
@@ -31,6 +31,8 @@ BACKEND = BackendModule(
         CPUExecutionBackendSpec("cython", supports_target=target.is_c_target,
                                 requires_device_compile=False, direct_call=True),
     ),
+    # execution backends from other distributions may serve the CPU (their specs say so)
+    accepts_external_execution_backends=True,
     aliases=("cpu",),
     default_target=target.default_cpu_target,
     unavailable_reason=target.unavailable_reason,

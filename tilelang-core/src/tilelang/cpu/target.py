@@ -31,9 +31,11 @@ def detect() -> dict[str, Any]:
 
 
 def unavailable_reason() -> str | None:
-    """The CPU backend needs either TVM's LLVM or a C compiler to build the c kind."""
+    """The CPU backend needs either TVM's LLVM or a C compiler to build the c kind.
+    The compiler is looked for first: that answer needs no TVM import (`tilelang backends
+    list` stays fast)."""
     import shutil
 
-    if llvm_enabled() or shutil.which("cc") or shutil.which("gcc"):
+    if shutil.which("cc") or shutil.which("gcc") or llvm_enabled():
         return None
     return "this apache-tvm build has no LLVM and no C compiler (cc/gcc) is on PATH"

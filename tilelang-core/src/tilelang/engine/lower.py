@@ -8,13 +8,16 @@ being compiled: every target-specific answer comes from the context's manifest.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..backend.module import BackendContext
 from ..backend.pass_configs import resolve_pass_configs, tvm_config_names
-from ..backend.pass_pipeline.pipeline import take_pass_error
+from ..backend.pass_pipeline.pipeline import (  # current_pass_configs: re-exported by tilelang.engine
+    ACTIVE_PASS_CONFIGS,
+    current_pass_configs,  # noqa: F401
+    take_pass_error,
+)
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
 from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
@@ -22,13 +25,8 @@ from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
 #: module attribute a pipeline sets when kernels need aligned tensor pointers (bytes)
 ALIGNMENT_ATTR = "tilelang.min_alignment"
 
-_PASS_CONFIGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
-    "tilelang_pass_configs", default={}
-)
-
-
-def current_pass_configs() -> Mapping[str, Any]:
-    return _PASS_CONFIGS.get()
+# the active compilation's pass configs live below the engine (passes read them)
+_PASS_CONFIGS = ACTIVE_PASS_CONFIGS
 
 
 def validate_pass_configs(pass_configs: Mapping[Any, Any] | None, context: BackendContext) -> dict[str, Any]:

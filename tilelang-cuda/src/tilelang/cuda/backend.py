@@ -7,7 +7,7 @@ from tilelang.plugins import hookimpl
 
 from . import target
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 BACKEND = BackendModule(
     name="cuda",

@@ -8,19 +8,31 @@ backend-specific phase scopes.
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ManifestError, TileLangError
 
 if TYPE_CHECKING:
-    from ..module import BackendContext
+    from ..context import BackendContext
 
 PassList = Callable[["BackendContext"], Sequence[Any]]
 
 _PASS_ERROR = threading.local()
+
+#: the pass configs of the compilation running in this context; the compile entry point
+#: (tilelang.engine.lower) sets it, passes read it through pass_config(). It lives here,
+#: below the engine, so that passes do not import the engine (no import circle).
+ACTIVE_PASS_CONFIGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "tilelang_pass_configs", default={}
+)
+
+
+def current_pass_configs() -> Mapping[str, Any]:
+    return ACTIVE_PASS_CONFIGS.get()
 
 
 def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: int = 0) -> Any:
@@ -49,8 +61,6 @@ def take_pass_error() -> TileLangError | None:
 
 def pass_config(name: str, default: Any = None) -> Any:
     """Read a pass config of the active compilation (tilelang.compile(pass_configs=...))."""
-    from ...engine.lower import current_pass_configs
-
     return current_pass_configs().get(name, default)
 
 

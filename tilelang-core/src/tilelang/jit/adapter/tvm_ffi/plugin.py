@@ -5,7 +5,7 @@ from __future__ import annotations
 from ....backend import ExecutionBackend
 from ....plugins import hookimpl
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 
 @hookimpl

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tilelang.backend import ExecutionBackend
 from tilelang.plugins import hookimpl
 
-TILELANG_PLUGIN_API = 1
+TILELANG_PLUGIN_API = "1.1"
 
 
 @hookimpl
