@@ -41,7 +41,7 @@ def test_a_uniform_condition_holds_the_barriers_its_loop_body_needs():
 
 
 def test_a_per_thread_condition_is_not_marked_uniform():
-    from tilelang.cuda.transform.hoist_shared_reads import _Uniformity
+    from tilelang.transform.gpu.hoist_shared_reads import _Uniformity
     from tvm import tirx
 
     tx = tirx.Var("tx", "int32")
@@ -165,7 +165,7 @@ def test_split_k_gemv_matches_torch_on_the_gpu():
 def test_per_thread_shared_writes_get_no_extra_barriers(make, monkeypatch):
     """Writes whose index reaches every thread dimension (through CSE-bound variables too)
     are left to ThreadSync: the source is the one generated without the pass."""
-    from tilelang.cuda.transform import shared_sync
+    from tilelang.transform.gpu import shared_sync
 
     with_pass = tilelang.lower(make(), target=SM90).device_source
     monkeypatch.setattr(shared_sync, "_run", lambda func, mod, ctx: func)

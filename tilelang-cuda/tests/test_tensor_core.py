@@ -113,7 +113,7 @@ def test_use_swizzle_rasterizes_block_indices_on_cuda_only():
 
 
 def test_rasterization_is_a_bijection_on_the_grid():
-    from tilelang.cuda.transform.rasterize import _remap
+    from tilelang.transform.gpu.rasterize import _remap
     from tvm import tirx
     from tvm.sym.analyzer import Analyzer
 

@@ -8,6 +8,8 @@ from typing import Any
 from tilelang.backend import PassPipeline
 from tilelang.backend.pass_pipeline import flatten_and_vectorize
 
+VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
+
 
 def lowering_passes(context: Any) -> Sequence[Any]:
     """Up to MakePackedAPI. ThreadSync inserts __syncthreads() where shared memory written
@@ -18,18 +20,17 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         PadTinySharedAllocations,
     )
     from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
-    from tvm import s_tir, tirx
-    from tvm.backend.cuda.transforms import LowerIket
-
-    from .transform import (
+    from tilelang.transform.gpu import (
         HoistSharedReads,
-        LowerAtomics,
-        LowerTensorCoreGemm,
         PartitionParallelLoops,
         PlaceFragments,
         RasterizeBlocks,
         SyncSharedWritesOfSeveralThreads,
     )
+    from tvm import s_tir, tirx
+    from tvm.backend.cuda.transforms import LowerIket
+
+    from .transform import LowerAtomics, LowerTensorCoreGemm
 
     return [
         LowerTensorCoreGemm(),
@@ -37,7 +38,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts(),
         LowerAtomics(),
         PlaceFragments(),
-        PartitionParallelLoops(),
+        PartitionParallelLoops(max_vector_bytes=VECTOR_BYTES),
         RasterizeBlocks(),
         *flatten_and_vectorize(),
         SyncSharedWritesOfSeveralThreads(),

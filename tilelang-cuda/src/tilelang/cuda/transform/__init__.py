@@ -1,12 +1,8 @@
-"""CUDA-only passes."""
+"""CUDA-only passes: tensor-core GEMMs (mma.sync, wgmma), cp.async pipelines and CUDA's
+atomic functions. The GPU-neutral passes the CUDA pipeline also runs live in core
+(``tilelang.transform.gpu``)."""
 
 from .atomics import LowerAtomics
-from .fragments import PlaceFragments
-from .hoist_shared_reads import HoistSharedReads
-from .partition_parallel import PartitionParallelLoops
-from .rasterize import RasterizeBlocks
-from .shared_sync import SyncSharedWritesOfSeveralThreads
 from .tensor_core import LowerTensorCoreGemm
 
-__all__ = ["HoistSharedReads", "LowerAtomics", "LowerTensorCoreGemm", "PartitionParallelLoops", "PlaceFragments", "RasterizeBlocks",
-           "SyncSharedWritesOfSeveralThreads"]
+__all__ = ["LowerAtomics", "LowerTensorCoreGemm"]

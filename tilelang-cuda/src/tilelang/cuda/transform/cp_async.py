@@ -16,11 +16,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tvm import tirx
-from tvm.ir import TensorLoad
-from tvm_ffi.structural import WalkResult
-
-from .ir_util import (
+from tilelang.transform.gpu.ir_util import (
     block_barrier,
     dtype_bytes,
     extern_call,
@@ -31,6 +27,10 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
+
 from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
 
 SHARED_SCOPES = ("shared", "shared.dyn")

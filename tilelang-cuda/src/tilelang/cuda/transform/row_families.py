@@ -27,6 +27,15 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.language.tile import REDUCE_KINDS
+from tilelang.transform.gpu.fragments import FRAGMENT_SCOPE, is_identity
+from tilelang.transform.gpu.ir_util import (
+    buffer_accesses,
+    is_full_region,
+    seq,
+    static_ints,
+    substitute,
+    unrolled,
+)
 from tilelang.transform.lower_tile_ops import (
     reduce_combine,
     reduce_identity,
@@ -36,15 +45,6 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .cp_async import SHARED_SCOPES
-from .fragments import FRAGMENT_SCOPE, is_identity
-from .ir_util import (
-    buffer_accesses,
-    is_full_region,
-    seq,
-    static_ints,
-    substitute,
-    unrolled,
-)
 from .mma_layout import WARP, Accumulator, MMALayout
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator

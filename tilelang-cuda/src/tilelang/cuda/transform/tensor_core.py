@@ -36,14 +36,12 @@ import tvm
 import tvm_ffi
 from tilelang.backend.pass_pipeline import pass_config, prim_func_pass
 from tilelang.language.ops import TILE_OPS, tl_op_names_in
-from tilelang.transform.lower_tile_ops import TileOpLowering
-from tvm import tirx
-from tvm.ir import TensorLoad
-from tvm_ffi.structural import WalkResult
-
-from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
-from .fragments import FRAGMENT_SCOPE, accessed_by_own_nests, parallel_nest
-from .ir_util import (
+from tilelang.transform.gpu.fragments import (
+    FRAGMENT_SCOPE,
+    accessed_by_own_nests,
+    parallel_nest,
+)
+from tilelang.transform.gpu.ir_util import (
     block_barrier,
     buffer_accesses,
     dtype_bytes,
@@ -55,6 +53,13 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
+from tilelang.transform.gpu.partition_parallel import ALIGNMENT_ATTR
+from tilelang.transform.lower_tile_ops import TileOpLowering
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
+
+from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
 from .mma_layout import (
     CHUNK_BYTES,
     WARP,
@@ -63,7 +68,6 @@ from .mma_layout import (
     choose_layout,
     padded_row,
 )
-from .partition_parallel import ALIGNMENT_ATTR
 from .row_families import RowFamilies
 from .wgmma import WgmmaGemms
 

@@ -16,12 +16,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.backend.pass_pipeline import pass_config
-from tvm import tirx
-from tvm.ir import TensorLoad
-from tvm_ffi.structural import WalkResult
-
-from .cp_async import SHARED_SCOPES, SharedTile
-from .ir_util import (
+from tilelang.transform.gpu.ir_util import (
     block_barrier,
     dtype_bytes,
     extern_call,
@@ -29,6 +24,11 @@ from .ir_util import (
     tile_op_name,
     unrolled,
 )
+from tvm import tirx
+from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
+
+from .cp_async import SHARED_SCOPES, SharedTile
 from .mma_layout import (
     WARP,
     Accumulator,

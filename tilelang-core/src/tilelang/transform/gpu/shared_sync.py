@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import prim_func_pass
-from tilelang.language.ops import block_barrier, is_block_barrier
 from tvm import tirx
 from tvm.ir import Call, TensorLoad
+
+from ...backend.pass_pipeline import prim_func_pass
+from ...language.ops import block_barrier, is_block_barrier
 
 _SHARED = ("shared", "shared.dyn")
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -136,4 +137,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def SyncSharedWritesOfSeveralThreads() -> Any:
-    return prim_func_pass(_run, "tl.cuda.SyncSharedWritesOfSeveralThreads")
+    return prim_func_pass(_run, "tl.gpu.SyncSharedWritesOfSeveralThreads")

@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import prim_func_pass
 from tvm import tirx
 from tvm_ffi.structural import WalkResult
 
+from ...backend.pass_pipeline import prim_func_pass
 from .ir_util import buffer_accesses
 
 FRAGMENT_SCOPE = "local.fragment"
@@ -111,4 +111,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def PlaceFragments() -> Any:
-    return prim_func_pass(_run, "tl.cuda.PlaceFragments")
+    return prim_func_pass(_run, "tl.gpu.PlaceFragments")

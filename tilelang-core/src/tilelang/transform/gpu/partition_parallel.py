@@ -1,4 +1,5 @@
-"""PartitionParallelLoops: T.Parallel nests on the GPU.
+"""PartitionParallelLoops: T.Parallel nests on a GPU (any vendor: the backend passes its
+widest load/store in bytes).
 
 A T.Parallel nest covers a whole tile; the block's threads share it. The nest's iteration
 space (extents e_1..e_n, P = prod e_i points) is flattened, cut into vectors of v
@@ -6,7 +7,8 @@ consecutive points along the innermost axis, and the vectors are dealt round-rob
 block's T threads (thread t takes vectors t, t + T, ...), so that consecutive threads
 touch consecutive addresses (coalesced) and each thread issues v-wide loads and stores.
 
-v is the widest of 16/8/4/2/1 bytes-per-access that keeps every global/shared access of
+v is the widest of max_vector_bytes (the backend's; 16 on NVIDIA and AMD GPUs)/8/4/2/1
+bytes-per-access that keeps every global/shared access of
 the body aligned (checked with TVM's modular-set analysis on the flattened offsets) and
 divides the innermost extent; the kernel then requires its tensors to be aligned to that
 many bytes, which the pass records as the PrimFunc attribute ``tilelang.min_alignment``
@@ -18,18 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import prim_func_pass
-from tilelang.errors import LanguageError
 from tvm import tirx
 from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
 
+from ...backend.pass_pipeline import prim_func_pass
+from ...errors import LanguageError, ManifestError
 from .ir_util import substitute
 
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 ALIGNMENT_ATTR = "tilelang.min_alignment"
-_VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
 
 
 def _serialize(node: Any) -> Any:
@@ -89,7 +90,7 @@ def _cast_bytes(body: Any) -> list[int]:
     return found
 
 
-def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
+def _vector_width(loops: list[Any], body: Any, max_bytes: int) -> tuple[int, int]:
     """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
     extents = [loop.extent for loop in loops]
     if not all(isinstance(e, tirx.IntImm) for e in extents):
@@ -108,12 +109,12 @@ def _vector_width(loops: list[Any], body: Any, threads: int) -> tuple[int, int]:
     if not simple or not memory or per_thread:
         return 1, 0
     # the widest element anywhere in the body, not only in memory: an fp16 load cast to
-    # float32 at 8 lanes is a float32x8 value, which TVM's CUDA codegen cannot construct
+    # float32 at 8 lanes is a float32x8 value, which TVM's CUDA-C codegen cannot construct
     # (it prints make_ulonglong4 of 8 floats); vectors stay within 16 bytes of every type
     widest = max([_dtype_bytes(b.dtype) for b, _ in accesses] + _cast_bytes(body))
     inner_var = loops[-1].loop_var
     analyzer = Analyzer()
-    v = max(1, _VECTOR_BYTES // widest)
+    v = max(1, max_bytes // widest)
     while v > 1:
         if inner % v == 0 and points % v == 0:
             probe = tirx.Var("vector_index", inner_var.ty)
@@ -169,13 +170,13 @@ def _to_registers(body: Any, registers: list[tuple[Any, Any]], k: Any) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
 
 
-def _partition(loops: list[Any], body: Any, tid: Any, threads: int,
+def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: int,
                registers: list[tuple[Any, Any]] = ()) -> tuple[Any, int]:
     """When the points do not divide evenly among the threads, the threads past the end
     recompute the last point (clamped indices, always in range) but store nothing: guarding
     only the stores keeps every loop and barrier unconditional, which ThreadSync needs
     (it cannot place a __syncthreads() inside a condition)."""
-    v, alignment = _vector_width(loops, body, threads)
+    v, alignment = _vector_width(loops, body, max_bytes)
     extents = [loop.extent for loop in loops]
     points: Any = extents[0]
     for e in extents[1:]:
@@ -239,7 +240,7 @@ def _register_fragments(body: Any, threads: int) -> list[tuple[Any, Any]]:
     return found
 
 
-def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
+def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: int) -> Any:
     """stmt is the outermost threadIdx launch attribute of a kernel."""
     chain, body = [], stmt
     while isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent" and \
@@ -250,7 +251,7 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
     threads = 1
     for attr in chain:
         if not isinstance(attr.value, tirx.IntImm):
-            raise LanguageError(f"kernel {kernel!r}: T.Kernel(threads=...) must be constants on CUDA")
+            raise LanguageError(f"kernel {kernel!r}: T.Kernel(threads=...) must be constants on a GPU")
         var = attr.node.var
         tid = var if tid is None else tid + var * threads
         threads *= int(attr.value.value)
@@ -264,7 +265,7 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
         while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
             nest.append(inner)
             inner = inner.body
-        new, align = _partition(nest, inner, tid, threads, registers)
+        new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
         alignment.append(align)
         return new
 
@@ -282,13 +283,13 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int]) -> Any:
     return body
 
 
-def _run(func: Any, mod: Any, ctx: Any) -> Any:
+def _run(func: Any, mod: Any, ctx: Any, max_bytes: int) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     alignment: list[int] = []
 
     def on_attr(stmt: Any) -> Any:
         if stmt.attr_key == "thread_extent" and stmt.node.thread_tag in _THREAD_TAGS:
-            return _rewrite_threads(stmt, kernel, alignment)
+            return _rewrite_threads(stmt, kernel, alignment, max_bytes)
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
@@ -306,5 +307,10 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def PartitionParallelLoops() -> Any:
-    return prim_func_pass(_run, "tl.cuda.PartitionParallelLoops")
+def PartitionParallelLoops(max_vector_bytes: int = 16) -> Any:
+    """``max_vector_bytes``: the widest global/shared access the target has (16 on CUDA,
+    ld.global.v4.b32; 16 on AMD GPUs too, global_load_dwordx4)."""
+    if max_vector_bytes not in (1, 2, 4, 8, 16, 32):
+        raise ManifestError(f"PartitionParallelLoops(max_vector_bytes={max_vector_bytes}) in a backend's "
+                            "pipeline: use the target's widest access in bytes, a power of two up to 32")
+    return prim_func_pass(lambda func, mod, ctx: _run(func, mod, ctx, max_vector_bytes), "tl.gpu.PartitionParallelLoops")

@@ -1,4 +1,4 @@
-"""Small IR helpers shared by the CUDA backend's passes."""
+"""Small IR helpers shared by the GPU passes (core's and the GPU backends')."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.language.ops import TILE_OPS, block_barrier, substitute  # noqa: F401 (re-exported)
 from tvm import tirx
 from tvm.ir import TensorLoad
+
+from ...language.ops import TILE_OPS, block_barrier, substitute  # noqa: F401 (re-exported)
 
 _OPS = {op: name for name, op in TILE_OPS.items()}
 

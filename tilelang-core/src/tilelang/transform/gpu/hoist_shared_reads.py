@@ -25,9 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import prim_func_pass
 from tvm import tirx
 from tvm.ir import Call, TensorLoad
+
+from ...backend.pass_pipeline import prim_func_pass
 
 _SHARED_SCOPES = ("shared", "shared.dyn")
 
@@ -164,4 +165,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def HoistSharedReads() -> Any:
-    return prim_func_pass(_run, "tl.cuda.HoistSharedReads")
+    return prim_func_pass(_run, "tl.gpu.HoistSharedReads")

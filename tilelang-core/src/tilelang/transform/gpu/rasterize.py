@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import prim_func_pass
-from tilelang.transform.lower_tile_ops import BLOCK_SWIZZLE_ATTR
 from tvm import tirx
+
+from ...backend.pass_pipeline import prim_func_pass
+from ..lower_tile_ops import BLOCK_SWIZZLE_ATTR
 
 
 def _remap(bx: Any, by: Any, gx: Any, gy: Any, panel: int) -> tuple[Any, Any]:
@@ -64,4 +65,4 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
 
 
 def RasterizeBlocks() -> Any:
-    return prim_func_pass(_run, "tl.cuda.RasterizeBlocks")
+    return prim_func_pass(_run, "tl.gpu.RasterizeBlocks")
