@@ -1,10 +1,12 @@
 """Launcher caching: the kernel cache stores the built extension (a fresh process loads it
 without Cython or a compiler), the extension cache keyed by source hash serves other
-kernel cache entries, and concurrent builders of one kernel agree on one file."""
+kernel cache entries (both live under one cache root), and concurrent builders of one
+kernel agree on one file."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -46,26 +48,27 @@ def run_child(cache: Path, forbid_build: bool = False) -> list[str]:
 
 
 def test_a_fresh_process_loads_the_kernel_without_compiling(tmp_path: Path) -> None:
-    cache = tmp_path / "kernels"
+    cache = tmp_path / "cache"
     first = run_child(cache)
     assert first[0] == "compiled" and first[1].startswith(toolchain.MODULE_PREFIX)
-    entries = list(cache.glob(f"*/*/{toolchain.MODULE_PREFIX}*{toolchain.SUFFIX}"))
+    entries = list(cache.glob(f"kernels/*/*/{toolchain.MODULE_PREFIX}*{toolchain.SUFFIX}"))
     assert len(entries) == 1  # the kernel cache holds the launcher itself
     # even with the extension cache gone, the kernel cache entry is enough
-    for path in (tmp_path / "cython").iterdir():
+    for path in (cache / "cython").iterdir():
         path.unlink()
     assert run_child(cache, forbid_build=True) == ["from_cache", first[1]]
 
 
 def test_the_extension_cache_serves_a_new_kernel_cache_entry(tmp_path: Path) -> None:
-    first = run_child(tmp_path / "kernels")
-    # another kernel cache next to the same extension cache: lowering runs again, the
+    first = run_child(tmp_path)
+    # the kernel cache emptied, the extension cache kept: lowering runs again, the
     # launcher's sources hash to the same extension, which is not compiled again
-    assert run_child(tmp_path / "kernels-again", forbid_build=True) == ["compiled", first[1]]
+    shutil.rmtree(tmp_path / "kernels")
+    assert run_child(tmp_path, forbid_build=True) == ["compiled", first[1]]
 
 
 def test_concurrent_builds_of_one_kernel(tmp_path: Path) -> None:
-    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path / "kernels"))
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(tmp_path))
     children = [subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [child.communicate(timeout=600) for child in children]

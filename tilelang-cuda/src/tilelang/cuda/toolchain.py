@@ -26,9 +26,10 @@ OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
 
 
 def cubin_cache_dir() -> Path:
-    from tilelang.cache import default_cache_dir
+    """Where cubins are cached (``<cache root>/cubin``; no I/O)."""
+    from tilelang.cache import cache_path
 
-    return default_cache_dir().parent / "cubin"
+    return cache_path("cubin")
 
 
 @functools.cache
@@ -151,15 +152,26 @@ def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
     arch = arch_for_source(source, arch)
     toolchain = choose_toolchain()
     key = hashlib.sha256("\0".join([toolchain, arch, *OPTIONS, source]).encode()).hexdigest()
-    path = cubin_cache_dir() / f"{key}.cubin"
-    if path.is_file():
-        return path.read_bytes()
+    # tilelang.cache: a folder only its owner may write (None: cache disabled or unusable),
+    # and a digest checked before the bytes are used (a truncated cubin is rebuilt)
+    from tilelang.cache import cache_subdir, read_file, write_file
+    from tilelang.cache.limits import remove_stale
+
+    directory = cache_subdir("cubin")
+    path = None if directory is None else directory / f"{key}.cubin"
+    cached = None if path is None else read_file(path, repair=True)
+    if cached is not None:
+        return cached
     compile_fn = _compile_nvrtc if toolchain == "nvrtc" else _compile_nvcc
     cubin = compile_fn(source, arch, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(cubin)
-    os.replace(tmp, path)  # atomic: concurrent compilers of one kernel agree on the bytes
+    if directory is not None and path is not None:
+        remove_stale(directory)  # temporaries of killed writers
+        try:
+            write_file(path, cubin)  # atomic: concurrent compilers of one kernel agree on the bytes
+        except OSError as err:
+            from tilelang.cache.folders import warn_unavailable
+
+            warn_unavailable(directory, err)
     return cubin
 
 

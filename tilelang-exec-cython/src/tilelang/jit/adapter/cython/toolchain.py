@@ -5,9 +5,12 @@ tl_cuda.h, the kernel's generated tl_kernel.h and, for CPU kernels, TVM's C sour
 compute function): Cython turns the .pyx into C, the machine's C compiler builds one shared
 library. Built extensions are cached by the hash of everything that shapes the binary
 (sources, compiler and its version, flags, Python ABI, Cython, tilelang and TVM versions)
-in ``<kernel cache>/../cython``, next to the CUDA backend's cubin cache: another process,
-or another kernel with the same launcher, loads it without compiling. Builds of one key
-take a file lock and publish by atomic rename, so concurrent builders never see half a file.
+in ``<cache root>/cython`` (``tilelang.cache.cache_subdir``: a folder only its owner may
+write), next to the kernel cache: another process, or another kernel with the same
+launcher, uses it without compiling. Builds of one key take a file lock and publish by
+atomic rename, so concurrent builders never see half a file; each extension has a digest
+file, checked before its bytes are used (a truncated one is rebuilt with a warning). With
+the cache disabled, extensions build in a private temporary folder.
 
 Environment: ``CC`` picks the compiler (default: cc, then gcc).
 """
@@ -46,9 +49,10 @@ TEMPLATES = ("launcher.pyx", "tl_runtime.h", "tl_cuda.h")
 
 
 def extension_cache_dir() -> Path:
-    from tilelang.cache import default_cache_dir
+    """Where built extensions are cached (``<cache root>/cython``; no I/O)."""
+    from tilelang.cache import cache_path
 
-    return default_cache_dir().parent / "cython"
+    return cache_path("cython")
 
 
 @functools.cache
@@ -150,28 +154,45 @@ def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes
     if command is None:
         raise CompileError(f"kernel {kernel!r}: {unavailable_reason()}")
     name = MODULE_PREFIX + _build_key(sources, command)[:32]
-    directory = extension_cache_dir()
+    from tilelang.cache import cache_subdir, read_file, write_file
+    from tilelang.cache.limits import remove_stale
+
+    directory = cache_subdir("cython")
+    if directory is None:  # cache disabled or unwritable: nothing shared is read or written
+        with tempfile.TemporaryDirectory(prefix="tilelang-cython-") as tmp:
+            return f"{name}{SUFFIX}", _compile(sources, name, command, kernel, Path(tmp))
     final = directory / f"{name}{SUFFIX}"
-    if final.is_file():
-        return final.name, final.read_bytes()
+    data = read_file(final, repair=False)
+    if data is not None:
+        return final.name, data
     from filelock import FileLock
 
-    directory.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(directory / f"{name}.lock"), timeout=600):
-        if final.is_file():  # another process built it while we waited
-            return final.name, final.read_bytes()
+    with FileLock(str(directory / f"{name}.lock"), timeout=600, mode=0o600):
+        data = read_file(final, repair=True)  # another process may have built it meanwhile
+        if data is not None:
+            return final.name, data
+        remove_stale(directory)  # build folders of killed builders
         with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=directory) as tmp:
-            work = Path(tmp)
-            for file_name, text in sources.items():
-                target = work / (f"{name}.pyx" if file_name == "launcher.pyx" else file_name)
-                target.write_text(text)
-            _run([sys.executable, "-m", "cython", "-3", "-o", f"{name}.c", f"{name}.pyx"],
-                 "Cython", kernel, work)
-            built = work / f"{name}{SUFFIX}"
-            _run([*command, *CFLAGS, *[f"-I{d}" for d in [str(work), *_include_dirs()]],
-                  "-o", str(built), f"{name}.c", *LIBS], "the C compiler", kernel, work)
-            os.replace(built, final)  # atomic: a reader sees no file or the whole file
-    return final.name, final.read_bytes()
+            data = _compile(sources, name, command, kernel, Path(tmp))
+        try:
+            write_file(final, data)  # atomic, digest first
+        except OSError as err:  # a full disk: this build is still good
+            from tilelang.cache.folders import warn_unavailable
+
+            warn_unavailable(directory, err)
+    return final.name, data
+
+
+def _compile(sources: Mapping[str, str], name: str, command: list[str], kernel: str, work: Path) -> bytes:
+    """Cython + the C compiler in ``work``; the extension's bytes."""
+    for file_name, text in sources.items():
+        target = work / (f"{name}.pyx" if file_name == "launcher.pyx" else file_name)
+        target.write_text(text)
+    _run([sys.executable, "-m", "cython", "-3", "-o", f"{name}.c", f"{name}.pyx"], "Cython", kernel, work)
+    built = work / f"{name}{SUFFIX}"
+    _run([*command, *CFLAGS, *[f"-I{d}" for d in [str(work), *_include_dirs()]],
+          "-o", str(built), f"{name}.c", *LIBS], "the C compiler", kernel, work)
+    return built.read_bytes()
 
 
 _LOADED: dict[str, ModuleType] = {}
