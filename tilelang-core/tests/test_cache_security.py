@@ -255,6 +255,17 @@ def test_a_truncated_cached_extension_is_rebuilt(root: Path) -> None:
     assert len(extension.read_bytes()) > 1000
 
 
+def test_an_extension_without_a_digest_is_rebuilt_quietly(root: Path) -> None:
+    """Left by a tilelang that wrote no digests: not damage, so no warning."""
+    build("c", "cython")
+    (digest,) = (root / "cython").glob("*.sha256")
+    digest.unlink()
+    shutil.rmtree(root / "kernels")
+    again, warned = build_warned("c", "cython")
+    assert warned == [] and digest.is_file()
+    check_result(again)
+
+
 # -- when the cache cannot be used -------------------------------------------------------
 
 

@@ -102,13 +102,19 @@ def read_file(path: Path, *, repair: bool) -> bytes | None:
     digest = path.with_name(path.name + DIGEST_SUFFIX)
     try:
         recorded = digest.read_text().strip()
+    except FileNotFoundError:
+        # written by a tilelang before digests (a writer publishes the digest first, and
+        # only this user can write here): not damage, so rebuilt without a warning
+        recorded = None
     except (OSError, UnicodeDecodeError):
         recorded = ""
     if recorded == sha256(data):
+        touch(path)
         return data
-    if repair:
+    if repair and recorded is not None:
         warnings.warn(f"tilelang: cached file {path} does not match its recorded digest (truncated or "
                       "corrupted); rebuilding it", RuntimeWarning, stacklevel=3)
+    if repair:
         for stale in (path, digest):
             try:
                 os.unlink(stale)
