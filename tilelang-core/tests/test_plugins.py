@@ -91,6 +91,8 @@ PLUGIN_DISTS = (
     PluginDist("dup-plugin-a", "1.0.0", "dup_backend", "dup_backend_a", "dup"),
     PluginDist("future-plugin", "9.0.0", "future_plugin", "future_plugin", "future"),
     PluginDist("halfway-plugin", "0.0.1", "halfway_plugin", "halfway_plugin", "halfway"),
+    PluginDist("tilelang-exec-launchlog", "0.3.0", "launch_log_exec", "launch_log_exec", "launch_log"),
+    PluginDist("squatter-plugin", "6.6.6", "squatter_plugin", "squatter_plugin", "squat"),
 )
 
 _DEV_ONLY = ("tilelang", "_editable_impl_tilelang", "__editable__.tilelang", "__editable___tilelang")
@@ -243,6 +245,8 @@ EXPECTED_ORDER = [
     ("dup", "dup-plugin-b"),
     ("future", "future-plugin"),
     ("halfway", "halfway-plugin"),
+    ("launch_log", "tilelang-exec-launchlog"),
+    ("squat", "squatter-plugin"),
     ("tvm_ffi", "tilelang-core"),
 ]
 
@@ -286,20 +290,22 @@ def test_core_is_installed_as_a_real_distribution(plugin_venv: PluginVenv) -> No
 # -- a vendor target backend ----------------------------------------------------------------
 
 
-def test_vendor_backend_written_against_public_api_compiles_and_runs(plugin_venv: PluginVenv) -> None:
+def test_vendor_backend_beside_the_cpu_compiles_and_runs_by_its_alias(plugin_venv: PluginVenv) -> None:
+    # no TILELANG_PLUGINS_DENY: acme and core's cpu both own llvm, and the alias names acme
     result = plugin_venv.python_json(
         STATE, KERNEL, """
         kernel, error = run_add(target="acme")
+        cpu_kernel, cpu_error = run_add(target="cpu")
         print(json.dumps({
             "module": kernel.context.module.name,
             "kind": kernel.context.target.kind.name,
             "execution_backend": kernel.context.execution_backend.name,
             "describe": kernel.describe(),
             "error": error,
+            "cpu": [cpu_kernel.context.module.name, cpu_error],
             "state": state(),
         }))
         """,
-        TILELANG_PLUGINS_DENY="cpu",
     )
     assert result["module"] == "acme"
     assert result["kind"] == "llvm"
@@ -308,42 +314,104 @@ def test_vendor_backend_written_against_public_api_compiles_and_runs(plugin_venv
         "main: target backend 'acme' (llvm, alias 'acme'), execution backend 'tvm_ffi' [tilelang-acme]"
     )
     assert result["error"] <= 1e-6  # an exact float32 add
-    assert "cpu" not in result["state"]["backends"]
-    assert "acme" in result["state"]["backends"]
+    assert result["cpu"][0] == "cpu" and result["cpu"][1] <= 1e-6  # the CPU still works
+    assert {"acme", "cpu"} <= set(result["state"]["backends"])
+
+
+def test_vendor_detector_wins_auto_when_its_device_is_present(plugin_venv: PluginVenv) -> None:
+    code = """
+        kernel, error = run_add()
+        print(json.dumps([kernel.context.module.name, kernel.context.target_source, error]))
+        """
+    module, source, error = plugin_venv.python_json(STATE, KERNEL, code, ACME_DEVICE="1")
+    assert (module, source) == ("acme", "auto (acme)") and error <= 1e-6
+    module, source, error = plugin_venv.python_json(STATE, KERNEL, code)
+    assert (module, source) == ("cpu", "auto (cpu)") and error <= 1e-6
 
 
 def test_vendor_backend_is_listed_by_the_cli(plugin_venv: PluginVenv) -> None:
-    report = plugin_venv.backends_list(TILELANG_PLUGINS_DENY="cpu")
+    report = plugin_venv.backends_list()
     acme = _one(report["target_backends"], "acme")
     assert acme["distribution"] == "tilelang-acme"
     assert acme["version"] == "1.2.3"
+    assert acme["entry_point"] == "acme"
     assert acme["status"] == "available"
     assert acme["target_kinds"] == ["llvm"]
     assert acme["execution_backends"] == ["tvm_ffi"]
     assert acme["description"] == "Acme's accelerator (a CPU in disguise)"
-    assert "cpu" not in [b["name"] for b in report["target_backends"]]
-    assert _one(report["plugins"], "cpu")["status"] == "disabled"
-    assert _one(report["execution_backends"], "tvm_ffi")["used_by"] == ["acme"]
+    assert _one(report["target_backends"], "cpu")["distribution"] == "tilelang-core"
+    assert _one(report["execution_backends"], "tvm_ffi")["used_by"] == ["acme", "cpu"]
 
 
-def test_two_backends_owning_one_kind_without_predicates_are_ambiguous(plugin_venv: PluginVenv) -> None:
-    # acme and core's cpu both own "llvm" with no supports_target: resolving either by
-    # alias must fail and name both, never silently pick one.
+def test_two_backends_owning_one_kind_at_one_priority_are_ambiguous_by_kind(plugin_venv: PluginVenv) -> None:
+    # acme and core's cpu both own "llvm" at priority 0: an explicit kind must fail, name
+    # both and say how to choose; never silently pick one by registration order.
     result = plugin_venv.python_json(
         """
         import json, tilelang
         from tilelang.backend import create_backend_context
         try:
-            create_backend_context("acme")
+            create_backend_context("llvm")
         except tilelang.BackendNotFoundError as err:
             print(json.dumps(str(err)))
         """
     )
     assert re.fullmatch(
-        r"target .*llvm.* is claimed by several target backends: acme \(from tilelang-acme\), "
-        r"cpu \(from tilelang-core\); their supports_target predicates must make them unambiguous",
+        r"target .*llvm.* is claimed by several target backends of priority 0: "
+        r"acme \(from tilelang-acme, entry point acme\), cpu \(from tilelang-core, entry point cpu\)\. "
+        r"Choose one: name it by its alias \(target='acme' or target='cpu'\), or leave the others "
+        r"out with TILELANG_PLUGINS_DENY=<entry point> .*",
         result,
     ), result
+
+
+# -- an execution backend from another distribution -------------------------------------------
+
+
+def test_outside_execution_backend_serves_the_cpu(plugin_venv: PluginVenv) -> None:
+    log = plugin_venv.root / "launches.log"
+    result = plugin_venv.python_json(
+        STATE, KERNEL, """
+        kernel, error = run_add(target="cpu", execution_backend="launch_log")
+        try:
+            run_add(target="acme", execution_backend="launch_log")
+        except tilelang.BackendNotFoundError as err:
+            refused = str(err)
+        print(json.dumps([kernel.context.execution_backend.name, error, refused]))
+        """,
+        LAUNCH_LOG=str(log),
+    )
+    name, error, refused = result
+    assert name == "launch_log" and error <= 1e-6
+    assert log.read_text() == "launch main\n"
+    assert refused == (
+        "target backend 'acme' cannot use execution backend 'launch_log'; it declares: tvm_ffi. "
+        "'launch_log' (from tilelang-exec-launchlog) offers to serve it, but 'acme' does not accept "
+        "execution backends from other distributions (its manifest's "
+        "accepts_external_execution_backends is False)"
+    )
+    report = plugin_venv.backends_list()
+    cpu = _one(report["target_backends"], "cpu")
+    assert cpu["execution_backends"] == ["tvm_ffi", "cython", "launch_log"]
+    assert cpu["accepts_external_execution_backends"] is True
+    launch_log = _one(report["execution_backends"], "launch_log")
+    assert launch_log["used_by"] == ["cpu"]
+    assert launch_log["serves"] == [{"target_backends": ["cpu", "acme"], "target_kinds": []}]
+
+
+# -- first-party names ---------------------------------------------------------------------------
+
+
+def test_third_party_claiming_a_first_party_name_is_refused(default_state: dict[str, Any]) -> None:
+    (squat,) = _records(default_state, "squat")
+    assert squat["status"] == "conflict"
+    assert squat["error"] == (
+        "target backend 'cpu' is reserved for the first-party distribution tilelang-core; "
+        "squatter-plugin 6.6.6 (entry point 'squat') claims it, so it is not used and "
+        "tilelang-core keeps the name (to fix: rename it in squatter-plugin)"
+    )
+    (cpu,) = _records(default_state, "cpu")
+    assert cpu["status"] == "loaded" and cpu["backends"] == ["cpu"]
 
 
 # -- a plugin that fails to import ------------------------------------------------------------
@@ -375,6 +443,19 @@ def test_broken_plugin_is_logged_and_listed_by_the_cli(plugin_venv: PluginVenv) 
 
 STRICT_ENV = {"TILELANG_PLUGINS_STRICT": "1", "TILELANG_PLUGINS_ALLOW": "cpu,tvm_ffi,broken"}
 STRICT_MESSAGE = f"plugin 'broken' from broken-plugin 0.1.0 failed: {BROKEN_ERROR}"
+
+
+def test_strict_mode_cli_prints_one_line_per_plugin_and_no_traceback(plugin_venv: PluginVenv) -> None:
+    done = plugin_venv.run([str(plugin_venv.bin / "tilelang"), "backends", "list"],
+                           TILELANG_PLUGINS_STRICT="1")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == "tilelang: TILELANG_PLUGINS_STRICT is set and plugins failed:"
+    assert lines[1] == STRICT_MESSAGE
+    # one line per plugin that failed, in load order
+    assert [line.split()[1] for line in lines[1:]] == ["'broken'", "'dup'", "'dup'", "'future'",
+                                                      "'halfway'", "'squat'"]
 
 
 def test_strict_mode_makes_import_tilelang_raise_plugin_error(plugin_venv: PluginVenv) -> None:
@@ -434,8 +515,9 @@ def test_plugin_for_another_api_version_is_incompatible(default_state: dict[str,
     (future,) = _records(default_state, "future")
     assert future["status"] == "incompatible"  # and its hook (which raises) was never called
     assert future["error"] == (
-        "written for plugin API 99, this tilelang-core implements 1 (set TILELANG_PLUGIN_API "
-        "in the plugin module; upgrade the plugin or tilelang-core)"
+        "written for plugin API 2.0, this tilelang-core implements 1.1 (the major versions "
+        "differ); install a release of the plugin written for API 1.x, or a tilelang-core "
+        "that implements 2.x"
     )
     assert future["backends"] == []
 
@@ -468,7 +550,7 @@ def test_deny_list_disables_the_tvm_ffi_execution_backend(plugin_venv: PluginVen
             error = None
         print(json.dumps({"state": state(), "error": error}))
         """,
-        TILELANG_PLUGINS_DENY="tvm_ffi,acme",
+        TILELANG_PLUGINS_DENY="tvm_ffi,acme,launch_log",
     )
     (tvm_ffi,) = _records(result["state"], "tvm_ffi")
     assert tvm_ffi["status"] == "disabled"
@@ -477,7 +559,7 @@ def test_deny_list_disables_the_tvm_ffi_execution_backend(plugin_venv: PluginVen
     assert result["error"] is not None, "compiling without any execution backend did not raise"
     assert result["error"].startswith(
         "no usable execution backend for target backend 'cpu' (requested 'auto'; declared in "
-        "order: tvm_ffi, cython): tvm_ffi: not installed (disabled: disabled by TILELANG_PLUGINS_DENY)"
+        "order: tvm_ffi, cython): tvm_ffi: not installed (plugin 'tvm_ffi' from tilelang-core "
     )
 
 
@@ -516,4 +598,4 @@ def test_no_autoload_registers_nothing_until_load_plugins(plugin_venv: PluginVen
     after = result["after"]
     assert [(r["name"], r["distribution"]) for r in after["records"]] == EXPECTED_ORDER
     assert after["backends"] == ["acme", "cpu"]
-    assert after["execution_backends"] == ["tvm_ffi"]
+    assert after["execution_backends"] == ["launch_log", "tvm_ffi"]

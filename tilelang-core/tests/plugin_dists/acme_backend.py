@@ -2,12 +2,14 @@
 
 It imports only ``tilelang.backend``, ``tilelang.plugins``, ``tilelang.errors`` and the
 public CPU transform ``tilelang.cpu.transform.LowerKernelLaunchToLoops``. It owns TVM
-target kind ``llvm``, which core's ``cpu`` backend owns too, so the tests run it with
-``TILELANG_PLUGINS_DENY=cpu``.
+target kind ``llvm``, which core's ``cpu`` backend owns too: ``target="acme"`` names it
+by its alias, and its detector (priority 10, above the CPU's) answers ``target="auto"``
+when its "device" is present — here, when ACME_DEVICE=1 is set.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ from tilelang.backend import (
     ExecutionBackendSpec,
     HostCodegen,
     PassPipeline,
+    TargetDetector,
     tvm_build_function,
 )
 from tilelang.errors import CompileError
@@ -74,3 +77,12 @@ BACKEND = BackendModule(
 @hookimpl
 def tilelang_backend_modules() -> list[BackendModule]:
     return [BACKEND]
+
+
+def detect_acme_device() -> dict[str, str] | None:
+    return {"kind": "llvm"} if os.environ.get("ACME_DEVICE") == "1" else None
+
+
+@hookimpl
+def tilelang_target_detectors() -> list[TargetDetector]:
+    return [TargetDetector("acme", priority=10, detect=detect_acme_device)]

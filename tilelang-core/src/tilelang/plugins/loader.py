@@ -97,6 +97,8 @@ def _entry_points() -> list[Any]:
 
 def _fail(record: PluginRecord, status: str, message: str) -> None:
     record.status, record.error = status, message
+    if env.flag(env.PLUGINS_STRICT):
+        return  # reported once, as the PluginError that load_plugins raises
     log.warning("tilelang plugin %r (%s) %s: %s", record.name, record.distribution, status, message)
 
 
