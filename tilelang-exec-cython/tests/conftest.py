@@ -1,8 +1,8 @@
 """Shared fixtures: a private kernel cache per test, the ``gpu`` marker (skipped without a
 CUDA GPU).
 
-Built launcher extensions live next to the kernel cache (``<cache>/../cython``), so tests
-of one session share them: a launcher whose sources did not change is compiled once.
+Built launcher extensions live under the kernel cache's root (``<cache>/cython``), so each
+test builds the launchers it needs in its own private cache.
 """
 
 from __future__ import annotations
