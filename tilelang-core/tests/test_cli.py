@@ -248,3 +248,29 @@ def test_problem_plugins_get_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     show = invoke("show", "acme")
     assert show.exit_code == 0, show.output
     assert "status: failed" in show.stdout and "    Traceback ..." in show.stdout
+
+
+def test_missing_first_party_backends_name_their_pip_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An uninstalled first-party backend is named with the extra that installs it, in the
+    footer and where a target backend lists it."""
+    monkeypatch.setattr(REGISTRY, "execution_backends",
+                        {k: v for k, v in REGISTRY.execution_backends.items() if k != "nvrtc"})
+    monkeypatch.setattr(REGISTRY, "refused", {k: v for k, v in REGISTRY.refused.items() if k != "nvrtc"})
+    register_backend(BackendModule(
+        name="cli_wants_nvrtc",
+        target_kinds=("cli_test_kind",),
+        pipelines={"cli_test_kind": "tilelang.cpu.pipeline:CPU_PIPELINE"},
+        device_codegens={"cli_test_kind": "tilelang.cpu.codegen:CPU_DEVICE_CODEGEN"},
+        execution_backends=(ExecutionBackendSpec("nvrtc"),),
+    ))
+    try:
+        data = list_json()
+        table = invoke("list")
+    finally:
+        REGISTRY.backends.pop("cli_wants_nvrtc", None)
+    assert {"name": "nvrtc", "install": "pip install 'tilelang[nvrtc]'"} in data["missing"]
+    assert table.exit_code == 0, table.output
+    assert "not installed: nvrtc (pip install 'tilelang[nvrtc]')" in table.stdout.splitlines()
+    row = next(line for line in table.stdout.splitlines() if line.split()[:2] == ["target", "cli_wants_nvrtc"])
+    assert "nvrtc (not installed: pip install 'tilelang[nvrtc]')" in row
+    assert row.split()[2] == "-"  # registered by hand: no entry point

@@ -5,6 +5,8 @@ from __future__ import annotations
 # target kind or backend name -> the pip requirement that installs its backend
 TARGET_EXTRAS: dict[str, str] = {
     "cuda": "tilelang[cuda]",
+    "hip": "tilelang[rocm]",
+    "rocm": "tilelang[rocm]",
 }
 EXECUTION_EXTRAS: dict[str, str] = {
     "nvrtc": "tilelang[nvrtc]",
@@ -12,8 +14,6 @@ EXECUTION_EXTRAS: dict[str, str] = {
 }
 # names whose first-party distribution is not released yet: no extra can install them
 PLANNED: dict[str, str] = {
-    "hip": "tilelang-rocm",
-    "rocm": "tilelang-rocm",
     "cutedsl": "tilelang-cutedsl",
 }
 

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import click
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from tilelang.backend.hints import EXECUTION_EXTRAS, install_hint
 from tilelang.backend.registry import REGISTRY, origin
 from tilelang.backend.resolution import execution_specs
@@ -58,18 +55,13 @@ def list_command(as_json: bool, probe: bool) -> None:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
     rows = list_rows(report)
-    footer = [report.auto_target.describe(), *missing_lines(report)]
-    if sys.stdout.isatty():
-        console = Console()
-        console.print(list_table(report, rows))
-        for line in footer:
-            console.print(Text(line), soft_wrap=True)
-        return
-    # Piped or redirected: plain aligned columns, never wrapped, so that every cell can be
-    # read and grepped whole (rich would fold "unavailable" mid-word at 80 columns).
+    # On a terminal the status column wraps at spaces to the terminal's width; piped or
+    # redirected, nothing wraps. Either way no cell is cut inside a word, so every name,
+    # version and reason can be read and grepped whole.
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     click.echo(f"TileLang {report.tilelang_version} backends")
-    click.echo("\n".join(plain_table(LIST_COLUMNS, rows)))
-    click.echo("\n".join(footer))
+    click.echo("\n".join(plain_table(LIST_COLUMNS, rows, width)))
+    click.echo("\n".join([report.auto_target.describe(), *missing_lines(report)]))
 
 
 LIST_COLUMNS = ("kind", "name", "entry point", "distribution", "target kinds", "execution backends", "status")
@@ -92,30 +84,20 @@ def missing_lines(report: Report) -> list[str]:
     return [f"not installed: {name} ({hint})" for name, hint in report.missing]
 
 
-def plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int | None = None) -> list[str]:
+    """Aligned columns; with a width, the last column wraps at spaces (never inside a word)."""
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    indent = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    last = max(24, width - indent - 1) if width is not None else None
 
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+    def lines(cells: tuple[str, ...]) -> list[str]:
+        head = "  ".join(cell.ljust(w) for cell, w in zip(cells[:-1], widths))
+        wrapped = textwrap.wrap(cells[-1], last, break_long_words=False, break_on_hyphens=False) \
+            if last is not None and cells[-1] else [cells[-1]]
+        return [f"{head}  {wrapped[0]}".rstrip(), *(" " * indent + part for part in wrapped[1:])]
 
-    return [line(headers), "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
-
-
-def list_table(report: Report, rows: list[tuple[str, ...]]) -> Table:
-    table = Table(
-        title=f"TileLang {report.tilelang_version} backends",
-        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-    )
-    # Identity columns never wrap: a name folded mid-word ("tilelang-cor|e") can be neither
-    # read nor grepped. Free text wraps at spaces ("fold" only cuts a word longer than
-    # its column), and the status column keeps room for "unavailable:".
-    for header in LIST_COLUMNS:
-        table.add_column(header, overflow="fold", no_wrap=header in LIST_COLUMNS[:4],
-                         min_width=12 if header == "status" else None)
-    for row in rows:
-        # Text, not markup: reasons often hold "[...]" (pip extras) that rich would eat.
-        table.add_row(*(Text(cell) for cell in row))
-    return table
+    rule = "  ".join("-" * w for w in widths[:-1]) + "  " + "-" * min(widths[-1], last or widths[-1])
+    return [*lines(headers), rule, *(line for row in rows for line in lines(row))]
 
 
 def _cells(kind: str, entry: BackendEntry, kinds: str, execs: str) -> tuple[str, ...]:

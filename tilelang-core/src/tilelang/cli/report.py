@@ -327,12 +327,14 @@ def _noting(detectors: list[Any], asked: list[str]) -> Any:
 
 def missing_first_party() -> tuple[tuple[str, str], ...]:
     """First-party backends with a pip extra that are neither installed nor refused."""
-    found = []
+    names_by_extra: dict[str, list[str]] = {}
     for name, extra in sorted({**TARGET_EXTRAS, **EXECUTION_EXTRAS}.items()):
-        if name not in REGISTRY.backends and name not in REGISTRY.execution_backends \
-                and name not in REGISTRY.refused:
-            found.append((name, f"pip install '{extra}'"))
-    return tuple(found)
+        names_by_extra.setdefault(extra, []).append(name)
+    known = set(REGISTRY.backends) | set(REGISTRY.execution_backends) | set(REGISTRY.refused)
+    return tuple(
+        (names[-1], f"pip install '{extra}'")  # a backend name sorts after its kind ("hip" < "rocm")
+        for extra, names in sorted(names_by_extra.items()) if not known & set(names)
+    )
 
 
 def collect(*, probe_tvm: bool = False) -> Report:
