@@ -74,16 +74,16 @@ def plugin(name: str, api: object = PLUGIN_API_VERSION, **hooks: Callable[[], An
 
 def llvm_backend(name: str, **fields: Any) -> BackendModule:
     """A manifest on core's llvm kind that reuses the CPU's components (by reference)."""
-    manifest: dict[str, Any] = dict(
-        name=name,
-        target_kinds=("llvm",),
-        pipelines={"llvm": "tilelang.cpu.pipeline:CPU_PIPELINE"},
-        device_codegens={"llvm": "tilelang.cpu.codegen:CPU_DEVICE_CODEGEN"},
-        host_codegens={"llvm": "tilelang.cpu.codegen:LLVM_HOST_CODEGEN"},
-        execution_backends=(ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),),
-        aliases=(name,),
-        default_target=lambda: {"kind": "llvm"},
-    )
+    manifest: dict[str, Any] = {
+        "name": name,
+        "target_kinds": ("llvm",),
+        "pipelines": {"llvm": "tilelang.cpu.pipeline:CPU_PIPELINE"},
+        "device_codegens": {"llvm": "tilelang.cpu.codegen:CPU_DEVICE_CODEGEN"},
+        "host_codegens": {"llvm": "tilelang.cpu.codegen:LLVM_HOST_CODEGEN"},
+        "execution_backends": (ExecutionBackendSpec("tvm_ffi", requires_device_compile=False),),
+        "aliases": (name,),
+        "default_target": lambda: {"kind": "llvm"},
+    }
     return BackendModule(**{**manifest, **fields})
 
 
@@ -142,31 +142,41 @@ def test_same_major_and_an_older_or_equal_minor_is_accepted(declared: str) -> No
     assert api_incompatibility(declared, "acme") is None
 
 
+FIX = "to fix: set TILELANG_PLUGIN_API = \"1.1\" in module 'fake_acme'"
+
+
 @pytest.mark.parametrize(
     ("declared", "message"),
     [
-        ("1.2", "written for plugin API 1.2, newer than this tilelang-core's 1.1; upgrade "
-                "tilelang-core (or install an older release of the plugin)"),
-        ("2.0", "written for plugin API 2.0, this tilelang-core implements 1.1 (the major versions "
-                "differ); install a release of the plugin written for API 1.x, or a tilelang-core "
-                "that implements 2.x"),
-        ("0.9", "written for plugin API 0.9, this tilelang-core implements 1.1 (the major versions "
-                "differ); install a release of the plugin written for API 1.x, or a tilelang-core "
-                "that implements 0.x"),
-        (1, 'TILELANG_PLUGIN_API is 1 (int); it must be a "major.minor" string (this tilelang-core '
-            "implements 1.1); to fix: set TILELANG_PLUGIN_API = \"1.1\" in module 'acme'"),
-        (1.1, 'TILELANG_PLUGIN_API is 1.1 (float); it must be a "major.minor" string (this '
-              "tilelang-core implements 1.1); to fix: set TILELANG_PLUGIN_API = \"1.1\" in module 'acme'"),
-        ("1", "TILELANG_PLUGIN_API '1' is not a 'major.minor' version (this tilelang-core implements "
-              "1.1); to fix: set TILELANG_PLUGIN_API = \"1.1\" in module 'acme'"),
-        (None, "module 'acme' has no TILELANG_PLUGIN_API attribute: a plugin must declare the plugin "
-               'API it was written for, as a "major.minor" string (this tilelang-core implements '
-               "1.1); to fix: set TILELANG_PLUGIN_API = \"1.1\" in module 'acme'"),
+        ("1.2", ("written for plugin API 1.2, newer than this tilelang-core's 1.1; upgrade "
+                 "tilelang-core (or install an older release of the plugin)")),
+        ("2.0", ("written for plugin API 2.0, this tilelang-core implements 1.1 (the major "
+                 "versions differ); install a release of the plugin written for API 1.x, or a "
+                 "tilelang-core that implements 2.x")),
+        ("0.9", ("written for plugin API 0.9, this tilelang-core implements 1.1 (the major "
+                 "versions differ); install a release of the plugin written for API 1.x, or a "
+                 "tilelang-core that implements 0.x")),
+        (1, ('TILELANG_PLUGIN_API is 1 (int); it must be a "major.minor" string (this '
+             f"tilelang-core implements 1.1); {FIX}")),
+        (1.1, ('TILELANG_PLUGIN_API is 1.1 (float); it must be a "major.minor" string (this '
+               f"tilelang-core implements 1.1); {FIX}")),
+        ("1", ("TILELANG_PLUGIN_API '1' is not a 'major.minor' version (this tilelang-core "
+               f"implements 1.1); {FIX}")),
+        (None, ("module 'fake_acme' has no TILELANG_PLUGIN_API attribute: a plugin must declare "
+                'the plugin API it was written for, as a "major.minor" string (this '
+                f"tilelang-core implements 1.1); {FIX}")),
     ],
     ids=["newer-minor", "other-major", "older-major", "int", "float", "no-minor", "missing"],
 )
-def test_incompatible_api_declarations_are_refused_with_the_fix(declared: object, message: str) -> None:
-    assert api_incompatibility(declared, "acme") == message
+def test_incompatible_api_declarations_are_refused_with_the_fix(
+    load_with: Any, declared: object, message: str
+) -> None:
+    acme = FakeEntryPoint("acme", FakeDist("tilelang-acme"), plugin("acme", api=declared))
+    expected = f"plugin 'acme' from tilelang-acme 1.0 incompatible: {message}"
+    with pytest.raises(PluginError, match=f"^{re.escape(expected)}$"):
+        load_with(acme, strict=True)
+    load_with(acme)  # not strict: recorded, and import tilelang goes on
+    assert (record("acme").status, record("acme").error) == ("incompatible", message)
 
 
 def test_loader_refuses_an_int_version_and_a_missing_attribute(load_with: Any) -> None:
@@ -313,11 +323,11 @@ def test_an_outside_spec_for_one_kind_moves_a_chosen_target_to_that_kind(load_wi
     ("serves", "message"),
     [
         ((ExecutionBackendSpec("other", target_backends=("cpu",)),),
-         "test: 'logx'.serves holds a spec named 'other'; name it 'logx', after the execution "
-         "backend that offers it"),
+         ("test: 'logx'.serves holds a spec named 'other'; name it 'logx', after the execution "
+          "backend that offers it")),
         ((ExecutionBackendSpec("logx"),),
-         "test: 'logx'.serves holds a spec that names no target_backends and no target_kinds; "
-         "say which target backends or kinds it serves"),
+         ("test: 'logx'.serves holds a spec that names no target_backends and no target_kinds; "
+          "say which target backends or kinds it serves")),
     ],
     ids=["wrong-name", "serves-nothing"],
 )
@@ -368,8 +378,8 @@ def test_strict_mode_cli_prints_the_lines_and_exits_1(load_with: Any, monkeypatc
     assert "Traceback" not in result.output
     assert result.output.strip().splitlines() == [
         "Error: TILELANG_PLUGINS_STRICT is set and plugins failed:",
-        "plugin 'broken' from broken-dist 0.1 failed: import of 'fake_broken' failed: ImportError: "
-        "fake_broken needs an SDK that is not installed",
+        ("plugin 'broken' from broken-dist 0.1 failed: import of 'fake_broken' failed: ImportError: "
+         "fake_broken needs an SDK that is not installed"),
     ]
 
 

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from tilelang.backend import BackendModule, DeviceCodegen, ExecutionBackendSpec, PassPipeline
+from tilelang.backend import (
+    BackendModule,
+    DeviceCodegen,
+    ExecutionBackendSpec,
+    PassPipeline,
+)
 from tilelang.plugins import hookimpl
 
 TILELANG_PLUGIN_API = "1.0"

@@ -1,13 +1,13 @@
 """The backend registry, component interfaces and context resolution (public facade)."""
 
+from .context import BackendContext
 from .device_codegen import DeviceCodegen, DeviceOutput, HostCodegen, tvm_build_function
 from .execution_backend import ExecutionBackend, ExecutionBackendSpec, KernelLauncher
-from .context import BackendContext
 from .manifest import BackendModule
-from .registration import register_backend, register_execution_backend
-from .resolution import create_backend_context
 from .pass_pipeline import PassPipeline, pass_config
+from .registration import register_backend, register_execution_backend
 from .registry import registered_backends, registered_execution_backends
+from .resolution import create_backend_context
 from .target import TargetDetector
 
 __all__ = [

@@ -38,7 +38,6 @@ class _RefuseTVM:
     def find_spec(name: str, path: object = None, target: object = None) -> None:
         if name.split(".", 1)[0] in _TVM_PACKAGES:
             raise NeedsTVM(name)
-        return None
 
 
 @contextlib.contextmanager

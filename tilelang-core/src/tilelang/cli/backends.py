@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import click
+
 from tilelang.backend.hints import EXECUTION_EXTRAS, install_hint
 from tilelang.backend.registry import REGISTRY, origin
 from tilelang.backend.resolution import execution_specs

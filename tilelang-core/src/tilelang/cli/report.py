@@ -68,7 +68,12 @@ from tilelang.backend import BackendModule, ExecutionBackend
 from tilelang.backend.availability import NeedsTVM, probe, without_tvm
 from tilelang.backend.hints import EXECUTION_EXTRAS, TARGET_EXTRAS
 from tilelang.backend.registry import REGISTRY, entry_point, origin
-from tilelang.backend.resolution import execution_specs, ordered_detectors, resolve_target, select_module
+from tilelang.backend.resolution import (
+    execution_specs,
+    ordered_detectors,
+    resolve_target,
+    select_module,
+)
 from tilelang.backend.target import detect_auto_target
 from tilelang.plugins import PluginRecord, plugin_records
 from tilelang.plugins.loader import LOADED

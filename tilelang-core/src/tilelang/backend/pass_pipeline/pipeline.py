@@ -12,6 +12,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ManifestError, TileLangError
@@ -27,7 +28,7 @@ _PASS_ERROR = threading.local()
 #: (tilelang.engine.lower) sets it, passes read it through pass_config(). It lives here,
 #: below the engine, so that passes do not import the engine (no import circle).
 ACTIVE_PASS_CONFIGS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
-    "tilelang_pass_configs", default={}
+    "tilelang_pass_configs", default=MappingProxyType({})
 )
 
 
