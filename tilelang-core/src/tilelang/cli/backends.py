@@ -162,12 +162,12 @@ def target_lines(name: str, report: Report) -> list[str]:
     lines.append("    (any other host kind: TVM's target.build.<kind>)")
     lines += _list_lines("host codegen hooks", module.host_codegen_hooks)
     lines += _table_lines("callbacks", module.callbacks)
-    lines.append("  execution backends (auto preference order):")
     lines.append(f"  priority: {module.priority}")
     lines.append(
         "  accepts execution backends from other distributions: "
         + _yes(module.accepts_external_execution_backends)
     )
+    lines.append("  execution backends (auto preference order):")
     for i, spec in enumerate(execution_specs(module), 1):
         impl = REGISTRY.execution_backends.get(spec.name)
         if impl is None:
