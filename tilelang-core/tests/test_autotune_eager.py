@@ -1,20 +1,24 @@
-"""@tilelang.autotune over an eager @tilelang.jit kernel: upstream's examples call
-``kernel.compile(M=..., N=..., block_M=...)`` with every tunable given."""
+"""@tilelang.autotune over an eager @tilelang.jit kernel, as upstream's examples call it:
+``kernel.compile(M=..., N=...)`` tunes, ``kernel.compile(M=..., N=..., block_M=...)`` does
+not (upstream's gemv example gives two of its four tunables)."""
+
+import os
 
 import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
+from tilelang.autotuner import compile_pool
 from tilelang.errors import TileLangError
 
 
-@tilelang.autotune(configs=[{"block_M": 16}, {"block_M": 32}])
+@tilelang.autotune(configs=[{"block_M": 16, "threads": 32}, {"block_M": 32, "threads": 64}], warmup=1, rep=2)
 @tilelang.jit
-def scaled_copy(A, block_M, scale=2.0):
+def scaled_copy(A, block_M=8, threads=32, scale=2.0):
     M, N = T.const("M, N")
     A: T.Tensor((M, N), T.float32)
     B = T.empty((M, N), T.float32)
-    with T.Kernel(T.ceildiv(M, block_M), threads=32) as bx:
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         for i, j in T.Parallel(block_M, N):
             if bx * block_M + i < M:
                 B[bx * block_M + i, j] = A[bx * block_M + i, j] * scale
@@ -27,7 +31,29 @@ def test_compile_with_every_tunable_gives_that_configuration():
     np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
 
 
-def test_tuning_an_eager_kernel_by_its_sizes_is_refused_with_the_fix():
-    with pytest.raises(TileLangError, match=r"scaled_copy: autotuning an eager kernel .* not supported yet; "
-                                            r"pass every tunable argument \(block_M\)"):
-        scaled_copy.compile(M=40, N=8)
+def test_one_tunable_given_compiles_with_the_defaults_for_the_rest():
+    kernel = scaled_copy.compile(M=24, N=8, block_M=16)  # threads: the function's default
+    a = np.random.default_rng(1).standard_normal((24, 8)).astype("float32")
+    np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
+    assert not scaled_copy.results
+
+
+def test_an_eager_kernel_is_tuned_by_its_sizes_in_a_process_pool(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_pool, "available_cpus", lambda: 2)  # a pool even on one core
+    kernel = scaled_copy.compile(M=40, N=8)
+    (result,) = scaled_copy.results.values()
+    assert [t.config for t in result.trials] == [{"block_M": 16, "threads": 32}, {"block_M": 32, "threads": 64}]
+    assert all(t.ok for t in result.trials), [t.error for t in result.trials]
+    assert os.getpid() not in {t.compile_pid for t in result.trials}  # compiled by the workers
+    assert result.kernel is kernel
+    a = np.random.default_rng(0).standard_normal((40, 8)).astype("float32")
+    np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
+
+
+def test_calling_an_eager_kernel_with_tensors_and_no_tunables_names_the_way_to_tune():
+    a = np.zeros((40, 8), "float32")
+    with pytest.raises(TileLangError, match=r"scaled_copy: an eager kernel is tuned by \.compile with its "
+                                            r"T\.const sizes: kernel = scaled_copy\.compile\(M=\.\.\., \.\.\.\)"):
+        scaled_copy(a)
+    np.testing.assert_allclose(scaled_copy(a + 1.0, block_M=16), (a + 1.0) * 2.0)

@@ -72,10 +72,15 @@ def describe_error(err: BaseException) -> str:
 def compile_one(builder: Callable[..., Any], args: Sequence[Any], task: CompileTask) -> CompileOutcome:
     """Build and compile one configuration here; errors are returned, not raised."""
     import tilelang
+    from tilelang.jit.kernel import JITKernel
 
     try:
         func = builder(*args, **task.kwargs)
-        kernel = tilelang.compile(func, **task.options)
+        # an eager kernel's builder compiles itself (it knows its outputs)
+        if isinstance(func, JITKernel):
+            kernel, func = func, func.prim_func
+        else:
+            kernel = tilelang.compile(func, **task.options)
     except Exception as err:  # a configuration may fail in any way; it is recorded and skipped
         return CompileOutcome(task.index, os.getpid(), error=describe_error(err))
     return CompileOutcome(task.index, os.getpid(), kernel=kernel, cache_key=kernel.cache_key, func=func)

@@ -18,6 +18,7 @@ from ..errors import TileLangError
 from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
 from .param import AutotuneResult
+from .eager_builder import EagerBuilder
 from .tuner import RESERVED_KEYS, AutoTuner
 
 
@@ -47,13 +48,20 @@ class AutoTuneImpl:
 
     def _tunables_given(self, configs: list[dict[str, Any]], args: tuple, kwargs: dict) -> bool:
         tunables = set().union(*(c.keys() for c in configs)) - RESERVED_KEYS
-        try:
-            bound = inspect.signature(self.jit_fn.builder).bind_partial(*args, **kwargs)
-        except TypeError as err:
-            raise TileLangError(f"{self.__name__}: {err}") from None
-        return bool(tunables & set(bound.arguments))
+        # keywords, not a signature binding: an eager kernel's T.const sizes are keywords
+        # that its function does not declare
+        positional = list(inspect.signature(self.jit_fn.builder).parameters)[:len(args)]
+        return bool(tunables & (set(positional) | set(kwargs)))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self.jit_fn, "is_eager", False):
+            configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+            if self._tunables_given(configs, args, kwargs):
+                return self.jit_fn(*args, **kwargs)
+            raise TileLangError(
+                f"{self.__name__}: an eager kernel is tuned by .compile with its T.const sizes: "
+                f"kernel = {self.__name__}.compile(M=..., ...) tunes it; then call kernel(...) "
+                "with the tensors (or pass the tunable arguments here to skip tuning)")
         tuner = self.get_tuner(*args, **kwargs)
         configs = tuner._config_list()
         if self._tunables_given(configs, args, kwargs):
@@ -68,20 +76,22 @@ class AutoTuneImpl:
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The best kernel for these fixed arguments (upstream's ``.compile``). An eager
         kernel takes its ``T.const`` sizes here as keywords, beside the builder's own
-        parameters; with every tunable given it compiles that configuration."""
-        if getattr(self.jit_fn, "is_eager", False):
-            names = list(inspect.signature(self.jit_fn.builder).parameters)
-            given = set(names[:len(args)]) | set(kwargs)
-            configs = self.configs if isinstance(self.configs, (list, tuple)) else []
-            tunables = set().union(*(c.keys() for c in configs)) - RESERVED_KEYS
-            if configs and tunables <= given:
-                return self.jit_fn.compile(*args, **kwargs)
-            raise TileLangError(
-                f"{self.__name__}: autotuning an eager kernel (T.const sizes) is not supported yet; "
-                f"pass every tunable argument ({', '.join(sorted(tunables)) or 'see configs'}) to "
-                f".compile(...), or write the kernel in the classic style (a builder returning a "
-                f"@T.prim_func) to tune it")
-        return self(*args, **kwargs)
+        parameters; as upstream, any tunable argument given means no tuning: that
+        configuration (the builder's defaults for the rest) is compiled."""
+        if not getattr(self.jit_fn, "is_eager", False):
+            return self(*args, **kwargs)
+        configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+        if self._tunables_given(configs, args, kwargs):
+            return self.jit_fn.compile(*args, **kwargs)
+        key = self._call_key(args, kwargs)
+        result = self.results.get(key)
+        if result is None:
+            tuner = AutoTuner(EagerBuilder(self.jit_fn.builder, self.jit_fn.options), self.configs,
+                              args=args, kwargs=kwargs)
+            tuner.set_profile_args(warmup=self.warmup, rep=self.rep, timeout=self.timeout, **self.profile)
+            result = tuner.run(early_stop=self.early_stop, early_stop_factor=self.early_stop_factor)
+            self.results[key] = result
+        return result.kernel
 
     def _call_key(self, args: tuple, kwargs: dict) -> Any:
         if self.do_not_specialize:
