@@ -1,14 +1,14 @@
 """GPU-neutral lowering that every GPU backend composes: T.Parallel nests dealt to a block's
 threads in vectors (``PartitionParallelLoops(max_vector_bytes)``), fragments placed in
 registers or shared memory (``PlaceFragments``), the barriers TVM's ThreadSync misses
-(``SyncSharedWritesOfSeveralThreads``, ``HoistSharedReads``) and block rasterization
-(``RasterizeBlocks``). Nothing here knows a vendor: what differs between GPUs is a
-parameter the backend passes. The IR helpers (``ir_util``, ``fragments``) are shared with
-the backends' own instruction-selection passes.
-
-Importing this module imports TVM; ``tilelang.transform`` exposes these names lazily.
+(``SyncSharedWritesOfSeveralThreads``, ``HoistSharedReads``), block rasterization
+(``RasterizeBlocks``) and atomics lowered to a dialect's functions given as data
+(``LowerAtomics(AtomicFunctions(...))``). Nothing here knows a vendor: what differs
+between GPUs is a parameter the backend passes. The IR helpers (``ir_util``,
+``fragments``) are shared with the backends' own instruction-selection passes.
 """
 
+from .atomics import AtomicFunctions, LowerAtomics
 from .fragments import FRAGMENT_SCOPE, PlaceFragments
 from .hoist_shared_reads import HoistSharedReads
 from .partition_parallel import ALIGNMENT_ATTR, PartitionParallelLoops
@@ -18,7 +18,9 @@ from .shared_sync import SyncSharedWritesOfSeveralThreads
 __all__ = [
     "ALIGNMENT_ATTR",
     "FRAGMENT_SCOPE",
+    "AtomicFunctions",
     "HoistSharedReads",
+    "LowerAtomics",
     "PartitionParallelLoops",
     "PlaceFragments",
     "RasterizeBlocks",

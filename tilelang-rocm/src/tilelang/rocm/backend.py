@@ -1,0 +1,47 @@
+"""The one place the ROCm backend's manifest is assembled, and its plugin hooks."""
+
+from __future__ import annotations
+
+from tilelang.backend import BackendModule, ExecutionBackendSpec, TargetDetector
+from tilelang.plugins import hookimpl
+
+from . import execution, target
+
+TILELANG_PLUGIN_API = "1.1"
+
+BACKEND = BackendModule(
+    name="rocm",
+    target_kinds=("rocm",),
+    pipelines={"rocm": "tilelang.rocm.pipeline:ROCM_PIPELINE"},
+    device_codegens={"rocm": "tilelang.rocm.codegen:ROCM_DEVICE_CODEGEN"},
+    # auto preference: tvm_ffi (TVM's ROCm runtime), then cython (the HIP module API from
+    # a compiled wrapper); each says why it cannot run kernels here
+    execution_backends=(
+        ExecutionBackendSpec("tvm_ffi", is_available=execution.tvm_ffi_unavailable_reason),
+        ExecutionBackendSpec("cython", is_available=execution.cython_unavailable_reason,
+                             requires_host_codegen=False, requires_device_compile=False),
+    ),
+    callbacks={
+        "compile_device": "tilelang.rocm.toolchain:compile_for_target",
+        "toolchain_unavailable_reason": "tilelang.rocm.toolchain:unavailable_reason",
+    },
+    aliases=("hip",),
+    default_target=target.default_rocm_target,
+    canonicalize_target=target.canonicalize,
+    description="AMD GPUs: HIP source from TVM's CUDA-C printer and a HIP prelude; code objects from hipcc",
+    pass_configs={
+        "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.disable_mfma": "gfx90a/gfx942: keep T.gemm on the SIMT path instead of MFMA",
+    },
+)
+
+
+@hookimpl
+def tilelang_backend_modules() -> list[BackendModule]:
+    return [BACKEND]
+
+
+@hookimpl
+def tilelang_target_detectors() -> list[TargetDetector]:
+    # as CUDA's: above the CPU's 0, so a machine with an AMD GPU compiles for it by default
+    return [TargetDetector("rocm", priority=100, detect=target.detect)]

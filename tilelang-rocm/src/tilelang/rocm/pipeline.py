@@ -1,0 +1,82 @@
+"""The ROCm backend's complete lowering sequence, in order: core's GPU passes for 64-lane
+wavefronts, with AMD's instruction selection (MFMA GEMMs, HIP atomics) in front."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tilelang.backend import PassPipeline
+from tilelang.backend.pass_pipeline import flatten_and_vectorize
+
+# global_load_dwordx4 / ds_read_b128: AMD GPUs move 16 bytes per lane at most, as CUDA does
+VECTOR_BYTES = 16
+
+
+def lowering_passes(context: Any) -> Sequence[Any]:
+    """Up to MakePackedAPI. The TVM passes that read the wavefront size
+    (LowerThreadAllreduce, LowerWarpMemory) take it from the rocm target (64 lanes).
+
+    bfloat16 stays bfloat16 (no BF16Compute/StorageLegalize): hip_device.h gives it
+    hip_bfloat16's operators, which compute in fp32 and round to nearest even as the
+    legalization would, while the legalized form (fp32 lanes in uint32 vectors, 8 lanes
+    for a 16-byte bf16 vector) is a 32-byte vector TVM's C printer cannot build."""
+    from tilelang.backend.pass_pipeline import (
+        CaptureLaunchMetadata,
+        PadTinySharedAllocations,
+    )
+    from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
+    from tilelang.transform.gpu import (
+        HoistSharedReads,
+        PartitionParallelLoops,
+        PlaceFragments,
+        RasterizeBlocks,
+        SyncSharedWritesOfSeveralThreads,
+    )
+    from tvm import s_tir, tirx
+
+    from .transform import LowerAtomics, LowerMfmaGemm
+
+    return [
+        LowerMfmaGemm(),
+        LowerTileOps(),
+        ApplyGlobalLayouts(),
+        LowerAtomics(),
+        PlaceFragments(),
+        PartitionParallelLoops(max_vector_bytes=VECTOR_BYTES),
+        RasterizeBlocks(),
+        *[p for p in flatten_and_vectorize() if p.info.name != "tirx.BF16ComputeLegalize"],
+        SyncSharedWritesOfSeveralThreads(),
+        HoistSharedReads(),
+        s_tir.transform.ThreadSync("shared"),
+        s_tir.transform.ThreadSync("shared.dyn"),
+        s_tir.transform.LowerThreadAllreduce(),
+        PadTinySharedAllocations(),
+        s_tir.transform.MergeSharedMemoryAllocations(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        CaptureLaunchMetadata(),
+        tirx.transform.MakePackedAPI(),
+    ]
+
+
+def finalize_host_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
+
+
+def finalize_device_passes(context: Any) -> Sequence[Any]:
+    """Warp memory is lowered for 64 lanes (the rocm target); the intrinsics are then
+    lowered for the C++ printer that writes HIP source (see codegen.py): TVM's rocm rules
+    would emit LLVM intrinsics, which a source printer cannot write."""
+    from tvm import tirx
+
+    from .codegen import ForHipSource
+
+    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), ForHipSource(),
+            tirx.transform.LowerIntrin()]
+
+
+ROCM_PIPELINE = PassPipeline("tl.rocm", lowering_passes, finalize_host_passes, finalize_device_passes)
