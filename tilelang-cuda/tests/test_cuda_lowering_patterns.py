@@ -285,3 +285,43 @@ def test_a_global_layout_round_trips_on_the_gpu():
     unpack(q, out)
     torch.testing.assert_close(out, a)
     torch.testing.assert_close(q.reshape(-1), a.reshape(2, 8, 4, 8).permute(0, 2, 1, 3).reshape(-1))
+
+
+def _fill_ones():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def fill_ones(out: T.Tensor[(n,), T.float32]):
+        with T.Kernel(n, threads=1) as pid:
+            out[pid] = T.float32(1.0)
+
+    return fill_ones
+
+
+def test_a_dynamic_grid_is_launched_only_when_it_has_blocks():
+    # TVM's runtime launches one block for a grid extent of 0 (upstream's issue 1993: a
+    # write through the empty tensor's null pointer); the host code guards the launch
+    import tvm_ffi
+    from tilelang.backend.pass_pipeline import GuardEmptyLaunches
+    from tvm import IRModule, tirx
+
+    body = GuardEmptyLaunches()(IRModule({"fill_ones": _fill_ones()}))["fill_ones"].body
+    seen = []
+    tvm_ffi.structural_walk(body, [(tirx.AssertStmt, seen.append), (tirx.IfThenElse, seen.append)])
+    kinds = [type(s).__name__ for s in seen]
+    assert kinds == ["AssertStmt", "IfThenElse"], kinds
+    guard = seen[1]
+    assert str(guard.condition) == "n > 0" and isinstance(guard.then_case, tirx.AttrStmt)
+    assert "launch extent blockIdx.x = n is negative" in str(seen[0].message_parts[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["tvm_ffi", "nvrtc", "cython"])
+def test_an_empty_dynamic_grid_runs_nothing_and_leaves_the_gpu_usable(backend):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(_fill_ones(), target="cuda", execution_backend=backend)
+    kernel(torch.zeros(0, device="cuda"))
+    torch.cuda.synchronize()  # an illegal address would surface here and in every later call
+    out = torch.zeros(5, device="cuda")
+    kernel(out)
+    torch.testing.assert_close(out, torch.ones(5, device="cuda"))

@@ -17,6 +17,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     host/device split, for execution backends that launch kernels themselves."""
     from tilelang.backend.pass_pipeline import (
         CaptureLaunchMetadata,
+        GuardEmptyLaunches,
         PadTinySharedAllocations,
     )
     from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
@@ -53,6 +54,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         s_tir.transform.MergeSharedMemoryAllocations(),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
+        GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
         LowerIket(),
