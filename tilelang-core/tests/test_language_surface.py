@@ -390,3 +390,59 @@ def test_nvcc_compiles_the_cuda_of_these_primitives():
     for name, func in [("prints", print_kernel()), ("views", view_kernel()), ("vars", var_kernel(8)),
                        ("im2col", conv_kernel(1, 8, 8, 8, 32, 3, 1, 1, 1)[0])]:
         assert toolchain._compile_nvcc(cuda_source(func), "sm_90", name)[:4] == b"\x7fELF"
+
+
+def _scan_kernel(kind: str, reverse: bool):
+    scan = {"sum": T.cumsum, "max": T.cummax, "min": T.cummin}[kind]
+
+    @T.prim_func
+    def scan_rows(A: T.Tensor((4, 16), T.float32), B: T.Tensor((4, 16), T.float32)):
+        with T.Kernel(threads=32):  # no grid extents: one block, as upstream
+            tile = T.alloc_fragment((4, 16), T.float32)
+            T.copy(A, tile)
+            scan(tile, dim=1, reverse=reverse)
+            T.copy(tile, B)
+
+    return scan_rows
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_running_sums_maxima_and_minima_along_a_tile(kind, reverse):
+    kernel = tilelang.compile(_scan_kernel(kind, reverse), target="cpu")
+    a = np.random.default_rng(5).standard_normal((4, 16)).astype("float32")
+    out = np.zeros_like(a)
+    kernel(a, out)
+    ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum}[kind]
+    src = a[:, ::-1] if reverse else a
+    expected = ufunc.accumulate(src, axis=1)
+    np.testing.assert_allclose(out, expected[:, ::-1] if reverse else expected, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_takes_upstreams_tuning_keywords():
+    @T.prim_func
+    def row_max(A: T.Tensor((8, 32), T.float32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((8, 32), T.float32)
+            out = T.alloc_fragment((8,), T.float32)
+            T.copy(A, tile)
+            T.reduce_max(tile, out, dim=1, batch=2, annotations={"enable_fadd2": False})
+            T.copy(out, B)
+
+    a = np.random.default_rng(6).standard_normal((8, 32)).astype("float32")
+    out = np.zeros(8, "float32")
+    tilelang.compile(row_max, target="cpu")(a, out)
+    np.testing.assert_allclose(out, a.max(axis=1))
+
+
+def test_reduce_refuses_nan_propagation_with_the_reason():
+    with pytest.raises(LanguageError, match=r"T.reduce_max\(nan_propagate=True\) is not supported: max/min here "
+                                            r"return the non-NaN operand"):
+        @T.prim_func
+        def row_max(A: T.Tensor((8, 32), T.float32), B: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                tile = T.alloc_fragment((8, 32), T.float32)
+                out = T.alloc_fragment((8,), T.float32)
+                T.copy(A, tile)
+                T.reduce_max(tile, out, dim=1, nan_propagate=True)
+                T.copy(out, B)

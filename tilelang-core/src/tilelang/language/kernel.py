@@ -64,7 +64,8 @@ class Kernel:
                 f"T.Kernel got unsupported keyword(s) {sorted(unsupported)}; "
                 "supported: grid extents as positional arguments and threads="
             )
-        self.grid = _as_tuple(grid, "the grid")
+        # no extents: one block (upstream's `with T.Kernel(threads=1):`)
+        self.grid = _as_tuple(grid or (1,), "the grid")
         self.threads = _as_tuple(threads, "threads")
         self._stack: contextlib.ExitStack | None = None
         self.thread_vars: tuple[Any, ...] = ()

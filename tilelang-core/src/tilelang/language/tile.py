@@ -120,7 +120,22 @@ REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bit
 BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")
 
 
-def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True) -> None:
+def _reduce_options(kind: str, batch: int, nan_propagate: bool) -> None:
+    """Upstream's tuning keywords. ``batch`` (outputs per warp all-reduce) only groups
+    barriers, so any valid value gives the same result here; ``nan_propagate`` changes the
+    result, and this TileLang's max/min return the non-NaN operand, as upstream's default."""
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise LanguageError(f"T.reduce_{kind}: batch must be an int >= 1, got {batch!r}")
+    if nan_propagate:
+        raise LanguageError(f"T.reduce_{kind}(nan_propagate=True) is not supported: max/min here "
+                            "return the non-NaN operand (upstream's default); drop the keyword, or "
+                            "check for NaN with T.isnan before the reduction")
+
+
+def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True, batch: int = 1,
+           nan_propagate: bool = False, annotations: Any = None) -> None:
+    del annotations  # upstream's per-target lowering hints
+    _reduce_options(kind, batch, nan_propagate)
     if kind not in REDUCE_KINDS:
         raise LanguageError(f"T.reduce: kind {kind!r} is not one of {REDUCE_KINDS}")
     src_region = _region(src, None, f"T.reduce_{kind} source")
@@ -139,51 +154,78 @@ def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True) -> 
           tirx.const(int(clear), "int32"))
 
 
-def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    reduce(src, dst, "max", dim, clear)
+def reduce_max(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False, annotations: Any = None) -> None:
+    reduce(src, dst, "max", dim, clear, batch, nan_propagate)
 
 
-def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    reduce(src, dst, "min", dim, clear)
+def reduce_min(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False, annotations: Any = None) -> None:
+    reduce(src, dst, "min", dim, clear, batch, nan_propagate)
 
 
-def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    reduce(src, dst, "sum", dim, clear)
+def reduce_sum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False, annotations: Any = None) -> None:
+    reduce(src, dst, "sum", dim, clear, batch, nan_propagate)
 
 
-def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    reduce(src, dst, "abssum", dim, clear)
+def reduce_abssum(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False, annotations: Any = None) -> None:
+    reduce(src, dst, "abssum", dim, clear, batch, nan_propagate)
 
 
-def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-    reduce(src, dst, "absmax", dim, clear)
+def reduce_absmax(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False, annotations: Any = None) -> None:
+    reduce(src, dst, "absmax", dim, clear, batch, nan_propagate)
 
 
-def reduce_bitand(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+def reduce_bitand(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False, annotations: Any = None) -> None:
     """Bitwise AND along ``dim`` (integer tiles; ``clear`` starts from all ones)."""
-    reduce(src, dst, "bitand", dim, clear)
+    reduce(src, dst, "bitand", dim, clear, batch, nan_propagate)
 
 
-def reduce_bitor(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+def reduce_bitor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                 nan_propagate: bool = False, annotations: Any = None) -> None:
     """Bitwise OR along ``dim`` (integer tiles; ``clear`` starts from 0)."""
-    reduce(src, dst, "bitor", dim, clear)
+    reduce(src, dst, "bitor", dim, clear, batch, nan_propagate)
 
 
-def reduce_bitxor(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+def reduce_bitxor(src: Any, dst: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False, annotations: Any = None) -> None:
     """Bitwise XOR along ``dim`` (integer tiles; ``clear`` starts from 0)."""
-    reduce(src, dst, "bitxor", dim, clear)
+    reduce(src, dst, "bitxor", dim, clear, batch, nan_propagate)
 
 
-def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
-    """Inclusive prefix sum along ``dim`` (in place when ``dst`` is omitted)."""
-    src_region = _region(src, None, "T.cumsum source")
-    dst_region = src_region if dst is None else _region(dst, None, "T.cumsum destination")
+#: (new kinds go at the end: the IR names a kind by its index)
+SCAN_KINDS = ("sum", "max", "min")
+
+
+def _scan(src: Any, dst: Any, dim: int, reverse: bool, kind: str) -> None:
+    name = f"T.cum{kind}"
+    src_region = _region(src, None, f"{name} source")
+    dst_region = src_region if dst is None else _region(dst, None, f"{name} destination")
     rank = len(src_region.region)
     axis = dim + rank if dim < 0 else dim
     if not 0 <= axis < rank:
-        raise LanguageError(f"T.cumsum: dim {dim} is out of range for a {rank}-d tile")
+        raise LanguageError(f"{name}: dim {dim} is out of range for a {rank}-d tile")
     _emit(TILE_OPS["cumsum"], src_region, dst_region, tirx.const(axis, "int32"),
-          tirx.const(int(reverse), "int32"))
+          tirx.const(int(reverse), "int32"), tirx.const(SCAN_KINDS.index(kind), "int32"))
+
+
+def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
+    """Inclusive prefix sum along ``dim`` (in place when ``dst`` is omitted)."""
+    _scan(src, dst, dim, reverse, "sum")
+
+
+def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
+    """Inclusive running maximum along ``dim`` (in place when ``dst`` is omitted)."""
+    _scan(src, dst, dim, reverse, "max")
+
+
+def cummin(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False, annotations: Any = None) -> None:
+    """Inclusive running minimum along ``dim`` (in place when ``dst`` is omitted)."""
+    _scan(src, dst, dim, reverse, "min")
 
 
 def transpose(src: Any, dst: Any, annotations: Any = None) -> None:

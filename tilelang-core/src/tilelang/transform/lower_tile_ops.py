@@ -24,7 +24,7 @@ from tvm.sym.analyzer import Analyzer
 from ..backend.pass_pipeline import prim_func_pass
 from ..errors import LanguageError
 from ..language.ops import ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS, TILE_OPS
-from ..language.tile import REDUCE_KINDS
+from ..language.tile import REDUCE_KINDS, SCAN_KINDS
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 _PARALLEL = {"tilelang.parallel": 1}
@@ -253,7 +253,8 @@ class TileOpLowering:
 
         return self.nest([s_ext[a] for a in kept], body)
 
-    def cumsum(self, src: Any, dst: Any, axis: int, reverse: bool) -> Any:
+    def cumsum(self, src: Any, dst: Any, axis: int, reverse: bool, kind: str = "sum") -> Any:
+        """Inclusive scan along ``axis``: running sum, max or min (T.cumsum / cummax / cummin)."""
         s_buf, s_min, s_ext = self.parts(src)
         d_buf, d_min, _ = self.parts(dst)
         kept = [a for a in range(len(s_ext)) if a != axis]
@@ -268,12 +269,13 @@ class TileOpLowering:
                 s_idx[a], d_idx[a] = s_min[a] + v, d_min[a] + v
             s_idx[axis], d_idx[axis] = s_min[axis] + pos, d_min[axis] + pos
             step = tirx.SeqStmt([
-                tirx.BufferStore(acc, tirx.BufferLoad(acc, [0]) + tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)), [0]),
+                tirx.BufferStore(acc, reduce_combine(kind, tirx.BufferLoad(acc, [0]),
+                                                     tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx))), [0]),
                 tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [0]), d_idx),
             ])
             return tirx.SeqStmt([
                 tirx.AllocBuffer(acc),
-                tirx.BufferStore(acc, tirx.const(0, dtype), [0]),
+                tirx.BufferStore(acc, reduce_identity(kind, dtype), [0]),
                 tirx.For(j, 0, s_ext[axis], tirx.ForKind.SERIAL, step),
             ])
 
@@ -377,7 +379,8 @@ class TileOpLowering:
         if name == "reduce":
             kind = REDUCE_KINDS[int(args[2].value)]
             return self.reduce(args[0], args[1], kind, int(args[3].value), bool(args[4].value))
-        return self.cumsum(args[0], args[1], int(args[2].value), bool(args[3].value))
+        kind = SCAN_KINDS[int(args[4].value)] if len(args) > 4 else "sum"
+        return self.cumsum(args[0], args[1], int(args[2].value), bool(args[3].value), kind)
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
