@@ -446,3 +446,46 @@ def test_reduce_refuses_nan_propagation_with_the_reason():
                 T.copy(A, tile)
                 T.reduce_max(tile, out, dim=1, nan_propagate=True)
                 T.copy(out, B)
+
+
+def test_reducer_v2_epoch_sums_each_contribution_once():
+    # upstream's reducer v2 (its issue 2408: 128 threads over 8 elements must give 36)
+    M, K, block_K = 8, 64, 16
+
+    @T.prim_func
+    def row_sums(A: T.Tensor((M, K), T.float32), B: T.Tensor((M,), T.float32), C: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=128):
+            acc = T.alloc_reducer((M,), T.float32, op="sum")
+            T.reducer_init(acc)
+            tile = T.alloc_fragment((M, block_K), T.float32)
+            for k in T.serial(K // block_K):
+                T.copy(A[0, k * block_K], tile)
+                for i, j in T.Parallel(M, block_K):
+                    T.reducer_update(acc[i], tile[i, j])
+            result = T.alloc_fragment((M,), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+            peak = T.alloc_reducer((1,), T.float32, op="max")
+            T.reducer_init(peak, init=100.0)
+            for i in T.Parallel(M):
+                T.reducer_update(peak[0], result[i])
+            top = T.alloc_fragment((1,), T.float32)
+            T.finalize_reducer(peak, top, batch=2)
+            T.copy(top, C)
+
+    a = np.random.default_rng(7).standard_normal((M, K)).astype("float32")
+    a[3, :] += 10.0  # row 3's sum passes the init of 100 for max: 640 +- noise
+    b, c = np.zeros(M, "float32"), np.zeros(1, "float32")
+    tilelang.compile(row_sums, target="cpu")(a, b, c)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(c, [max(100.0, a.sum(axis=1).max())], rtol=1e-5)
+
+
+def test_reducer_update_names_what_it_takes():
+    with pytest.raises(LanguageError, match=r"T.reducer_update: 'plain' was not allocated with T.alloc_reducer"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                plain = T.alloc_fragment((8,), T.float32)
+                for i in T.Parallel(8):
+                    T.reducer_update(plain[i], A[i])

@@ -37,7 +37,7 @@ from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
-from .reducer import alloc_reducer, finalize_reducer
+from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,
@@ -177,6 +177,8 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "reducer_init",
+    "reducer_update",
     "reinterpret",
     "reshape",
     "serial",

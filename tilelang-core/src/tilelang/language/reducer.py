@@ -1,4 +1,6 @@
-"""``T.alloc_reducer`` / ``T.finalize_reducer``: a tile that the block's threads reduce into.
+"""``T.alloc_reducer`` / ``T.finalize_reducer`` (and upstream's reducer v2:
+``T.reducer_init`` / ``T.reducer_update`` / ``T.finalize_reducer(r, dst)``): a tile that the
+block's threads reduce into.
 
 Upstream gives each thread its own replica of the reducer (``replication="all"``), lets
 T.Parallel loops update their thread's replica (``r[i] += v``) without synchronisation, and
@@ -51,12 +53,51 @@ def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = No
     return buffer
 
 
-def finalize_reducer(reducer: Any) -> None:
-    """Make the combined values of ``reducer`` visible to every thread of the block."""
-    if not any(reducer.same_as(buffer) for buffer, _ in _PENDING):
-        raise LanguageError(f"T.finalize_reducer: {getattr(reducer, 'name', reducer)!r} was not "
-                            "allocated with T.alloc_reducer")
+def _op_of(reducer: Any, what: str) -> str:
+    for buffer, op in _PENDING:
+        if reducer.same_as(buffer):
+            return op
+    raise LanguageError(f"{what}: {getattr(reducer, 'name', reducer)!r} was not allocated with T.alloc_reducer")
+
+
+def reducer_init(reducer: Any, init: Any = None) -> None:
+    """Open a reduction (upstream's reducer v2): the reducer starts from its combine's
+    identity (sum: 0, max: the lowest value, min: the highest), or from ``init``, a value
+    combined once into every output. Here the reducer is one shared tile, so starting from
+    ``init`` is filling it with ``init``."""
+    from .tile import fill
+
+    op = _op_of(reducer, "T.reducer_init")
+    dtype = str(reducer.dtype)
+    if init is None:
+        from ..transform.lower_tile_ops import reduce_identity
+
+        init = reduce_identity(op, dtype)
+    fill(reducer, init)
+
+
+def reducer_update(target: Any, value: Any) -> None:
+    """Combine ``value`` into one output of a reducer: ``T.reducer_update(acc[i], v)``."""
+    if not isinstance(target, TensorLoad):
+        raise LanguageError(f"T.reducer_update takes the output as `acc[indices]` (a reducer element), "
+                            f"got {type(target).__name__}")
+    op = _op_of(target.source, "T.reducer_update")
+    _ib.evaluate(rmw_element(_KIND[op], target, value, tirx.const(0, "int32")))
+
+
+def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations: Any = None) -> None:
+    """Close a reduction: make the combined values of ``reducer`` visible to every thread of
+    the block, and with ``dst`` (upstream's reducer v2) copy them into that tile. ``batch``
+    and ``annotations`` are upstream's grouping hints (same result)."""
+    del annotations
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise LanguageError(f"T.finalize_reducer: batch must be an int >= 1, got {batch!r}")
+    _op_of(reducer, "T.finalize_reducer")
     sync_threads()
+    if dst is not None:
+        from .tile import copy
+
+        copy(reducer, dst)
 
 
 def _update_operand(store: Any, op: str) -> Any | None:
