@@ -1,5 +1,7 @@
 """Upstream TileLang spellings of loops, copies and hints that change no result here."""
 
+import re
+
 import numpy as np
 import pytest
 import tilelang
@@ -72,3 +74,22 @@ def test_reinterpret_takes_either_argument_order(order):
     kernel = tilelang.compile(bits, out_idx=[1], target="cpu")
     a = np.linspace(-2, 2, 8, dtype="float32")
     np.testing.assert_array_equal(kernel(a), a.view(np.uint32))
+
+
+def test_jit_takes_upstreams_verbose_and_compile_flags(capsys):
+    @tilelang.jit(verbose=True, compile_flags=["-O3"], target="cpu")
+    def doubled(n):
+        @T.prim_func
+        def double(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    B[i] = A[i] * 2.0
+
+        return double
+
+    kernel = doubled(8)
+    assert re.search(r"tilelang: double: .*: (compiled|from the kernel cache)", capsys.readouterr().err)
+    a = np.arange(8, dtype="float32")
+    out = np.zeros_like(a)
+    kernel(a, out)
+    np.testing.assert_array_equal(out, a * 2)

@@ -21,16 +21,31 @@ def compile(
     execution_backend: str = "auto",
     pass_configs: Mapping[str, Any] | None = None,
     instruments: Sequence[Any] = (),
+    verbose: bool = False,
+    compile_flags: Sequence[str] | str | None = None,
 ) -> JITKernel:
     """Compile a T.prim_func for a target and execution backend (both "auto" by default).
 
     ``instruments``: TVM pass instruments for this compilation's pass-instrumentation
     session; the backend pipeline's phases appear in it as ``<pipeline>.lower``,
     ``<pipeline>.finalize_host`` ... A cached kernel runs no passes.
+    ``verbose``: say on stderr what was compiled, for which backends, and whether it came
+    from the cache. ``compile_flags``: extra flags for the backend's device compiler, as
+    upstream; they travel as the ``tl.device_compile_flags`` pass config, which a backend
+    applies or (declaring it not honoured) logs.
     """
-    return JITKernel(func, out_idx=out_idx, target=target, target_host=target_host,
-                     execution_backend=execution_backend, pass_configs=pass_configs,
-                     instruments=instruments)
+    if compile_flags:
+        flags = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags)
+        pass_configs = {**(pass_configs or {}), "tl.device_compile_flags": flags}
+    kernel = JITKernel(func, out_idx=out_idx, target=target, target_host=target_host,
+                       execution_backend=execution_backend, pass_configs=pass_configs,
+                       instruments=instruments)
+    if verbose:
+        import sys
+
+        how = "from the kernel cache" if kernel.from_cache else "compiled"
+        print(f"tilelang: {kernel.describe()}: {how}", file=sys.stderr)
+    return kernel
 
 
 def lower(func: Any, target: Any = "auto", target_host: Any = None,
@@ -121,11 +136,18 @@ def jit(
     target_host: Any = None,
     execution_backend: str = "auto",
     pass_configs: Mapping[str, Any] | None = None,
+    verbose: bool = False,
+    compile_flags: Sequence[str] | str | None = None,
 ) -> Any:
     """``@tilelang.jit(out_idx=[-1])`` on a function that returns a T.prim_func, or
-    ``@tilelang.jit`` on an eager kernel (see JITFunction)."""
+    ``@tilelang.jit`` on an eager kernel (see JITFunction). ``verbose`` and
+    ``compile_flags`` as for tilelang.compile."""
     options = dict(out_idx=out_idx, target=target, target_host=target_host,
                    execution_backend=execution_backend, pass_configs=pass_configs)
+    if verbose:
+        options["verbose"] = True
+    if compile_flags:
+        options["compile_flags"] = compile_flags
     if func is not None:
         return JITFunction(func, options)
     return lambda f: JITFunction(f, options)
