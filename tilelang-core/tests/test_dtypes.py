@@ -86,3 +86,27 @@ def test_fp8_kernels_are_refused_by_the_cpu_backend_with_the_reason():
     with pytest.raises(LanguageError, match=r"buffer 'Y' has dtype 'float8_e4m3fn', which the CPU backend "
                                             r"cannot compute with .* compile it for CUDA"):
         tilelang.compile(_fp8_cast(), out_idx=[1], target="cpu")
+
+
+def test_tensor_subscript_and_torch_dtypes_in_annotations():
+    # upstream writes T.Tensor[(n,), dtype] and passes torch dtypes; neither warns here
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+
+        @T.prim_func
+        def fill(A: T.Tensor[(16,), torch.int8], B: T.StridedTensor[(4, 4), (8, 1), torch.float32]):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(16):
+                    A[i] = T.cast(i + 1, torch.int8)
+                for i, j in T.grid(4, 4):
+                    B[i, j] = T.float32(i * 4 + j)
+
+    a = np.zeros(16, "int8")
+    b = np.zeros((4, 8), "float32")
+    tilelang.compile(fill, target="cpu")(a, b[:, :4])
+    np.testing.assert_array_equal(a, np.arange(1, 17))
+    np.testing.assert_array_equal(b[:, :4], np.arange(16, dtype="float32").reshape(4, 4))
+    assert not b[:, 4:].any()

@@ -21,6 +21,7 @@ from tvm.script.parser.tirx import Buffer as _BufferProxy
 from tvm.sym.analyzer import Analyzer
 
 from ..errors import LanguageError
+from .dtypes import as_dtype_str
 
 
 def _bits(shape: Any, dtype: str) -> Any:
@@ -78,18 +79,29 @@ class TensorProxy(type(_BufferProxy)):
 
     def __call__(self, shape: Any, dtype: Any = "float32", data: Any = None, strides: Any = None,
                  elem_offset: Any = None, scope: str = "global", **kwargs: Any) -> Any:
+        dtype = as_dtype_str(dtype)  # T.float16, "float16", torch.float16, numpy.float16
         if data is None or not IRBuilder.is_in_scope():
-            return super().__call__(shape, str(dtype), data=data, strides=strides, elem_offset=elem_offset,
+            return super().__call__(shape, dtype, data=data, strides=strides, elem_offset=elem_offset,
                                     scope=scope, **kwargs)
         shape = list(shape) if isinstance(shape, (list, tuple)) else [shape]
-        return _ib.decl_buffer(shape, str(dtype), data=data, strides=strides, elem_offset=elem_offset,
+        return _ib.decl_buffer(shape, dtype, data=data, strides=strides, elem_offset=elem_offset,
                                scope=scope, **kwargs)
+
+    def __getitem__(self, keys: Any) -> Any:
+        """``T.Tensor[(M, N), dtype]`` (upstream's subscript spelling; TVMScript deprecates
+        it for T.Buffer, so it is answered here as the call)."""
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        if len(keys) == 2 and isinstance(keys[0], (tuple, list)):
+            return self(keys[0], keys[1])
+        if len(keys) == 1 and isinstance(keys[0], (tuple, list)):
+            return self(keys[0])
+        raise LanguageError(f"T.Tensor[...] takes a shape and a dtype, as T.Tensor[(M, N), T.float16]; got {keys!r}")
 
 
 Tensor = TensorProxy()
 
 
-def StridedTensor(shape: Any, strides: Any, dtype: Any = "float32", scope: str | None = None) -> Any:
+def _strided_tensor(shape: Any, strides: Any, dtype: Any = "float32", scope: str | None = None) -> Any:
     """``A: T.StridedTensor((M, N), (s0, s1), "float32")``: a kernel parameter whose strides
     (in elements) are given, e.g. a column slice of a larger tensor; ``T.symbolic`` strides
     take each call's actual strides."""
@@ -98,7 +110,24 @@ def StridedTensor(shape: Any, strides: Any, dtype: Any = "float32", scope: str |
     if len(shape) != len(strides):
         raise LanguageError(f"T.StridedTensor: shape {shape} and strides {strides} differ in length")
     kwargs = {"scope": scope} if scope is not None else {}
-    return _BufferProxy(shape, str(dtype), strides=strides, **kwargs)
+    return _BufferProxy(shape, as_dtype_str(dtype), strides=strides, **kwargs)
+
+
+class _StridedTensorProxy:
+    """``T.StridedTensor(shape, strides, dtype)``, also written ``T.StridedTensor[shape, strides, dtype]``."""
+
+    def __call__(self, shape: Any, strides: Any, dtype: Any = "float32", scope: str | None = None) -> Any:
+        return _strided_tensor(shape, strides, dtype, scope)
+
+    def __getitem__(self, keys: Any) -> Any:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        if len(keys) not in (2, 3):
+            raise LanguageError("T.StridedTensor[...] takes a shape, strides and a dtype, as "
+                                f"T.StridedTensor[(M, N), (s, 1), T.float16]; got {keys!r}")
+        return _strided_tensor(*keys)
+
+
+StridedTensor = _StridedTensorProxy()
 
 
 _ACCESS_MASKS = {"r": 1, "w": 2, "rw": 3}
