@@ -3,7 +3,10 @@
 One version source: ``tilelang-core/src/tilelang/_version.py``. Each distribution's
 ``pyproject.toml`` declares ``dynamic = ["version", "dependencies", "optional-dependencies"]``
 and lists its requirements under ``[tool.tilelang]``; first-party names listed there get an
-exact ``==<version>`` pin here, third-party requirements keep their ranges.
+exact ``==<version>`` pin here, third-party requirements keep their ranges. A first-party
+requirement whose distribution has no folder in this repository yet (``tilelang-cutedsl``
+until it lands) is left out, and an extra left with nothing is not offered: pip would
+otherwise look the name up on an index.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def pin(requirement: str, version: str) -> str:
     return requirement
 
 
+def present(requirement: str) -> bool:
+    """False for a first-party distribution that this repository does not hold (yet)."""
+    name = re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0]
+    return name == "tilelang" or not FIRST_PARTY.match(name) or (REPO / name / "pyproject.toml").is_file()
+
+
 class TileLangPinsHook(MetadataHookInterface):
     PLUGIN_NAME = "custom"
 
@@ -41,8 +50,7 @@ class TileLangPinsHook(MetadataHookInterface):
         version = read_version()
         config = self.config
         metadata["version"] = version
-        metadata["dependencies"] = [pin(r, version) for r in config.get("dependencies", [])]
-        extras = config.get("optional-dependencies", {})
-        metadata["optional-dependencies"] = {
-            extra: [pin(r, version) for r in reqs] for extra, reqs in extras.items()
-        }
+        metadata["dependencies"] = [pin(r, version) for r in config.get("dependencies", []) if present(r)]
+        extras = {extra: [pin(r, version) for r in reqs if present(r)]
+                  for extra, reqs in config.get("optional-dependencies", {}).items()}
+        metadata["optional-dependencies"] = {extra: reqs for extra, reqs in extras.items() if reqs}
