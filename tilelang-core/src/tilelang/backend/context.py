@@ -7,7 +7,7 @@ resolves a backend again (see :mod:`.resolution` for how one is made).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import refs
 from .device_codegen import DeviceOutput
@@ -15,6 +15,9 @@ from .execution_backend import ExecutionBackend, ExecutionBackendSpec
 from .manifest import BackendModule
 from .registry import origin
 from .target import target_to_json
+
+if TYPE_CHECKING:
+    from .routing import Route
 
 #: the spec of a codegen-only context: sources, no host module, nothing compiled
 CODEGEN_ONLY = ExecutionBackendSpec("codegen_only", requires_host_codegen=False,
@@ -32,6 +35,8 @@ class BackendContext:
     execution_spec: ExecutionBackendSpec
     # "explicit", "explicit (enclosing tvm.target.Target)", "alias <name>" or "auto (<how>)"
     target_source: str = "explicit"
+    # the per-kernel routing decision (tilelang.backend.routing), None when nothing routed
+    route: Route | None = None
 
     def lower(self, mod: Any) -> Any:
         return self.module.pipeline(self.target.kind.name).lower(mod, self)
@@ -62,17 +67,19 @@ class BackendContext:
         exec_name = self.execution_spec.name
         exec_dist, exec_version = origin("execution", exec_name)
         exec_impl = self.execution_backend.version if self.execution_backend else ""
-        return "|".join(
-            [
-                f"backend={self.module.name}@{dist}=={version}",
-                f"target={target_to_json(self.target)}",
-                f"host={target_to_json(self.target_host)}",
-                f"exec={exec_name}@{exec_dist}=={exec_version}:{exec_impl}",
-            ]
-        )
+        parts = [
+            f"backend={self.module.name}@{dist}=={version}",
+            f"target={target_to_json(self.target)}",
+            f"host={target_to_json(self.target_host)}",
+            f"exec={exec_name}@{exec_dist}=={exec_version}:{exec_impl}",
+        ]
+        if self.route is not None:  # absent when nothing routed: earlier keys stay valid
+            parts.append(f"route={self.route.describe()}")
+        return "|".join(parts)
 
     def describe(self) -> str:
         return (
             f"target backend {self.module.name!r} ({self.target.kind.name}, {self.target_source}), "
             f"execution backend {self.execution_spec.name!r}"
+            + (f"; {self.route.describe()}" if self.route is not None else "")
         )

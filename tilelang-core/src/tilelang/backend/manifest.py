@@ -66,6 +66,9 @@ class BackendModule:
     pass_configs: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0
     accepts_external_execution_backends: bool = False
+    # T.ext.<name> -> "package.module:attribute": language extensions only this backend
+    # compiles; a kernel using one is routed here (tilelang.backend.routing)
+    language_extensions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"BackendModule({self.name!r})"
@@ -75,7 +78,8 @@ class BackendModule:
         object.__setattr__(self, "target_kinds", kinds)
         if not kinds or not all(isinstance(k, str) and k for k in kinds):
             raise ManifestError(f"{where}: target_kinds must be a non-empty tuple of kind names")
-        for attr in ("pipelines", "device_codegens", "host_codegens", "callbacks", "pass_configs"):
+        for attr in ("pipelines", "device_codegens", "host_codegens", "callbacks", "pass_configs",
+                     "language_extensions"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
         for attr, kind_type in (("pipelines", PassPipeline), ("device_codegens", DeviceCodegen)):
             table = getattr(self, attr)
@@ -100,6 +104,11 @@ class BackendModule:
                     f"{where}.pass_configs[{key!r}]: keys are namespaced names ('tl.<name>') "
                     f"and values describe them in words, got {value!r}"
                 )
+        for key, value in self.language_extensions.items():
+            if not isinstance(key, str) or not _NAME.match(key) or not isinstance(value, str):
+                raise ManifestError(f"{where}.language_extensions[{key!r}]: names are lower_snake_case "
+                                    "and values 'package.module:attribute' references")
+            refs.check_ref(value, f"{where}.language_extensions[{key!r}]")
         self._check_execution_backends(where)
         object.__setattr__(self, "aliases", tuple(self.aliases))
         if not all(isinstance(a, str) and _NAME.match(a) for a in self.aliases):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .execution_backend import ExecutionBackend
     from .manifest import BackendModule
+    from .routing import KernelRouter
     from .target import TargetDetector
 
 
@@ -17,6 +18,7 @@ class Registry:
     execution_backends: dict[str, ExecutionBackend] = field(default_factory=dict)
     detectors: dict[str, TargetDetector] = field(default_factory=dict)
     language_extensions: dict[str, str] = field(default_factory=dict)
+    kernel_routers: dict[str, KernelRouter] = field(default_factory=dict)
     # (category, name) -> (distribution, version) of whoever registered it
     origins: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     # (category, name) -> the entry-point name that contributed it (what ALLOW/DENY take)
@@ -31,6 +33,7 @@ class Registry:
         self.execution_backends.clear()
         self.detectors.clear()
         self.language_extensions.clear()
+        self.kernel_routers.clear()
         self.origins.clear()
         self.entry_points.clear()
         self.refused.clear()

@@ -22,6 +22,7 @@ from .hints import EXECUTION_EXTRAS, TARGET_EXTRAS, install_hint
 from .manifest import BackendModule
 from .names import is_first_party
 from .registry import REGISTRY, entry_point, origin, refusals, with_refusals
+from .routing import route_kernel
 from .target import (
     TargetDetector,
     TargetSpec,
@@ -210,12 +211,15 @@ def _why_missing(name: str) -> str:
 
 
 def create_backend_context(
-    target: TargetSpec = "auto", target_host: TargetSpec = None, execution_backend: str | None = "auto"
+    target: TargetSpec = "auto", target_host: TargetSpec = None, execution_backend: str | None = "auto",
+    *, kernel: Any = None, kernel_name: str = "main",
 ) -> BackendContext:
     """Resolve target, host target, target backend and execution backend, once.
 
     execution_backend=None resolves no execution backend: the context can lower and
-    generate source (``tilelang.lower``) on machines where nothing can run the kernel."""
+    generate source (``tilelang.lower``) on machines where nothing can run the kernel.
+    ``kernel`` (a PrimFunc): route it first (tilelang.backend.routing), so that the context
+    is built for the target backend the routing chose."""
     from tvm_ffi import DLDeviceType
 
     if execution_backend == "auto":
@@ -225,6 +229,14 @@ def create_backend_context(
         module = select_module(device)
     if module.canonicalize_target is not None:
         device = module.canonicalize_target(device)
+    route = None
+    if kernel is not None:
+        route = route_kernel(kernel, kernel_name, device, module, source, execution_backend,
+                             lambda m: [s.name for s in execution_specs(m)])
+        if route is not None and route.moved:
+            module = REGISTRY.backends[route.backend]
+            if module.canonicalize_target is not None:
+                device = module.canonicalize_target(device)
     if not source.startswith("explicit") and execution_backend not in (None, "auto"):
         device, source = _kind_for_execution(module, device, source, execution_backend)
     why = probe(module.unavailable_reason)
@@ -240,9 +252,9 @@ def create_backend_context(
         host = default_host_target()
     device = device.with_host(host)
     if execution_backend is None:
-        return BackendContext(module, device, host, None, CODEGEN_ONLY, source)
+        return BackendContext(module, device, host, None, CODEGEN_ONLY, source, route)
     impl, spec = _select_execution(module, device, execution_backend)
-    return BackendContext(module, device, host, impl, spec, source)
+    return BackendContext(module, device, host, impl, spec, source, route)
 
 
 def _kind_for_execution(module: BackendModule, device: Any, source: str, request: str) -> tuple[Any, str]:

@@ -42,7 +42,7 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
     """Return ``artifact`` if every serialized field has its exact type; else raise
     InvalidArtifact naming the field."""
     for name in ("kernel_name", "target", "target_host", "target_backend", "execution_backend",
-                 "host_source", "device_source"):
+                 "host_source", "device_source", "route"):
         _need(type(getattr(artifact, name)) is str, name, getattr(artifact, name))
     alignment = artifact.min_alignment
     _need(_is_int(alignment) and alignment >= 0 and alignment & (alignment - 1) == 0,

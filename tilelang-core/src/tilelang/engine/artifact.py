@@ -62,6 +62,8 @@ class CompiledArtifact:
     launches: tuple[KernelLaunch, ...] = ()
     # bytes every tensor's data pointer must be aligned to (vectorized accesses), 0 = any
     min_alignment: int = 0
+    # the per-kernel routing decision (tilelang.backend.routing.Route.describe()), "" if none
+    route: str = ""
     # in-memory only: tvm runtime modules produced by codegen
     host_module: Any = field(default=None, compare=False, repr=False)
     device_module: Any = field(default=None, compare=False, repr=False)

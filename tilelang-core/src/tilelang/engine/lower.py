@@ -18,6 +18,7 @@ from ..backend.pass_pipeline.pipeline import (  # current_pass_configs: re-expor
     current_pass_configs,  # noqa: F401
     take_pass_error,
 )
+from ..backend.routing import check_extensions
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
 from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
@@ -96,6 +97,7 @@ def lower(
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
+    check_extensions(func, name, context.module, context.route)
     params = kernel_params(func, name)
     out_idx = tuple(i if i >= 0 else len(params) + i for i in out_idx)
     for i in out_idx:
@@ -158,6 +160,7 @@ def lower(
         device_module=device_module,
         host_mod=host_mod,
         device_mod=device_ir,
+        route=context.route.describe() if context.route is not None else "",
     )
 
 

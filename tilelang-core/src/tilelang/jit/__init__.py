@@ -56,8 +56,10 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
     cannot run, e.g. CUDA source on a machine without a GPU."""
     from ..backend.module import create_backend_context
     from ..engine.lower import lower as engine_lower
+    from .kernel import _name_of
 
-    context = create_backend_context(target, target_host, execution_backend=None)
+    context = create_backend_context(target, target_host, execution_backend=None, kernel=func,
+                                     kernel_name=_name_of(func))
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
     return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
 

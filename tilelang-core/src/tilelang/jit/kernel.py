@@ -74,7 +74,8 @@ class JITKernel:
         if execution_backend is None:
             raise TypeError("tilelang.compile needs an execution backend; use tilelang.lower(...) "
                             "to generate code without one")
-        self.context = create_backend_context(target, target_host, execution_backend)
+        self.context = create_backend_context(target, target_host, execution_backend, kernel=func,
+                                              kernel_name=_name_of(func))
         configs = validate_pass_configs(pass_configs, self.context)
         self.prim_func = func
         self.pass_configs = configs
@@ -189,6 +190,12 @@ class JITKernel:
 
     def __repr__(self) -> str:
         return f"<JITKernel {self.describe()}>"
+
+
+def _name_of(func: Any) -> str:
+    """The kernel's name for routing messages (its global symbol, as the engine names it)."""
+    symbol = func.attrs.get("global_symbol") if getattr(func, "attrs", None) is not None else None
+    return str(symbol) if symbol else "main"
 
 
 class _null:

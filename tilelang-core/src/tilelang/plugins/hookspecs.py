@@ -10,6 +10,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ..backend import BackendModule, ExecutionBackend, TargetDetector
+    from ..backend.routing import KernelRouter
 
 PROJECT = "tilelang"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -38,5 +39,6 @@ def tilelang_language_extensions() -> Mapping[str, str]:
 
 
 @hookspec
-def tilelang_kernel_routers() -> Sequence[object]:
-    """Per-kernel routers (reserved for the routing work; collected, not yet applied)."""
+def tilelang_kernel_routers() -> Sequence[KernelRouter]:
+    """Per-kernel routers (tilelang.backend.routing.KernelRouter): asked once per kernel,
+    before its BackendContext is built, whether it should compile on another target backend."""

@@ -27,6 +27,7 @@ from ..backend.manifest import BackendModule
 from ..backend.names import is_first_party, reserved_owner
 from ..backend.registration import register_backend, register_execution_backend
 from ..backend.registry import REGISTRY
+from ..backend.routing import KernelRouter
 from ..backend.target import TargetDetector
 from ..errors import ManifestError, PluginError
 from . import hookspecs
@@ -62,6 +63,7 @@ class PluginRecord:
     execution_backends: tuple[str, ...] = ()
     detectors: tuple[str, ...] = ()
     language_extensions: tuple[str, ...] = ()
+    kernel_routers: tuple[str, ...] = ()
     contributions: dict[str, list[Any]] = field(default_factory=dict, repr=False)
 
     def aliases(self) -> tuple[str, ...]:
@@ -108,7 +110,7 @@ def _collect(pm: pluggy.PluginManager, plugin: Any, record: PluginRecord) -> Non
         "tilelang_backend_modules": BackendModule,
         "tilelang_execution_backends": ExecutionBackend,
         "tilelang_target_detectors": TargetDetector,
-        "tilelang_kernel_routers": object,
+        "tilelang_kernel_routers": KernelRouter,
     }
     for hook_name, kind in expected.items():
         items: list[Any] = []
@@ -132,6 +134,7 @@ def _collect(pm: pluggy.PluginManager, plugin: Any, record: PluginRecord) -> Non
     record.execution_backends = tuple(b.name for b in record.contributions["tilelang_execution_backends"])
     record.detectors = tuple(d.name for d in record.contributions["tilelang_target_detectors"])
     record.language_extensions = tuple(sorted(extensions))
+    record.kernel_routers = tuple(r.name for r in record.contributions["tilelang_kernel_routers"])
     for category, names in (("target backend", record.backends), ("execution backend", record.execution_backends)):
         if len(set(names)) != len(names):
             raise ManifestError(f"it provides the {category} name(s) {names} more than once")
@@ -180,6 +183,7 @@ def _claims(record: PluginRecord) -> list[tuple[str, str]]:
             ("execution backend", record.execution_backends),
             ("target detector", record.detectors),
             ("language extension", record.language_extensions),
+            ("kernel router", record.kernel_routers),
             ("target alias", record.aliases()),
         )
         for name in names
@@ -250,6 +254,10 @@ def _publish(record: PluginRecord) -> None:
             REGISTRY.detectors[detector.name] = detector
             REGISTRY.origins[("detector", detector.name)] = (dist, version)
             published += [(REGISTRY.detectors, detector.name), (REGISTRY.origins, ("detector", detector.name))]
+        for router in c["tilelang_kernel_routers"]:
+            REGISTRY.kernel_routers[router.name] = router
+            REGISTRY.origins[("router", router.name)] = (dist, version)
+            published += [(REGISTRY.kernel_routers, router.name), (REGISTRY.origins, ("router", router.name))]
         for name, ref in c["tilelang_language_extensions"]:
             REGISTRY.language_extensions[name] = ref
             published.append((REGISTRY.language_extensions, name))
