@@ -22,6 +22,7 @@ from tilelang.backend import DeviceCodegen, tvm_build_function
 from tilelang.backend.pass_pipeline import prim_func_pass
 
 DEVICE_HEADER = Path(__file__).with_name("hip_device.h")
+MFMA_HEADER = Path(__file__).with_name("hip_mfma.h")
 # the CUDA-C printer's includes and what HIP names them
 _HIP_INCLUDES = {
     "#include <cuda_fp16.h>": "#include <hip/hip_fp16.h>",
@@ -55,7 +56,7 @@ def ForHipSource() -> Any:
 
 @functools.cache
 def _device_header() -> str:
-    return DEVICE_HEADER.read_text()
+    return DEVICE_HEADER.read_text() + "\n" + MFMA_HEADER.read_text()
 
 
 def hip_source(cuda_c: str) -> str:
