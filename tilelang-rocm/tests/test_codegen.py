@@ -200,3 +200,9 @@ def test_hip_source_is_untouched_by_the_cuda_backends_source_hook():
     tilelang.lower(make(), target={"kind": "cuda", "arch": "sm_80"})
     source = hip_source(make())
     assert "TILELANG_CUDA_DEVICE_H_" not in source and "mma.sync" not in source
+
+
+def test_gfx942_gets_the_mfma_call_too():
+    """gfx942 (MI300) has the same 16x16x16 instructions; Debian's hipcc 5.2 (LLVM 15) cannot
+    compile for it, so only the source is checked here."""
+    assert _gemm_calls(hip_source(kit.tile_gemm(128, 128, 128), target={"kind": "rocm", "mcpu": "gfx942"})) == 1
