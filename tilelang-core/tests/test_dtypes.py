@@ -110,3 +110,9 @@ def test_tensor_subscript_and_torch_dtypes_in_annotations():
     np.testing.assert_array_equal(a, np.arange(1, 17))
     np.testing.assert_array_equal(b[:, :4], np.arange(16, dtype="float32").reshape(4, 4))
     assert not b[:, 4:].any()
+
+
+def test_tfloat32_is_float32_storage():
+    # upstream's TF32 GEMM inputs: float32 tensors; this project computes their products
+    # in float32 (at least TF32's precision)
+    assert T.tfloat32 == "float32" and T.tfloat32.as_torch() is pytest.importorskip("torch").float32

@@ -26,7 +26,10 @@ _PYTHON_TYPES = {builtins.bool: "bool", builtins.int: "int32", builtins.float: "
 
 # C-style aliases upstream exports next to the sized names
 ALIASES = {"bool": "bool", "short": "int16", "int": "int32", "uint": "uint32", "long": "int64",
-           "half": "float16", "float": "float32", "double": "float64"}
+           "half": "float16", "float": "float32", "double": "float64",
+           # upstream's TF32 tensor-core inputs: float32 storage; products here are computed
+           # in float32, at least TF32's precision
+           "tfloat32": "float32"}
 
 # fp8 spellings of other frameworks (torch/ml_dtypes) mapped to TVM's names where they differ
 _FOREIGN_NAMES = {"float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
