@@ -57,6 +57,9 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
     for i in artifact.out_idx:
         _need(_is_int(i) and 0 <= i < count, "out_idx", artifact.out_idx)
     _need(len(set(artifact.out_idx)) == len(artifact.out_idx), "out_idx", artifact.out_idx)
+    written = artifact.written
+    _need(written is None or (type(written) is tuple and all(_is_int(i) and 0 <= i < count for i in written)),
+          "written", written)
     for k, launch in enumerate(artifact.launches):
         _need(type(launch.symbol) is str, f"launches[{k}].symbol", launch.symbol)
         for field in ("args", "arg_types", "grid", "block"):

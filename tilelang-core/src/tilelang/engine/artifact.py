@@ -62,6 +62,9 @@ class CompiledArtifact:
     launches: tuple[KernelLaunch, ...] = ()
     # bytes every tensor's data pointer must be aligned to (vectorized accesses), 0 = any
     min_alignment: int = 0
+    # tensor parameters the kernel may write (engine/written_params.py); None: unknown, so
+    # every tensor counts as written (a read-only array is then refused everywhere)
+    written: tuple[int, ...] | None = None
     # the per-kernel routing decision (tilelang.backend.routing.Route.describe()), "" if none
     route: str = ""
     # in-memory only: tvm runtime modules produced by codegen
@@ -128,4 +131,6 @@ class CompiledArtifact:
             KernelLaunch.from_dict(k) for k in data["launches"]
         )
         data["out_idx"] = tuple(data["out_idx"])
+        if isinstance(data.get("written"), list):
+            data["written"] = tuple(data["written"])
         return cls(**data)

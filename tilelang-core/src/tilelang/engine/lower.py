@@ -104,6 +104,9 @@ def lower(
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
     configs = validate_pass_configs(pass_configs, context)
+    from .written_params import written_params
+
+    written = written_params(func)
     take_pass_error()  # forget one left by an earlier compilation
     stage = "lowering"
     try:
@@ -156,6 +159,7 @@ def lower(
         device_source=device_source,
         launches=launches,
         min_alignment=min_alignment,
+        written=written,
         host_module=host_module,
         device_module=device_module,
         host_mod=host_mod,

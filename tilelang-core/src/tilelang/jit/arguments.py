@@ -4,11 +4,21 @@ Checks run before any launch and raise ArgumentError with the kernel, the argume
 fix: dtype, shape (constant and symbolic dimensions, which must agree across arguments),
 device, contiguity. Outputs named by ``out_idx`` are allocated here, like the inputs
 (numpy in -> numpy out; torch in -> torch out on the same device).
+
+The rules every execution backend applies (cython's compiled checks agree, and fall back to
+these for the message):
+- a read-only numpy array is refused where the kernel may write (``artifact.written``) and
+  accepted elsewhere; DLPack cannot mark memory read-only, so a consumer that needs DLPack
+  (tvm_ffi) gets a writable alias of the same memory, never a copy (the kernel does not
+  write it, which is what ``written`` records);
+- a numpy masked array is refused: a kernel would read the masked-out values as data;
+- an integer scalar must fit its parameter's type (no silent truncation of 2**40 to int32);
+- keyword arguments name input parameters (``bind_keywords``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..engine.artifact import CompiledArtifact, ParamInfo
@@ -37,10 +47,39 @@ def _compact_if_empty(array: Any) -> Any:
     return numpy.lib.stride_tricks.as_strided(array, shape=array.shape, strides=tuple(reversed(strides)))
 
 
+def int_range(dtype: str) -> tuple[int, int] | None:
+    """The values an integer parameter of ``dtype`` holds, or None for other dtypes."""
+    for prefix, signed in (("uint", False), ("int", True)):
+        bits = dtype.removeprefix(prefix)
+        if dtype.startswith(prefix) and bits.isdigit():
+            return (-(2 ** (int(bits) - 1)), 2 ** (int(bits) - 1) - 1) if signed else (0, 2 ** int(bits) - 1)
+    return None
+
+
+class MaskedArrayError(TypeError):
+    """A numpy masked array was passed as a tensor."""
+
+
+def _writable_alias(array: Any) -> Any:
+    """A writable ndarray over ``array``'s memory (see the module doc: read-only inputs)."""
+    import ctypes
+
+    import numpy
+
+    if array.size == 0:
+        return numpy.empty(array.shape, dtype=array.dtype)
+    low = sum(min(0, s * (n - 1)) for s, n in zip(array.strides, array.shape))
+    high = sum(max(0, s * (n - 1)) for s, n in zip(array.strides, array.shape)) + array.itemsize
+    start = array.ctypes.data + low
+    memory = (ctypes.c_char * (high - low)).from_address(start)
+    return numpy.ndarray(array.shape, array.dtype, buffer=memory, offset=-low, strides=array.strides)
+
+
 class TensorInfo:
     """dtype/shape/device/contiguity of a numpy array or torch tensor, read cheaply."""
 
-    __slots__ = ("contiguous", "device_index", "device_type", "dtype", "is_torch", "obj", "shape")
+    __slots__ = ("contiguous", "device_index", "device_type", "dtype", "is_torch", "obj", "shape",
+                 "writable")
 
     def data_ptr(self) -> int:
         return int(self.obj.data_ptr()) if self.is_torch else int(self.obj.ctypes.data)
@@ -56,14 +95,58 @@ class TensorInfo:
             self.device_type = _TORCH_DEVICE_TYPES.get(device.type, -1)
             self.device_index = device.index or 0
             self.contiguous = obj.is_contiguous()
-        elif module == "numpy":
+            self.writable = True
+        elif module == "numpy" or _is_ndarray(obj):
             self.is_torch = False
             self.dtype = str(obj.dtype)
             self.shape = obj.shape
             self.device_type, self.device_index = 1, 0
             self.contiguous = obj.flags.c_contiguous
+            self.writable = obj.flags.writeable
         else:
             raise TypeError(type(obj).__name__)
+
+
+def _is_ndarray(obj: Any) -> bool:
+    """A numpy.ndarray subclass (memmap, ...) other than a masked array."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(obj, numpy.ndarray):
+        return False
+    if isinstance(obj, numpy.ma.MaskedArray):
+        raise MaskedArrayError
+    return True
+
+
+_MISSING = object()
+
+
+def bind_keywords(artifact: CompiledArtifact, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The positional arguments of a call with keyword arguments: each keyword names an
+    input parameter (one not in out_idx); every input is given once."""
+    kernel, params = artifact.kernel_name, artifact.params
+    names = [p.name for i, p in enumerate(params) if i not in artifact.out_idx]
+    if len(args) > len(names):
+        return tuple(args)  # the binder words the count error
+    merged = list(args) + [_MISSING] * (len(names) - len(args))
+    for key, value in kwargs.items():
+        if key not in names:
+            outputs = [params[i].name for i in artifact.out_idx]
+            why = (f"{key!r} is an output (out_idx), which the kernel allocates and returns"
+                   if key in outputs else f"it has no input parameter {key!r}")
+            raise ArgumentError(f"kernel {kernel!r}: keyword argument {key!r} refused: {why}; "
+                                f"its inputs are ({', '.join(names)})")
+        position = names.index(key)
+        if merged[position] is not _MISSING:
+            raise ArgumentError(f"kernel {kernel!r}: argument {key!r} given twice (by position "
+                                "and by keyword)")
+        merged[position] = value
+    missing = [n for n, v in zip(names, merged) if v is _MISSING]
+    if missing:
+        raise ArgumentError(f"kernel {kernel!r}: missing argument(s) {', '.join(missing)}; its "
+                            f"inputs are ({', '.join(names)})")
+    return tuple(merged)
 
 
 class ArgumentBinder:
@@ -76,6 +159,8 @@ class ArgumentBinder:
         self.inputs = tuple(i for i in range(len(self.params)) if i not in self.out_idx)
         self.device_type = device_type
         self.alignment = artifact.min_alignment
+        tensors = (i for i, p in enumerate(self.params) if p.is_tensor)
+        self.written = frozenset(tensors if artifact.written is None else artifact.written)
         from .fastbind import build_fast_binder
 
         self._fast = build_fast_binder(artifact, device_type)
@@ -96,6 +181,10 @@ class ArgumentBinder:
         param = self.params[index]
         try:
             info = TensorInfo(value)
+        except MaskedArrayError:
+            raise self._error(index, "a numpy masked array is refused: the kernel would read its "
+                              "masked-out values as data; pass x.filled(fill_value) or "
+                              "numpy.asarray(x) to say which values it sees") from None
         except TypeError:
             raise self._error(index, f"expected a tensor (torch.Tensor or numpy.ndarray), got "
                               f"{type(value).__name__}") from None
@@ -124,6 +213,10 @@ class ArgumentBinder:
         if param.strides is None and not info.contiguous:
             raise self._error(index, "expected a contiguous (row-major) tensor; call "
                               ".contiguous() / numpy.ascontiguousarray() first")
+        if not info.writable and index in self.written:
+            raise self._error(index, "it is a read-only array and the kernel writes it; pass a "
+                              "writable one (x.copy(), or set x.flags.writeable = True if you own "
+                              "its memory)")
         if self.alignment and info.data_ptr() % self.alignment:
             raise self._error(index, f"its data pointer is not aligned to {self.alignment} bytes, "
                               "which this kernel's vectorized accesses need (a view that starts "
@@ -153,7 +246,7 @@ class ArgumentBinder:
             if param.is_tensor:
                 info = self._check_tensor(index, value, symbols)
                 like = like or info
-                value = _compact_if_empty(value)
+                value = _compact_if_empty(value) if info.writable else _writable_alias(value)
             else:
                 value = self._check_scalar(index, param, value)
             call[index] = value
@@ -168,7 +261,13 @@ class ArgumentBinder:
         if param.dtype.startswith(("int", "uint")):
             if isinstance(value, bool) or not hasattr(value, "__index__"):
                 raise self._error(index, f"expected an integer ({param.dtype}), got {value!r}")
-            return int(value)
+            value = value.__index__()
+            bounds = int_range(param.dtype)
+            if bounds is not None and not bounds[0] <= value <= bounds[1]:
+                raise self._error(index, f"{value!r} does not fit its type {param.dtype} "
+                                  f"[{bounds[0]}, {bounds[1]}]; declare the parameter with a wider "
+                                  "type (e.g. T.int64) or pass a smaller value")
+            return value
         if param.dtype.startswith(("float", "bfloat")):
             if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
                 raise self._error(index, f"expected a number ({param.dtype}), got {value!r}")

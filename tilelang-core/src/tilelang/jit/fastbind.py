@@ -15,6 +15,7 @@ from typing import Any
 
 from ..engine.artifact import CompiledArtifact
 from ..errors import CompileError
+from .arguments import int_range
 
 
 class _Emitter:
@@ -79,7 +80,10 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
         p, x = params[i], f"a{i}"
         if not p.is_tensor:
             if p.dtype.startswith(("int", "uint")):
-                e.fail_unless(f"type({x}) is int")
+                bounds = int_range(p.dtype)
+                if bounds is None:
+                    return None
+                e.fail_unless(f"type({x}) is int and {bounds[0]} <= {x} <= {bounds[1]}")
             elif p.dtype.startswith(("float", "bfloat")):
                 e.fail_unless(f"type({x}) is float or type({x}) is int")
             else:

@@ -121,7 +121,11 @@ class JITKernel:
         self.from_cache = True
         return True
 
-    def __call__(self, *args: Any, stream: Any = None) -> Any:
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        if kwargs:  # inputs by name: the shared binder's rule, on every execution backend
+            from .arguments import bind_keywords
+
+            args = bind_keywords(self.artifact, args, kwargs)
         if stream is None:
             return self.launcher(*args)
         return self.launcher(*args, stream=stream)

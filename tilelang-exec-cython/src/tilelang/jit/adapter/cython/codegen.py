@@ -111,7 +111,8 @@ class _Emitter:
         code, bits = DLPACK_DTYPES[param.dtype]
         shape = param.shape or ()
         e(f"/* {_text(param.name)} (#{index}): {param.dtype} {_text(str(shape))} */")
-        e(f"if (tl_view_of(st, {arg}, &{v})) TL_MISS(TL_MISS_NOT_TENSOR, {index});")
+        writable = int(self.a.written is None or index in self.a.written)
+        e(f"if (tl_view_of(st, {arg}, &{v}, {writable})) TL_MISS(TL_MISS_NOT_TENSOR, {index});")
         e(f"if (!tl_dtype_is(&{v}, {code}, {bits})) TL_MISS(TL_MISS_DTYPE, {index});")
         e(f"if ({v}.dl.device.device_type != TL_DEVICE_TYPE) TL_MISS(TL_MISS_DEVICE, {index});")
         e(f"if ({v}.dl.ndim != {len(shape)}) TL_MISS(TL_MISS_NDIM, {index});")
@@ -172,7 +173,7 @@ class _Emitter:
           f": st->numpy_dtypes[{slot}] == NULL) TL_MISS(TL_MISS_DTYPE, {index});")
         e(f"out[{slot}] = tl_empty(st, {slot}, like, {len(dims)}, {shape});")
         e(f"if (out[{slot}] == NULL) goto done;")
-        e(f"if (tl_view_of(st, out[{slot}], &v[{index}])) {{")
+        e(f"if (tl_view_of(st, out[{slot}], &v[{index}], 1)) {{")
         e(f'  PyErr_SetString(PyExc_RuntimeError, "cannot view the output {_text(param.name)} it allocated");')
         e("  goto done;")
         e("}")

@@ -59,6 +59,7 @@ class LauncherConfig:
     torch_empty: Any
     numpy_empty: Any
     torch_kwnames: tuple[str, ...]
+    masked_array: Any
     torch_device: Any
     device_name: str
     cubin: bytes | None
@@ -92,6 +93,7 @@ def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes |
         torch_empty=torch.empty if torch is not None else None,
         numpy_empty=numpy.empty,
         torch_kwnames=("dtype", "device"),
+        masked_array=numpy.ma.MaskedArray,
         torch_device=torch.device if torch is not None else None,
         device_name=DEVICE_NAMES.get(device_type, "cuda"),
         cubin=cubin,

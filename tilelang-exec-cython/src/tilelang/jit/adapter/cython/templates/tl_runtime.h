@@ -119,6 +119,7 @@ typedef struct {
   PyTypeObject* torch_tensor; /* torch.Tensor, or NULL without torch */
   const DLPackExchangeAPI* dlpack;
   PyTypeObject* ndarray;      /* numpy.ndarray */
+  PyTypeObject* masked_array; /* numpy.ma.MaskedArray: refused (its mask would be ignored) */
   PyObject* torch_empty;      /* torch.empty */
   PyObject* numpy_empty;      /* numpy.empty */
   PyObject* torch_kwnames;    /* ("dtype", "device") */
@@ -159,8 +160,9 @@ static inline int tl_numpy_dtype(const char* format, Py_ssize_t itemsize, DLData
   }
 }
 
-/* 0: `obj` is a torch tensor or numpy array, viewed in `v`; -1: it is not (no error set) */
-static inline int tl_view_of(tl_state* st, PyObject* obj, tl_view* v) {
+/* 0: `obj` is a torch tensor or numpy array, viewed in `v`; -1: it is not, or `writable`
+ * is asked of a read-only numpy array (no error set; the shared binder words it) */
+static inline int tl_view_of(tl_state* st, PyObject* obj, tl_view* v, int writable) {
   if (st->torch_tensor != NULL && PyObject_TypeCheck(obj, st->torch_tensor)) {
     if (st->dlpack->dltensor_from_py_object_no_sync(obj, &v->dl) != 0) {
       PyErr_Clear(); /* e.g. a tensor DLPack cannot describe; the binder will say why */
@@ -171,7 +173,8 @@ static inline int tl_view_of(tl_state* st, PyObject* obj, tl_view* v) {
     return 0;
   }
   if (st->ndarray != NULL && PyObject_TypeCheck(obj, st->ndarray)) {
-    if (PyObject_GetBuffer(obj, &v->buffer, PyBUF_RECORDS_RO) != 0) {
+    if (st->masked_array != NULL && PyObject_TypeCheck(obj, st->masked_array)) return -1;
+    if (PyObject_GetBuffer(obj, &v->buffer, writable ? PyBUF_RECORDS : PyBUF_RECORDS_RO) != 0) {
       PyErr_Clear();
       return -1;
     }
@@ -347,12 +350,13 @@ static int tl_borrow_items(PyObject* config, const char* name, PyObject** out, P
 }
 
 static int tl_state_init_common(tl_state* st, PyObject* config) {
-  PyObject *kernel, *torch_tensor, *dlpack, *ndarray, *cubin;
+  PyObject *kernel, *torch_tensor, *dlpack, *ndarray, *masked_array, *cubin;
   memset(st, 0, sizeof(*st));
   if (tl_borrow(config, "kernel", &kernel) || tl_borrow(config, "miss", &st->miss) ||
       tl_borrow(config, "launch_error", &st->launch_error) ||
       tl_borrow(config, "torch_tensor", &torch_tensor) || tl_borrow(config, "dlpack_api", &dlpack) ||
-      tl_borrow(config, "ndarray", &ndarray) || tl_borrow(config, "torch_empty", &st->torch_empty) ||
+      tl_borrow(config, "ndarray", &ndarray) || tl_borrow(config, "masked_array", &masked_array) ||
+      tl_borrow(config, "torch_empty", &st->torch_empty) ||
       tl_borrow(config, "numpy_empty", &st->numpy_empty) ||
       tl_borrow(config, "torch_kwnames", &st->torch_kwnames) ||
       tl_borrow(config, "torch_device", &st->torch_device) ||
@@ -365,6 +369,7 @@ static int tl_state_init_common(tl_state* st, PyObject* config) {
   if (st->kernel == NULL) return -1;
   st->torch_tensor = (PyTypeObject*)torch_tensor;
   st->ndarray = (PyTypeObject*)ndarray;
+  st->masked_array = (PyTypeObject*)masked_array;
   if (st->torch_tensor != NULL) {
     st->dlpack = (const DLPackExchangeAPI*)PyCapsule_GetPointer(dlpack, "dlpack_exchange_api");
     if (st->dlpack == NULL) return -1;
