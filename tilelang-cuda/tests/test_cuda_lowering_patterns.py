@@ -325,3 +325,16 @@ def test_an_empty_dynamic_grid_runs_nothing_and_leaves_the_gpu_usable(backend):
     out = torch.zeros(5, device="cuda")
     kernel(out)
     torch.testing.assert_close(out, torch.ones(5, device="cuda"))
+
+
+def test_fast_and_ieee_math_use_cudas_intrinsics():
+    @T.prim_func
+    def fast(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32), D: T.Tensor((64,), T.float64)):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = T.__exp(A[i]) + T.__log2(A[i]) + T.ieee_fmaf(A[i], A[i], T.ieee_add(A[i], 1.0, "rz"))
+                D[i] = T.ieee_fdiv(D[i], T.float64(3.0), "ru") + T.__exp(D[i])  # float64: precise exp
+
+    source = _body(tilelang.lower(fast, target=SM90).device_source)
+    for name in ("__expf(", "__log2f(", "__fmaf_rn(", "__fadd_rz(", "__ddiv_ru(", " exp("):
+        assert name in source, (name, source)

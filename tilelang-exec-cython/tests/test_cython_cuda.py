@@ -2,7 +2,7 @@
 
 Without a GPU: the launcher of CUDA artifacts is generated and compiled (it needs no CUDA
 header or library at build time), the build produces a cubin through the CUDA backend's
-toolchain callback, and a launcher made where no driver exists says so.
+toolchain, and a launcher made where no driver exists says so.
 With a GPU (marked ``gpu``): results against torch and bit for bit against the other
 execution backends the CUDA manifest declares, symbolic shapes, streams, shared memory
 opt-in, threads and devices, argument errors, and the cache from a fresh process.
@@ -73,7 +73,7 @@ def test_launch_expressions_become_c() -> None:
     assert "if ((uintptr_t)tl_data(&v[0]) % 16) TL_MISS(TL_MISS_ALIGN, 0);" in header
 
 
-def test_build_makes_a_cubin_through_the_toolchain_callback() -> None:
+def test_build_makes_a_cubin_through_the_target_backends_toolchain() -> None:
     from tilelang.backend import create_backend_context
     from tilelang.cuda.toolchain import unavailable_reason
 

@@ -1,4 +1,4 @@
-"""Build: device source -> cubin through the target backend's ``compile_device`` callback
+"""Build: device source -> cubin through the target backend's toolchain (``BackendModule.toolchain``)
 (nvcc or NVRTC, whichever the CUDA backend picks here), and the errors around it."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tilelang.engine.artifact import CompiledArtifact
 from tilelang.errors import BackendUnavailableError, CompileError
 from tilelang.jit.adapter.nvrtc import driver
 from tilelang.jit.adapter.nvrtc.backend import CUBIN, NVRTCExecutionBackend
+from tilelang.plugin import DeviceToolchain, toolchain_unavailable_reason
 from tilelang.testing.kernels import elementwise_add, row_softmax_sum
 
 CUDA_SPEC = {"kind": "cuda", "arch": "sm_90"}
@@ -27,7 +28,7 @@ def cuda_context() -> Any:
 
 
 def toolchain_missing(context: Any) -> str | None:
-    return context.module.callback("toolchain_unavailable_reason")()
+    return toolchain_unavailable_reason(context.module)
 
 
 @pytest.mark.parametrize("kernel", ["elementwise_add", "row_softmax_sum"])
@@ -52,7 +53,7 @@ def test_build_passes_source_target_and_name_to_compile_device() -> None:
         calls.append((source, target, name))
         return b"\x7fELF fake"
 
-    module = SimpleNamespace(name="fake", callback=lambda key: {"compile_device": compile_device}[key])
+    module = SimpleNamespace(name="fake", toolchain=DeviceToolchain("fake", compile=compile_device))
     context = SimpleNamespace(module=module, target="the-target")
     assert NVRTCExecutionBackend().build(artifact, context) == {CUBIN: b"\x7fELF fake"}  # type: ignore[arg-type]
     assert calls == [(artifact.device_source, "the-target", "main")]
@@ -60,19 +61,18 @@ def test_build_passes_source_target_and_name_to_compile_device() -> None:
 
 def test_build_needs_device_kernels() -> None:
     cpu_artifact = tilelang.lower(elementwise_add(64, 64), target="llvm", out_idx=[-1])
-    context = SimpleNamespace(module=SimpleNamespace(name="cpu", callback=None))
+    context = SimpleNamespace(module=SimpleNamespace(name="cpu", toolchain=None))
     with pytest.raises(CompileError, match="nvrtc launches device kernels; target backend 'cpu' produced none"):
         NVRTCExecutionBackend().build(cpu_artifact, context)  # type: ignore[arg-type]
 
 
-def test_build_needs_a_compile_device_callback() -> None:
+def test_build_needs_a_toolchain() -> None:
     artifact = tilelang.lower(row_softmax_sum(32), target=CUDA_SPEC, out_idx=[-1])
-
-    def callback(key: str) -> Any:
-        raise KeyError(key)
-
-    context = SimpleNamespace(module=SimpleNamespace(name="acme", callback=callback))
-    with pytest.raises(CompileError, match="target backend 'acme' has no 'compile_device' callback"):
+    module = SimpleNamespace(name="acme", toolchain=None, execution_backends=(SimpleNamespace(name="tvm_ffi"),))
+    context = SimpleNamespace(module=module)
+    with pytest.raises(CompileError, match=r"kernel 'main' \(execution backend 'nvrtc'\): 'nvrtc' compiles device "
+                       r"source with the target backend's toolchain, and target backend 'acme' declares none "
+                       r"\(BackendModule.toolchain\); use one of its other execution backends: tvm_ffi"):
         NVRTCExecutionBackend().build(artifact, context)  # type: ignore[arg-type]
 
 
@@ -82,9 +82,10 @@ def test_toolchain_failure_is_a_compile_error() -> None:
     def compile_device(source: str, target: Any, name: str) -> bytes:
         raise OSError("nvcc: not found")
 
-    context = SimpleNamespace(module=SimpleNamespace(name="cuda", callback=lambda key: compile_device),
-                              target="the-target")
-    with pytest.raises(CompileError, match="compile_device of target backend 'cuda' failed: OSError: nvcc"):
+    module = SimpleNamespace(name="cuda", toolchain=DeviceToolchain("NVRTC/nvcc", compile=compile_device))
+    context = SimpleNamespace(module=module, target="the-target")
+    with pytest.raises(CompileError, match=r"kernel 'main' \(execution backend 'nvrtc'\): the NVRTC/nvcc toolchain "
+                       "of target backend 'cuda' failed: OSError: nvcc: not found"):
         NVRTCExecutionBackend().build(artifact, context)  # type: ignore[arg-type]
 
 

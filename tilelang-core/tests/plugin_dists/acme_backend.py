@@ -1,7 +1,7 @@
 """The "acme" vendor target backend: what a third party writes against the public API.
 
-It imports only ``tilelang.backend``, ``tilelang.plugins``, ``tilelang.errors`` and the
-public CPU transform ``tilelang.cpu.transform.LowerKernelLaunchToLoops``. It owns TVM
+It imports only the plugin API (``tilelang.plugin``, where the CPU's
+``LowerKernelLaunchToLoops`` is exported too) and ``tilelang.errors``. It owns TVM
 target kind ``llvm``, which core's ``cpu`` backend owns too: ``target="acme"`` names it
 by its alias, and its detector (priority 10, above the CPU's) answers ``target="auto"``
 when its "device" is present — here, when ACME_DEVICE=1 is set.
@@ -13,23 +13,23 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.backend import (
+from tilelang.errors import CompileError
+from tilelang.plugin import (
     BackendModule,
     DeviceCodegen,
     ExecutionBackendSpec,
     HostCodegen,
     PassPipeline,
     TargetDetector,
+    hookimpl,
     tvm_build_function,
 )
-from tilelang.errors import CompileError
-from tilelang.plugins import hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
-    from tilelang.cpu.transform import LowerKernelLaunchToLoops
+    from tilelang.plugin import LowerKernelLaunchToLoops
     from tvm import s_tir, tirx
 
     return [

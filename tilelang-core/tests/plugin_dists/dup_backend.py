@@ -3,13 +3,13 @@ module names; both claim the name, so neither may be used."""
 
 from __future__ import annotations
 
-from tilelang.backend import (
+from tilelang.plugin import (
     BackendModule,
     DeviceCodegen,
     ExecutionBackendSpec,
     PassPipeline,
+    hookimpl,
 )
-from tilelang.plugins import hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 

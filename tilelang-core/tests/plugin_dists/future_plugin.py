@@ -1,7 +1,6 @@
 """A plugin written for a plugin API this tilelang-core does not implement."""
 
-from tilelang.backend import BackendModule
-from tilelang.plugins import hookimpl
+from tilelang.plugin import BackendModule, hookimpl
 
 TILELANG_PLUGIN_API = "2.0"
 

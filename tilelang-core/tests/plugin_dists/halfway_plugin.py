@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang.backend import (
+from tilelang.plugin import (
     BackendModule,
     DeviceCodegen,
     ExecutionBackend,
     ExecutionBackendSpec,
     PassPipeline,
+    hookimpl,
 )
-from tilelang.plugins import hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 

@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tilelang.backend import (
+from tilelang.plugin import (
     ExecutionBackend,
     ExecutionBackendSpec,
     KernelLauncher,
+    hookimpl,
     registered_execution_backends,
 )
-from tilelang.plugins import hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 

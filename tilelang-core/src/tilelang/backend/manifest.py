@@ -21,6 +21,7 @@ from .device_codegen import DeviceCodegen, HostCodegen, tvm_build_function
 from .execution_backend import ExecutionBackendSpec
 from .pass_pipeline.pipeline import PassPipeline
 from .target import TargetSpec
+from .toolchain import DeviceToolchain
 
 if TYPE_CHECKING:
     from .context import BackendContext
@@ -56,6 +57,9 @@ class BackendModule:
     host_codegens: Mapping[str, HostCodegen | str] = field(default_factory=dict)
     host_codegen_hooks: tuple[Callable[[Any, BackendContext], Any] | str, ...] = ()
     callbacks: Mapping[str, Callable[..., Any] | str] = field(default_factory=dict)
+    # device source -> binary, for execution backends that compile it themselves (typed:
+    # execution backends call tilelang.backend.toolchain, which wraps its errors once)
+    toolchain: DeviceToolchain | str | None = None
     aliases: tuple[str, ...] = ()
     default_target: Callable[[], TargetSpec] | None = None
     canonicalize_target: Callable[[Any], Any] | None = None
@@ -98,6 +102,8 @@ class BackendModule:
             _check_callable(hook, f"{where}.host_codegen_hooks[{i}]")
         for key, value in self.callbacks.items():
             _check_callable(value, f"{where}.callbacks[{key!r}]")
+        if self.toolchain is not None:
+            _check_component(self.toolchain, DeviceToolchain, f"{where}.toolchain")
         for key, value in self.pass_configs.items():
             if not isinstance(key, str) or "." not in key or not isinstance(value, str):
                 raise ManifestError(

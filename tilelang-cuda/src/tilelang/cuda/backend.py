@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from tilelang.backend import BackendModule, ExecutionBackendSpec, TargetDetector
-from tilelang.plugins import hookimpl
+from tilelang.plugin import (
+    BackendModule,
+    ExecutionBackendSpec,
+    TargetDetector,
+    hookimpl,
+)
 
 from . import target
 
@@ -25,11 +29,7 @@ BACKEND = BackendModule(
         ExecutionBackendSpec("cython", is_available=target.driver_unavailable_reason,
                              requires_host_codegen=False, requires_device_compile=False),
     ),
-    callbacks={
-        "compile_device": "tilelang.cuda.toolchain:compile_for_target",
-        "prepare_runtime": "tilelang.cuda.toolchain:prepare_tvm_runtime",
-        "toolchain_unavailable_reason": "tilelang.cuda.toolchain:unavailable_reason",
-    },
+    toolchain="tilelang.cuda.toolchain:TOOLCHAIN",
     aliases=("gpu",),
     default_target=target.default_cuda_target,
     canonicalize_target=target.canonicalize,

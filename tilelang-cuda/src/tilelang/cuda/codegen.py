@@ -9,8 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tilelang.backend import DeviceCodegen, tvm_build_function
-from tilelang.engine.callback import apply_source_postproc
+from tilelang.plugin import DeviceCodegen, apply_source_postproc, tvm_build_function
 
 from . import toolchain
 

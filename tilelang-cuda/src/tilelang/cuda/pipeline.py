@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.backend import PassPipeline
-from tilelang.backend.pass_pipeline import flatten_and_vectorize
+from tilelang.plugin import PassPipeline, flatten_and_vectorize
 
 VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
 
@@ -15,14 +14,13 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     """Up to MakePackedAPI. ThreadSync inserts __syncthreads() where shared memory written
     by some threads is read by others; the launch metadata is captured right after the
     host/device split, for execution backends that launch kernels themselves."""
-    from tilelang.backend.pass_pipeline import (
+    from tilelang.plugin import (
+        ApplyGlobalLayouts,
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
-        PadTinySharedAllocations,
-    )
-    from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
-    from tilelang.transform.gpu import (
         HoistSharedReads,
+        LowerTileOps,
+        PadTinySharedAllocations,
         PartitionParallelLoops,
         PlaceFragments,
         RasterizeBlocks,

@@ -1,7 +1,7 @@
 """CUDA toolchain primitives: CUDA source -> cubin with NVRTC (cuda-bindings) or nvcc.
 
-Owned by the target backend and exposed as manifest callbacks, so that execution backends
-(tvm_ffi, nvrtc, cython) compile through it without importing this package. Cubins are
+Owned by the target backend and declared in its manifest (``TOOLCHAIN``), so that execution
+backends (tvm_ffi, nvrtc, cython) compile through it without importing this package. Cubins are
 cached on disk by the hash of (source, arch, options, toolchain version): a second process
 loads the kernel without compiling.
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelang.errors import BackendUnavailableError, CompileError
+from tilelang.plugin import DeviceToolchain
 
 TOOLCHAIN_ENV = "TILELANG_CUDA_TOOLCHAIN"
 OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
@@ -27,7 +28,7 @@ OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
 
 def cubin_cache_dir() -> Path:
     """Where cubins are cached (``<cache root>/cubin``; no I/O)."""
-    from tilelang.cache import cache_path
+    from tilelang.plugin import cache_path
 
     return cache_path("cubin")
 
@@ -154,8 +155,7 @@ def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
     key = hashlib.sha256("\0".join([toolchain, arch, *OPTIONS, source]).encode()).hexdigest()
     # tilelang.cache: a folder only its owner may write (None: cache disabled or unusable),
     # and a digest checked before the bytes are used (a truncated cubin is rebuilt)
-    from tilelang.cache import cache_subdir, read_file, write_file
-    from tilelang.cache.limits import remove_stale
+    from tilelang.plugin import cache_subdir, read_file, remove_stale, write_file
 
     directory = cache_subdir("cubin")
     path = None if directory is None else directory / f"{key}.cubin"
@@ -169,14 +169,14 @@ def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
         try:
             write_file(path, cubin)  # atomic: concurrent compilers of one kernel agree on the bytes
         except OSError as err:
-            from tilelang.cache.folders import warn_unavailable
+            from tilelang.plugin import warn_unavailable
 
             warn_unavailable(directory, err)
     return cubin
 
 
 def compile_for_target(source: str, target: Any, name: str = "kernel") -> bytes:
-    """The ``compile_device`` manifest callback: source + normalized target -> cubin."""
+    """The toolchain's compile step: source + normalized target -> cubin."""
     from .target import arch_of
 
     return compile_cubin(source, arch_of(target), name)
@@ -189,10 +189,14 @@ def _tvm_callback_cuda_compile(code: str, *_: Any) -> bytes:
 
 
 def prepare_tvm_runtime() -> None:
-    """The ``prepare_runtime`` callback: TVM's CUDA runtime module compiles embedded source
+    """The toolchain's runtime hook: TVM's CUDA runtime module compiles embedded source
     when it is loaded, through the global ``tvm_callback_cuda_compile``; route that to this
     toolchain (and its cubin cache) for the GPU the process runs on. Registered again before
     every load, since importing tvm.support.nvcc installs TVM's own callback."""
     import tvm_ffi
 
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", _tvm_callback_cuda_compile, override=True)
+
+
+TOOLCHAIN = DeviceToolchain("NVRTC/nvcc", compile=compile_for_target, unavailable_reason=unavailable_reason,
+                            prepare_runtime=prepare_tvm_runtime)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from tilelang.backend import BackendModule, ExecutionBackendSpec, TargetDetector
-from tilelang.plugins import hookimpl
+from tilelang.plugin import (
+    BackendModule,
+    ExecutionBackendSpec,
+    TargetDetector,
+    hookimpl,
+)
 
 from . import execution, target
 
@@ -21,10 +25,7 @@ BACKEND = BackendModule(
         ExecutionBackendSpec("cython", is_available=execution.cython_unavailable_reason,
                              requires_host_codegen=False, requires_device_compile=False),
     ),
-    callbacks={
-        "compile_device": "tilelang.rocm.toolchain:compile_for_target",
-        "toolchain_unavailable_reason": "tilelang.rocm.toolchain:unavailable_reason",
-    },
+    toolchain="tilelang.rocm.toolchain:TOOLCHAIN",
     aliases=("hip",),
     default_target=target.default_rocm_target,
     canonicalize_target=target.canonicalize,

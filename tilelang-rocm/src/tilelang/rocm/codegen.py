@@ -18,8 +18,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tilelang.backend import DeviceCodegen, tvm_build_function
-from tilelang.backend.pass_pipeline import prim_func_pass
+from tilelang.plugin import DeviceCodegen, prim_func_pass, tvm_build_function
 
 DEVICE_HEADER = Path(__file__).with_name("hip_device.h")
 MFMA_HEADER = Path(__file__).with_name("hip_mfma.h")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.backend import PassPipeline
-from tilelang.backend.pass_pipeline import flatten_and_vectorize
+from tilelang.plugin import PassPipeline, flatten_and_vectorize
 
 # global_load_dwordx4 / ds_read_b128: AMD GPUs move 16 bytes per lane at most, as CUDA does
 VECTOR_BYTES = 16
@@ -21,13 +20,12 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     hip_bfloat16's operators, which compute in fp32 and round to nearest even as the
     legalization would, while the legalized form (fp32 lanes in uint32 vectors, 8 lanes
     for a 16-byte bf16 vector) is a 32-byte vector TVM's C printer cannot build."""
-    from tilelang.backend.pass_pipeline import (
+    from tilelang.plugin import (
+        ApplyGlobalLayouts,
         CaptureLaunchMetadata,
-        PadTinySharedAllocations,
-    )
-    from tilelang.transform import ApplyGlobalLayouts, LowerTileOps
-    from tilelang.transform.gpu import (
         HoistSharedReads,
+        LowerTileOps,
+        PadTinySharedAllocations,
         PartitionParallelLoops,
         PlaceFragments,
         RasterizeBlocks,

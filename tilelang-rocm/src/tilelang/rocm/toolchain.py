@@ -1,8 +1,8 @@
 """The HIP toolchain: HIP source -> AMD GPU code object with ``hipcc --genco``, cached on
 disk; code-object inspection (unbundling, disassembly) for tests and users.
 
-Owned by the target backend and exposed as manifest callbacks, so that execution backends
-compile through it without importing this package. ``HIP_PLATFORM=amd`` is always set:
+Owned by the target backend and declared in its manifest (``TOOLCHAIN``), so that execution
+backends compile through it without importing this package. ``HIP_PLATFORM=amd`` is always set:
 hipcc otherwise picks NVIDIA's platform whenever nvcc is on the PATH.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelang.errors import BackendUnavailableError, CompileError
+from tilelang.plugin import DeviceToolchain
 
 OPTIONS = ("-O3", "-std=c++17")
 _BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -75,7 +76,7 @@ def compile_code_object(source: str, arch: str, name: str = "kernel") -> bytes:
     key = hashlib.sha256("\0".join([hipcc_version(), arch, *OPTIONS, source]).encode()).hexdigest()
     # tilelang.cache: a folder only its owner may write (None: cache disabled or unusable),
     # and a digest checked before the bytes are used (a truncated object is rebuilt)
-    from tilelang.cache import cache_subdir, read_file, write_file
+    from tilelang.plugin import cache_subdir, read_file, write_file
 
     directory = cache_subdir("hsaco")
     path = None if directory is None else directory / f"{key}.hsaco"
@@ -94,7 +95,7 @@ def compile_code_object(source: str, arch: str, name: str = "kernel") -> bytes:
 
 
 def compile_for_target(source: str, target: Any, name: str = "kernel") -> bytes:
-    """The ``compile_device`` manifest callback: source + normalized target -> code object."""
+    """The toolchain's compile step: source + normalized target -> code object."""
     from .target import arch_of
 
     return compile_code_object(source, arch_of(target), name)
@@ -147,3 +148,6 @@ def disassemble(code_object: bytes, arch: str) -> str:
         if proc.returncode != 0:
             raise CompileError(f"llvm-objdump failed on a {arch} code object:\n{proc.stderr}")
         return proc.stdout
+
+
+TOOLCHAIN = DeviceToolchain("hipcc", compile=compile_for_target, unavailable_reason=unavailable_reason)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilelang.errors import LanguageError
-from tilelang.layout import Layout, make_swizzled_layout
+from tilelang.plugin import Layout, make_swizzled_layout
 
 _CHUNK_BYTES = 16  # one ldmatrix row / one 128-bit access
 _ROWS = 8  # rows per swizzle pattern: 8 x 16 bytes = the 128-byte span of 32 banks

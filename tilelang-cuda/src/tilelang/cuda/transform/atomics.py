@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang.transform.gpu.atomics import AtomicFunctions
-from tilelang.transform.gpu.atomics import LowerAtomics as _LowerAtomics
+from tilelang.plugin import AtomicFunctions
+from tilelang.plugin import LowerAtomics as _LowerAtomics
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _BITWISE = ("int32", "uint32")

@@ -16,7 +16,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.transform.gpu.ir_util import (
+from tilelang.plugin import (
     block_barrier,
     dtype_bytes,
     extern_call,

@@ -26,20 +26,19 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.language.tile import REDUCE_KINDS
-from tilelang.transform.gpu.fragments import FRAGMENT_SCOPE, is_identity
-from tilelang.transform.gpu.ir_util import (
+from tilelang.plugin import (
+    FRAGMENT_SCOPE,
+    REDUCE_KINDS,
     buffer_accesses,
     is_full_region,
+    is_identity,
+    reduce_combine,
+    reduce_identity,
+    reduce_operand,
     seq,
     static_ints,
     substitute,
     unrolled,
-)
-from tilelang.transform.lower_tile_ops import (
-    reduce_combine,
-    reduce_identity,
-    reduce_operand,
 )
 from tvm import tirx
 from tvm.ir import TensorLoad

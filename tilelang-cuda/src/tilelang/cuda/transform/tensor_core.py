@@ -34,27 +34,27 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.backend.pass_pipeline import pass_config, prim_func_pass
-from tilelang.language.ops import TILE_OPS, tl_op_names_in
-from tilelang.transform.gpu.fragments import (
+from tilelang.plugin import (
+    ALIGNMENT_ATTR,
     FRAGMENT_SCOPE,
+    TILE_OPS,
+    TileOpLowering,
     accessed_by_own_nests,
-    parallel_nest,
-)
-from tilelang.transform.gpu.ir_util import (
     block_barrier,
     buffer_accesses,
     dtype_bytes,
     extern_call,
     is_full_region,
+    parallel_nest,
+    pass_config,
+    prim_func_pass,
     seq,
     static_ints,
     substitute,
     tile_op_name,
+    tl_op_names_in,
     unrolled,
 )
-from tilelang.transform.gpu.partition_parallel import ALIGNMENT_ATTR
-from tilelang.transform.lower_tile_ops import TileOpLowering
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult

@@ -15,11 +15,11 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.backend.pass_pipeline import pass_config
-from tilelang.transform.gpu.ir_util import (
+from tilelang.plugin import (
     block_barrier,
     dtype_bytes,
     extern_call,
+    pass_config,
     seq,
     tile_op_name,
     unrolled,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilelang.errors import LanguageError
-from tilelang.language.ops import block_barrier
+from tilelang.plugin import block_barrier
 from tvm import tirx
 from tvm.script.ir_builder import tirx as _ib
 

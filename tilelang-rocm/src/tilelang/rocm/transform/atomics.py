@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang.transform.gpu.atomics import AtomicFunctions
-from tilelang.transform.gpu.atomics import LowerAtomics as _LowerAtomics
+from tilelang.plugin import AtomicFunctions
+from tilelang.plugin import LowerAtomics as _LowerAtomics
 
 _BITWISE = ("int32", "uint32")
 #: HIP 5.2's overloads: no 16-bit atomicAdd, atomicCAS on 32- and 64-bit words only

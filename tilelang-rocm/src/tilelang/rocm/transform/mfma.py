@@ -21,10 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.backend.pass_pipeline import pass_config, prim_func_pass
-from tilelang.language.ops import TILE_OPS, block_barrier
-from tilelang.transform.gpu import FRAGMENT_SCOPE
-from tilelang.transform.gpu.ir_util import seq, static_ints
+from tilelang.plugin import (
+    FRAGMENT_SCOPE,
+    TILE_OPS,
+    block_barrier,
+    pass_config,
+    prim_func_pass,
+    seq,
+    static_ints,
+)
 from tvm import tirx
 
 from ..target import WAVEFRONT, has_mfma

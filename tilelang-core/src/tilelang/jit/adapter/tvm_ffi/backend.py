@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ....backend import BackendContext, ExecutionBackend, KernelLauncher
+from ....backend.toolchain import prepare_device_runtime
 from ....engine.artifact import CompiledArtifact
 from ....errors import CompileError, LaunchError, TileLangError
 from ...arguments import ArgumentBinder
@@ -85,9 +86,7 @@ class TVMFFIExecutionBackend(ExecutionBackend):
 
         # a target backend may need to hook the runtime first (CUDA: route the load-time
         # compile of embedded device source to its toolchain and cubin cache)
-        prepare = context.module.callbacks.get("prepare_runtime")
-        if prepare is not None:
-            context.module.callback("prepare_runtime")()
+        prepare_device_runtime(context)
         module = tvm.runtime.load_module(str(directory / LIBRARY))
         device_type = int(context.target.get_target_device_type())
         return TVMFFILauncher(module, artifact, device_type)

@@ -7,7 +7,7 @@ What gets launched depends on the target's device type, never on its kind's name
   ``direct_call=True``, so the artifact's host source is the bare compute function
   (plain C, no TVM runtime) and its launch metadata records the call; that C source is
   compiled into the same extension and called directly;
-- CUDA kernels: the target backend's ``compile_device`` callback turns the device source
+- CUDA kernels: the target backend's toolchain (``BackendModule.toolchain``) turns the device source
   into a cubin, stored next to the extension and loaded with the driver API, and each
   launch of the metadata becomes a ``cuLaunchKernel`` on the caller's current stream.
 This package never imports a target backend: it asks the context's manifest.
@@ -18,9 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tilelang.backend import BackendContext, ExecutionBackend, KernelLauncher
-from tilelang.engine.artifact import CompiledArtifact
-from tilelang.errors import CompileError, TileLangError
+from tilelang.errors import CompileError
+from tilelang.plugin import (
+    BackendContext,
+    CompiledArtifact,
+    ExecutionBackend,
+    KernelLauncher,
+    compile_device_source,
+)
 
 from . import toolchain
 from .codegen import KernelSource, kernel_header
@@ -68,14 +73,14 @@ class CythonExecutionBackend(ExecutionBackend):
         return toolchain.unavailable_reason()
 
     def build(self, artifact: CompiledArtifact, context: BackendContext) -> Mapping[str, bytes]:
-        from tilelang.jit.arguments import ArgumentBinder
+        from tilelang.plugin import ArgumentBinder
 
         device_type = _device_type(context)
         ArgumentBinder(artifact, device_type)  # the signature errors every backend reports
         sources = extension_sources(artifact, device_type)  # fails early on unusable metadata
         files: dict[str, bytes] = {}
         if device_type == CUDA_DEVICE:
-            files[CUBIN] = _compile_device(artifact, context)
+            files[CUBIN] = compile_device_source(artifact, context, self.name)
         library, data = toolchain.build_extension(sources, artifact.kernel_name)
         files[library] = data
         return files
@@ -96,22 +101,3 @@ class CythonExecutionBackend(ExecutionBackend):
         module = toolchain.load_extension(found[0])
         return make_launcher(module, artifact, device_type, cubin)
 
-
-def _compile_device(artifact: CompiledArtifact, context: BackendContext) -> bytes:
-    """Device source -> cubin through the target backend's toolchain callback."""
-    name = artifact.kernel_name
-    if not artifact.device_source:
-        raise CompileError(f"kernel {name!r}: target backend {artifact.target_backend!r} produced no "
-                           "device source for cython to compile")
-    try:
-        compile_device = context.module.callback("compile_device")
-    except KeyError:
-        raise CompileError(f"kernel {name!r}: target backend {context.module.name!r} has no "
-                           "'compile_device' callback, which cython compiles device source through") from None
-    try:
-        return bytes(compile_device(artifact.device_source, context.target, name))
-    except TileLangError:
-        raise
-    except Exception as err:  # a toolchain callback's own failure
-        raise CompileError(f"kernel {name!r}: compile_device of target backend {context.module.name!r} "
-                           f"failed: {type(err).__name__}: {err}") from err

@@ -6,8 +6,7 @@ backend module is light too; Cython and the compiler run when a kernel is built.
 
 from __future__ import annotations
 
-from tilelang.backend import ExecutionBackend
-from tilelang.plugins import hookimpl
+from tilelang.plugin import ExecutionBackend, hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 

@@ -50,7 +50,7 @@ TEMPLATES = ("launcher.pyx", "tl_runtime.h", "tl_cuda.h")
 
 def extension_cache_dir() -> Path:
     """Where built extensions are cached (``<cache root>/cython``; no I/O)."""
-    from tilelang.cache import cache_path
+    from tilelang.plugin import cache_path
 
     return cache_path("cython")
 
@@ -124,7 +124,7 @@ def _include_dirs() -> list[str]:
 def _build_key(sources: Mapping[str, str], command: list[str]) -> str:
     import Cython
     import tvm
-    from tilelang import __version__
+    from tilelang.plugin import TILELANG_VERSION as __version__
 
     digest = hashlib.sha256()
     parts = [
@@ -154,8 +154,7 @@ def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes
     if command is None:
         raise CompileError(f"kernel {kernel!r}: {unavailable_reason()}")
     name = MODULE_PREFIX + _build_key(sources, command)[:32]
-    from tilelang.cache import cache_subdir, read_file, write_file
-    from tilelang.cache.limits import remove_stale
+    from tilelang.plugin import cache_subdir, read_file, remove_stale, write_file
 
     directory = cache_subdir("cython")
     if directory is None:  # cache disabled or unwritable: nothing shared is read or written
@@ -177,7 +176,7 @@ def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes
         try:
             write_file(final, data)  # atomic, digest first
         except OSError as err:  # a full disk: this build is still good
-            from tilelang.cache.folders import warn_unavailable
+            from tilelang.plugin import warn_unavailable
 
             warn_unavailable(directory, err)
     return final.name, data

@@ -1,4 +1,4 @@
-"""nvrtc: Build = the target backend's ``compile_device`` callback turns the artifact's device
+"""nvrtc: Build = the target backend's toolchain (``BackendModule.toolchain``) turns the artifact's device
 source into a cubin; Load = the CUDA driver loads it and looks up each launch's kernel;
 Launch = ``cuLaunchKernel`` with values from the artifact's launch metadata.
 
@@ -13,9 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tilelang.backend import BackendContext, ExecutionBackend, KernelLauncher
-from tilelang.engine.artifact import CompiledArtifact
-from tilelang.errors import CompileError, TileLangError
+from tilelang.errors import CompileError
+from tilelang.plugin import (
+    BackendContext,
+    CompiledArtifact,
+    ExecutionBackend,
+    KernelLauncher,
+    compile_device_source,
+)
 
 from . import driver
 from .launch_plan import launch_values
@@ -41,22 +46,7 @@ class NVRTCExecutionBackend(ExecutionBackend):
         # fail at build, not at load in a later process, on metadata the launcher cannot use
         for launch in artifact.launches:
             launch_values(artifact, launch)
-        try:
-            compile_device = context.module.callback("compile_device")
-        except KeyError:
-            raise CompileError(
-                f"kernel {name!r}: target backend {context.module.name!r} has no 'compile_device' "
-                "callback, which nvrtc compiles device source through"
-            ) from None
-        source, target = artifact.device_source, context.target
-        try:
-            cubin = compile_device(source, target, name)
-        except TileLangError:
-            raise
-        except Exception as err:  # a toolchain callback's own failure
-            raise CompileError(f"kernel {name!r}: compile_device of target backend "
-                               f"{context.module.name!r} failed: {type(err).__name__}: {err}") from err
-        return {CUBIN: bytes(cubin)}
+        return {CUBIN: compile_device_source(artifact, context, self.name)}
 
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         from .launcher import NVRTCLauncher

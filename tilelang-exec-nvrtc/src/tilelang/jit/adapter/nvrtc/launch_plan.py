@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tilelang.engine.artifact import CompiledArtifact, KernelLaunch
 from tilelang.errors import CompileError
+from tilelang.plugin import CompiledArtifact, KernelLaunch
 
 #: arg_types -> struct format character (standard sizes, little-endian like every CUDA host)
 ARG_FORMATS: dict[str, str] = {

@@ -15,10 +15,8 @@ import threading
 import weakref
 from typing import Any
 
-from tilelang.backend import KernelLauncher
-from tilelang.engine.artifact import CompiledArtifact
 from tilelang.errors import ArgumentError, LaunchError
-from tilelang.jit.arguments import ArgumentBinder
+from tilelang.plugin import ArgumentBinder, CompiledArtifact, KernelLauncher
 
 from .driver import CUDA_ERROR_INVALID_CONTEXT, Driver, LoadedImage
 from .launch_plan import ARG_FORMATS, LaunchValues, OperandBuffer, launch_values

@@ -6,8 +6,7 @@ module itself is light too; the SDKs load when a kernel is built or loaded.
 
 from __future__ import annotations
 
-from tilelang.backend import ExecutionBackend
-from tilelang.plugins import hookimpl
+from tilelang.plugin import ExecutionBackend, hookimpl
 
 TILELANG_PLUGIN_API = "1.1"
 
