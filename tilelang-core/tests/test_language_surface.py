@@ -489,3 +489,31 @@ def test_reducer_update_names_what_it_takes():
                 plain = T.alloc_fragment((8,), T.float32)
                 for i in T.Parallel(8):
                     T.reducer_update(plain[i], A[i])
+
+
+def _fast_math_kernel(mode: str):
+    @T.prim_func
+    def fast(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32), C: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(64):
+                B[i] = T.__exp(A[i]) + T.__log2(T.abs(A[i]) + 1.0) + T.__sin(A[i])
+                C[i] = T.ieee_fmaf(A[i], A[i], T.ieee_add(A[i], 1.0, mode)) + T.ieee_frsqrt(T.abs(A[i]) + 1.0)
+
+    return fast
+
+
+def test_fast_and_ieee_math_are_the_precise_functions_on_the_cpu():
+    a = np.random.default_rng(8).standard_normal(64).astype("float32")
+    b, c = np.zeros_like(a), np.zeros_like(a)
+    tilelang.compile(_fast_math_kernel("rn"), target="cpu")(a, b, c)
+    np.testing.assert_allclose(b, np.exp(a) + np.log2(np.abs(a) + 1) + np.sin(a), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c, a * a + (a + 1) + 1 / np.sqrt(np.abs(a) + 1), rtol=1e-5, atol=1e-5)
+
+
+def test_an_ieee_rounding_mode_the_backend_lacks_is_a_compile_error():
+    with pytest.raises(tilelang.CompileError, match=r"T.ieee_add\(\.\.\., rounding_mode=.rz.\): the backend compiling "
+                                                    r"this kernel has no arithmetic in that rounding mode"):
+        tilelang.compile(_fast_math_kernel("rz"), target="cpu")
+    with pytest.raises(LanguageError, match=r"T.ieee_add: rounding_mode must be one of \['rn', 'rz', 'ru', 'rd'\], got 'up'"):
+        _fast_math_kernel("up")
+

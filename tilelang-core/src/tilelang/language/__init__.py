@@ -31,6 +31,24 @@ from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype
 from .eager import const, empty  # the eager @tilelang.jit style's declarations
 from .ext import ext
+from .fastmath import (
+    __cos,
+    __exp,
+    __exp10,
+    __log,
+    __log2,
+    __log10,
+    __sin,
+    __tan,
+    ieee_add,
+    ieee_fdiv,
+    ieee_fmaf,
+    ieee_frcp,
+    ieee_frsqrt,
+    ieee_fsqrt,
+    ieee_mul,
+    ieee_sub,
+)
 from .frontend import normalize as _normalize
 from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
 from .kernel import Kernel, get_block_binding, get_thread_binding
@@ -62,7 +80,7 @@ from .tile import (
     transpose,
     use_swizzle,
 )
-from .unsupported import __getattr__  # noqa: F401  (upstream names not provided: a LanguageError saying why)
+from .unsupported import __getattr__
 from .variables import alloc_global, alloc_var
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
@@ -126,11 +144,19 @@ __all__ = [
     "Tensor",
     "Unroll",
     "Vectorized",
+    "__cos",
+    "__exp",
+    "__exp10",
+    "__log",
+    "__log2",
+    "__log10",
+    "__sin",
+    "__tan",
     "access_ptr",
     "alloc_fragment",
     "alloc_global",
-    "alloc_reducer",
     "alloc_local",
+    "alloc_reducer",
     "alloc_shared",
     "alloc_var",
     "annotate_layout",
@@ -163,6 +189,14 @@ __all__ = [
     "gemm",
     "get_block_binding",
     "get_thread_binding",
+    "ieee_add",
+    "ieee_fdiv",
+    "ieee_fmaf",
+    "ieee_frcp",
+    "ieee_frsqrt",
+    "ieee_fsqrt",
+    "ieee_mul",
+    "ieee_sub",
     "im2col",
     "make_tensor",
     "no_set_max_nreg",

@@ -2,6 +2,7 @@
 atomic functions. The GPU-neutral passes the CUDA pipeline also runs live in core
 (``tilelang.transform.gpu``)."""
 
+from . import fastmath  # noqa: F401  (registers CUDA's rules for T.__exp, T.ieee_add ...)
 from .atomics import LowerAtomics
 from .tensor_core import LowerTensorCoreGemm
 

@@ -1,0 +1,117 @@
+"""Upstream's approximate and rounding-explicit math: ``T.__exp(x)`` ... and ``T.ieee_add(x, y,
+rounding_mode)`` ...
+
+Each is an op (``tlmath.fast_<name>``, ``tlmath.ieee_<name>``: not ``tl.*``, which names
+ops a backend must lower before code generation; these are lowered by TVM's LowerIntrin,
+per target kind) whose meaning is backend-neutral: a
+fast approximation of ``exp`` (etc.), or an IEEE operation in the named rounding mode. Core
+lowers them where a backend has nothing better (the ``default`` intrinsic rule): the
+precise function, and for IEEE operations round-to-nearest arithmetic, which is what the
+ordinary operators do. A backend with hardware approximations or rounding-mode
+instructions registers its own rule for its target kind (the CUDA backend: ``__expf``,
+``__fadd_rz`` ...). A rounding mode other than ``rn`` on a backend without such a rule
+is a LanguageError at compile time, naming the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import tirx
+from tvm.tirx import register_intrin_lowering
+
+from ..errors import LanguageError
+from .ops import CallEffectKind, _register
+
+FAST_FUNCTIONS = ("exp", "exp10", "log", "log2", "log10", "sin", "cos", "tan")
+#: name -> (operand count, rounding modes the operation takes)
+IEEE_OPERATIONS = {
+    "add": (2, ("rn", "rz", "ru", "rd")), "sub": (2, ("rn", "rz", "ru", "rd")),
+    "mul": (2, ("rn", "rz", "ru", "rd")), "fmaf": (3, ("rn", "rz", "ru", "rd")),
+    "frcp": (1, ("rn", "rz", "ru", "rd")), "fsqrt": (1, ("rn", "rz", "ru", "rd")),
+    "frsqrt": (1, ("rn",)), "fdiv": (2, ("rn", "rz", "ru", "rd")),
+}
+
+for _name in FAST_FUNCTIONS:
+    _register(f"tlmath.fast_{_name}", CallEffectKind.Pure.value, f"T.__{_name}")
+for _name in IEEE_OPERATIONS:
+    _register(f"tlmath.ieee_{_name}", CallEffectKind.Pure.value, f"T.ieee_{_name}")
+
+
+def _float(x: Any, what: str) -> Any:
+    value = tirx.const(x, "float32") if isinstance(x, (int, float)) else x
+    if not str(value.dtype).startswith(("float", "bfloat")):
+        raise LanguageError(f"{what} takes a floating-point value, got {value.dtype}")
+    return value
+
+
+def fast(name: str, x: Any) -> Any:
+    value = _float(x, f"T.__{name}")
+    return tirx.call_intrin(str(value.dtype), f"tlmath.fast_{name}", value)
+
+
+def ieee(name: str, operands: tuple[Any, ...], rounding_mode: str) -> Any:
+    modes = IEEE_OPERATIONS[name][1]
+    if rounding_mode not in modes:
+        raise LanguageError(f"T.ieee_{name}: rounding_mode must be one of {list(modes)}, got {rounding_mode!r}")
+    values = [_float(v, f"T.ieee_{name}") for v in operands]
+    dtype = str(values[0].dtype)
+    values = [v if str(v.dtype) == dtype else tirx.Cast(dtype, v) for v in values]
+    return tirx.call_intrin(dtype, f"tlmath.ieee_{name}", *values, tvm.ir.StringImm(rounding_mode))
+
+
+def __exp(x: Any) -> Any: return fast("exp", x)  # noqa: E704
+def __exp10(x: Any) -> Any: return fast("exp10", x)  # noqa: E704
+def __log(x: Any) -> Any: return fast("log", x)  # noqa: E704
+def __log2(x: Any) -> Any: return fast("log2", x)  # noqa: E704
+def __log10(x: Any) -> Any: return fast("log10", x)  # noqa: E704
+def __sin(x: Any) -> Any: return fast("sin", x)  # noqa: E704
+def __cos(x: Any) -> Any: return fast("cos", x)  # noqa: E704
+def __tan(x: Any) -> Any: return fast("tan", x)  # noqa: E704
+
+
+def ieee_add(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("add", (x, y), rounding_mode)  # noqa: E704
+def ieee_sub(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("sub", (x, y), rounding_mode)  # noqa: E704
+def ieee_mul(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("mul", (x, y), rounding_mode)  # noqa: E704
+def ieee_fmaf(x: Any, y: Any, z: Any, rounding_mode: str = "rn") -> Any: return ieee("fmaf", (x, y, z), rounding_mode)
+def ieee_frcp(x: Any, rounding_mode: str = "rn") -> Any: return ieee("frcp", (x,), rounding_mode)  # noqa: E704
+def ieee_fsqrt(x: Any, rounding_mode: str = "rn") -> Any: return ieee("fsqrt", (x,), rounding_mode)  # noqa: E704
+def ieee_frsqrt(x: Any) -> Any: return ieee("frsqrt", (x,), "rn")  # noqa: E704
+def ieee_fdiv(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("fdiv", (x, y), rounding_mode)  # noqa: E704
+
+
+# -- core's rules: the precise function; IEEE operations in round-to-nearest ---------------
+
+def _precise(name: str) -> Any:
+    function = getattr(tirx, name)
+    return lambda op: function(op.args[0])
+
+
+_NEAREST = {
+    "add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
+    "fmaf": lambda a: a[0] * a[1] + a[2], "frcp": lambda a: tirx.const(1.0, str(a[0].dtype)) / a[0],
+    "fsqrt": lambda a: tirx.sqrt(a[0]), "frsqrt": lambda a: tirx.rsqrt(a[0]), "fdiv": lambda a: a[0] / a[1],
+}
+
+
+def _nearest(name: str) -> Any:
+    def rule(op: Any) -> Any:
+        *operands, mode = op.args
+        if str(mode.value) != "rn":
+            raise LanguageError(
+                f"T.ieee_{name}(..., rounding_mode={str(mode.value)!r}): the backend compiling this "
+                "kernel has no arithmetic in that rounding mode; only 'rn' (round to nearest, what "
+                "the ordinary operators do) is available here")
+        return _NEAREST[name](list(operands))
+
+    return rule
+
+
+for _name in FAST_FUNCTIONS:
+    register_intrin_lowering(f"tlmath.fast_{_name}", target="default", f=_precise(_name), level=10)
+for _name in IEEE_OPERATIONS:
+    register_intrin_lowering(f"tlmath.ieee_{_name}", target="default", f=_nearest(_name), level=10)
+
+__all__ = ["FAST_FUNCTIONS", "IEEE_OPERATIONS", "fast", "ieee"] + [f"__{n}" for n in FAST_FUNCTIONS] + [
+    f"ieee_{n}" for n in IEEE_OPERATIONS]
