@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -17,30 +16,13 @@ from ..cache import KernelCache, cache_key
 from ..cache.validate import load_artifact
 from ..engine.artifact import ParamInfo
 from ..errors import BackendUnavailableError, CacheError
+from .fingerprint import (  # noqa: F401
+    COMPILER_SOURCE_SUFFIXES,
+    compiler_fingerprint,
+    plugins_fingerprint,
+)
 
 log = logging.getLogger("tilelang.jit")
-
-
-@functools.cache
-def compiler_fingerprint() -> str:
-    """A hash of the compiler's own sources (core and every plugin installed under the
-    tilelang package: Python, and the C/CUDA headers that codegen pastes into kernels): a
-    changed pass or device helper, even in an editable install with an unchanged version,
-    must not hit kernels compiled by the old code. Computed once per process."""
-    import hashlib
-
-    import tilelang
-
-    digest = hashlib.sha256()
-    for root in sorted(set(tilelang.__path__)):
-        for path in sorted(p for suffix in COMPILER_SOURCE_SUFFIXES for p in Path(root).rglob(f"*{suffix}")):
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-#: files whose contents shape generated code
-COMPILER_SOURCE_SUFFIXES = (".py", ".h")
 
 
 def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
@@ -49,6 +31,7 @@ def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
 
     return cache_key([
         f"compiler={compiler_fingerprint()}",
+        f"plugins={plugins_fingerprint(context)}",
         func.script(),
         context.fingerprint(),
         f"out_idx={list(out_idx)}",
