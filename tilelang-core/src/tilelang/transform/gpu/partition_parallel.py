@@ -240,6 +240,85 @@ def _register_fragments(body: Any, threads: int) -> list[tuple[Any, Any]]:
     return found
 
 
+def _thread_range(cond: Any, tid: Any, lo: int, hi: int) -> tuple[int, int] | None:
+    """[lo', hi') when ``cond`` keeps only the threads of tid in that range (``tx < 128``,
+    ``tx >= 64``, ``64 <= tx and tx < 192``; tid a single thread variable), else None."""
+    if isinstance(cond, tirx.And):
+        first = _thread_range(cond.a, tid, lo, hi)
+        return None if first is None else _thread_range(cond.b, tid, *first)
+    forms = {tirx.LT: lambda c: (lo, min(hi, c)), tirx.LE: lambda c: (lo, min(hi, c + 1)),
+             tirx.GE: lambda c: (max(lo, c), hi), tirx.GT: lambda c: (max(lo, c + 1), hi)}
+    flipped = {tirx.LT: tirx.GT, tirx.LE: tirx.GE, tirx.GE: tirx.LE, tirx.GT: tirx.LT}
+    for node_type, bound in forms.items():
+        if not isinstance(cond, node_type):
+            continue
+        if cond.a.same_as(tid) and isinstance(cond.b, tirx.IntImm):
+            new_lo, new_hi = bound(int(cond.b.value))
+        elif cond.b.same_as(tid) and isinstance(cond.a, tirx.IntImm):
+            new_lo, new_hi = forms[flipped[node_type]](int(cond.a.value))
+        else:
+            return None
+        return (new_lo, new_hi) if new_lo < new_hi else None
+    return None
+
+
+def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kernel: str,
+                      alignment: list[int], max_bytes: int, registers: list[tuple[Any, Any]]) -> Any:
+    """Partition the T.Parallel nests of ``body``, which threads lo..hi-1 of the block run.
+
+    Upstream lets a kernel give part of a tile to part of the block (``if tx < 128:`` over
+    a T.Parallel or a T.copy with 256 threads): the nest is then dealt to the threads that
+    run it. Register fragments are dealt to the whole block (their per-thread arrays are
+    sized so), so a nest that touches one inside such a condition is refused unless the
+    threads that run it hold every point it touches."""
+    active = hi - lo
+
+    def on_if(stmt: Any) -> Any:
+        # only a one-dimensional block's thread variable is recognised in a condition
+        bounds = _thread_range(stmt.condition, tid, lo, hi) if isinstance(tid, tirx.Var) else None
+        if bounds is None or bounds == (lo, hi):
+            return stmt
+        then = _partition_within(stmt.then_case, tid, *bounds, threads, kernel, alignment, max_bytes, registers)
+        other = stmt.else_case
+        if other is not None:
+            other = _partition_within(other, tid, lo, hi, threads, kernel, alignment, max_bytes, registers)
+        return tirx.IfThenElse(stmt.condition, then, other)
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != _PARALLEL:
+            return loop
+        nest, inner = [loop], loop.body
+        while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
+            nest.append(inner)
+            inner = inner.body
+        touches_registers = not _to_registers(inner, list(registers), tirx.const(0, "int32")).same_as(inner)
+        if active == threads or touches_registers:
+            if touches_registers and active != threads:
+                _check_register_nest(nest, threads, lo, hi, kernel)
+            new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
+        else:
+            new, align = _partition(nest, inner, tid - lo if lo else tid, active, max_bytes, registers)
+        alignment.append(align)
+        return new
+
+    return tvm_ffi.structural_map(body, [(tirx.IfThenElse, on_if), (tirx.For, on_for)], order="pre")
+
+
+def _check_register_nest(nest: list[Any], threads: int, lo: int, hi: int, kernel: str) -> None:
+    points = 1
+    for loop in nest:
+        if not isinstance(loop.extent, tirx.IntImm):
+            return
+        points *= int(loop.extent.value)
+    if lo == 0 and points <= hi:  # dealt one point per thread at most: threads < hi hold them all
+        return
+    raise LanguageError(
+        f"kernel {kernel!r}: a T.Parallel over a register fragment inside a condition that keeps "
+        f"threads {lo}..{hi - 1} of {threads}: the fragment's {points} points are spread over all "
+        f"{threads} threads, so threads outside the condition would skip theirs; move the loop out "
+        "of the condition, or stage the tile in shared memory (T.alloc_shared)")
+
+
 def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: int) -> Any:
     """stmt is the outermost threadIdx launch attribute of a kernel."""
     chain, body = [], stmt
@@ -257,19 +336,7 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: in
         threads *= int(attr.value.value)
 
     registers = _register_fragments(body, threads)
-
-    def on_for(loop: Any) -> Any:
-        if loop.kind != _PARALLEL:
-            return loop
-        nest, inner = [loop], loop.body
-        while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
-            nest.append(inner)
-            inner = inner.body
-        new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
-        alignment.append(align)
-        return new
-
-    body = tvm_ffi.structural_map(body, (tirx.For, on_for), order="pre")
+    body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, max_bytes, registers)
     if registers:
         def on_alloc(node: Any) -> Any:
             for old, new in registers:
