@@ -517,3 +517,16 @@ def test_an_ieee_rounding_mode_the_backend_lacks_is_a_compile_error():
     with pytest.raises(LanguageError, match=r"T.ieee_add: rounding_mode must be one of \['rn', 'rz', 'ru', 'rd'\], got 'up'"):
         _fast_math_kernel("up")
 
+
+
+def test_a_copy_between_two_elements_stores_one_element():
+    # upstream's T.copy(A[i], B[i]) with neither side a tile: a plain element store
+    @T.prim_func
+    def element_copy(A: T.Tensor((8,), T.int32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(8, threads=1) as bx:
+            T.copy(A[bx], B[7 - bx])
+
+    a = np.arange(8, dtype="int32")
+    b = np.zeros(8, "float32")
+    tilelang.compile(element_copy, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a[::-1].astype("float32"))

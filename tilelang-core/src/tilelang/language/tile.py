@@ -91,6 +91,11 @@ def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma:
         raise LanguageError(f"T.copy: prefer_instruction={prefer_instruction!r} is not one of "
                             f"{COPY_INSTRUCTIONS[1:]}")
     src_ext, dst_ext = _extents(src), _extents(dst)
+    if src_ext is None and dst_ext is None and isinstance(src, TensorLoad) and isinstance(dst, TensorLoad):
+        # two single elements (upstream's T.copy(A[i], B[i])): one element stored
+        _ib.buffer_store(dst.source, tirx.Cast(str(dst.source.dtype), src) if str(src.dtype) != str(dst.source.dtype)
+                         else src, list(dst.indices))
+        return
     _emit(TILE_OPS["copy"], _region(src, dst_ext, "T.copy source"), _region(dst, src_ext, "T.copy destination"))
 
 
