@@ -530,3 +530,24 @@ def test_a_copy_between_two_elements_stores_one_element():
     b = np.zeros(8, "float32")
     tilelang.compile(element_copy, target="cpu")(a, b)
     np.testing.assert_array_equal(b, a[::-1].astype("float32"))
+
+
+def test_a_kernel_body_may_name_a_tile_op():
+    # upstream's scan tests: `scan = T.cumsum if op == "cumsum" else T.cummax` in the body
+    def running(op: str):
+        @T.prim_func
+        def scan_rows(A: T.Tensor((4, 8), T.float32), B: T.Tensor((4, 8), T.float32)):
+            with T.Kernel(1, threads=32):
+                tile = T.alloc_fragment((4, 8), T.float32)
+                T.copy(A, tile)
+                scan = T.cumsum if op == "cumsum" else T.cummax
+                scan(src=tile, dim=1)
+                T.copy(tile, B)
+
+        return scan_rows
+
+    a = np.random.default_rng(9).standard_normal((4, 8)).astype("float32")
+    for op, ufunc in (("cumsum", np.add), ("cummax", np.maximum)):
+        out = np.zeros_like(a)
+        tilelang.compile(running(op), target="cpu")(a, out)
+        np.testing.assert_allclose(out, ufunc.accumulate(a, axis=1), rtol=1e-5, atol=1e-5)

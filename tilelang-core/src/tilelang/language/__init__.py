@@ -11,6 +11,7 @@ from tvm.script.parser.tirx import prim_func as _tvm_prim_func
 
 from ..layout import Fragment, Layout
 from ..tvm_compat import install as _install_tvm_names
+from .parser_hooks import install as _install_parser_hooks
 from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
 from .allocate import alloc_local, alloc_shared
 from .atomic import (
@@ -84,6 +85,7 @@ from .unsupported import __getattr__
 from .variables import alloc_global, alloc_var
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
+_install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
 from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
 
 # T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
