@@ -2,8 +2,11 @@
 
 - demo:        compile and run the examples on the best available backend
 - tests:       the test suites of every distribution, against editable installs
+- wheels:      every first-party distribution's wheel (no dependencies) into dist/
 - wheel_tests: build a wheelhouse of every distribution and its dependencies, install
-               `tilelang` from it offline into a clean venv, and run the core tests there
+               `tilelang` from it offline into a clean venv, and run the core tests there;
+               then the vendor example (examples/vendor-backend) from its wheel, and the
+               conformance suite on acme and on the CPU (tvm_ffi, cython)
 - lint:        ruff
 """
 
@@ -21,6 +24,8 @@ DISTRIBUTIONS = sorted(
     (p.parent for p in ROOT.glob("tilelang-*/pyproject.toml")),
     key=lambda p: (p.name != "tilelang-core", p.name),
 )
+# the example third-party distribution (tilelang-acme), built and tested from its wheel
+VENDOR_EXAMPLE = ROOT / "examples" / "vendor-backend"
 # CPU torch for tests that take torch tensors; the CPU wheel is pinned so that pip never
 # pulls a multi-GB CUDA build on a machine without a GPU.
 TORCH_CPU = "torch==2.13.0"
@@ -78,13 +83,25 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def wheels(session: nox.Session) -> None:
+    """Every first-party distribution's wheel, without dependencies, into dist/; install with
+    `pip install --find-links dist 'tilelang[cuda,nvrtc]'` (README, "Installing")."""
+    out = ROOT / "dist"
+    shutil.rmtree(out, ignore_errors=True)
+    session.install("pip>=23", "hatchling>=1.21")
+    session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--wheel-dir",
+                str(out), str(ROOT), *map(str, DISTRIBUTIONS))
+    session.log(f"wheels in {out}: " + ", ".join(sorted(p.name for p in out.glob("*.whl"))))
+
+
+@nox.session
 def wheel_tests(session: nox.Session) -> None:
     wheelhouse = ROOT / "wheelhouse"
     shutil.rmtree(wheelhouse, ignore_errors=True)
     session.install("pip>=23", "build")
     # our distributions (built from source) plus every dependency, as wheels
     session.run("python", "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse),
-                str(ROOT), *map(str, DISTRIBUTIONS), "pytest", "pytest-xdist", TORCH_CPU)
+                str(ROOT), *map(str, DISTRIBUTIONS), str(VENDOR_EXAMPLE), "pytest", "pytest-xdist", TORCH_CPU)
     # a clean venv with nothing from the source tree, installed with no index at all
     venv = Path(session.create_tmp()).resolve() / "offline-venv"
     shutil.rmtree(venv, ignore_errors=True)
@@ -112,6 +129,17 @@ def wheel_tests(session: nox.Session) -> None:
         if (copies / dist.name).is_dir():
             session.run(python, "-m", "pytest", "-q", "-ra", "-n", "2", "-p", "no:cacheprovider", "-m", "not slow",
                         dist.name, *session.posargs, external=True)
+    # the vendor example from its wheel, next to every first-party distribution (nothing
+    # denied): its own tests plus the conformance suite on acme, then the suite on the CPU
+    # through both of its execution backends (tilelang.testing.conformance_plugin)
+    session.run(python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+                "tilelang-acme", external=True)
+    shutil.copytree(VENDOR_EXAMPLE / "tests", copies / "vendor-backend")
+    conformance = [python, "-m", "pytest", "-q", "-ra", "-n", "2", "-p", "no:cacheprovider"]
+    session.run(*conformance, "--tilelang-backend=acme", "vendor-backend", external=True)
+    for execution_backend in ("tvm_ffi", "cython"):
+        session.run(*conformance, "--tilelang-backend=cpu", f"--tilelang-execution-backend={execution_backend}",
+                    "--pyargs", "tilelang.testing.conformance_tests", external=True)
 
 
 @nox.session

@@ -97,9 +97,9 @@ def test_the_scan_covers_every_first_party_plugin_and_the_vendor_example() -> No
     ("import tilelang.cache", ["line 1: tilelang.cache is not part"]),
     ("from tilelang import __version__", ["line 1: tilelang is not part"]),
     ("from tilelang.plugin import take_pass_error", ["line 1: tilelang.plugin has no 'take_pass_error'"]),
-    ("from tilelang.plugin import BackendModule\nfrom tilelang.language import *\n"
-     "from tilelang.errors import CompileError\nfrom tilelang.acme.ops import x\nimport tvm\n"
-     "from tilelang.cuda.pipeline import lowering_passes", []),
+    (("from tilelang.plugin import BackendModule\nfrom tilelang.language import *\n"
+      "from tilelang.errors import CompileError\nfrom tilelang.acme.ops import x\nimport tvm\n"
+      "from tilelang.cuda.pipeline import lowering_passes"), []),
 ])
 def test_the_scan_flags_imports_outside_the_api(source: str, expected: list[str]) -> None:
     found = list(api_violations(source, own="tilelang.acme"))

@@ -54,5 +54,5 @@ def _check_scratchpad(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def CheckScratchpad() -> Any:  # noqa: N802 - named like the TVM passes it sits between
+def CheckScratchpad() -> Any:
     return prim_func_pass(_check_scratchpad, name="acme.CheckScratchpad")

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline, cpu_finalize_device_passes, cpu_finalize_host_passes, cpu_lowering_passes
+from tilelang.plugin import (
+    PassPipeline,
+    cpu_finalize_device_passes,
+    cpu_finalize_host_passes,
+    cpu_lowering_passes,
+)
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
