@@ -256,7 +256,7 @@ def test_an_explicit_execution_backend_the_other_backend_lacks_keeps_the_kernel(
     fast()
     monkeypatch.setenv("TILELANG_ROUTE", "fastcpu")
     route = route_kernel(elementwise_add(64, 32), "main", Target("llvm"), REGISTRY.backends["cpu"],
-                         "explicit", "cython", lambda m: [s.name for s in m.execution_backends])
+                         "explicit", "cython", lambda m: m.execution_backends)
     assert route.describe() == (
         "stays on 'cpu' (router 'fastcpu': not moved to 'fastcpu' (small kernel): execution backend "
         "'cython' was requested and 'fastcpu' cannot use it)")

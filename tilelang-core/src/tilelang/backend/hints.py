@@ -7,15 +7,15 @@ TARGET_EXTRAS: dict[str, str] = {
     "cuda": "tilelang[cuda]",
     "hip": "tilelang[rocm]",
     "rocm": "tilelang[rocm]",
+    "cutedsl": "tilelang[cutedsl]",
 }
 EXECUTION_EXTRAS: dict[str, str] = {
     "nvrtc": "tilelang[nvrtc]",
     "cython": "tilelang[cython]",
+    "cutedsl": "tilelang[cutedsl]",
 }
 # names whose first-party distribution is not released yet: no extra can install them
-PLANNED: dict[str, str] = {
-    "cutedsl": "tilelang-cutedsl",
-}
+PLANNED: dict[str, str] = {}
 
 
 def install_hint(name: str, table: dict[str, str]) -> str:

@@ -231,8 +231,7 @@ def create_backend_context(
         device = module.canonicalize_target(device)
     route = None
     if kernel is not None:
-        route = route_kernel(kernel, kernel_name, device, module, source, execution_backend,
-                             lambda m: [s.name for s in execution_specs(m)])
+        route = route_kernel(kernel, kernel_name, device, module, source, execution_backend, execution_specs)
         if route is not None and route.moved:
             module = REGISTRY.backends[route.backend]
             if module.canonicalize_target is not None:

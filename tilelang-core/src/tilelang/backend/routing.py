@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BackendNotFoundError, CompileError, LanguageError, TileLangError
 from . import refs
 from .availability import probe
+from .execution_backend import ExecutionBackendSpec
 from .manifest import BackendModule
 from .registry import REGISTRY, origin, with_refusals
 
@@ -204,7 +205,8 @@ def _ask(router: KernelRouter, request: RouteRequest) -> RouteDecision | None:
     return decision
 
 
-def _usable(decision: RouteDecision, request: RouteRequest, execution_names: Callable[[BackendModule], list[str]]) -> str | None:
+def _usable(decision: RouteDecision, request: RouteRequest,
+            execution_specs: Callable[[BackendModule], Sequence[ExecutionBackendSpec]]) -> str | None:
     """None when the kernel can move to the decision's backend, else why it stays."""
     module = REGISTRY.backends.get(decision.backend)
     if module is None:
@@ -215,14 +217,25 @@ def _usable(decision: RouteDecision, request: RouteRequest, execution_names: Cal
     if why is not None:
         return f"target backend {decision.backend!r} cannot compile here: {why}"
     wanted = request.execution_backend
-    if wanted not in (None, "auto") and wanted not in execution_names(module):
+    specs = list(execution_specs(module))
+    if wanted not in (None, "auto") and wanted not in [s.name for s in specs]:
         return f"execution backend {wanted!r} was requested and {decision.backend!r} cannot use it"
-    return None
+    if wanted is None:
+        return None  # code generation only: nothing has to run here
+    reasons = []
+    for spec in specs:
+        impl = REGISTRY.execution_backends.get(spec.name)
+        why = "not installed" if impl is None else (probe(impl.unavailable_reason) or probe(spec.is_available))
+        if why is None:
+            return None
+        reasons.append(f"{spec.name}: {why}")
+    # moving would fail at execution-backend selection: the kernel stays where it can run
+    return f"no execution backend of {decision.backend!r} can run it here ({'; '.join(reasons)})"
 
 
 def route_kernel(kernel: Any, kernel_name: str, target: Any, module: BackendModule, target_source: str,
                  execution_backend: str | None,
-                 execution_names: Callable[[BackendModule], list[str]]) -> Route | None:
+                 execution_specs: Callable[[BackendModule], Sequence[ExecutionBackendSpec]]) -> Route | None:
     """Decide once where one kernel compiles. None: nothing had anything to say."""
     enabled, switches = route_switches()
     if not enabled:
@@ -247,7 +260,7 @@ def route_kernel(kernel: Any, kernel_name: str, target: Any, module: BackendModu
         return None
     who, decision = asked[-1]
     if decision.backend != module.name:
-        why_not = _usable(decision, RouteRequest(opted_in=True, **base), execution_names)
+        why_not = _usable(decision, RouteRequest(opted_in=True, **base), execution_specs)
         if why_not is not None:
             decision = RouteDecision(module.name, f"not moved to {decision.backend!r} ({decision.reason}): {why_not}")
     route = Route(who, module.name, decision.backend, decision.reason)

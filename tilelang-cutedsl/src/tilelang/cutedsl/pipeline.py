@@ -1,0 +1,66 @@
+"""The cutedsl lowering sequence: the CUDA backend's passes, composed explicitly.
+
+The declared exception to "plugins import only core": tilelang-cutedsl depends on
+tilelang-cuda and reuses its pass order, minus what emits inline PTX or CUDA C that the
+CuTe DSL printer cannot express (tensor-core GEMMs and cp.async rings, CUDA atomics),
+vectorization (the printer writes scalar accesses; CuTe DSL's own vector copies are the
+next step), and the merge of shared allocations (each shared buffer is its own
+``SmemAllocator`` tensor, typed, so that a swizzled layout can apply to one of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tilelang.plugin import PassPipeline
+
+from .transform import CollectExtensions, StaticSharedBuffers, SwizzlesToModule
+
+#: CUDA passes left out, and why (pass name -> reason)
+LEFT_OUT = {
+    "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings",
+    "tl.cuda.LowerAtomics": "CUDA C atomic functions (the router keeps atomics on cuda)",
+    "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
+    "s_tir.LowerThreadAllreduce": "TVM's warp-shuffle builtins",
+    "tl.PadTinySharedAllocations": "only needed before MergeSharedMemoryAllocations",
+    "s_tir.MergeSharedMemoryAllocations": "each shared buffer is its own typed SmemAllocator tensor",
+    "tirx.FP8ComputeLegalize": "fp8 stays on cuda (router)",
+    "tirx.FP8StorageLegalize": "fp8 stays on cuda (router)",
+    "tirx.BF16StorageLegalize": "CuTe DSL has a BFloat16 type: no uint16 storage",
+}
+
+
+def lowering_passes(context: Any) -> Sequence[Any]:
+    """The CUDA backend's lowering passes in its order, less LEFT_OUT, with vectorization off
+    (the printer writes scalar accesses), after this backend's CollectExtensions."""
+    from tilelang.cuda.pipeline import lowering_passes as cuda_lowering_passes
+    from tvm import tirx
+
+    passes: list[Any] = [CollectExtensions()]
+    for p in cuda_lowering_passes(context):
+        name = p.info.name
+        if name in LEFT_OUT:
+            continue
+        if name == "tirx.SplitHostDevice":
+            passes.append(StaticSharedBuffers())
+        passes.append(tirx.transform.VectorizeLoop(False) if name == "tirx.VectorizeLoop" else p)
+        if name == "tirx.SplitHostDevice":
+            passes.append(SwizzlesToModule())
+    return passes
+
+
+def finalize_host_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    return [tirx.transform.LowerTVMBuiltin(), tirx.transform.LowerIntrin()]
+
+
+def finalize_device_passes(context: Any) -> Sequence[Any]:
+    from tvm import tirx
+
+    # no LowerIntrin: the printer maps TVM's math ops to cute.math itself
+    return [tirx.transform.StmtSimplify()]
+
+
+CUTEDSL_PIPELINE = PassPipeline("tl.cutedsl", lowering_passes, finalize_host_passes, finalize_device_passes)

@@ -1,0 +1,336 @@
+"""Lowered device TIR -> CuTe DSL Python (``@cute.kernel`` per device kernel, one ``@cute.jit``
+launcher that launches them in order).
+
+What reaches here is the CUDA pipeline's output without vectorization: flat buffers,
+thread-bound ``launch_thread`` scopes, serial loops, scalar loads and stores, block barriers.
+Each global buffer is a 1-D view of the caller's tensor (``cute.make_tensor`` over its
+iterator, so that TIR's row-major flat offsets index it), each shared buffer a tensor from
+CuTe's ``SmemAllocator`` (in a swizzled ``ComposedLayout`` when ``T.ext.swizzled_shared``
+asked for it), each local buffer a register tensor (``cute.make_rmem_tensor``). Anything
+else is a CompileError naming the construct, never silently wrong code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from tilelang.plugin import CompileError
+
+from .transform import SWIZZLE_ATTR
+
+DTYPES = {
+    "float16": "cutlass.Float16", "bfloat16": "cutlass.BFloat16", "float32": "cutlass.Float32",
+    "float64": "cutlass.Float64", "int8": "cutlass.Int8", "int16": "cutlass.Int16", "int32": "cutlass.Int32",
+    "int64": "cutlass.Int64", "uint8": "cutlass.Uint8", "uint16": "cutlass.Uint16", "uint32": "cutlass.Uint32",
+    "uint64": "cutlass.Uint64", "bool": "cutlass.Boolean",
+}
+THREAD_TAGS = {
+    "threadIdx.x": "cute.arch.thread_idx()[0]", "threadIdx.y": "cute.arch.thread_idx()[1]",
+    "threadIdx.z": "cute.arch.thread_idx()[2]", "blockIdx.x": "cute.arch.block_idx()[0]",
+    "blockIdx.y": "cute.arch.block_idx()[1]", "blockIdx.z": "cute.arch.block_idx()[2]",
+}
+BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Mod": "%",
+          "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "And": "&", "Or": "|"}
+CALL_BINARY = {"tirx.shift_right": ">>", "tirx.shift_left": "<<", "tirx.bitwise_and": "&",
+               "tirx.bitwise_or": "|", "tirx.bitwise_xor": "^"}
+MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.log": "log", "tirx.log2": "log2", "tirx.log10": "log10",
+        "tirx.sqrt": "sqrt", "tirx.rsqrt": "rsqrt", "tirx.fabs": "abs", "tirx.tanh": "tanh", "tirx.sin": "sin",
+        "tirx.cos": "cos", "tirx.floor": "floor", "tirx.ceil": "ceil", "tirx.pow": "pow", "tirx.erf": "erf",
+        "tirx.round": "round", "tirx.trunc": "trunc", "tirx.nearbyint": "roundeven"}
+SHARED, LOCAL = ("shared", "shared.dyn"), ("local", "local.fragment", "local.var")
+UNROLL_LIMIT = 32  # iterations; longer constant loops stay loops
+SMEM_ALIGN = 128  # bytes; 1024 for swizzled tiles, whose pattern repeats over absolute addresses
+
+
+def _literal(value: float) -> str:
+    """A Python literal; inf and nan (a max reduction's identity is -inf) as float('...')."""
+    return repr(value) if math.isfinite(value) else f"float('{value}')"
+
+
+def dtype_of(dtype: Any, where: str) -> str:
+    name = str(dtype)
+    if name not in DTYPES:
+        raise CompileError(f"cutedsl codegen: {where} has dtype {name}, which this backend does not map to CuTe DSL")
+    return DTYPES[name]
+
+
+class KernelPrinter:
+    """Prints one device PrimFunc as a ``@cute.kernel`` function."""
+
+    def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]]) -> None:
+        self.name, self.func = name, func
+        self.names: dict[int, str] = {}
+        self.used: set[str] = {"cute", "cutlass", "smem"}
+        self.lines: list[str] = []
+        self.smem_bytes = 0
+        self.has_smem = False
+        self.swizzles = swizzles
+        self.params = [self.bind(p) for p in func.params]
+        self.param_sizes: dict[str, tuple[int, str]] = {}
+
+    # -- names ----------------------------------------------------------------------------
+    def bind(self, var: Any) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(var.name)) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        self.names[hash(var)] = name
+        return name
+
+    def var(self, var: Any) -> str:
+        name = self.names.get(hash(var))
+        if name is None:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: variable {var.name!r} is used before "
+                               "it is defined (a construct this printer does not follow)")
+        return name
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    # -- statements -----------------------------------------------------------------------
+    def stmt(self, node: Any, depth: int) -> None:
+        kind = type(node).__name__
+        handler = getattr(self, f"stmt_{kind}", None)
+        if handler is None:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: statement {kind} is not supported:\n{node}")
+        handler(node, depth)
+
+    def stmt_SeqStmt(self, node: Any, depth: int) -> None:
+        for s in node.seq:
+            self.stmt(s, depth)
+
+    def stmt_DeclBuffer(self, node: Any, depth: int) -> None:
+        # TVM 0.27: ``buffer.data`` is a ``tirx.buffer_data`` call; the statement holds the var
+        buffer = node.buffer
+        data = self.names.get(hash(node.data))
+        if data is None or data not in self.params:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} views memory "
+                               "that is not a kernel parameter")
+        size = 1
+        for d in buffer.shape:
+            size *= int(d)
+        self.param_sizes[data] = (size, str(buffer.dtype))
+        self.names[hash(buffer)] = data
+
+    def stmt_AllocBuffer(self, node: Any, depth: int) -> None:
+        buffer = node.buffer
+        scope, size = buffer.scope(), 1
+        for d in buffer.shape:
+            size *= int(d)
+        name, dtype = self.bind(buffer), dtype_of(buffer.dtype, f"buffer {buffer.name!r}")
+        if scope in SHARED:
+            layout = f"cute.make_layout({size})"
+            align = SMEM_ALIGN
+            swizzle = self.swizzles.get(str(buffer.name))
+            if swizzle is not None:
+                bits, base, shift = swizzle
+                layout = f"cute.make_composed_layout(cute.make_swizzle({bits}, {base}, {shift}), 0, {layout})"
+                align = 1024
+            self.has_smem = True
+            self.smem_bytes = -(-self.smem_bytes // align) * align + size * buffer.dtype.bits // 8
+            self.emit(depth, f"{name} = smem.allocate_tensor({dtype}, {layout}, byte_alignment={align})")
+        elif scope in LOCAL:
+            self.emit(depth, f"{name} = cute.make_rmem_tensor(cute.make_layout({size}), {dtype})")
+        else:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} in scope {scope!r}")
+
+    def stmt_AttrStmt(self, node: Any, depth: int) -> None:
+        if node.attr_key == "thread_extent":
+            tag = str(node.node.thread_tag)
+            if tag not in THREAD_TAGS:
+                raise CompileError(f"cutedsl codegen, kernel {self.name!r}: thread tag {tag!r}")
+            self.emit(depth, f"{self.bind(node.node.var)} = {THREAD_TAGS[tag]}")
+        self.stmt(node.body, depth)
+
+    def stmt_Bind(self, node: Any, depth: int) -> None:
+        value = self.expr(node.value)
+        self.emit(depth, f"{self.bind(node.var)} = {value}")
+
+    def stmt_LetStmt(self, node: Any, depth: int) -> None:
+        self.stmt_Bind(node, depth)
+        self.stmt(node.body, depth)
+
+    def stmt_For(self, node: Any, depth: int) -> None:
+        start, extent = self.expr(node.min), self.expr(node.extent)
+        stop = extent if start == "0" else f"{start} + {extent}"
+        # short constant loops unroll while tracing, so that a register tensor's index is a
+        # constant (a dynamic index would put the tensor in local memory)
+        short = start.isdigit() and extent.isdigit() and int(extent) <= UNROLL_LIMIT
+        loop = "cutlass.range_constexpr" if short else "range"
+        self.emit(depth, f"for {self.bind(node.loop_var)} in {loop}({start}, {stop}):")
+        self.body(node.body, depth + 1)
+
+    def stmt_IfThenElse(self, node: Any, depth: int) -> None:
+        self.emit(depth, f"if {self.expr(node.condition)}:")
+        self.body(node.then_case, depth + 1)
+        if node.else_case is not None:
+            self.emit(depth, "else:")
+            self.body(node.else_case, depth + 1)
+
+    def stmt_BufferStore(self, node: Any, depth: int) -> None:
+        self.emit(depth, f"{self.load_target(node.buffer, node.indices)} = {self.expr(node.value)}")
+
+    def stmt_Evaluate(self, node: Any, depth: int) -> None:
+        value = node.value
+        if type(value).__name__ == "IntImm":
+            return
+        op = getattr(getattr(value, "op", None), "name", None)
+        if op == "tirx.tvm_storage_sync":
+            self.emit(depth, "cute.arch.sync_threads()")
+            return
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: statement {value} is not supported")
+
+    def body(self, node: Any, depth: int) -> None:
+        before = len(self.lines)
+        self.stmt(node, depth)
+        if len(self.lines) == before:
+            self.emit(depth, "pass")
+
+    # -- expressions ----------------------------------------------------------------------
+    def load_target(self, buffer: Any, indices: Any) -> str:
+        if len(indices) != 1:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is not flat")
+        index = indices[0]
+        if type(index).__name__ in ("Ramp", "Broadcast"):
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: vector access to {buffer.name!r}")
+        name = self.names.get(hash(buffer))
+        if name is None:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
+                               "before it is declared")
+        return f"{name}[{self.expr(index)}]"
+
+    def expr(self, node: Any) -> str:
+        kind = type(node).__name__
+        if kind == "IntImm":
+            if str(node.dtype) == "bool":
+                return "True" if node.value else "False"
+            value = int(node.value)
+            return str(value) if str(node.dtype) == "int32" else f"{dtype_of(node.dtype, 'a constant')}({value})"
+        if kind == "FloatImm":
+            return f"{dtype_of(node.dtype, 'a constant')}({_literal(float(node.value))})"
+        if kind in ("Var", "SizeVar"):
+            return self.var(node)
+        if kind in ("BufferLoad", "TensorLoad"):
+            return self.load_target(getattr(node, "buffer", None) or node.source, node.indices)
+        if kind in BINARY:
+            return f"({self.expr(node.a)} {BINARY[kind]} {self.expr(node.b)})"
+        if kind == "Div":
+            return f"({self.expr(node.a)} {'/' if node.dtype.is_float() else '//'} {self.expr(node.b)})"
+        if kind in ("Min", "Max"):
+            return f"cutlass.{kind.lower()}({self.expr(node.a)}, {self.expr(node.b)})"
+        if kind == "Not":
+            return f"(~{self.expr(node.a)})"
+        if kind == "Cast":
+            target = dtype_of(node.dtype, "a cast")
+            inner = node.value
+            if type(inner).__name__ in ("IntImm", "FloatImm"):
+                return f"{target}({_literal(inner.value)})"
+            return f"({self.expr(inner)}).to({target})"
+        if kind == "Select":
+            return self.select(node.dtype, node.condition, node.true_value, node.false_value)
+        if kind == "Call":
+            return self.call(node)
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: expression {kind} is not supported: {node}")
+
+    def select(self, dtype: Any, cond: Any, a: Any, b: Any) -> str:
+        return (f"{dtype_of(dtype, 'a select')}(cutlass.select_({self.expr(cond)}, {self.expr(a)}, "
+                f"{self.expr(b)}))")
+
+    def call(self, node: Any) -> str:
+        op = node.op.name
+        args = list(node.args)
+        if op in CALL_BINARY:
+            return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
+        if op in MATH:
+            return f"cute.math.{MATH[op]}({', '.join(self.expr(a) for a in args)})"
+        if op == "tirx.if_then_else":
+            return self.select(node.dtype, *args)
+        if op == "tirx.likely":
+            return self.expr(args[0])
+        if op == "tirx.sigmoid":
+            x = self.expr(args[0])
+            return f"({dtype_of(node.dtype, 'sigmoid')}(1.0) / ({dtype_of(node.dtype, 'sigmoid')}(1.0) + cute.math.exp(-{x})))"
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: call to {op} is not supported")
+
+    def print(self) -> list[str]:
+        header = [f"@cute.kernel\ndef {self.name}({', '.join(f'{p}: cute.Tensor' for p in self.params)}):"]
+        self.stmt(self.func.body, 1)
+        if self.has_smem:
+            self.lines.insert(0, "    smem = cutlass.memory.SmemAllocator()")
+        if not self.lines:
+            self.lines.append("    pass")
+        return header + self.lines
+
+
+def _launches(mod: Any) -> list[dict[str, Any]]:
+    attrs = mod.attrs
+    raw = attrs.get("tilelang.launches") if attrs is not None else None
+    if raw is None:
+        raise CompileError("cutedsl codegen: the device module has no launch metadata (CaptureLaunchMetadata)")
+    return json.loads(str(raw))
+
+
+def _static(expr: str, what: str, symbol: str) -> int:
+    try:
+        return int(expr)
+    except ValueError:
+        raise CompileError(f"cutedsl codegen: kernel {symbol!r} has a {what} of {expr!r}; this backend "
+                           "launches kernels of static sizes only") from None
+
+
+def launch_params(mod: Any) -> list[int]:
+    """The host parameter indices ``launch`` takes, in order (one pointer each)."""
+    return sorted({int(a.split(":")[1]) for launch in _launches(mod) for a in launch["args"]
+                   if a.startswith("param:")})
+
+
+def generate(mod: Any) -> str:
+    """CuTe DSL source of every device kernel of ``mod`` plus ``launch(*pointers, stream)``."""
+    printers: dict[str, KernelPrinter] = {}
+    out = ["# CuTe DSL source generated by tilelang-cutedsl", "import cuda.bindings.driver as cuda",
+           "import cutlass", "import cutlass.cute as cute", "import cutlass.memory", ""]
+    raw = mod.attrs.get(SWIZZLE_ATTR) if mod.attrs is not None else None
+    swizzles = json.loads(str(raw)) if raw is not None else {}
+    for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        printer = KernelPrinter(gvar.name_hint, func, swizzles)
+        out += [*printer.print(), "", ""]
+        printers[gvar.name_hint] = printer
+    launches = _launches(mod)
+    params = sorted({int(a.split(":")[1]) for launch in launches for a in launch["args"] if a.startswith("param:")})
+    names = [f"p{i}" for i in params]
+    out.append("@cute.jit")
+    # pointers, not tensors: make_ptr per call is the cheapest conversion of a torch tensor
+    # (from_dlpack costs about 4x more per call, measured on the H200: issue 12)
+    out.append(f"def launch({', '.join(f'{n}: cute.Pointer' for n in names)}, stream: cuda.CUstream):")
+    for launch in launches:
+        out.extend(_launch_lines(launch, printers))
+    if not launches:
+        out.append("    pass")
+    return "\n".join(out) + "\n"
+
+
+def _launch_lines(launch: dict[str, Any], printers: dict[str, KernelPrinter]) -> Iterator[str]:
+    symbol = launch["symbol"]
+    printer = printers.get(symbol)
+    if printer is None:
+        raise CompileError(f"cutedsl codegen: launch of {symbol!r}, which is not a device kernel of this module")
+    operands = []
+    for arg, param in zip(launch["args"], printer.params):
+        if not arg.startswith("param:"):
+            raise CompileError(f"cutedsl codegen: kernel {symbol!r} takes the scalar operand {arg!r}; "
+                               "this backend passes tensors only")
+        host = f"p{arg.split(':')[1]}"
+        size = printer.param_sizes.get(param, (1, ""))[0]
+        # a flat view: TIR indexes every buffer by its row-major offset
+        operands.append(f"cute.make_tensor({host}, cute.make_layout({size}))")
+    grid = [_static(g, "grid", symbol) for g in launch["grid"]]
+    block = [_static(b, "block", symbol) for b in launch["block"]]
+    smem = printer.smem_bytes + (1024 if printer.has_smem else 0)  # room to align the first tile
+    yield (f"    {symbol}({', '.join(operands)}).launch(grid={grid}, block={block}, smem={smem}, "
+           "stream=stream)")

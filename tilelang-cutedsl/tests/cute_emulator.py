@@ -1,0 +1,163 @@
+"""Runs generated CuTe DSL source on the CPU, for tests on machines without a GPU.
+
+A NULL device in tinygrad's sense: the source the backend generates is executed as is
+(after an AST rewrite of ``.to(dtype)`` and ``~``), against small stand-ins for the parts of
+``cutlass``/``cute`` it uses: every block of the grid runs its threads as Python threads that
+meet at ``sync_threads`` (a ``threading.Barrier``), shared tensors are allocated once per
+block (the k-th allocation of each thread is the block's k-th tile), register tensors once
+per thread, and a composed layout applies CuTe's ``Swizzle<B, M, S>`` to the offset
+(cute/swizzle.hpp: bits [M+S, M+S+B) XORed into [M, M+B)). Numerical types are numpy's.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_DTYPES = {"Float16": np.float16, "BFloat16": np.float32, "Float32": np.float32, "Float64": np.float64,
+           "Int8": np.int8, "Int16": np.int16, "Int32": np.int32, "Int64": np.int64, "Uint8": np.uint8,
+           "Uint16": np.uint16, "Uint32": np.uint32, "Uint64": np.uint64, "Boolean": np.bool_}
+
+
+class _Layout:
+    def __init__(self, size: int, swizzle: Callable[[int], int] | None = None) -> None:
+        self.size, self.swizzle = size, swizzle
+
+
+class _Tensor:
+    def __init__(self, data: np.ndarray, layout: _Layout) -> None:
+        self.data, self.layout = data, layout
+
+    def _offset(self, index: Any) -> int:
+        i = int(index)
+        if not 0 <= i < self.layout.size:
+            raise IndexError(f"offset {i} outside a tensor of {self.layout.size} elements")
+        return self.layout.swizzle(i) if self.layout.swizzle else i
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.data[self._offset(index)]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.data[self._offset(index)] = value
+
+
+class _Block(threading.local):
+    pass
+
+
+_STATE = _Block()
+
+
+class _SmemAllocator:
+    def allocate_tensor(self, dtype: Any, layout: _Layout, byte_alignment: int = 1) -> _Tensor:
+        block = _STATE.block
+        with block["lock"]:
+            k = _STATE.allocations
+            _STATE.allocations += 1
+            if k == len(block["smem"]):
+                garbage = np.full(layout.size, 12345, dtype=dtype)  # uninitialized memory
+                block["smem"].append(garbage)
+            return _Tensor(block["smem"][k], layout)
+
+
+def _kernel(fn: Callable[..., None]) -> Callable[..., Any]:
+    def bind(*args: Any) -> Any:
+        def launch(grid: list[int], block: list[int], smem: int = 0, stream: Any = None) -> None:
+            threads = block[0] * block[1] * block[2]
+            for bz in range(grid[2]):
+                for by in range(grid[1]):
+                    for bx in range(grid[0]):
+                        _run_block(fn, args, (bx, by, bz), block, threads)
+
+        return types.SimpleNamespace(launch=launch)
+
+    return bind
+
+
+def _run_block(fn: Callable[..., None], args: tuple, bidx: tuple, block: list[int], threads: int) -> None:
+    shared = {"lock": threading.Lock(), "smem": [], "barrier": threading.Barrier(threads)}
+    errors: list[BaseException] = []
+
+    def body(tidx: tuple) -> None:
+        _STATE.block, _STATE.allocations, _STATE.tidx, _STATE.bidx = shared, 0, tidx, bidx
+        try:
+            fn(*args)
+        except BaseException as err:  # noqa: BLE001 - re-raised after the block
+            errors.append(err)
+            shared["barrier"].abort()
+
+    workers = [threading.Thread(target=body, args=((t % block[0], t // block[0] % block[1],
+                                                     t // (block[0] * block[1])),)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        raise (real or errors)[0]
+
+
+def _swizzle(bits: int, base: int, shift: int) -> Callable[[int], int]:
+    mask = (1 << bits) - 1
+    return lambda i: i ^ (((i >> (base + shift)) & mask) << base)
+
+
+def _modules() -> dict[str, Any]:
+    arch = types.SimpleNamespace(
+        thread_idx=lambda: _STATE.tidx, block_idx=lambda: _STATE.bidx,
+        sync_threads=lambda: _STATE.block["barrier"].wait(),
+    )
+    math = types.SimpleNamespace(exp=np.exp, exp2=np.exp2, log=np.log, log2=np.log2, log10=np.log10,
+                                 sqrt=np.sqrt, rsqrt=lambda x: 1 / np.sqrt(x), abs=np.abs, tanh=np.tanh,
+                                 sin=np.sin, cos=np.cos, floor=np.floor, ceil=np.ceil, pow=np.power,
+                                 round=np.round, trunc=np.trunc, roundeven=np.rint)
+    cute = types.SimpleNamespace(
+        kernel=_kernel, jit=lambda fn: fn, arch=arch, math=math, Tensor=_Tensor, Pointer=np.ndarray,
+        make_layout=lambda n: _Layout(int(n)), make_swizzle=_swizzle,
+        make_composed_layout=lambda swz, offset, layout: _Layout(layout.size, swz),
+        make_tensor=lambda data, layout: _Tensor(data, layout),
+        make_rmem_tensor=lambda layout, dtype: _Tensor(np.zeros(layout.size, dtype=dtype), layout),
+    )
+    cutlass = types.SimpleNamespace(
+        **_DTYPES, min=min, max=max, range_constexpr=range,
+        select_=lambda c, a, b: a if c else b, memory=types.SimpleNamespace(SmemAllocator=_SmemAllocator),
+    )
+    cuda = types.SimpleNamespace(CUstream=int)
+    return {"cute": cute, "cutlass": cutlass, "cuda": cuda, "__to": lambda x, t: t(x)}
+
+
+class _Rewrite(ast.NodeTransformer):
+    """``x.to(T)`` -> ``__to(x, T)``; ``~c`` (CuTe DSL's Boolean not) -> ``not c``."""
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+            return ast.Call(ast.Name("__to", ast.Load()), [node.func.value, *node.args], [])
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Invert):
+            return ast.UnaryOp(ast.Not(), node.operand)
+        return node
+
+    def visit_Import(self, node: ast.Import) -> Any:
+        return None
+
+
+def load(source: str) -> dict[str, Any]:
+    """The generated module's namespace, bound to the stand-ins (``launch`` included)."""
+    tree = ast.fix_missing_locations(_Rewrite().visit(ast.parse(source)))
+    namespace = _modules()
+    exec(compile(tree, "<cutedsl>", "exec"), namespace)  # noqa: S102 - our own generated source
+    return namespace
+
+
+def run(source: str, *arrays: np.ndarray) -> None:
+    """``launch(*arrays)`` of generated source on the CPU (flat views of the arrays)."""
+    load(source)["launch"](*[a.reshape(-1) for a in arrays], 0)
