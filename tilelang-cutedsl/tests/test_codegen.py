@@ -133,3 +133,33 @@ def test_ordinary_imports_do_not_import_the_extension() -> None:
             "print('tilelang.cutedsl.extensions' in sys.modules, 'cutlass' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False", "True", "False"]
+
+
+# -- the execution backend, up to the launch --------------------------------------------------
+
+
+def test_build_keeps_the_source_and_refuses_none() -> None:
+    from types import SimpleNamespace
+
+    from tilelang.cutedsl.execution_backend import SOURCE, CuTeDSLExecutionBackend
+    from tilelang.errors import CompileError
+
+    artifact = tilelang.lower(tile_copy_scale(), target="cutedsl")
+    files = CuTeDSLExecutionBackend().build(artifact, SimpleNamespace())
+    assert files == {SOURCE: artifact.device_source.encode()}
+    empty = SimpleNamespace(device_source="", launches=(), kernel_name="k", target_backend="cuda")
+    with pytest.raises(CompileError, match=re.escape(
+            "kernel 'k': the cutedsl execution backend runs CuTe DSL source; target backend 'cuda' produced none")):
+        CuTeDSLExecutionBackend().build(empty, SimpleNamespace())
+
+
+@pytest.mark.skipif(not CUTE, reason="NVIDIA CuTe DSL (nvidia-cutlass-dsl) is not installed")
+def test_the_launcher_checks_arguments_before_any_launch(tmp_path) -> None:
+    from tilelang.cutedsl.execution_backend import SOURCE, CuTeDSLLauncher
+    from tilelang.errors import ArgumentError
+
+    artifact = tilelang.lower(tile_copy_scale(), target="cutedsl", out_idx=-1)
+    (tmp_path / SOURCE).write_text(artifact.device_source)
+    launcher = CuTeDSLLauncher(artifact, tmp_path / SOURCE)
+    with pytest.raises(ArgumentError, match="kernel 'main', argument 'A'"):
+        launcher(np.zeros((64, 64), "float16"))

@@ -99,7 +99,7 @@ class CuTeDSLLauncher(KernelLauncher):
         from cutlass import cute
         from cutlass.cute.runtime import make_ptr
 
-        return [make_ptr(dtype, call[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=dtype.width // 8)
+        return [make_ptr(dtype, call[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=max(1, dtype.width // 8))
                 for i, dtype in zip(self._indices, self._dtypes)]
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:

@@ -1,0 +1,83 @@
+"""On a GPU (marked `gpu`; `python -m pytest -m gpu tilelang-cutedsl/tests`): mixed routing
+in one process, every result against torch. With TILELANG_ROUTE=cutedsl a plain kernel runs
+on cutedsl, an extension kernel runs on cutedsl, a kernel cutedsl does not lower (an atomic)
+runs on cuda; each keeps its own cache entry and says where it ran."""
+
+from __future__ import annotations
+
+import pytest
+import tilelang
+from tilelang.testing.kernels import elementwise_add
+
+from cute_kernels import atomic_sum, row_max_exp, row_sum, swizzled_transpose, tile_copy_scale
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def routed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILELANG_ROUTE", "cutedsl")
+
+
+def compile_cuda(func, out_idx=-1):
+    return tilelang.compile(func, out_idx=[out_idx], target="cuda")
+
+
+def test_mixed_routing_in_one_process(routed: None) -> None:
+    plain = compile_cuda(tile_copy_scale(256, 256))
+    extension = compile_cuda(swizzled_transpose(256))
+    unsupported = compile_cuda(atomic_sum(1024))
+    assert plain.context.module.name == "cutedsl" and plain.execution_backend == "cutedsl"
+    assert extension.context.module.name == "cutedsl"
+    assert unsupported.context.module.name == "cuda"
+    assert unsupported.artifact.route == "stays on 'cuda' (router 'cutedsl': cutedsl does not lower atomics)"
+    assert len({plain.cache_key, extension.cache_key, unsupported.cache_key}) == 3
+
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(plain(a), (a.float() + 1).half(), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(extension(a), a.t().contiguous(), rtol=0, atol=0)
+    x = torch.randn(1024, device="cuda")
+    torch.testing.assert_close(unsupported(x), x.sum().reshape(1), rtol=1e-4, atol=1e-3)
+
+
+def test_native_and_routed_runs_of_one_kernel_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    native = compile_cuda(tile_copy_scale(256, 256))
+    monkeypatch.setenv("TILELANG_ROUTE", "cutedsl")
+    routed = compile_cuda(tile_copy_scale(256, 256))
+    assert (native.context.module.name, routed.context.module.name) == ("cuda", "cutedsl")
+    assert native.cache_key != routed.cache_key
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(routed(a), native(a), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_elementwise(routed: None, dtype: str) -> None:
+    kernel = compile_cuda(elementwise_add(1024, 256, dtype=dtype))
+    a = torch.randn(1024, 256, device="cuda").to(getattr(torch, dtype))
+    b = torch.randn(1024, 256, device="cuda").to(getattr(torch, dtype))
+    torch.testing.assert_close(kernel(a, b), a + b, rtol=1e-3, atol=1e-3)
+
+
+def test_reductions(routed: None) -> None:
+    a = torch.randn(512, 128, device="cuda")
+    torch.testing.assert_close(compile_cuda(row_sum(512, 128))(a), a.sum(1), rtol=1e-4, atol=1e-4)
+    b = torch.randn(512, 64, device="cuda")
+    want = torch.exp(b - b.max(1, keepdim=True).values)
+    torch.testing.assert_close(compile_cuda(row_max_exp(512, 64))(b), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_callers_stream_and_the_cache(routed: None) -> None:
+    kernel = compile_cuda(elementwise_add(1024, 256))
+    a, b = torch.randn(1024, 256, device="cuda"), torch.randn(1024, 256, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = kernel(a, b)
+    stream.synchronize()
+    torch.testing.assert_close(out, a + b)
+    out = kernel(a, b, stream=stream)
+    stream.synchronize()
+    torch.testing.assert_close(out, a + b)
+    again = compile_cuda(elementwise_add(1024, 256))
+    assert again.from_cache and again.context.module.name == "cutedsl"
+    torch.testing.assert_close(again(a, b), a + b)
