@@ -5,6 +5,7 @@ throwaway test distributions) imports core names only through it."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 import tilelang.plugin as api
 from tilelang.errors import CompileError, ManifestError
+from tilelang.jit.fingerprint import editable_source_roots
 from tilelang.plugin import (
     BackendModule,
     DeviceToolchain,
@@ -25,26 +27,66 @@ from tilelang.plugin import (
 
 REPO = Path(__file__).resolve().parents[2]
 CORE_SRC = REPO / "tilelang-core" / "src"
+# the tests also run as copies against installed wheels (nox -s wheel_tests): no source tree
+IN_REPO = CORE_SRC.is_dir()
 
 
-def plugin_source_roots() -> list[Path]:
-    """Every plugin distribution's sources: each tilelang-<x> but core, the vendor example
-    and the throwaway distributions of test_plugins.py."""
-    roots = [p / "src" for p in sorted(REPO.glob("tilelang-*")) if p.name != "tilelang-core" and (p / "src").is_dir()]
-    roots += [p / "src" for p in sorted((REPO / "examples").glob("*/")) if (p / "pyproject.toml").is_file()]
-    return [*roots, REPO / "tilelang-core" / "tests" / "plugin_dists"]
+def _module_name(relative: Path) -> str:
+    parts = relative.with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def own_package(files: list[Path], root: Path) -> str:
-    """The package a distribution ships: the deepest folder holding all of its modules."""
-    common = Path(os.path.commonpath([f.parent for f in files])).relative_to(root)
-    return ".".join(common.parts)
+def _common_package(files: list[Path]) -> str:
+    """The package a distribution ships: the deepest folder holding all of its modules
+    (paths relative to the folder on sys.path)."""
+    return ".".join(Path(os.path.commonpath([f.parent for f in files])).parts) if files else ""
+
+
+def plugin_sources() -> dict[str, tuple[str, list[Path]]]:
+    """label -> (own package, modules) of every plugin distribution: in the repository, each
+    tilelang-<x> but core, the examples and the throwaway distributions of test_plugins.py
+    (one module each, no package: own is ''); installed, every distribution but core with a
+    tilelang.plugins entry point, its modules read from its RECORD."""
+    found: dict[str, tuple[str, list[Path]]] = {}
+    if IN_REPO:
+        roots = [p / "src" for p in sorted(REPO.glob("tilelang-*")) if p.name != "tilelang-core" and (p / "src").is_dir()]
+        roots += [p / "src" for p in sorted((REPO / "examples").glob("*/")) if (p / "pyproject.toml").is_file()]
+        for root in roots:
+            files = sorted(root.rglob("*.py"))
+            found[root.parent.name] = (_common_package([f.relative_to(root) for f in files]), files)
+        dists = REPO / "tilelang-core" / "tests" / "plugin_dists"
+        found[dists.name] = ("", sorted(dists.glob("*.py")))
+        return found
+    import importlib_metadata
+
+    for ep in importlib_metadata.entry_points(group="tilelang.plugins"):
+        dist = ep.dist
+        if dist is None or dist.metadata["Name"] == "tilelang-core":
+            continue
+        roots = editable_source_roots(dist)
+        if roots:  # an editable install: its RECORD lists no modules, its source folders have them
+            pairs = [(f.relative_to(root), f) for root in roots for f in sorted(root.rglob("*.py"))]
+        else:
+            pairs = [(Path(str(f)), Path(f.locate())) for f in dist.files or ()
+                     if f.suffix == ".py" and ".dist-info" not in str(f)]
+        found[dist.metadata["Name"]] = (_common_package([rel for rel, _ in pairs]), [path for _, path in pairs])
+    return found
+
+
+@functools.cache
+def _installed_core_modules() -> frozenset[str]:
+    import importlib_metadata
+
+    files = importlib_metadata.distribution("tilelang-core").files or ()
+    return frozenset(_module_name(Path(str(f))) for f in files if f.suffix == ".py")
 
 
 def is_core(module: str) -> bool:
     """Whether tilelang-core ships ``module`` (``tilelang.jit`` is core, ``tilelang.jit.adapter.nvrtc``
     and ``tilelang.cuda`` are other distributions': an explicit reuse of another plugin, such as
     CuTeDSL composing the CUDA pipeline, is that plugin's business, not core's API)."""
+    if not IN_REPO:
+        return module in _installed_core_modules()
     path = CORE_SRC.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
@@ -71,23 +113,23 @@ def api_violations(source: str, own: str) -> Iterator[str]:
 
 def test_every_plugin_distribution_imports_core_only_through_the_plugin_api() -> None:
     found = []
-    for root in plugin_source_roots():
-        files = sorted(root.rglob("*.py"))
-        assert files, f"no sources under {root}"
-        # the throwaway distributions are one module each, none a package of its own
-        own = own_package(files, root) if root.name == "src" else ""
+    sources = plugin_sources()
+    assert sources, "no plugin distribution found"
+    for label, (own, files) in sources.items():
+        assert files, f"no modules in {label}"
         for path in files:
-            found += [f"{path.relative_to(REPO)} {v}" for v in api_violations(path.read_text(), own)]
+            found += [f"{label}: {path.name} {v}" for v in api_violations(path.read_text(), own)]
     assert not found, ("plugin distributions import core outside tilelang.plugin / tilelang.language / "
                        "tilelang.errors (export the name from tilelang/plugin.py, or use what is there):\n"
                        + "\n".join(found))
 
 
+@pytest.mark.skipif(not IN_REPO, reason="scans the repository's source tree")
 def test_the_scan_covers_every_first_party_plugin_and_the_vendor_example() -> None:
-    names = {p.parent.name for p in plugin_source_roots()}
-    assert {"tilelang-cuda", "tilelang-exec-nvrtc", "tilelang-exec-cython", "vendor-backend"} <= names
-    nvrtc = REPO / "tilelang-exec-nvrtc" / "src"
-    assert own_package(sorted(nvrtc.rglob("*.py")), nvrtc) == "tilelang.jit.adapter.nvrtc"
+    sources = plugin_sources()
+    assert {"tilelang-cuda", "tilelang-exec-nvrtc", "tilelang-exec-cython", "vendor-backend"} <= set(sources)
+    assert sources["tilelang-exec-nvrtc"][0] == "tilelang.jit.adapter.nvrtc"
+    assert sources["vendor-backend"][0] == "tilelang_acme"
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -48,7 +48,7 @@ def compiler_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _editable_roots(dist: object) -> list[Path] | None:
+def editable_source_roots(dist: object) -> list[Path] | None:
     """The source folders of an editable install (None for an ordinary one): the folders its
     ``.pth`` files put on sys.path, else the project folder of ``direct_url.json``."""
     text = dist.read_text("direct_url.json")  # type: ignore[attr-defined]
@@ -81,7 +81,7 @@ def distribution_fingerprint(name: str) -> str:
     except importlib_metadata.PackageNotFoundError:
         return ""
     digest = hashlib.sha256(f"{name}=={dist.version}".encode())
-    roots = _editable_roots(dist)
+    roots = editable_source_roots(dist)
     if roots is not None:
         _hash_tree(digest, roots)
         return digest.hexdigest()
