@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tilelang.engine.artifact import CompiledArtifact, KernelLaunch, ParamInfo
 from tilelang.errors import CompileError
+from tilelang.plugin import CompiledArtifact, KernelLaunch, ParamInfo
 
 from .c_expr import CExpr, c_expression
 

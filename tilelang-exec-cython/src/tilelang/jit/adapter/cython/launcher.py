@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from tilelang.backend import KernelLauncher
-from tilelang.engine.artifact import CompiledArtifact
 from tilelang.errors import ArgumentError, BackendUnavailableError, LaunchError
-from tilelang.jit.arguments import DEVICE_NAMES, ArgumentBinder
+from tilelang.plugin import (
+    DEVICE_NAMES,
+    ArgumentBinder,
+    CompiledArtifact,
+    KernelLauncher,
+)
 
 # tl_runtime.h's TL_MISS_* codes, in order
 (ARGC, NOT_TENSOR, DTYPE, DEVICE, NDIM, SHAPE, SYMBOL, STRIDES, ALIGN, SCALAR, RANGE, DEVICE_ID,
