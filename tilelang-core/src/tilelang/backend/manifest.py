@@ -56,7 +56,6 @@ class BackendModule:
     supports_target: Callable[[Any], bool] | None = None
     host_codegens: Mapping[str, HostCodegen | str] = field(default_factory=dict)
     host_codegen_hooks: tuple[Callable[[Any, BackendContext], Any] | str, ...] = ()
-    callbacks: Mapping[str, Callable[..., Any] | str] = field(default_factory=dict)
     # device source -> binary, for execution backends that compile it themselves (typed:
     # execution backends call tilelang.backend.toolchain, which wraps its errors once)
     toolchain: DeviceToolchain | str | None = None
@@ -82,7 +81,7 @@ class BackendModule:
         object.__setattr__(self, "target_kinds", kinds)
         if not kinds or not all(isinstance(k, str) and k for k in kinds):
             raise ManifestError(f"{where}: target_kinds must be a non-empty tuple of kind names")
-        for attr in ("pipelines", "device_codegens", "host_codegens", "callbacks", "pass_configs",
+        for attr in ("pipelines", "device_codegens", "host_codegens", "pass_configs",
                      "language_extensions"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
         for attr, kind_type in (("pipelines", PassPipeline), ("device_codegens", DeviceCodegen)):
@@ -100,8 +99,6 @@ class BackendModule:
         object.__setattr__(self, "host_codegen_hooks", tuple(self.host_codegen_hooks))
         for i, hook in enumerate(self.host_codegen_hooks):
             _check_callable(hook, f"{where}.host_codegen_hooks[{i}]")
-        for key, value in self.callbacks.items():
-            _check_callable(value, f"{where}.callbacks[{key!r}]")
         if self.toolchain is not None:
             _check_component(self.toolchain, DeviceToolchain, f"{where}.toolchain")
         for key, value in self.pass_configs.items():
@@ -156,11 +153,6 @@ class BackendModule:
         if kind in self.host_codegens:
             return refs.resolve(self.host_codegens[kind])
         return HostCodegen(build=tvm_build_function(kind))
-
-    def callback(self, name: str) -> Callable[..., Any]:
-        if name not in self.callbacks:
-            raise KeyError(f"backend {self.name!r} has no callback {name!r}; it has {sorted(self.callbacks)}")
-        return refs.resolve(self.callbacks[name])
 
     def spec(self, execution_backend: str) -> ExecutionBackendSpec | None:
         """The spec this manifest lists for an execution backend (outside ones: see

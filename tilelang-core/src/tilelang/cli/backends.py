@@ -161,7 +161,7 @@ def target_lines(name: str, report: Report) -> list[str]:
     lines += _table_lines("host codegens", module.host_codegens)
     lines.append("    (any other host kind: TVM's target.build.<kind>)")
     lines += _list_lines("host codegen hooks", module.host_codegen_hooks)
-    lines += _table_lines("callbacks", module.callbacks)
+    lines.append(f"  device toolchain: {_describe(module.toolchain) if module.toolchain is not None else 'none'}")
     lines.append(f"  priority: {module.priority}")
     lines.append(
         "  accepts execution backends from other distributions: "
