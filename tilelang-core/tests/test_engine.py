@@ -51,7 +51,7 @@ def test_disable_parallel_pass_config_runs_blocks_serially():
 
 
 def test_unknown_pass_config_lists_the_valid_ones():
-    with pytest.raises(CompileError, match=r"unknown pass config\(s\) \['tl.nope'\]; valid: tl.disable_parallel"):
+    with pytest.raises(CompileError, match=r"unknown pass config\(s\) \['tl.nope'\]; valid: tl.bounds_check, tl.disable_parallel"):
         tilelang.compile(elementwise_add(8, 8), target="cpu", pass_configs={"tl.nope": 1})
 
 

@@ -60,6 +60,11 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
     written = artifact.written
     _need(written is None or (type(written) is tuple and all(_is_int(i) and 0 <= i < count for i in written)),
           "written", written)
+    symbols = artifact.narrow_symbols
+    _need(type(symbols) is tuple and all(type(s) is tuple and len(s) == 2 and type(s[0]) is str
+                                         and s[0].isidentifier() and type(s[1]) is str
+                                         and bool(_DTYPE.match(s[1])) for s in symbols),
+          "narrow_symbols", symbols)
     for k, launch in enumerate(artifact.launches):
         _need(type(launch.symbol) is str, f"launches[{k}].symbol", launch.symbol)
         for field in ("args", "arg_types", "grid", "block"):

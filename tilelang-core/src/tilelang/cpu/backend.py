@@ -40,6 +40,9 @@ BACKEND = BackendModule(
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
         "tl.disable_parallel": "run kernel blocks serially instead of on the thread pool",
+        "tl.bounds_check": "check every tensor access at run time: an out-of-bounds index "
+                           "raises (naming the access and its source line) instead of reading "
+                           "or writing past the tensor; tirx.instrument_bound_checkers does the same",
     },
 )
 

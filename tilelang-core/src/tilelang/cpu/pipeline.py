@@ -41,6 +41,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     allocates every scope as ordinary memory (through workspace calls)."""
     from tvm import s_tir, tirx
 
+    from ..backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..transform import ApplyGlobalLayouts, LowerTileOps
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
@@ -62,6 +63,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerAtomics(),
         LegalizeBoolCompare(),
         s_tir.transform.UnifyThreadBinding(),
+        InstrumentBoundsChecks(),  # only with tl.bounds_check / tirx.instrument_bound_checkers
         *flatten_and_vectorize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),

@@ -65,6 +65,8 @@ class CompiledArtifact:
     # tensor parameters the kernel may write (engine/written_params.py); None: unknown, so
     # every tensor counts as written (a read-only array is then refused everywhere)
     written: tuple[int, ...] | None = None
+    # (name, dtype) of the symbolic dimensions narrower than int64: a call's extents must fit
+    narrow_symbols: tuple[tuple[str, str], ...] = ()
     # the per-kernel routing decision (tilelang.backend.routing.Route.describe()), "" if none
     route: str = ""
     # in-memory only: tvm runtime modules produced by codegen
@@ -133,4 +135,6 @@ class CompiledArtifact:
         data["out_idx"] = tuple(data["out_idx"])
         if isinstance(data.get("written"), list):
             data["written"] = tuple(data["written"])
+        if isinstance(data.get("narrow_symbols"), list):
+            data["narrow_symbols"] = tuple(tuple(s) if isinstance(s, list) else s for s in data["narrow_symbols"])
         return cls(**data)

@@ -104,7 +104,7 @@ def lower(
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
     configs = validate_pass_configs(pass_configs, context)
-    from .written_params import written_params
+    from .written_params import narrow_symbols, written_params
 
     written = written_params(func)
     take_pass_error()  # forget one left by an earlier compilation
@@ -160,6 +160,7 @@ def lower(
         launches=launches,
         min_alignment=min_alignment,
         written=written,
+        narrow_symbols=narrow_symbols(func),
         host_module=host_module,
         device_module=device_module,
         host_mod=host_mod,

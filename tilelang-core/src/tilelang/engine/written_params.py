@@ -95,4 +95,20 @@ def written_params(func: Any) -> tuple[int, ...]:
     return tuple(result)
 
 
-__all__ = ["written_params"]
+def narrow_symbols(func: Any) -> tuple[tuple[str, str], ...]:
+    """(name, dtype) of each symbolic dimension held in fewer than 64 bits (T.symbolic's
+    default is int32): the binders refuse a tensor whose extent there does not fit, which
+    the compiled code would otherwise truncate (a 2**31-element tensor read as empty)."""
+    from tvm import tirx
+
+    found: dict[str, str] = {}
+    for param in func.params:
+        if isinstance(param.ty, tirx.BufferType):
+            for dim in list(param.ty.shape) + list(param.ty.strides or ()):
+                dtype = str(getattr(dim.ty, "dtype", "")) if isinstance(dim, tirx.Var) else ""
+                if dtype and dtype != "int64":
+                    found.setdefault(dim.name, dtype)
+    return tuple(found.items())
+
+
+__all__ = ["narrow_symbols", "written_params"]

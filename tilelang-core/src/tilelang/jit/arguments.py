@@ -161,6 +161,7 @@ class ArgumentBinder:
         self.alignment = artifact.min_alignment
         tensors = (i for i, p in enumerate(self.params) if p.is_tensor)
         self.written = frozenset(tensors if artifact.written is None else artifact.written)
+        self.narrow = {name: (dtype, int_range(dtype)) for name, dtype in artifact.narrow_symbols}
         from .fastbind import build_fast_binder
 
         self._fast = build_fast_binder(artifact, device_type)
@@ -206,6 +207,11 @@ class ArgumentBinder:
                     raise self._error(index, f"expected shape {_describe_shape(shape)}, got "
                                       f"{_describe_shape(info.shape)}: dimension {axis} must be {want}")
             else:
+                dtype, bounds = self.narrow.get(want, ("", None))
+                if bounds is not None and not bounds[0] <= got <= bounds[1]:
+                    raise self._error(index, f"dimension {axis} is {got}, more than its symbolic "
+                                      f"dimension {want} ({dtype}) holds; declare it "
+                                      f"T.symbolic({want!r}, 'int64') for tensors this large")
                 seen = symbols.setdefault(want, got)
                 if seen != got:
                     raise self._error(index, f"symbolic dimension {want} is {got} here but {seen} "

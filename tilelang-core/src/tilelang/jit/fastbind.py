@@ -74,6 +74,12 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
     e = _Emitter("None" if launch is None else "_MISS")
     names = [f"a{i}" for i in inputs]
     symbols: dict[str, str] = {}
+    narrow: dict[str, int] = {}
+    for name, dtype in artifact.narrow_symbols:
+        bounds = int_range(dtype)
+        if type(name) is not str or bounds is None:
+            return None
+        narrow[name] = bounds[1]
     first_tensor = None
     on_device = "is_cuda" if device_type == 2 else "is_cpu"
     for i in inputs:
@@ -104,6 +110,8 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
             else:
                 symbols[dim] = f"d{len(symbols)}"
                 e.line(f"{symbols[dim]} = s[{axis}]")
+                if dim in narrow:
+                    e.fail_unless(f"{symbols[dim]} <= {narrow[dim]}")
         if p.strides is None:
             e.fail_unless(f"{x}.is_contiguous()")
         else:

@@ -7,6 +7,7 @@ from typing import Any
 import tvm_ffi
 from tvm import tirx
 
+from .bounds import check_constant_bounds
 from .ops import PARALLEL_EXTENT, is_call_to, substitute
 from .reducer import rewrite_reducer_updates
 
@@ -45,4 +46,5 @@ def normalize(func: Any) -> Any:
 
     body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
+    check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates

@@ -15,6 +15,7 @@ def flatten_and_vectorize() -> list[Any]:
     its kernels onto loops and threads and before it splits host from device."""
     from tvm import tirx
 
+    from .index_bits import WidenLargeBufferIndices
     from .vector_scalars import InlineScalarsInVectorizedLoops
 
     return [
@@ -22,6 +23,8 @@ def flatten_and_vectorize() -> list[Any]:
         # share (see vector_scalars.py)
         InlineScalarsInVectorizedLoops(),
         tirx.transform.StmtSimplify(),
+        # indices of buffers that may hold 2**31+ elements in int64 (see index_bits.py)
+        WidenLargeBufferIndices(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),

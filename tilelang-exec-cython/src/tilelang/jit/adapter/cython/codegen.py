@@ -56,6 +56,14 @@ def _int_range(dtype: str) -> tuple[str, str]:
     return low, f"UINT64_C({2 ** (bits - 1) - 1})"
 
 
+def _int_max(dtype: str) -> int:
+    """The largest value of an integer type ("int32" -> 2**31 - 1)."""
+    bits = dtype.removeprefix("u").removeprefix("int")
+    if not bits.isdigit():
+        raise CompileError(f"symbolic dimension type {dtype!r} is not an integer type")
+    return 2 ** (int(bits) - (not dtype.startswith("u"))) - 1
+
+
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -101,6 +109,7 @@ class _Emitter:
         self.symbols: dict[str, str] = {}  # symbolic dimension -> C local
         self.out = _Lines()
         self.where = f"kernel {artifact.kernel_name!r}"
+        self.narrow = {name: _int_max(dtype) for name, dtype in artifact.narrow_symbols}
 
     # -- checks ---------------------------------------------------------------------
     def tensor(self, index: int, param: ParamInfo, arg: str) -> None:
@@ -126,6 +135,8 @@ class _Emitter:
                 local = self.symbols[dim] = f"s{len(self.symbols)}"
                 self.names.setdefault(dim, CExpr(local, False))
                 e(f"{local} = {extent};")
+                if dim in self.narrow:  # the compute function would truncate it
+                    e(f"if ({local} > {self.narrow[dim]}) TL_MISS(TL_MISS_SHAPE, {index});")
         if param.strides is None:
             e(f"if (!tl_contiguous(&{v})) TL_MISS(TL_MISS_STRIDES, {index});")
         else:
@@ -210,8 +221,7 @@ class _Emitter:
         e(f"rc = {symbol}({args});")
         e("Py_END_ALLOW_THREADS")
         e("if (rc != 0) {")
-        e(f'  PyErr_Format(st->launch_error, "kernel \'%s\': its compute function {symbol} '
-          f'failed (returned %d)", st->kernel, (int)rc);')
+        e(f'  tl_raise_compute_error(st, "{symbol}", rc);')
         e("  goto done;")
         e("}")
 

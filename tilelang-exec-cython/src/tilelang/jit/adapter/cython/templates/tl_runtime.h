@@ -22,6 +22,8 @@
 
 #if TL_DEVICE_TYPE != 1
 #include <dlfcn.h>
+#else
+#include <tvm/ffi/c_api.h>
 #endif
 
 #define TL_MAX_DEVICES 64
@@ -282,6 +284,31 @@ static inline int tl_bool_arg(PyObject* obj, int64_t* out) {
   *out = truth;
   return 0;
 }
+
+#if TL_DEVICE_TYPE == 1
+/* A failed compute function (an assert of tl.bounds_check, ...) raised its error in TVM
+ * FFI's thread-local slot, as TVM's C codegen does: raise it as the LaunchError's text. */
+static void tl_raise_compute_error(tl_state* st, const char* symbol, int32_t rc) {
+  TVMFFIObjectHandle error = NULL;
+  TVMFFIErrorMoveFromRaised(&error);
+  if (error == NULL) {
+    PyErr_Format(st->launch_error, "kernel '%s': its compute function %s failed (returned %d)",
+                 st->kernel, symbol, (int)rc);
+    return;
+  }
+  {
+    const TVMFFIErrorCell* cell = (const TVMFFIErrorCell*)((char*)error + sizeof(TVMFFIObject));
+    PyObject* kind = PyUnicode_DecodeUTF8(cell->kind.data, (Py_ssize_t)cell->kind.size, "replace");
+    PyObject* text = PyUnicode_DecodeUTF8(cell->message.data, (Py_ssize_t)cell->message.size, "replace");
+    if (kind != NULL && text != NULL) {
+      PyErr_Format(st->launch_error, "kernel '%s' failed: %U: %U", st->kernel, kind, text);
+    }
+    Py_XDECREF(kind);
+    Py_XDECREF(text);
+  }
+  TVMFFIObjectDecRef(error);
+}
+#endif
 
 /* ---- outputs: torch.empty on the first tensor's device, or numpy.empty ------------- */
 static PyObject* tl_torch_device(tl_state* st, int index) {

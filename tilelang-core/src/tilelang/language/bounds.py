@@ -1,0 +1,132 @@
+"""Compile-time index checks, run when a kernel is parsed, with the kernel's source line.
+
+Two kinds of access are certain to leave their buffer, so they are LanguageErrors:
+- an index that is out of range whatever the loop and block indices are (``C[-1, 0]``,
+  ``A[64, 0]`` on a (64, n) tensor, ``A[i + 64]`` for i in T.Parallel(8) on 64 rows);
+- an unguarded index made only of loop and block indices of constant extent that runs past
+  a constant extent for some of them (``S[i, j]`` in ``T.Parallel(640, 8)`` over a
+  (64, 8) tile: before, the heap past the tile was overwritten).
+Anything guarded by an ``if`` or ``T.if_then_else`` (the edge tiles of every tiled kernel),
+or depending on a symbolic size or a runtime value, is left to the opt-in runtime check
+(``tl.bounds_check``).
+"""
+
+from __future__ import annotations
+
+import linecache
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import Range
+from tvm.sym.analyzer import Analyzer
+
+from ..errors import LanguageError
+
+
+def source_location(span: Any) -> str:
+    """`` --> file:line:column`` and the line itself, as TVMScript's diagnostics show it."""
+    if span is None or not getattr(span, "line", 0):
+        return ""
+    path = span.source_name.name
+    text = linecache.getline(path, span.line).rstrip()
+    where = f"\n --> {path}:{span.line}:{span.column}"
+    return where + (f"\n {span.line} | {text}" if text else "")
+
+
+def _access(buffer: Any, indices: Any) -> str:
+    return f"{buffer.name}[{', '.join(str(i) for i in indices)}]"
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.analyzer = Analyzer()
+        self.ranged: list[Any] = []  # loop and block variables with constant extents
+
+    def bind(self, var: Any, start: Any, extent: Any) -> None:
+        if isinstance(start, tirx.IntImm) and isinstance(extent, tirx.IntImm) and extent.value > 0:
+            self.analyzer.bind(var, Range.from_min_extent(start, extent))
+            self.ranged.append(var)
+
+    def only_ranged(self, expr: Any) -> bool:
+        free: list[Any] = []
+        tvm_ffi.structural_walk(expr, [(tirx.Var, free.append)])
+        return all(any(v.same_as(r) for r in self.ranged) for v in free)
+
+    def check(self, buffer: Any, indices: Any, span: Any, guarded: bool, what: str) -> None:
+        for axis, (index, extent) in enumerate(zip(indices, buffer.shape)):
+            if "x" in str(getattr(index.ty, "dtype", "")):
+                continue  # a vector index (ramp): vectorized code, not written by hand
+            bound = self.analyzer.const_int_bound(index)
+            constant_extent = int(extent.value) if isinstance(extent, tirx.IntImm) else None
+            never_inside = bound.max_value < 0 or (constant_extent is not None and bound.min_value >= constant_extent)
+            sometimes_outside = (not guarded and constant_extent is not None and self.only_ranged(index)
+                                 and (bound.min_value < 0 or bound.max_value >= constant_extent))
+            if never_inside or sometimes_outside:
+                values = ("" if isinstance(index, tirx.IntImm) else f" ({bound.min_value})"
+                          if bound.min_value == bound.max_value else f" (from {bound.min_value} to {bound.max_value})")
+                fix = ("shrink the loop to the buffer's extent or guard the access (if ... < extent:)"
+                       if sometimes_outside and not never_inside else "fix the index")
+                raise LanguageError(
+                    f"out-of-range index: {what} {_access(buffer, indices)} uses index {index}"
+                    f"{values} on axis {axis} of {buffer.name}, whose extent is {extent} "
+                    f"(shape ({', '.join(str(d) for d in buffer.shape)})); {fix}"
+                    + source_location(span)
+                )
+
+    def loads(self, expr: Any, span: Any, guarded: bool) -> None:
+        from tvm.ir import Call, TensorLoad
+
+        under_guard: list[Any] = []
+
+        def on_call(call: Any) -> None:
+            if str(getattr(call.op, "name", "")) in ("prim.if_then_else", "tirx.if_then_else"):
+                for branch in call.args[1:]:
+                    tvm_ffi.structural_walk(branch, [(TensorLoad, under_guard.append)])
+
+        tvm_ffi.structural_walk(expr, [(Call, on_call)])
+        found: list[Any] = []
+        tvm_ffi.structural_walk(expr, [(TensorLoad, found.append)])
+        for load in found:
+            inner = guarded or any(load.same_as(g) for g in under_guard)
+            self.check(load.source, load.indices, span, inner, "read")
+
+    def stmt(self, node: Any, guarded: bool) -> None:
+        if isinstance(node, tirx.SeqStmt):
+            for s in node.seq:
+                self.stmt(s, guarded)
+        elif isinstance(node, tirx.For):
+            self.bind(node.loop_var, node.min, node.extent)
+            self.stmt(node.body, guarded)
+        elif isinstance(node, tirx.IfThenElse):
+            self.loads(node.condition, node.span, guarded)
+            self.stmt(node.then_case, True)
+            if node.else_case is not None:
+                self.stmt(node.else_case, True)
+        elif isinstance(node, tirx.BufferStore):
+            self.check(node.buffer, node.indices, node.span, guarded, "write")
+            for expr in (node.value, *node.indices):
+                self.loads(expr, node.span, guarded)
+        elif isinstance(node, tirx.AttrStmt):
+            if node.attr_key == "thread_extent" and isinstance(node.node, tirx.IterVar):
+                self.bind(node.node.var, tirx.const(0, "int32"), node.value)
+            self.stmt(node.body, guarded)
+        elif isinstance(node, tirx.While):
+            self.stmt(node.body, True)  # its condition may guard the body
+        elif isinstance(node, tirx.Evaluate):
+            self.loads(node.value, node.span, guarded)
+        else:
+            body = getattr(node, "body", None)
+            value = getattr(node, "value", None)
+            if value is not None and not isinstance(value, (int, str)):
+                self.loads(value, node.span, guarded)
+            if isinstance(body, tirx.Stmt):
+                self.stmt(body, guarded)
+
+
+def check_constant_bounds(func: Any) -> None:
+    """Raise LanguageError (with the source line) for an access certain to leave its buffer."""
+    _Checker().stmt(func.body, False)
+
+
+__all__ = ["check_constant_bounds", "source_location"]

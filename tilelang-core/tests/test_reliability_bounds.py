@@ -1,0 +1,150 @@
+"""Out-of-range indices (issue 15, item 3).
+
+Before: a constant out-of-range index segfaulted, ``C[-1, 0]`` wrote before the tensor
+silently, ``T.Parallel(640)`` over a 64-row tile corrupted the heap (SIGABRT), and no
+bounds check could be turned on (TVM's InstrumentBoundCheckers, which the tirx key enables,
+is not in this pipeline and reads annotations nothing writes). Now accesses certain to leave
+their buffer are LanguageErrors at parse time with the source line, and ``tl.bounds_check``
+(or ``tirx.instrument_bound_checkers`` / upstream's ``tir.`` spelling) checks every access
+at run time on both CPU execution backends.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LanguageError, LaunchError
+from tilelang.testing.kernels import tiled_matmul
+
+BACKENDS = [pytest.param(("cpu", "tvm_ffi"), id="tvm_ffi"), pytest.param(("c", "cython"), id="cython")]
+HERE = re.escape(__file__)
+
+
+def negative_row():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((64, n), "float32"), C: T.Tensor((64, n), "float32")):
+        with T.Kernel(1) as _:
+            C[-1, 0] = A[0, 0]
+
+    return main
+
+
+def row_past_the_end():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((64, n), "float32"), C: T.Tensor((64, n), "float32")):
+        with T.Kernel(1) as _:
+            C[0, 0] = A[64, 0]
+
+    return main
+
+
+def parallel_past_the_tile(guarded: bool = False):
+    @T.prim_func
+    def main(A: T.Tensor((64, 8), "float32"), C: T.Tensor((64, 8), "float32")):
+        with T.Kernel(1) as _:
+            S = T.alloc_shared((64, 8), "float32")
+            T.copy(A, S)
+            for i, j in T.Parallel(640, 8):
+                if guarded:
+                    if i < 64:
+                        S[i, j] = S[i, j] * 2.0
+                else:
+                    S[i, j] = S[i, j] * 2.0
+            T.copy(S, C)
+
+    return main
+
+
+def offset_read():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), C: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                C[i] = A[i + 64]
+
+    return main
+
+
+@pytest.mark.parametrize("make,message", [
+    (negative_row, r"out-of-range index: write C\[-1, 0\] uses index -1 on axis 0 of C, whose extent is 64 "
+                   r"\(shape \(64, n\)\); fix the index\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+C\[-1, 0\] = A\[0, 0\]"),
+    (row_past_the_end, r"read A\[64, 0\] uses index 64 on axis 0 of A, whose extent is 64 \(shape \(64, n\)\); "
+                       r"fix the index\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+C\[0, 0\] = A\[64, 0\]"),
+    (parallel_past_the_tile, r"write S\[i, j\] uses index i \(from 0 to 639\) on axis 0 of S, whose extent is "
+                             r"64 \(shape \(64, 8\)\); shrink the loop to the buffer's extent or guard the access"
+                             r".*\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+S\[i, j\] = S\[i, j\] \* 2.0"),
+    (offset_read, r"read A\[i \+ 64\] uses index i \+ 64 \(from 64 to 71\) on axis 0 of A, whose extent is 64"),
+])
+def test_an_access_certain_to_leave_its_buffer_is_refused_with_its_line(make, message) -> None:
+    with pytest.raises(LanguageError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_guarded_accesses_are_not_refused(backend: tuple[str, str]) -> None:
+    """Edge tiles are guarded (if / T.if_then_else): no compile-time error, right results."""
+    target, execution = backend
+    kernel = tilelang.compile(parallel_past_the_tile(guarded=True), out_idx=[-1], target=target,
+                              execution_backend=execution)
+    a = np.arange(64 * 8, dtype="float32").reshape(64, 8)
+    np.testing.assert_array_equal(kernel(a), 2 * a)
+    matmul = tilelang.compile(tiled_matmul(40, 24, 20), out_idx=[-1], target=target, execution_backend=execution,
+                              pass_configs={"tl.bounds_check": True})
+    x = np.random.default_rng(0).standard_normal((40, 20)).astype("float32")
+    y = np.random.default_rng(1).standard_normal((20, 24)).astype("float32")
+    np.testing.assert_allclose(matmul(x, y), x @ y, rtol=1e-5, atol=1e-5)
+
+
+def shifted_read():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), k: T.int32, C: T.Tensor((64,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(64):
+                C[i] = A[i + k]
+
+    return main
+
+
+def scattered_write():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "int32"), C: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(16):
+                C[A[i]] = 1.0
+
+    return main
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key", ["tl.bounds_check", "tirx.instrument_bound_checkers", "tir.instrument_bound_checkers"])
+def test_the_runtime_bounds_check_names_the_access_and_its_line(backend: tuple[str, str], key: str) -> None:
+    target, execution = backend
+    kernel = tilelang.compile(shifted_read(), out_idx=[-1], target=target, execution_backend=execution,
+                              pass_configs={key: True})
+    a = np.arange(64, dtype="float32")
+    np.testing.assert_array_equal(kernel(a, 0), a)
+    with pytest.raises(LaunchError, match=r"kernel 'main' failed: .*tl.bounds_check: out-of-bounds read of "
+                                          r"A\[i \+ k\] \(shape \(64\)\) at " + HERE + r":\d+"):
+        kernel(a, 1000)
+    with pytest.raises(LaunchError, match=r"out-of-bounds read of A\[i \+ k\]"):
+        kernel(a, -1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_runtime_bounds_check_catches_a_write(backend: tuple[str, str]) -> None:
+    target, execution = backend
+    kernel = tilelang.compile(scattered_write(), target=target, execution_backend=execution,
+                              pass_configs={"tl.bounds_check": True})
+    out = np.zeros(16, dtype="float32")
+    kernel(np.arange(16, dtype="int32")[::-1].copy(), out)
+    np.testing.assert_array_equal(out, np.ones(16, dtype="float32"))
+    with pytest.raises(LaunchError, match=r"out-of-bounds write to C\[A\[i\]\] \(shape \(16\)\)"):
+        kernel(np.full(16, 16, dtype="int32"), out)
