@@ -14,7 +14,7 @@ import pytest
 import tilelang
 from cute_kernels import row_max_exp, row_sum, swizzled_transpose, tile_copy_scale
 from tilelang.errors import LanguageError
-from tilelang.testing.kernels import elementwise_add
+from tilelang.testing.kernels import elementwise_add, flash_attention, tile_gemm
 
 RNG = np.random.default_rng(12)
 
@@ -35,7 +35,21 @@ CASES = {
                     lambda a: np.exp(a - a.max(1, keepdims=True)), 1e-5),
     "swizzled": (swizzled_transpose, lambda: (rand(64, 64, dtype="float16"),),
                  lambda: (np.zeros((64, 64), "float16"),), lambda a: a.T, 0),
+    # T.gemm through the shared SIMT lowering (explicit target: the router keeps GEMMs on cuda)
+    "gemm_simt": (lambda: tile_gemm(64, 64, 32), lambda: (rand(64, 32, dtype="float16"), rand(32, 64, dtype="float16")),
+                  lambda: (np.zeros((64, 64), "float32"),),
+                  lambda a, b: a.astype("float32") @ b.astype("float32"), 1e-4),
+    "flash_attention": (lambda: flash_attention(1, 1, 64, 32, block_M=32, block_N=32),
+                        lambda: tuple(rand(1, 64, 1, 32, dtype="float16") for _ in range(3)),
+                        lambda: (np.zeros((1, 64, 1, 32), "float16"),), lambda q, k, v: attention(q, k, v), 2e-3),
 }
+
+
+def attention(q, k, v):
+    qf, kf, vf = (x[0, :, 0].astype("float32") for x in (q, k, v))
+    s = qf @ kf.T / np.sqrt(qf.shape[1])
+    p = np.exp(s - s.max(1, keepdims=True))
+    return ((p / p.sum(1, keepdims=True)) @ vf)[None, :, None, :]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +140,7 @@ def test_ordinary_imports_do_not_import_the_extension() -> None:
     import sys
 
     code = ("import tilelang, tilelang.language as T, sys\n"
-            "from tilelang.testing.kernels import elementwise_add\n"
+            "from tilelang.testing.kernels import elementwise_add, flash_attention, tile_gemm\n"
             "elementwise_add(64, 32)\n"
             "print('tilelang.cutedsl.extensions' in sys.modules, 'cutlass' in sys.modules)\n"
             "T.ext.swizzled_shared\n"

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import pytest
 import tilelang
+from cute_kernels import (
+    atomic_sum,
+    row_max_exp,
+    row_sum,
+    swizzled_transpose,
+    tile_copy_scale,
+)
 from tilelang.testing.kernels import elementwise_add
-
-from cute_kernels import atomic_sum, row_max_exp, row_sum, swizzled_transpose, tile_copy_scale
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu

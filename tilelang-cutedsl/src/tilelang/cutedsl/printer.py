@@ -221,7 +221,7 @@ class KernelPrinter:
         if kind in BINARY:
             return f"({self.expr(node.a)} {BINARY[kind]} {self.expr(node.b)})"
         if kind == "Div":
-            return f"({self.expr(node.a)} {'/' if node.dtype.is_float() else '//'} {self.expr(node.b)})"
+            return f"({self.expr(node.a)} {'/' if str(node.dtype).startswith(('float', 'bfloat')) else '//'} {self.expr(node.b)})"
         if kind in ("Min", "Max"):
             return f"cutlass.{kind.lower()}({self.expr(node.a)}, {self.expr(node.b)})"
         if kind == "Not":
