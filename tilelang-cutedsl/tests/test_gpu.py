@@ -86,3 +86,18 @@ def test_the_callers_stream_and_the_cache(routed: None) -> None:
     again = compile_cuda(elementwise_add(1024, 256))
     assert again.from_cache and again.context.module.name == "cutedsl"
     torch.testing.assert_close(again(a, b), a + b)
+
+
+def test_explicit_target_gemm_and_flash_attention() -> None:
+    """What the router keeps on cuda still runs on cutedsl when asked for (SIMT GEMM loops)."""
+    from tilelang.testing.kernels import flash_attention, tile_gemm
+
+    gemm = tilelang.compile(tile_gemm(256, 256, 128), out_idx=[-1], target="cutedsl")
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(gemm(a, b), a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+    attention = tilelang.compile(flash_attention(1, 2, 256, 64), out_idx=[-1], target="cutedsl")
+    q, k, v = (torch.randn(1, 256, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                            v.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(attention(q, k, v), want, rtol=2e-2, atol=2e-2)
