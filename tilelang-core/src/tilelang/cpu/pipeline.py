@@ -46,6 +46,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
         AllocateOnStack,
+        CheckExternCalls,
         KeepComputeFunctions,
         LegalizeBoolCompare,
         LowerAtomics,
@@ -56,6 +57,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     )
 
     middle_end = [
+        CheckExternCalls(),
         RefuseNarrowFloats(),
         LowerTileOps(),
         ApplyGlobalLayouts(),

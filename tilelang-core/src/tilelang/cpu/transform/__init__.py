@@ -9,10 +9,12 @@ from .compute_function import (
     OutlineComputeFunction,
 )
 from .dtypes import RefuseNarrowFloats
+from .extern_calls import CheckExternCalls
 from .launch_to_loops import LowerKernelLaunchToLoops
 
 __all__ = [
     "AllocateOnStack",
+    "CheckExternCalls",
     "KeepComputeFunctions",
     "LegalizeBoolCompare",
     "LowerAtomics",
