@@ -9,11 +9,10 @@ from collections.abc import Iterator
 import pytest
 import tilelang
 from click.testing import CliRunner
+from cute_kernels import swizzled_transpose, tile_copy_scale
 from tilelang.backend import create_backend_context
 from tilelang.cli.main import cli
 from tilelang.errors import BackendNotFoundError, LanguageError
-
-from cute_kernels import swizzled_transpose, tile_copy_scale
 
 
 @pytest.fixture
