@@ -316,3 +316,19 @@ def test_the_extension_is_imported_on_first_use_only(fast: Callable[..., None]) 
     fast(language_extensions={"fast_scale": EXT_REF})
     assert "fast_scale" in dir(T.ext)
     assert T.ext.fast_scale is fast_scale
+
+
+def test_a_kernel_to_run_stays_when_the_other_backend_cannot_run_it(
+        fast: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> None:
+    fast(execution_backends=(ExecutionBackendSpec("tvm_ffi", requires_device_compile=False,
+                                                  is_available=lambda: "no fast device (test)"),))
+    monkeypatch.setenv("TILELANG_ROUTE", "fastcpu")
+    kernel = JITKernel(scaled_copy(), out_idx=[-1], target="cpu", cache=KernelCache(enabled=False))
+    assert kernel.context.module.name == "cpu"
+    assert kernel.artifact.route == (
+        "stays on 'cpu' (router 'fastcpu': not moved to 'fastcpu' (small kernel): no execution backend of "
+        "'fastcpu' can run it here (tvm_ffi: no fast device (test)))")
+    a = np.arange(64, dtype="float32")
+    np.testing.assert_array_equal(kernel(a), a)
+    # code generation only needs nothing to run: the same kernel moves
+    assert create_backend_context("cpu", kernel=scaled_copy(), execution_backend=None).module.name == "fastcpu"
