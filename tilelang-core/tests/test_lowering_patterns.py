@@ -104,3 +104,21 @@ def test_a_scalar_reading_what_the_loop_writes_keeps_its_order():
     kernel(a_run, out)
     np.testing.assert_allclose(out, a + 1.0, rtol=1e-6)
     np.testing.assert_allclose(a_run, a + 1.0, rtol=1e-6)
+
+
+def test_a_vectorized_loop_accumulating_into_one_element_adds_every_lane():
+    # upstream's B[row] = B[row] + A[row, k] under T.vectorized(K): vectorized, every lane
+    # stored to B[row] at once and only the last lane's sum survived
+    M, K = 4, 8
+
+    @T.prim_func
+    def row_sums(A: T.Tensor((M, K), T.float32), B: T.Tensor((M,), T.float32)):
+        with T.Kernel(M, threads=1) as row:
+            B[row] = 0.0
+            for k in T.vectorized(K):
+                B[row] = B[row] + A[row, k]
+
+    a = np.random.default_rng(10).standard_normal((M, K)).astype("float32")
+    out = np.zeros(M, "float32")
+    tilelang.compile(row_sums, target="cpu")(a, out)
+    np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)

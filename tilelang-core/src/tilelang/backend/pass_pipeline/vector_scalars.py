@@ -1,4 +1,5 @@
-"""InlineScalarsInVectorizedLoops: scalars declared inside a vectorized loop stay per lane.
+"""InlineScalarsInVectorizedLoops: scalars declared inside a vectorized loop stay per lane,
+and a vectorized loop whose lanes would all store to one element runs one lane at a time.
 
 ``q_idx = bx * block_M + i`` written in a ``T.Parallel`` body declares a one-element local
 buffer inside the loop (TVMScript's mutable scalar). Once a backend has partitioned the
@@ -13,7 +14,9 @@ Inside a vectorized loop this pass replaces each such scalar that is written onc
 level it is declared, by the value written (an expression, so each lane computes its own).
 A value that reads a buffer the loop body writes could change between the write and a use,
 and a scalar written conditionally or more than once has no single value: a loop with such
-a scalar left is unrolled instead of vectorized, which keeps its meaning.
+a scalar left runs serially instead of vectorized, which keeps its meaning. So does a loop
+that stores to an element its variable does not select (an accumulation into ``B[row]``
+under ``T.vectorized(K)``): vectorized, all lanes would store at once and the last win.
 """
 
 from __future__ import annotations
@@ -104,17 +107,34 @@ def _inline(body: Any, scalars: list[Any]) -> Any:
     return tvm_ffi.structural_map(body, (tirx.SeqStmt, on_seq), order="post")
 
 
+def _stores_one_element(body: Any, loop_var: Any) -> bool:
+    """A store whose element does not depend on the vectorized loop's variable (upstream's
+    ``B[row] = B[row] + A[row, k]`` under ``T.vectorized(K)``): every lane would write the
+    same element at once, and VectorizeLoop keeps only the last lane's value."""
+    from tvm import tirx
+
+    def uses(expr: Any) -> bool:
+        return any(v.same_as(loop_var) for v in _walk(expr, tirx.Var))
+
+    return any(not any(uses(i) for i in store.indices) for store in _walk(body, tirx.BufferStore))
+
+
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     import tvm_ffi
     from tvm import tirx
 
     def on_for(loop: Any) -> Any:
-        if loop.kind != tirx.ForKind.VECTORIZED or not _walk(loop.body, tirx.AllocBuffer):
+        if loop.kind != tirx.ForKind.VECTORIZED:
             return loop
-        body = _inline(loop.body, _inlinable(loop.body))
-        kind = tirx.ForKind.UNROLLED if _walk(body, tirx.AllocBuffer) else loop.kind
-        return tirx.For(loop.loop_var, loop.min, loop.extent, kind, body,
-                        loop.thread_binding, loop.annotations, loop.step)
+        body = loop.body
+        if _walk(body, tirx.AllocBuffer):
+            body = _inline(body, _inlinable(body))
+        # a scalar left, or a store every lane makes to one element: one lane at a time
+        serial = bool(_walk(body, tirx.AllocBuffer)) or _stores_one_element(body, loop.loop_var)
+        if body.same_as(loop.body) and not serial:
+            return loop
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL if serial else loop.kind,
+                        body, loop.thread_binding, loop.annotations, loop.step)
 
     body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
     return func if body.same_as(func.body) else func.with_body(body)
