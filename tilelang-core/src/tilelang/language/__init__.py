@@ -111,7 +111,14 @@ def prim_func(func=None, **kwargs):
         except Exception as err:  # TVMScript reports our errors as diagnostics with a location
             cause = _tilelang_cause(err)
             if cause is None:
-                raise
+                from .diagnostics import explain
+
+                explained = explain(err)
+                if explained is None:
+                    raise
+                from ..errors import LanguageError
+
+                raise LanguageError(explained) from err
             raise type(cause)(str(err)) from err
         return _normalize(parsed)
 

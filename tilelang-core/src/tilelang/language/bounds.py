@@ -1,4 +1,4 @@
-"""Compile-time index checks, run when a kernel is parsed, with the kernel's source line.
+"""Compile-time index and store checks, run when a kernel is parsed, with the source line.
 
 Two kinds of access are certain to leave their buffer, so they are LanguageErrors:
 - an index that is out of range whatever the loop and block indices are (``C[-1, 0]``,
@@ -9,6 +9,11 @@ Two kinds of access are certain to leave their buffer, so they are LanguageError
 Anything guarded by an ``if`` or ``T.if_then_else`` (the edge tiles of every tiled kernel),
 or depending on a symbolic size or a runtime value, is left to the opt-in runtime check
 (``tl.bounds_check``).
+
+A float value stored into an integer or bool buffer is refused too: TVMScript inserts the
+conversion (truncation toward zero) silently, with only a C++ warning on stderr. An explicit
+``T.cast(value, dtype)`` says the truncation is meant (TVMScript gives that cast the
+source span the implicit one lacks, which is how the two are told apart).
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ class _Checker:
             if node.else_case is not None:
                 self.stmt(node.else_case, True)
         elif isinstance(node, tirx.BufferStore):
+            _check_store_type(node)
             self.check(node.buffer, node.indices, node.span, guarded, "write")
             for expr in (node.value, *node.indices):
                 self.loads(expr, node.span, guarded)
@@ -122,6 +128,23 @@ class _Checker:
                 self.loads(value, node.span, guarded)
             if isinstance(body, tirx.Stmt):
                 self.stmt(body, guarded)
+
+
+def _dtype(expr: Any) -> str:
+    return str(getattr(getattr(expr, "ty", None), "dtype", ""))
+
+
+def _check_store_type(store: Any) -> None:
+    value = store.value
+    if not isinstance(value, tirx.Cast) or value.span is not None:
+        return
+    target, source = _dtype(value), _dtype(value.value)
+    if target.startswith(("int", "uint", "bool")) and source.startswith(("float", "bfloat")):
+        raise LanguageError(
+            f"a {source} value is stored into {store.buffer.name}, a {target} buffer: the fraction "
+            f"would be dropped silently; write T.cast(value, {target!r}) to truncate toward zero "
+            "(or T.round / T.floor first), or store into a float buffer" + source_location(store.span)
+        )
 
 
 def check_constant_bounds(func: Any) -> None:

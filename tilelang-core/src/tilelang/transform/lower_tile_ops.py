@@ -23,6 +23,7 @@ from tvm.sym.analyzer import Analyzer
 
 from ..backend.pass_pipeline import prim_func_pass
 from ..errors import LanguageError
+from ..language.bounds import source_location
 from ..language.ops import ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS, TILE_OPS
 from ..language.tile import REDUCE_KINDS, SCAN_KINDS
 
@@ -392,7 +393,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         try:
             return lowering.lower(stmt)
         except LanguageError as err:  # raised after the walk: FFI callbacks lose the type
-            errors.append(err)
+            errors.append(LanguageError(str(err) + source_location(stmt.span)))
             return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
