@@ -355,3 +355,22 @@ def test_cache_max_bytes_takes_suffixes(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(CacheError, match=r"TILELANG_CACHE_MAX_BYTES='lots' is not a size; give bytes or a "
                                          r"number with a K, M, G or T suffix"):
         max_bytes()
+
+
+def test_a_fresh_artifact_with_a_symbolic_dimension_passes_the_pasted_value_check():
+    # a fresh compile's symbol names are tvm_ffi.String (a str subclass); upstream's
+    # dynamic-grid kernels failed on the GPU with "its metadata is corrupt" before any launch
+    import tilelang.language as T
+    from tilelang.jit.fastbind import _check_pasted
+
+    n = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def ones(out: T.Tensor[(n,), T.float32]):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                out[i] = T.float32(1.0)
+
+    artifact = tilelang.lower(ones, target="cpu")
+    assert artifact.params[0].shape == ("num_tokens",) and type(artifact.params[0].shape[0]) is not str
+    _check_pasted(artifact)

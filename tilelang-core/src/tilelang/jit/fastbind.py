@@ -45,7 +45,9 @@ def _check_pasted(artifact: CompiledArtifact) -> None:
         bad = f"out_idx = {artifact.out_idx!r}"
     else:
         for p in artifact.params:
-            if type(p.dtype) is not str or not all(exact_int(d) or type(d) is str for d in p.shape or ()):
+            # names may be str subclasses (a fresh compile's come from TVM: tvm_ffi.String, and
+            # dtypes are tilelang's dtype objects); they are only repr()'d, never pasted
+            if not isinstance(p.dtype, str) or not all(exact_int(d) or isinstance(d, str) for d in p.shape or ()):
                 bad = f"parameter {p.name!r}: dtype {p.dtype!r}, shape {p.shape!r}"
                 break
     if bad is not None:
