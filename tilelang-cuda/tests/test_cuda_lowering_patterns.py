@@ -395,3 +395,25 @@ def test_a_tile_under_a_thread_condition_on_the_gpu(use_copy):
     b = torch.zeros_like(a)
     kernel(a, b)
     torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_half_and_bfloat16_infinities_compile():
+    # TVM prints -inf of a 16-bit float as `__float2bfloat16_rn(-inff)`: NVRTC/nvcc had no
+    # `inff` (upstream's bf16 max reductions)
+    @T.prim_func
+    def row_max(A: T.Tensor((64, 64), T.bfloat16), B: T.Tensor((64,), T.bfloat16), C: T.Tensor((64,), T.float16)):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_fragment((64, 64), T.bfloat16)
+            out = T.alloc_fragment((64,), T.bfloat16)
+            low = T.alloc_fragment((64,), T.float16)
+            T.copy(A, tile)
+            T.reduce_max(tile, out, dim=1)
+            T.copy(out, B)
+            for i in T.Parallel(64):
+                low[i] = -T.infinity(T.float16)
+            T.copy(low, C)
+
+    source = tilelang.lower(row_max, target=SM90).device_source
+    assert "-inff" in source and "#define inff" in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "row_max")[:4] == b"\x7fELF"

@@ -17,6 +17,7 @@ _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic")  # tl_device.h's families
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
+_INFF = re.compile(r"\binff\b")
 _WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])\b")
 
 
@@ -61,6 +62,10 @@ def _postproc(code: str, target: Any = None) -> str:
     a kernel that calls our tensor-core / cp.async helpers gets their definitions, then a
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
+    if _INFF.search(code):
+        # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
+        # identifier nothing defines (upstream's bf16 max reductions start from -inf)
+        code = "#ifndef inff\n#define inff __int_as_float(0x7f800000)\n#endif\n" + code
     if any(helper in code for helper in _HELPERS):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
         generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)
