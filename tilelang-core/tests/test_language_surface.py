@@ -551,3 +551,12 @@ def test_a_kernel_body_may_name_a_tile_op():
         out = np.zeros_like(a)
         tilelang.compile(running(op), target="cpu")(a, out)
         np.testing.assert_allclose(out, ufunc.accumulate(a, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_fast_math_takes_floating_point_values_only():
+    from tvm import tirx
+
+    for dtype in ("int8", "bool", "float8_e4m3fn"):
+        with pytest.raises(TypeError, match=rf"T.__exp only supports floating-point inputs, but got {dtype}"):
+            T.__exp(tirx.Var("value", dtype))
+    assert str(T.__sin(tirx.Var("value", "bfloat16")).ty.dtype) == "bfloat16"

@@ -30,6 +30,11 @@ class LanguageError(TileLangError, ValueError):
     """A kernel uses the language incorrectly (found while building or checking the IR)."""
 
 
+class LanguageTypeError(LanguageError, TypeError):
+    """A language operation got a value of a type it does not take (upstream raises
+    TypeError there: both ``except`` clauses catch it)."""
+
+
 class CompileError(TileLangError):
     """Lowering or code generation failed."""
 

@@ -21,7 +21,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx import register_intrin_lowering
 
-from ..errors import LanguageError
+from ..errors import LanguageError, LanguageTypeError
 from .ops import CallEffectKind, _register
 
 FAST_FUNCTIONS = ("exp", "exp10", "log", "log2", "log10", "sin", "cos", "tan")
@@ -39,16 +39,22 @@ for _name in IEEE_OPERATIONS:
     _register(f"tlmath.ieee_{_name}", CallEffectKind.Pure.value, f"T.ieee_{_name}")
 
 
+def _dtype(value: Any) -> str:
+    # TVM 0.27: a scalar Var's `.dtype` is its buffer type's; its value type is `.ty`
+    return str(value.ty.dtype)
+
+
 def _float(x: Any, what: str) -> Any:
     value = tirx.const(x, "float32") if isinstance(x, (int, float)) else x
-    if not str(value.dtype).startswith(("float", "bfloat")):
-        raise LanguageError(f"{what} takes a floating-point value, got {value.dtype}")
+    dtype = _dtype(value)
+    if not dtype.startswith(("float", "bfloat")) or dtype.startswith("float8"):
+        raise LanguageTypeError(f"{what} only supports floating-point inputs, but got {dtype}")
     return value
 
 
 def fast(name: str, x: Any) -> Any:
     value = _float(x, f"T.__{name}")
-    return tirx.call_intrin(str(value.dtype), f"tlmath.fast_{name}", value)
+    return tirx.call_intrin(_dtype(value), f"tlmath.fast_{name}", value)
 
 
 def ieee(name: str, operands: tuple[Any, ...], rounding_mode: str) -> Any:
@@ -56,8 +62,8 @@ def ieee(name: str, operands: tuple[Any, ...], rounding_mode: str) -> Any:
     if rounding_mode not in modes:
         raise LanguageError(f"T.ieee_{name}: rounding_mode must be one of {list(modes)}, got {rounding_mode!r}")
     values = [_float(v, f"T.ieee_{name}") for v in operands]
-    dtype = str(values[0].dtype)
-    values = [v if str(v.dtype) == dtype else tirx.Cast(dtype, v) for v in values]
+    dtype = _dtype(values[0])
+    values = [v if _dtype(v) == dtype else tirx.Cast(dtype, v) for v in values]
     return tirx.call_intrin(dtype, f"tlmath.ieee_{name}", *values, tvm.ir.StringImm(rounding_mode))
 
 
@@ -90,7 +96,7 @@ def _precise(name: str) -> Any:
 
 _NEAREST = {
     "add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
-    "fmaf": lambda a: a[0] * a[1] + a[2], "frcp": lambda a: tirx.const(1.0, str(a[0].dtype)) / a[0],
+    "fmaf": lambda a: a[0] * a[1] + a[2], "frcp": lambda a: tirx.const(1.0, _dtype(a[0])) / a[0],
     "fsqrt": lambda a: tirx.sqrt(a[0]), "frsqrt": lambda a: tirx.rsqrt(a[0]), "fdiv": lambda a: a[0] / a[1],
 }
 
