@@ -36,6 +36,10 @@ BLOCK_SWIZZLE_ATTR = "tilelang.block_swizzle"
 ATOMIC_USE_TMA_ATTR = "tilelang.atomic_use_tma"
 
 
+def _cast(dtype: str, value: Any) -> Any:
+    return value if str(value.ty.dtype) == dtype else tirx.Cast(dtype, value)
+
+
 def reduce_identity(kind: str, dtype: Any) -> Any:
     """The value a cleared reduction starts from: -inf / +inf for floating max / min (as
     upstream: a row of -inf reduces to -inf), the type's extremes for integers, all ones
@@ -194,7 +198,10 @@ class TileOpLowering:
                 and self.analyzer.can_prove_equal(c_ext[1], n)):
             raise self.error("gemm", f"shapes do not agree: A {a_ext}{'^T' if trans_a else ''}, "
                              f"B {b_ext}{'^T' if trans_b else ''}, C {c_ext}")
-        acc_type = c_buf.dtype
+        c_type = str(c_buf.dtype)
+        # 16-bit float accumulators sum in float32 within the call and round once at its end
+        # (as a tensor core's fp16 accumulation rounds per instruction, not per product)
+        acc_type = "float32" if c_type in ("float16", "bfloat16") else c_type
 
         def body(ij: list[Any]) -> Any:
             i, j = ij
@@ -206,12 +213,12 @@ class TileOpLowering:
             product = (tirx.Cast(acc_type, tirx.BufferLoad(a_buf, a_idx))
                        * tirx.Cast(acc_type, tirx.BufferLoad(b_buf, b_idx)))
             update = tirx.BufferStore(acc, tirx.BufferLoad(acc, [0]) + product, [0])
-            init = tirx.const(0, acc_type) if clear else tirx.BufferLoad(c_buf, c_idx)
+            init = tirx.const(0, acc_type) if clear else _cast(acc_type, tirx.BufferLoad(c_buf, c_idx))
             return tirx.SeqStmt([
                 tirx.AllocBuffer(acc),
                 tirx.BufferStore(acc, init, [0]),
                 tirx.For(kk, 0, k, tirx.ForKind.SERIAL, update),
-                tirx.BufferStore(c_buf, tirx.BufferLoad(acc, [0]), c_idx),
+                tirx.BufferStore(c_buf, _cast(c_type, tirx.BufferLoad(acc, [0])), c_idx),
             ])
 
         return self.nest([m, n], body)
