@@ -89,7 +89,8 @@ def test_fp8_kernels_are_refused_by_the_cpu_backend_with_the_reason():
 
 
 def test_tensor_subscript_and_torch_dtypes_in_annotations():
-    # upstream writes T.Tensor[(n,), dtype] and passes torch dtypes; neither warns here
+    # upstream writes T.Tensor[(n,), dtype] / T.Tensor[n, dtype] and passes torch dtypes;
+    # neither warns here
     import warnings
 
     torch = pytest.importorskip("torch")
@@ -97,7 +98,7 @@ def test_tensor_subscript_and_torch_dtypes_in_annotations():
         warnings.simplefilter("error", DeprecationWarning)
 
         @T.prim_func
-        def fill(A: T.Tensor[(16,), torch.int8], B: T.StridedTensor[(4, 4), (8, 1), torch.float32]):
+        def fill(A: T.Tensor[16, torch.int8], B: T.StridedTensor[(4, 4), (8, 1), torch.float32]):
             with T.Kernel(1, threads=1):
                 for i in T.serial(16):
                     A[i] = T.cast(i + 1, torch.int8)

@@ -91,10 +91,9 @@ class TensorProxy(type(_BufferProxy)):
         """``T.Tensor[(M, N), dtype]`` (upstream's subscript spelling; TVMScript deprecates
         it for T.Buffer, so it is answered here as the call)."""
         keys = keys if isinstance(keys, tuple) else (keys,)
-        if len(keys) == 2 and isinstance(keys[0], (tuple, list)):
-            return self(keys[0], keys[1])
-        if len(keys) == 1 and isinstance(keys[0], (tuple, list)):
-            return self(keys[0])
+        if len(keys) in (1, 2):  # a shape (a tuple, or one extent: T.Tensor[n, dtype]) and a dtype
+            shape = keys[0] if isinstance(keys[0], (tuple, list)) else (keys[0],)
+            return self(shape, *keys[1:])
         raise LanguageError(f"T.Tensor[...] takes a shape and a dtype, as T.Tensor[(M, N), T.float16]; got {keys!r}")
 
 
