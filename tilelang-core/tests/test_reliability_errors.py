@@ -127,3 +127,22 @@ def test_an_explicit_cast_truncates_toward_zero(backend: tuple[str, str]) -> Non
     kernel = tilelang.compile(float_into_int(explicit=True), out_idx=[-1], target=target, execution_backend=execution)
     a = np.linspace(-3.3, 3.3, 64, dtype="float32")
     np.testing.assert_array_equal(kernel(a), np.trunc(a * 2).astype("int32"))
+
+
+def zero_into_int():
+    @T.prim_func
+    def main(B: T.Tensor((64,), "int32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(64):
+                B[i] = 0.0
+
+    return main
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integral_float_literal_into_an_int_buffer_is_accepted(backend: tuple[str, str]) -> None:
+    target, execution = backend
+    kernel = tilelang.compile(zero_into_int(), target=target, execution_backend=execution)
+    out = np.ones(64, dtype="int32")
+    kernel(out)
+    np.testing.assert_array_equal(out, np.zeros(64, dtype="int32"))

@@ -139,6 +139,8 @@ def _check_store_type(store: Any) -> None:
     if not isinstance(value, tirx.Cast) or value.span is not None:
         return
     target, source = _dtype(value), _dtype(value.value)
+    if isinstance(value.value, tirx.FloatImm) and float(value.value.value).is_integer():
+        return  # `acc[0] = 0.0` into an int buffer: nothing is lost
     if target.startswith(("int", "uint", "bool")) and source.startswith(("float", "bfloat")):
         raise LanguageError(
             f"a {source} value is stored into {store.buffer.name}, a {target} buffer: the fraction "
