@@ -146,3 +146,35 @@ def test_an_integral_float_literal_into_an_int_buffer_is_accepted(backend: tuple
     out = np.ones(64, dtype="int32")
     kernel(out)
     np.testing.assert_array_equal(out, np.zeros(64, dtype="int32"))
+
+
+def prev_under_a_condition():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32"), B: T.Tensor((1,), "int32"), P: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(4):
+                P[i] = T.if_then_else(A[i] > 0, T.atomic_add(B[0], 1, return_prev=True), -1)
+
+    return main
+
+
+def atomic_shapes():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1) as _:
+            T.atomic_max(B[0:4, 0:4], A[0:4, 0:8])
+
+    return main
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make,message", [
+    (prev_under_a_condition, r"return_prev inside a conditional expression .* assign it in an `if` statement "
+                             r"instead\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+P\[i\] = T.if_then_else"),
+    (atomic_shapes, r"T.atomic_max: destination tile \[4, 4\] and value tile \[4, 8\] differ in shape\n --> "
+                    + HERE + r":\d+:\d+\n \d+ \|\s+T.atomic_max\(B\[0:4, 0:4\], A\[0:4, 0:8\]\)"),
+])
+def test_atomic_errors_carry_the_line(backend: tuple[str, str], make, message: str) -> None:
+    target, execution = backend
+    with pytest.raises(LanguageError, match=message):
+        tilelang.compile(make(), target=target, execution_backend=execution)

@@ -27,6 +27,7 @@ from tvm import tirx
 
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
+from ...language.bounds import source_location
 from ...language.ops import (
     ATOMIC_ELEMENT_OPS,
     ATOMIC_LOAD_ELEMENT,
@@ -114,6 +115,13 @@ class _Lowering:
         tvm_ffi.structural_walk(expr, (tirx.Shuffle, check))
 
     def stmt(self, stmt: Any) -> Any:
+        before = len(self.errors)
+        result = self._stmt(stmt)
+        for k in range(before, len(self.errors)):  # point at the user's line
+            self.errors[k] = LanguageError(str(self.errors[k]) + source_location(stmt.span))
+        return result
+
+    def _stmt(self, stmt: Any) -> Any:
         prefix: list[Any] = []
         if isinstance(stmt, tirx.Evaluate) and _op_name(stmt.value) == ATOMIC_RMW_ELEMENT:
             kind, target, value, _order = (self.expr(a, prefix) for a in stmt.value.args)
