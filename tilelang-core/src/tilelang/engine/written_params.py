@@ -86,7 +86,7 @@ def written_params(func: Any) -> tuple[int, ...]:
     try:
         lowered = LowerTileOps()(tvm.IRModule({"main": func}))["main"]
         written = _written_buffers(lowered.body)
-    except Exception:  # the real lowering reports the problem; here, assume the worst
+    except Exception:  # noqa: BLE001 - the real lowering reports it; here, assume the worst
         return tuple(tensors)
     result = []
     for i in tensors:
