@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "RasterizeBlocks": "tilelang.transform.gpu",
     "AtomicFunctions": "tilelang.transform.gpu",
     "LowerAtomics": "tilelang.transform.gpu",
+    "gpu_block_passes": "tilelang.transform.gpu",
     "FRAGMENT_SCOPE": "tilelang.transform.gpu",
     "ALIGNMENT_ATTR": "tilelang.transform.gpu",
     "accessed_by_own_nests": "tilelang.transform.gpu.fragments",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline, flatten_and_vectorize
+from tilelang.plugin import PassPipeline
 
 VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
 
@@ -18,15 +18,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts,
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
-        HoistSharedReads,
         LowerTileOps,
-        PadTinySharedAllocations,
-        PartitionParallelLoops,
-        PlaceFragments,
-        RasterizeBlocks,
-        SyncSharedWritesOfSeveralThreads,
+        gpu_block_passes,
     )
-    from tvm import s_tir, tirx
+    from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
     from .transform import LowerAtomics, LowerTensorCoreGemm
@@ -36,20 +31,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerAtomics(),
-        PlaceFragments(),
-        PartitionParallelLoops(max_vector_bytes=VECTOR_BYTES),
-        RasterizeBlocks(),
-        *flatten_and_vectorize(),
-        SyncSharedWritesOfSeveralThreads(),
-        HoistSharedReads(),
-        s_tir.transform.ThreadSync("shared"),
-        s_tir.transform.ThreadSync("shared.dyn"),
-        # T.tvm_thread_allreduce (upstream's splitk_gemv_vectorized_tvm calls TVM's
-        # builtin directly): warp shuffles plus a shared staging buffer with its own
-        # barriers, so after ThreadSync and before the shared allocations are merged
-        s_tir.transform.LowerThreadAllreduce(),
-        PadTinySharedAllocations(),
-        s_tir.transform.MergeSharedMemoryAllocations(),
+        # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
+        # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
+        *gpu_block_passes(VECTOR_BYTES),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline, flatten_and_vectorize
+from tilelang.plugin import PassPipeline
 
 # global_load_dwordx4 / ds_read_b128: AMD GPUs move 16 bytes per lane at most, as CUDA does
 VECTOR_BYTES = 16
@@ -23,15 +23,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tilelang.plugin import (
         ApplyGlobalLayouts,
         CaptureLaunchMetadata,
-        HoistSharedReads,
+        GuardEmptyLaunches,
         LowerTileOps,
-        PadTinySharedAllocations,
-        PartitionParallelLoops,
-        PlaceFragments,
-        RasterizeBlocks,
-        SyncSharedWritesOfSeveralThreads,
+        gpu_block_passes,
     )
-    from tvm import s_tir, tirx
+    from tvm import tirx
 
     from .transform import LowerAtomics, LowerMfmaGemm
 
@@ -40,18 +36,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerAtomics(),
-        PlaceFragments(),
-        PartitionParallelLoops(max_vector_bytes=VECTOR_BYTES),
-        RasterizeBlocks(),
-        *[p for p in flatten_and_vectorize() if p.info.name != "tirx.BF16ComputeLegalize"],
-        SyncSharedWritesOfSeveralThreads(),
-        HoistSharedReads(),
-        s_tir.transform.ThreadSync("shared"),
-        s_tir.transform.ThreadSync("shared.dyn"),
-        s_tir.transform.LowerThreadAllreduce(),
-        PadTinySharedAllocations(),
-        s_tir.transform.MergeSharedMemoryAllocations(),
+        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=False),
         tirx.transform.VerifyMemory(),
+        GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (TVM's runtime would launch one)
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
         CaptureLaunchMetadata(),

@@ -5,10 +5,12 @@ registers or shared memory (``PlaceFragments``), the barriers TVM's ThreadSync m
 (``RasterizeBlocks``) and atomics lowered to a dialect's functions given as data
 (``LowerAtomics(AtomicFunctions(...))``). Nothing here knows a vendor: what differs
 between GPUs is a parameter the backend passes. The IR helpers (``ir_util``,
-``fragments``) are shared with the backends' own instruction-selection passes.
+``fragments``) are shared with the backends' own instruction-selection passes;
+``gpu_block_passes`` is the whole run, in order, that a GPU pipeline splices in.
 """
 
 from .atomics import AtomicFunctions, LowerAtomics
+from .block_passes import gpu_block_passes
 from .fragments import FRAGMENT_SCOPE, PlaceFragments
 from .hoist_shared_reads import HoistSharedReads
 from .partition_parallel import ALIGNMENT_ATTR, PartitionParallelLoops
@@ -25,4 +27,5 @@ __all__ = [
     "PlaceFragments",
     "RasterizeBlocks",
     "SyncSharedWritesOfSeveralThreads",
+    "gpu_block_passes",
 ]

@@ -1,0 +1,40 @@
+"""The run of GPU-neutral passes between a backend's instruction selection and its
+host/device split: the same meaning on every GPU, so one list that backends splice in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True) -> list[Any]:
+    """Fragments placed, T.Parallel nests dealt to the block's threads in vectors of at most
+    ``max_vector_bytes``, blocks rasterized, TVM's middle end (``flatten_and_vectorize``;
+    without its bf16 legalization when ``legalize_bf16`` is False: a backend whose device
+    code computes bfloat16 itself), the barriers (ours, then TVM's ThreadSync for static and
+    dynamic shared memory), TVM's warp all-reduce (after ThreadSync: it stages through
+    shared memory with barriers of its own), and the shared allocations padded and merged."""
+    from tvm import s_tir
+
+    from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
+    from .fragments import PlaceFragments
+    from .hoist_shared_reads import HoistSharedReads
+    from .partition_parallel import PartitionParallelLoops
+    from .rasterize import RasterizeBlocks
+    from .shared_sync import SyncSharedWritesOfSeveralThreads
+
+    middle = flatten_and_vectorize()
+    if not legalize_bf16:
+        middle = [p for p in middle if p.info.name != "tirx.BF16ComputeLegalize"]
+    return [
+        PlaceFragments(),
+        PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
+        RasterizeBlocks(),
+        *middle,
+        SyncSharedWritesOfSeveralThreads(),
+        HoistSharedReads(),
+        s_tir.transform.ThreadSync("shared"),
+        s_tir.transform.ThreadSync("shared.dyn"),
+        s_tir.transform.LowerThreadAllreduce(),
+        PadTinySharedAllocations(),
+        s_tir.transform.MergeSharedMemoryAllocations(),
+    ]
