@@ -1,7 +1,8 @@
 """The backend conformance suite: one small kernel per tile operation and loop construct,
 each checked against numpy at a stated tolerance, for any target backend and execution
 backend (vendor ones included). ``pytest --tilelang-backend=<target>`` runs it (see
-``conformance_plugin``); ``run_case`` is the library form.
+``conformance_plugin``); ``run_case`` is the library form, and ``compile_case`` the form for
+a backend this machine can compile for but not run (``--tilelang-conformance=compile``).
 
 Covered: T.copy (global <-> shared <-> fragment, edge tiles), T.fill, T.clear, T.gemm
 (transposes, fp16 inputs), T.reduce_max/min/sum/abssum/absmax/bitand/bitor/bitxor (both
@@ -236,4 +237,27 @@ def run_case(case: ConformanceCase, target: Any = "auto", execution_backend: str
     return kernel
 
 
-__all__ = ["CASES", "ConformanceCase", "run_case"]
+def compile_case(case: ConformanceCase, target: Any) -> bytes | None:
+    """The case for a target this machine cannot run (a GPU backend on a CPU machine):
+    lowered to its sources, and its device source compiled by the backend's toolchain when
+    that toolchain works here (nvcc for CUDA, hipcc for ROCm). Returns the binary, or None
+    when the backend has no device code or no working toolchain here; compile errors
+    propagate as CompileError / LanguageError."""
+    import tilelang
+
+    from ..backend.module import create_backend_context
+    from ..backend.toolchain import compile_device_source, declared_toolchain, toolchain_unavailable_reason
+
+    func = case.build()
+    artifact = tilelang.lower(func, target=target, out_idx=list(case.out_idx) or None)
+    context = create_backend_context(target, None, execution_backend=None, kernel=func)
+    if not artifact.device_source or declared_toolchain(context.module) is None:
+        return None
+    if toolchain_unavailable_reason(context.module) is not None:
+        return None
+    binary = compile_device_source(artifact, context, "conformance")
+    assert binary, f"conformance case {case.name!r}: the toolchain returned an empty binary"
+    return binary
+
+
+__all__ = ["CASES", "ConformanceCase", "compile_case", "run_case"]

@@ -3,9 +3,10 @@ tilelang-core's ``pytest11`` entry point (it only adds options until one is give
 
     pytest --tilelang-backend=acme                       # the suite on target "acme", plus the tests collected here
     pytest --tilelang-backend=cpu --tilelang-execution-backend=cython --pyargs tilelang.testing.conformance_tests
+    pytest '--tilelang-backend={"kind": "cuda", "arch": "sm_90"}' --tilelang-conformance=compile ...  # no GPU: nvcc only
 
 ``--tilelang-backend`` takes whatever ``tilelang.compile(target=...)`` takes (a backend alias,
-a TVM kind); ``--tilelang-execution-backend`` an execution backend name (default: auto).
+a TVM kind, or a target dict written as JSON); ``--tilelang-execution-backend`` an execution backend name (default: auto).
 Importing this module imports neither tilelang nor TVM: pytest loads it in every session.
 """
 
@@ -24,6 +25,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run TileLang's conformance suite on this target (a backend alias or TVM kind)")
     group.addoption("--tilelang-execution-backend", metavar="NAME", default="auto",
                     help="the execution backend for the conformance suite (default: auto)")
+    group.addoption("--tilelang-conformance", choices=("run", "compile"), default="run",
+                    help="run: compile, run and compare with numpy (default); compile: lower and "
+                         "compile the device code only, for a backend this machine cannot run")
 
 
 def _names_the_suite(arg: str) -> bool:
