@@ -104,7 +104,7 @@ class JITKernel:
         self.from_cache = True
         return True
 
-    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         if kwargs:  # inputs by name: the shared binder's rule, on every execution backend
             from .arguments import bind_keywords
 
