@@ -230,3 +230,18 @@ def test_prepare_device_runtime_runs_the_hook_and_wraps_its_failure() -> None:
     with pytest.raises(CompileError, match="preparing TVM's runtime: the cc toolchain of target backend 'acme' "
                        "failed: RuntimeError: no driver"):
         prepare_device_runtime(_context(DeviceToolchain("cc", compile=bytes, prepare_runtime=broken)))
+
+
+def test_one_stream_rule_for_every_launcher():
+    # nvrtc, cython and tvm_ffi all take stream= through tilelang.plugin.stream_handle
+    from tilelang.errors import ArgumentError
+    from tilelang.plugin import stream_handle
+
+    class TorchLikeStream:
+        cuda_stream = 1234
+
+    assert stream_handle(7, "k") == 7 and stream_handle(TorchLikeStream(), "k") == 1234
+    for bad in (True, "stream", 1.5j, None):
+        with pytest.raises(ArgumentError, match=r"kernel 'k': stream= takes a CUDA stream handle \(int\) or a "
+                                                r"torch.cuda.Stream, got"):
+            stream_handle(bad, "k")

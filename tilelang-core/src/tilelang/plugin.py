@@ -56,6 +56,10 @@ _EXPORTS: dict[str, str] = {
     "DeviceToolchain": "tilelang.backend.toolchain",
     "compile_device_source": "tilelang.backend.toolchain",
     "prepare_device_runtime": "tilelang.backend.toolchain",
+    # -- streams (launchers that launch kernels themselves) --------------------------------
+    "stream_handle": "tilelang.backend.streams",
+    "current_stream_accessor": "tilelang.backend.streams",
+    "as_current_stream": "tilelang.backend.streams",
     "toolchain_unavailable_reason": "tilelang.backend.toolchain",
     # -- pass helpers ----------------------------------------------------------------------
     "PassPipeline": "tilelang.backend.pass_pipeline",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ....backend import BackendContext, ExecutionBackend, KernelLauncher
+from ....backend.streams import as_current_stream
 from ....backend.toolchain import prepare_device_runtime
 from ....engine.artifact import CompiledArtifact
 from ....errors import CompileError, LaunchError, TileLangError
@@ -42,7 +43,7 @@ class TVMFFILauncher(KernelLauncher):
             if stream is None or self.on_host:
                 self.function(*call)
             else:
-                with _torch_stream(stream):
+                with as_current_stream(stream, self.binder.kernel):
                     self.function(*call)
         except TileLangError:
             raise
@@ -51,14 +52,6 @@ class TVMFFILauncher(KernelLauncher):
         if not outputs:
             return None
         return outputs[0] if self.single else tuple(outputs)
-
-
-def _torch_stream(stream: Any) -> Any:
-    import torch
-
-    if not isinstance(stream, torch.cuda.Stream):
-        stream = torch.cuda.ExternalStream(int(stream))
-    return torch.cuda.stream(stream)
 
 
 class TVMFFIExecutionBackend(ExecutionBackend):

@@ -21,6 +21,7 @@ from tilelang.plugin import (
     ArgumentBinder,
     CompiledArtifact,
     KernelLauncher,
+    stream_handle,
 )
 
 # tl_runtime.h's TL_MISS_* codes, in order
@@ -136,17 +137,7 @@ def stream_handle_for(device_type: int, kernel: str) -> Any:
     host kernels ignore it, as the tvm_ffi backend does."""
     if device_type == 1:
         return lambda stream: 0
-
-    def handle(stream: Any) -> int:
-        value = getattr(stream, "cuda_stream", None)
-        if value is not None:
-            return int(value)
-        if isinstance(stream, bool) or not hasattr(stream, "__int__"):
-            raise ArgumentError(f"kernel {kernel!r}: stream= takes a CUDA stream handle (int) or a "
-                                f"torch.cuda.Stream, got {type(stream).__name__}")
-        return int(stream)
-
-    return handle
+    return lambda stream: stream_handle(stream, kernel)
 
 
 def make_launcher(module: ModuleType, artifact: CompiledArtifact, device_type: int,

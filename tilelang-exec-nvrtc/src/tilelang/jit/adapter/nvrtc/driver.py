@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tilelang.errors import BackendUnavailableError, LaunchError
+from tilelang.plugin import current_stream_accessor
 
 CUDA_ERROR_INVALID_CONTEXT = 201
 # Kernels may use up to 48 KiB of dynamic shared memory without opting in; beyond that
@@ -126,15 +127,12 @@ class CUDADriver:
         self.launch_kernel: Callable[..., tuple[int]] = cu.cuLaunchKernel
         # torch's current device and raw current stream (an int): the private accessors are
         # what torch's own generated launchers (Inductor/Triton) read; the public ones run
-        # torch's lazy-init check or allocate a Stream object per call
+        # torch's lazy-init check or allocate a Stream object per call (core's accessor)
         get_device = getattr(torch._C, "_cuda_getDevice", None)
-        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         #: () -> torch's current device index
         self.current_device: Callable[[], int] = get_device or torch.cuda.current_device
         #: (device) -> the CUstream torch launches on for that device now
-        self.current_stream: Callable[[int], int] = raw_stream or (
-            lambda device: torch.cuda.current_stream(device).cuda_stream
-        )
+        self.current_stream: Callable[[int], int] = current_stream_accessor(torch)
         torch.cuda.init()  # the private accessors assume torch's CUDA state exists
 
     def device_guard(self, device: int) -> contextlib.AbstractContextManager[Any]:

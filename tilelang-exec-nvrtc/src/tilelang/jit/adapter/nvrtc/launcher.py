@@ -16,7 +16,12 @@ import weakref
 from typing import Any
 
 from tilelang.errors import ArgumentError, LaunchError
-from tilelang.plugin import ArgumentBinder, CompiledArtifact, KernelLauncher
+from tilelang.plugin import (
+    ArgumentBinder,
+    CompiledArtifact,
+    KernelLauncher,
+    stream_handle,
+)
 
 from .driver import CUDA_ERROR_INVALID_CONTEXT, Driver, LoadedImage
 from .launch_plan import ARG_FORMATS, LaunchValues, OperandBuffer, launch_values
@@ -54,17 +59,6 @@ class _Loaded:
     def __init__(self, image: LoadedImage, launches: tuple[_Launch, ...]) -> None:
         self.image = image
         self.entries = tuple(zip(range(len(launches)), launches, image.functions))
-
-
-def stream_handle(stream: Any, kernel: str) -> int:
-    """``stream=`` -> a CUstream handle: an int, or a torch.cuda.Stream/ExternalStream."""
-    handle = getattr(stream, "cuda_stream", None)
-    if handle is not None:
-        return int(handle)
-    if isinstance(stream, bool) or not hasattr(stream, "__int__"):
-        raise ArgumentError(f"kernel {kernel!r}: stream= takes a CUDA stream handle (int) or a "
-                            f"torch.cuda.Stream, got {type(stream).__name__}")
-    return int(stream)
 
 
 class NVRTCLauncher(KernelLauncher):
