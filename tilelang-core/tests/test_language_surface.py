@@ -560,3 +560,34 @@ def test_fast_math_takes_floating_point_values_only():
         with pytest.raises(TypeError, match=rf"T.__exp only supports floating-point inputs, but got {dtype}"):
             T.__exp(tirx.Var("value", dtype))
     assert str(T.__sin(tirx.Var("value", "bfloat16")).ty.dtype) == "bfloat16"
+
+
+@pytest.mark.parametrize("op", ["bitand", "bitor", "bitxor"])
+def test_bitwise_reducers_combine_rows(op):
+    M, K = 4, 32
+
+    @T.prim_func
+    def rows(A: T.Tensor((M, K), T.int32), B: T.Tensor((M,), T.int32)):
+        with T.Kernel(1, threads=64):
+            acc = T.alloc_reducer((M,), T.int32, op=op)
+            T.reducer_init(acc)
+            for i, k in T.Parallel(M, K):
+                T.reducer_update(acc[i], A[i, k])
+            out = T.alloc_fragment((M,), T.int32)
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+
+    a = np.random.default_rng(12).integers(0, 2**31 - 1, (M, K)).astype("int32")
+    b = np.zeros(M, "int32")
+    tilelang.compile(rows, target="cpu")(a, b)
+    ufunc = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}[op]
+    np.testing.assert_array_equal(b, ufunc.reduce(a, axis=1))
+
+
+def test_a_bitwise_reducer_needs_integers():
+    with pytest.raises(LanguageError, match=r"T.alloc_reducer\(op='bitand'\) combines bits, so needs an integer dtype"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="bitand")
+                T.reducer_init(acc)

@@ -32,19 +32,24 @@ from .atomic import rmw_element
 from .misc import sync_threads
 from .ops import block_barrier
 
-_OPS = ("sum", "max", "min")
-_KIND = {"sum": "add", "max": "max", "min": "min"}
-_FORMS = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)"}
+_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
+_BITWISE = ("bitand", "bitor", "bitxor")
+_KIND = {"sum": "add", "max": "max", "min": "min", "bitand": "and", "bitor": "or", "bitxor": "xor"}
+_FORMS = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)",
+          "bitand": "r[i] = r[i] & v", "bitor": "r[i] = r[i] | v", "bitxor": "r[i] = r[i] ^ v"}
 #: reducers allocated since the last normalization: (buffer, op)
 _PENDING: list[tuple[Any, str]] = []
 
 
 def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = None) -> Any:
-    """A reducer tile of ``shape`` and ``dtype`` combined with ``op`` ("sum", "max", "min").
+    """A reducer tile of ``shape`` and ``dtype`` combined with ``op`` ("sum", "max", "min";
+    on integers also "bitand", "bitor", "bitxor").
     Clear or fill it first (``T.clear(r)``), update it in T.Parallel loops, then call
     ``T.finalize_reducer(r)`` before reading it."""
     if op not in _OPS:
         raise LanguageError(f"T.alloc_reducer: op must be one of {list(_OPS)}, got {op!r}")
+    if op in _BITWISE and not str(dtype).startswith(("int", "uint")):
+        raise LanguageError(f"T.alloc_reducer(op={op!r}) combines bits, so needs an integer dtype, got {dtype}")
     if replication not in (None, "all", "none"):
         raise LanguageError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
     shape = shape if isinstance(shape, (list, tuple)) else (shape,)
@@ -109,7 +114,8 @@ def _update_operand(store: Any, op: str) -> Any | None:
                 and len(expr.indices) == len(store.indices)
                 and all(tvm_ffi.structural_equal(a, b) for a, b in zip(expr.indices, store.indices)))
 
-    node = {"sum": tirx.Add, "max": tirx.Max, "min": tirx.Min}[op]
+    node = {"sum": tirx.Add, "max": tirx.Max, "min": tirx.Min, "bitand": tirx.BitwiseAnd,
+            "bitor": tirx.BitwiseOr, "bitxor": tirx.BitwiseXor}[op]
     if isinstance(value, node):
         if is_self(value.a):
             return value.b
