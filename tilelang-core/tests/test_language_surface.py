@@ -591,3 +591,14 @@ def test_a_bitwise_reducer_needs_integers():
             with T.Kernel(1, threads=32):
                 acc = T.alloc_reducer((1,), T.float32, op="bitand")
                 T.reducer_init(acc)
+
+
+def test_a_one_dimensional_kernel_unpacks_into_a_one_element_tuple():
+    @T.prim_func
+    def ids(B: T.Tensor((4,), T.int32)):
+        with T.Kernel(4, threads=1) as (bx,):
+            B[bx] = bx * 10
+
+    out = np.zeros(4, "int32")
+    tilelang.compile(ids, target="cpu")(out)
+    np.testing.assert_array_equal(out, [0, 10, 20, 30])
