@@ -35,7 +35,10 @@ def _describe_shape(shape: Sequence[Any]) -> str:
 
 def _compact_if_empty(array: Any) -> Any:
     """numpy (2.x) gives arrays with no elements all-zero strides, which DLPack consumers
-    checking for a compact layout reject; give them the row-major strides instead."""
+    checking for a compact layout reject; give them the row-major strides instead.
+    ``torch.from_numpy`` keeps those strides (and torch calls the tensor contiguous)."""
+    if type(array).__module__.startswith("torch"):
+        return array.new_empty(array.shape) if array.numel() == 0 and array.dim() else array
     if type(array).__module__ != "numpy" or array.size != 0 or array.ndim == 0:
         return array
     import numpy
@@ -67,7 +70,7 @@ def _writable_alias(array: Any) -> Any:
     import numpy
 
     if array.size == 0:
-        return numpy.empty(array.shape, dtype=array.dtype)
+        return _compact_if_empty(numpy.empty(array.shape, dtype=array.dtype))
     low = sum(min(0, s * (n - 1)) for s, n in zip(array.strides, array.shape))
     high = sum(max(0, s * (n - 1)) for s, n in zip(array.strides, array.shape)) + array.itemsize
     start = array.ctypes.data + low
@@ -277,7 +280,13 @@ class ArgumentBinder:
         if param.dtype.startswith(("float", "bfloat")):
             if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
                 raise self._error(index, f"expected a number ({param.dtype}), got {value!r}")
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an int past 2**1024
+                raise self._error(index, f"{value!r} is too large for any float; pass a float "
+                                  "(float('inf') if that is what it means)") from None
+            except (TypeError, ValueError) as e:  # __float__ of the value's own type failed
+                raise self._error(index, f"expected a number ({param.dtype}), got {value!r} ({e})") from None
         if param.dtype == "bool":
             return bool(value)
         return value

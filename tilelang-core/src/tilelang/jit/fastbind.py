@@ -93,7 +93,8 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
                     return None
                 e.fail_unless(f"type({x}) is int and {bounds[0]} <= {x} <= {bounds[1]}")
             elif p.dtype.startswith(("float", "bfloat")):
-                e.fail_unless(f"type({x}) is float or type({x}) is int")
+                # an int goes as it is, which execution backends convert through int64
+                e.fail_unless(f"type({x}) is float or (type({x}) is int and {-(2**63)} <= {x} < {2**63})")
             else:
                 e.fail_unless(f"type({x}) is bool")
             continue
@@ -116,6 +117,10 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
                     e.fail_unless(f"{symbols[dim]} <= {narrow[dim]}")
         if p.strides is None:
             e.fail_unless(f"{x}.is_contiguous()")
+            if any(not isinstance(d, int) or d == 0 for d in p.shape or ()):
+                # no elements: its strides may be numpy's zeros (torch.from_numpy), which
+                # DLPack consumers refuse; the full path gives it compact ones
+                e.fail_unless(f"{x}.numel()")
         else:
             return None  # explicit strides: the full path checks them
         if artifact.min_alignment:
