@@ -8,6 +8,7 @@
                then the vendor example (examples/vendor-backend) from its wheel, and the
                conformance suite on acme and on the CPU (tvm_ffi, cython)
 - lint:        ruff
+- fuzz:        the hypothesis fuzz tests, nightly profile (not run by CI's .ci/run)
 """
 
 from __future__ import annotations
@@ -147,6 +148,19 @@ def wheel_tests(session: nox.Session) -> None:
     for gpu_target in ('{"kind": "cuda", "arch": "sm_90"}', "hip"):
         session.run(*conformance, f"--tilelang-backend={gpu_target}", "--tilelang-conformance=compile",
                     "--pyargs", "tilelang.testing.conformance_tests", external=True)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The fuzz tests with the nightly profile (12,000 argument calls per CPU execution
+    backend, 240 tile-shape kernels); CI runs the same files with the small ci profile in
+    `tests`. Not a default session."""
+    session.install(TORCH_CPU)
+    install_editable(session)
+    tests = ROOT / "tilelang-core" / "tests"
+    session.run("python", "-m", "pytest", "-q", "-ra", "-s", "-p", "no:cacheprovider",
+                str(tests / "test_fuzz_arguments.py"), str(tests / "test_fuzz_tile_shapes.py"), *session.posargs,
+                env={"TILELANG_FUZZ_PROFILE": "nightly"})
 
 
 @nox.session
