@@ -228,10 +228,19 @@ class TileOpLowering:
         rank, d_rank = len(src.region), len(dst.region)
         kept = [a for a in range(rank) if a != axis]
         if d_rank == rank - 1:
-            return kept, list(range(d_rank))
-        if d_rank == rank:
-            return kept, kept
-        raise self.error(op, f"destination is {d_rank}-d; reducing a {rank}-d tile gives {rank - 1}-d")
+            d_axes = list(range(d_rank))
+        elif d_rank == rank:
+            d_axes = kept
+        else:
+            raise self.error(op, f"destination is {d_rank}-d; reducing a {rank}-d tile gives {rank - 1}-d")
+        # a destination of another extent would be written past its end or left partly unset
+        s_ext = [r.extent for r in src.region]
+        d_ext = [r.extent for r in dst.region]
+        for a, d in zip(kept, d_axes):
+            if self.analyzer.can_prove(s_ext[a] != d_ext[d]):
+                raise self.error(op, f"the destination's extents {list(d_ext)} do not match the "
+                                     f"{list(s_ext)} tile reduced over dim {axis} (axis {d} should be {s_ext[a]})")
+        return kept, d_axes
 
     def reduce(self, src: Any, dst: Any, kind: str, axis: int, clear: bool) -> Any:
         s_buf, s_min, s_ext = self.parts(src)
