@@ -222,11 +222,28 @@ def test_fill(M, N, r, c, value, backend) -> None:
     np.testing.assert_array_equal(memory, expected)
 
 
-@pytest.mark.xfail(strict=True, reason="the C target prints a float32 constant with 7 significant digits "
-                                       "(1.003438e+02f for 100.34375): not every float32 survives, which takes 9; "
-                                       "found by this fuzz test (cython; tvm_ffi's LLVM path is exact)")
 def test_a_float32_constant_survives_the_c_target() -> None:
+    # TVM's C codegen printed 100.34375f as 1.003438e+02f (7 significant digits; found by
+    # this fuzz test on cython): such constants are now written as their bits
     kernel = compile_or_refuse(lambda: fill_region(1, 1, 0, 1, 0, 1, 100.34375), ("c", "cython"), out_idx=())
     y = np.zeros((1, 1), "float32")
     kernel(y)
     assert y[0, 0] == np.float32(100.34375)
+
+
+def _double_constants():
+    @T.prim_func
+    def main(Y: T.Tensor((3,), "float64")):
+        with T.Kernel(1, threads=1) as _:
+            Y[0] = T.float64(1.0 / 3.0)  # %e would print 3.333333e-01
+            Y[1] = T.float64(0.5)  # printed as it is
+            Y[2] = T.float64(2.0**-30 + 1.0)
+
+    return main
+
+
+def test_float64_constants_survive_the_c_target() -> None:
+    kernel = compile_or_refuse(_double_constants, ("c", "cython"), out_idx=())
+    y = np.zeros(3, "float64")
+    kernel(y)
+    np.testing.assert_array_equal(y, [1.0 / 3.0, 0.5, 2.0**-30 + 1.0])
