@@ -412,7 +412,8 @@ def reset_output(call: Call) -> None:
     if isinstance(call.out, np.ndarray) or (torch is not None and isinstance(call.out, torch.Tensor)):
         view = as_numpy(call.out) if str(getattr(call.out, "device", "cpu")) == "cpu" else None
         if view is not None and view.flags.writeable:
-            view[...] = UNWRITTEN
+            with np.errstate(invalid="ignore"):  # a wrong-dtype output (uint8, bool) holds what it can
+                view[...] = np.float32(UNWRITTEN).astype(view.dtype)
 
 
 def check(kernels: dict, call: Call) -> None:
