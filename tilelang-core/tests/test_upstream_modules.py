@@ -252,7 +252,8 @@ def test_alloc_reducer_cuda_source_uses_shared_atomics_between_barriers() -> Non
 
 
 def test_alloc_reducer_errors() -> None:
-    with pytest.raises(LanguageError, match=r"op must be one of \['sum', 'max', 'min'\], got 'prod'"):
+    with pytest.raises(LanguageError, match=r"op must be one of \['sum', 'max', 'min', 'bitand', 'bitor', "
+                                            r"'bitxor'\], got 'prod'"):
         @T.prim_func
         def bad_op(A: T.Tensor((32,), "float32")):
             with T.Kernel(1, threads=32) as bx:
