@@ -15,12 +15,12 @@ import subprocess
 import sys
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import tilelang
 from click.testing import CliRunner
+from fake_plugins import FakeDist, FakeEntryPoint, plugin
 from tilelang import BackendNotFoundError, ManifestError, PluginError
 from tilelang.backend import (
     BackendModule,
@@ -34,42 +34,8 @@ from tilelang.backend.execution_backend import validate_execution_backend
 from tilelang.backend.registry import REGISTRY, origin
 from tilelang.backend.resolution import execution_specs
 from tilelang.cli.main import cli
-from tilelang.plugins import hookimpl, loader, plugin_records
+from tilelang.plugins import loader, plugin_records
 from tilelang.plugins.api import PLUGIN_API_VERSION, api_incompatibility
-
-
-@dataclass(frozen=True)
-class FakeDist:
-    name: str
-    version: str = "1.0"
-
-
-@dataclass(frozen=True)
-class FakeEntryPoint:
-    """What loader._entry_points yields: name, value, dist and load()."""
-
-    name: str
-    dist: FakeDist
-    module: types.ModuleType | None  # None: importing it fails
-
-    @property
-    def value(self) -> str:
-        return f"fake_{self.name}"
-
-    def load(self) -> Any:
-        if self.module is None:
-            raise ImportError(f"{self.value} needs an SDK that is not installed")
-        return self.module
-
-
-def plugin(name: str, api: object = PLUGIN_API_VERSION, **hooks: Callable[[], Any]) -> types.ModuleType:
-    """A plugin module: TILELANG_PLUGIN_API (left out when api is None) and hook functions."""
-    module = types.ModuleType(f"fake_{name}")
-    if api is not None:
-        module.TILELANG_PLUGIN_API = api
-    for hook_name, function in hooks.items():
-        setattr(module, hook_name, hookimpl(function))
-    return module
 
 
 def llvm_backend(name: str, **fields: Any) -> BackendModule:

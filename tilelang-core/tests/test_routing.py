@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import logging
 import re
-import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
+from fake_plugins import FakeDist, FakeEntryPoint, plugin
 from tilelang import BackendNotFoundError, CompileError, LanguageError
 from tilelang.backend import BackendModule, ExecutionBackendSpec, create_backend_context
 from tilelang.backend.routing import (
@@ -26,8 +25,7 @@ from tilelang.backend.routing import (
 from tilelang.cache import KernelCache
 from tilelang.jit.kernel import JITKernel
 from tilelang.language.ext import extension_call
-from tilelang.plugins import hookimpl, loader
-from tilelang.plugins.api import PLUGIN_API_VERSION
+from tilelang.plugins import loader
 from tilelang.testing.kernels import elementwise_add
 
 EXT_REF = f"{__name__}:fast_scale"  # this module, found by reference like a plugin's
@@ -64,34 +62,6 @@ def fast_backend(**fields: Any) -> BackendModule:
         "canonicalize_target": _with_key,
     }
     return BackendModule(**{**manifest, **fields})
-
-
-@dataclass(frozen=True)
-class FakeDist:
-    name: str
-    version: str = "1.0"
-
-
-@dataclass(frozen=True)
-class FakeEntryPoint:
-    name: str
-    dist: FakeDist
-    module: types.ModuleType
-
-    @property
-    def value(self) -> str:
-        return f"fake_{self.name}"
-
-    def load(self) -> Any:
-        return self.module
-
-
-def plugin(name: str, **hooks: Callable[[], Any]) -> types.ModuleType:
-    module = types.ModuleType(f"fake_{name}")
-    module.TILELANG_PLUGIN_API = PLUGIN_API_VERSION
-    for hook_name, function in hooks.items():
-        setattr(module, hook_name, hookimpl(function))
-    return module
 
 
 def takes_small(request: RouteRequest) -> RouteDecision | None:
