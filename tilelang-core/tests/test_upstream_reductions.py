@@ -1,0 +1,143 @@
+"""Upstream's reduction and scan surface on the CPU, against numpy: T.cumsum / T.cummax /
+T.cummin in both directions, reduce_* with upstream's tuning keywords, and reducer v2
+(T.reducer_init / T.reducer_update / T.finalize_reducer(r, dst)) with sum, max and the
+bitwise combines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang import LanguageError
+
+
+def _scan_kernel(kind: str, reverse: bool):
+    scan = {"sum": T.cumsum, "max": T.cummax, "min": T.cummin}[kind]
+
+    @T.prim_func
+    def scan_rows(A: T.Tensor((4, 16), T.float32), B: T.Tensor((4, 16), T.float32)):
+        with T.Kernel(threads=32):  # no grid extents: one block, as upstream
+            tile = T.alloc_fragment((4, 16), T.float32)
+            T.copy(A, tile)
+            scan(tile, dim=1, reverse=reverse)
+            T.copy(tile, B)
+
+    return scan_rows
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_running_sums_maxima_and_minima_along_a_tile(kind, reverse):
+    kernel = tilelang.compile(_scan_kernel(kind, reverse), target="cpu")
+    a = np.random.default_rng(5).standard_normal((4, 16)).astype("float32")
+    out = np.zeros_like(a)
+    kernel(a, out)
+    ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum}[kind]
+    src = a[:, ::-1] if reverse else a
+    expected = ufunc.accumulate(src, axis=1)
+    np.testing.assert_allclose(out, expected[:, ::-1] if reverse else expected, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_takes_upstreams_tuning_keywords():
+    @T.prim_func
+    def row_max(A: T.Tensor((8, 32), T.float32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_fragment((8, 32), T.float32)
+            out = T.alloc_fragment((8,), T.float32)
+            T.copy(A, tile)
+            T.reduce_max(tile, out, dim=1, batch=2, annotations={"enable_fadd2": False})
+            T.copy(out, B)
+
+    a = np.random.default_rng(6).standard_normal((8, 32)).astype("float32")
+    out = np.zeros(8, "float32")
+    tilelang.compile(row_max, target="cpu")(a, out)
+    np.testing.assert_allclose(out, a.max(axis=1))
+
+
+def test_reduce_refuses_nan_propagation_with_the_reason():
+    with pytest.raises(LanguageError, match=r"T.reduce_max\(nan_propagate=True\) is not supported: max/min here "
+                                            r"return the non-NaN operand"):
+        @T.prim_func
+        def row_max(A: T.Tensor((8, 32), T.float32), B: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                tile = T.alloc_fragment((8, 32), T.float32)
+                out = T.alloc_fragment((8,), T.float32)
+                T.copy(A, tile)
+                T.reduce_max(tile, out, dim=1, nan_propagate=True)
+                T.copy(out, B)
+
+
+def test_reducer_v2_epoch_sums_each_contribution_once():
+    # upstream's reducer v2 (its issue 2408: 128 threads over 8 elements must give 36)
+    M, K, block_K = 8, 64, 16
+
+    @T.prim_func
+    def row_sums(A: T.Tensor((M, K), T.float32), B: T.Tensor((M,), T.float32), C: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=128):
+            acc = T.alloc_reducer((M,), T.float32, op="sum")
+            T.reducer_init(acc)
+            tile = T.alloc_fragment((M, block_K), T.float32)
+            for k in T.serial(K // block_K):
+                T.copy(A[0, k * block_K], tile)
+                for i, j in T.Parallel(M, block_K):
+                    T.reducer_update(acc[i], tile[i, j])
+            result = T.alloc_fragment((M,), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+            peak = T.alloc_reducer((1,), T.float32, op="max")
+            T.reducer_init(peak, init=100.0)
+            for i in T.Parallel(M):
+                T.reducer_update(peak[0], result[i])
+            top = T.alloc_fragment((1,), T.float32)
+            T.finalize_reducer(peak, top, batch=2)
+            T.copy(top, C)
+
+    a = np.random.default_rng(7).standard_normal((M, K)).astype("float32")
+    a[3, :] += 10.0  # row 3's sum passes the init of 100 for max: 640 +- noise
+    b, c = np.zeros(M, "float32"), np.zeros(1, "float32")
+    tilelang.compile(row_sums, target="cpu")(a, b, c)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(c, [max(100.0, a.sum(axis=1).max())], rtol=1e-5)
+
+
+def test_reducer_update_names_what_it_takes():
+    with pytest.raises(LanguageError, match=r"T.reducer_update: 'plain' was not allocated with T.alloc_reducer"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                plain = T.alloc_fragment((8,), T.float32)
+                for i in T.Parallel(8):
+                    T.reducer_update(plain[i], A[i])
+
+
+@pytest.mark.parametrize("op", ["bitand", "bitor", "bitxor"])
+def test_bitwise_reducers_combine_rows(op):
+    M, K = 4, 32
+
+    @T.prim_func
+    def rows(A: T.Tensor((M, K), T.int32), B: T.Tensor((M,), T.int32)):
+        with T.Kernel(1, threads=64):
+            acc = T.alloc_reducer((M,), T.int32, op=op)
+            T.reducer_init(acc)
+            for i, k in T.Parallel(M, K):
+                T.reducer_update(acc[i], A[i, k])
+            out = T.alloc_fragment((M,), T.int32)
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+
+    a = np.random.default_rng(12).integers(0, 2**31 - 1, (M, K)).astype("int32")
+    b = np.zeros(M, "int32")
+    tilelang.compile(rows, target="cpu")(a, b)
+    ufunc = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}[op]
+    np.testing.assert_array_equal(b, ufunc.reduce(a, axis=1))
+
+
+def test_a_bitwise_reducer_needs_integers():
+    with pytest.raises(LanguageError, match=r"T.alloc_reducer\(op='bitand'\) combines bits, so needs an integer dtype"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="bitand")
+                T.reducer_init(acc)
+
