@@ -243,14 +243,19 @@ def compile_case(case: ConformanceCase, target: Any) -> bytes | None:
     that toolchain works here (nvcc for CUDA, hipcc for ROCm). Returns the binary, or None
     when the backend has no device code or no working toolchain here; compile errors
     propagate as CompileError / LanguageError."""
-    import tilelang
-
     from ..backend.module import create_backend_context
-    from ..backend.toolchain import compile_device_source, declared_toolchain, toolchain_unavailable_reason
+    from ..backend.toolchain import (
+        compile_device_source,
+        declared_toolchain,
+        toolchain_unavailable_reason,
+    )
+    from ..engine.lower import lower
+    from ..jit.kernel import _name_of
 
     func = case.build()
-    artifact = tilelang.lower(func, target=target, out_idx=list(case.out_idx) or None)
-    context = create_backend_context(target, None, execution_backend=None, kernel=func)
+    # one context (and one routing decision) for the lowering and the toolchain
+    context = create_backend_context(target, None, execution_backend=None, kernel=func, kernel_name=_name_of(func))
+    artifact = lower(func, context, out_idx=list(case.out_idx))
     if not artifact.device_source or declared_toolchain(context.module) is None:
         return None
     if toolchain_unavailable_reason(context.module) is not None:
