@@ -291,10 +291,10 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
             nest.append(inner)
             inner = inner.body
-        touches_registers = not _to_registers(inner, list(registers), tirx.const(0, "int32")).same_as(inner)
-        if active == threads or touches_registers:
-            if touches_registers and active != threads:
-                _check_register_nest(nest, threads, lo, hi, kernel)
+        if active == threads:
+            new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
+        elif _touches(inner, [old for old, _ in registers]):
+            _check_register_nest(nest, threads, lo, hi, kernel)
             new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
         else:
             new, align = _partition(nest, inner, tid - lo if lo else tid, active, max_bytes, registers)
@@ -302,6 +302,19 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         return new
 
     return tvm_ffi.structural_map(body, [(tirx.IfThenElse, on_if), (tirx.For, on_for)], order="pre")
+
+
+def _touches(body: Any, buffers: list[Any]) -> bool:
+    """Whether ``body`` stores to or loads from one of ``buffers``."""
+    found = []
+
+    def visit(node: Any) -> None:
+        buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+        if any(buffer.same_as(b) for b in buffers):
+            found.append(node)
+
+    tvm_ffi.structural_walk(body, [(tirx.BufferStore, visit), (TensorLoad, visit)])
+    return bool(found)
 
 
 def _check_register_nest(nest: list[Any], threads: int, lo: int, hi: int, kernel: str) -> None:
