@@ -1,0 +1,58 @@
+"""bmm: batched fp16 GEMM C[b] = A[b] @ B[b] (fp32 accumulation), one grid z-slice per batch
+entry, against torch.bmm (cuBLAS's strided-batched GEMM)."""
+
+from __future__ import annotations
+
+import tilelang.language as T
+
+from .common import Case, KernelSpec, Variant
+
+SHAPES = ((16, 1024, 1024, 1024), (32, 2048, 2048, 512))  # batch, M, N, K
+CONFIGS = ((128, 128, 32, 128, 3), (128, 128, 64, 128, 3), (128, 256, 64, 256, 3))  # bM, bN, bK, threads, stages
+
+
+def bmm_kernel(batch, M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((batch, M, K), dtype), B: T.Tensor((batch, K, N), dtype),
+             C: T.Tensor((batch, M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), batch, threads=threads) as (bx, by, bz):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
+                T.copy(A[bz, by * bM:(by + 1) * bM, k * bK:(k + 1) * bK], As)
+                T.copy(B[bz, k * bK:(k + 1) * bK, bx * bN:(bx + 1) * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[bz, by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN])
+
+    return main
+
+
+def _inputs(b: int, m: int, n: int, k: int) -> dict:
+    import torch
+
+    return {"a": torch.randn(b, m, k, device="cuda", dtype=torch.float16),
+            "b": (torch.randn(b, k, n, device="cuda") * k**-0.5).half(),  # outputs of order one
+            "c": torch.empty(b, m, n, device="cuda", dtype=torch.float16)}
+
+
+def _launch(kernels: list, t: dict):
+    kernels[0](t["a"], t["b"], t["c"])
+    return t["c"]
+
+
+def _reference(t: dict):
+    import torch
+
+    return torch.bmm(t["a"], t["b"])
+
+
+def cases(quick: bool) -> list[Case]:
+    out = []
+    for b, m, n, k in SHAPES[:1] if quick else SHAPES:
+        variants = [Variant("{}x{}x{}/t{}/s{}".format(*c), lambda c=c, s=(b, m, n, k): [KernelSpec(bmm_kernel(*s, *c))])
+                    for c in (CONFIGS[:2] if quick else CONFIGS)]
+        out.append(Case("bmm", f"{b}x{m}x{n}x{k}", {"batch": b, "M": m, "N": n, "K": k}, "TFLOP/s", 2.0 * b * m * n * k,
+                        variants, lambda s=(b, m, n, k): _inputs(*s), _launch, _reference, atol=1e-2, rtol=1e-2))
+    return out

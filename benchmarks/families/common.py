@@ -1,0 +1,190 @@
+"""What a benchmark family provides (``cases(quick) -> list[Case]``) and the two ways a case
+runs: on a GPU (compile, check against torch, time both with CUDA events) or dry (lower for
+a CUDA arch and compile the device code, launching nothing; for machines without a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parent.parent
+EXAMPLES = BENCHMARKS.parent / "examples"
+
+
+def load_benchmark(name: str) -> Any:
+    """benchmarks/<name>.py as module ``bench_<name>``: by path, because examples/ (which
+    benchmarks/matmul.py puts first on sys.path) has files of the same names."""
+    module_name = f"bench_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    for folder in (BENCHMARKS, EXAMPLES):  # cuda_timing, gemm: imported by plain name there
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))
+    spec = importlib.util.spec_from_file_location(module_name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One launch of a variant: a ``T.prim_func`` and how it is compiled. Outputs are
+    passed in preallocated (no ``out_idx``), so the timing holds the kernels alone."""
+
+    func: Any
+    pass_configs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One tile configuration of a case; ``build`` makes its kernels (run in order)."""
+
+    label: str
+    build: Callable[[], Sequence[KernelSpec]]
+
+
+@dataclass
+class Case:
+    """One family/shape: TileLang variants against the torch path on the same inputs.
+
+    ``inputs()`` makes the CUDA tensors (outputs preallocated), ``launch(kernels, inputs)``
+    runs a variant's compiled kernels and returns its output(s), ``reference(inputs)`` runs
+    the torch path and returns the same. ``work`` is FLOPs (metric TFLOP/s) or bytes moved
+    (GB/s). Correct: every element within ``atol + rtol * |reference|``."""
+
+    family: str
+    name: str
+    shape: dict[str, Any]
+    metric: str
+    work: float
+    variants: list[Variant]
+    inputs: Callable[[], dict[str, Any]]
+    launch: Callable[[list[Any], dict[str, Any]], Any]
+    reference: Callable[[dict[str, Any]], Any]
+    atol: float
+    rtol: float
+    notes: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def base_record(self) -> dict[str, Any]:
+        return {"name": self.family, "case": self.name, "shape": self.shape, "metric": self.metric,
+                "atol": self.atol, "rtol": self.rtol, "tl_ms": None, "ref_ms": None, "ratio": None,
+                "tl_value": None, "ref_value": None, "correct": None, "max_err": None, "config": None,
+                "error": None, **({"notes": self.notes} if self.notes else {})}
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception's type and first lines: enough to see what failed in a table cell."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) < 600 else text[:600] + " ..."
+
+
+def _outputs(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def compare(got: Any, want: Any, atol: float, rtol: float) -> tuple[bool, float]:
+    """(every element within tolerance and finite, max absolute error) over all outputs."""
+    correct, worst = True, 0.0
+    for g, w in zip(_outputs(got), _outputs(want), strict=True):
+        g, w = g.float(), w.float()
+        diff = (g - w).abs()
+        worst = max(worst, float(diff.max().nan_to_num(nan=math.inf)))
+        correct = correct and bool((diff <= atol + rtol * w.abs()).all()) and bool(g.isfinite().all())
+    return correct, worst
+
+
+def throughput(case: Case, ms: float) -> float:
+    """TFLOP/s or GB/s of ``case.work`` done in ``ms``."""
+    scale = 1e9 if case.metric == "TFLOP/s" else 1e6
+    return round(case.work / ms / scale, 2)
+
+
+def run_case(case: Case, repeat: int, inner: int) -> dict[str, Any]:
+    """Compile every variant for the local GPU, check it against torch, time both; the record
+    carries the fastest correct variant (else the fastest, marked incorrect)."""
+    import tilelang
+    import torch
+
+    time_ms = load_benchmark("cuda_timing").time_ms
+    record = case.base_record()
+    tried: list[dict[str, Any]] = []
+    record["variants"] = tried
+    try:
+        inputs = case.inputs()
+        want = case.reference(inputs)
+        torch.cuda.synchronize()
+        record["ref_ms"] = round(time_ms(lambda: case.reference(inputs), repeat, inner), 4)
+        record["ref_value"] = throughput(case, record["ref_ms"])
+    except Exception as exc:  # noqa: BLE001 -- the torch side failing is a result too
+        record["error"] = "torch reference: " + error_text(exc)
+        return record
+    for variant in case.variants:
+        entry: dict[str, Any] = {"config": variant.label}
+        tried.append(entry)
+        stage = "compile"
+        try:
+            kernels = [tilelang.compile(spec.func, target="cuda", pass_configs=spec.pass_configs)
+                       for spec in variant.build()]
+            stage = "run"
+            got = case.launch(kernels, inputs)
+            torch.cuda.synchronize()
+            entry["correct"], entry["max_err"] = compare(got, want, case.atol, case.rtol)
+            entry["max_err"] = round(entry["max_err"], 5)
+            stage = "timing"
+            entry["tl_ms"] = round(time_ms(lambda ks=kernels: case.launch(ks, inputs), repeat, inner), 4)
+        except Exception as exc:  # noqa: BLE001 -- reported per variant; the others continue
+            entry["error"] = f"{stage}: {error_text(exc)}"
+            traceback.print_exc(file=sys.stderr)
+    timed = [e for e in tried if e.get("tl_ms")]
+    best = min([e for e in timed if e["correct"]] or timed, key=lambda e: e["tl_ms"], default=None)
+    if best is None:
+        record["error"] = "; ".join(f"{e['config']}: {e['error']}" for e in tried)
+        return record
+    record.update(config=best["config"], tl_ms=best["tl_ms"], correct=best["correct"], max_err=best["max_err"],
+                  tl_value=throughput(case, best["tl_ms"]), ratio=round(record["ref_ms"] / best["tl_ms"], 3))
+    return record
+
+
+def dry_run_case(case: Case, arch: str, nvcc: bool) -> dict[str, Any]:
+    """Lower every variant's kernels for ``arch`` and (``nvcc``) compile their device code
+    with the CUDA backend's toolchain; nothing is launched, torch's side is not run."""
+    import tilelang
+
+    record = case.base_record()
+    tried: list[dict[str, Any]] = []
+    record["variants"] = tried
+    for variant in case.variants:
+        entry: dict[str, Any] = {"config": variant.label}
+        tried.append(entry)
+        stage = "build"
+        try:
+            specs = variant.build()
+            for spec in specs:
+                stage = "lower"
+                artifact = tilelang.lower(spec.func, target={"kind": "cuda", "arch": arch},
+                                          pass_configs=spec.pass_configs)
+                if not artifact.device_source:
+                    raise RuntimeError("lowering produced no CUDA source")
+                if nvcc:
+                    stage = "device compile"
+                    from tilelang.cuda.toolchain import compile_cubin
+
+                    compile_cubin(artifact.device_source, arch, artifact.kernel_name)
+            entry["status"] = "compiled" if nvcc else "lowered"
+            entry["kernels"] = len(specs)
+        except Exception as exc:  # noqa: BLE001 -- every failure is a result to report
+            entry["status"] = "failed"
+            entry["error"] = f"{stage}: {error_text(exc)}"
+    failed = [e for e in tried if e["status"] == "failed"]
+    record["status"] = "failed" if failed else tried[0]["status"]
+    if failed:
+        record["error"] = "; ".join(f"{e['config']}: {e['error']}" for e in failed)
+    return record
