@@ -15,9 +15,11 @@ from . import toolchain
 
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
-_HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic")  # tl_device.h's families
+_HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
+            "tl_tma")  # tl_device.h's families
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
 _INFF = re.compile(r"\binff\b")
+_DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
 _WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])\b")
 
 
@@ -66,6 +68,9 @@ def _postproc(code: str, target: Any = None) -> str:
         # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
         # identifier nothing defines (upstream's bf16 max reductions start from -inf)
         code = "#ifndef inff\n#define inff __int_as_float(0x7f800000)\n#endif\n" + code
+    if "tl_check_swizzle_base" in code:
+        # TMA rings (transform/tma.py): the dynamic buffer's tiles need 1 KiB alignment
+        code = _DYNAMIC_SHARED.sub(r"\g<1>1024\g<2>", code)
     if any(helper in code for helper in _HELPERS):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
         generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)

@@ -27,7 +27,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import LowerAtomics, LowerTensorCoreGemm
 
     return [
-        LowerTensorCoreGemm(),
+        # TMA tensor maps are encoded by the kernel's host code: only where it runs
+        LowerTensorCoreGemm(tensor_maps=context.execution_spec.requires_host_codegen),
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerAtomics(),

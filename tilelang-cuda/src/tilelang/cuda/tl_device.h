@@ -93,6 +93,74 @@ __device__ __forceinline__ void tl_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Tensor Memory Accelerator loads into mbarrier stage rings (sm_90; PTX ISA
+// "cp.async.bulk.tensor" and "mbarrier"). One thread of the block arms a stage's barrier
+// with the bytes its boxes will deliver and issues the boxes; every thread waits on the
+// barrier's phase parity. The tensor map is a __grid_constant__ kernel parameter encoded
+// by the host (cuTensorMapEncodeTiled); coordinates are elements, innermost first, and
+// boxes reaching outside the tensor are zero-filled by the hardware.
+// TMA and wgmma swizzle on absolute shared addresses: a swizzled tile must start on a
+// 1 KiB boundary (the backend lays the dynamic buffer out so; this checks it once).
+__device__ __forceinline__ void tl_check_swizzle_base(const void* smem) {
+  if (tl_smem_addr(smem) & 1023u) {
+    printf("tilelang: a swizzled shared tile starts at %u, not on a 1 KiB boundary\n", tl_smem_addr(smem));
+    __trap();
+  }
+}
+
+__device__ __forceinline__ void tl_mbarrier_init(void* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
+}
+
+// Makes the initialized barriers visible to the async proxy (the TMA unit's complete_tx);
+// a block barrier must follow before any thread uses them.
+__device__ __forceinline__ void tl_mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void tl_mbarrier_expect_tx(void* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void tl_mbarrier_arrive(void* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void tl_mbarrier_wait(void* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred ready;\n"
+      "TL_MBARRIER_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra TL_MBARRIER_WAIT;\n}\n"
+      :: "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void tl_tma_prefetch(unsigned long long tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"(tmap) : "memory");
+}
+
+__device__ __forceinline__ void tl_tma_load_2d(void* smem, unsigned long long tmap, void* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4}], [%2];\n"
+               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1) : "memory");
+}
+
+__device__ __forceinline__ void tl_tma_load_3d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5}], [%2];\n"
+               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
+__device__ __forceinline__ void tl_tma_load_4d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2,
+                                               int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2),
+                  "r"(c3) : "memory");
+}
+
 // Atomics (CUDA C++ Programming Guide, "Atomic Functions"). atomicAdd/Max/Min/Or/And/Xor
 // are called directly where CUDA has them for the element type; these helpers fill the
 // gaps: max / min of floating types as a compare-and-swap loop on the element's bits

@@ -21,6 +21,7 @@ from tilelang.plugin import (
     dtype_bytes,
     extern_call,
     is_full_region,
+    pass_config,
     seq,
     static_ints,
     substitute,
@@ -32,6 +33,13 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
+from .tma import (
+    DISABLE_TMA_CONFIG,
+    TensorMapLoad,
+    barrier_address,
+    barrier_buffer,
+    tensor_map_load,
+)
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 
@@ -207,6 +215,9 @@ class AsyncCopyPipelines:
         if stages is None:
             return loop
         producers, rest = self._split_body(loop)
+        loads = self._tensor_map_loads(producers, rest)
+        if loads is not None:
+            return self._tma_pipeline(loop, stages, producers, rest, loads)
         n, k = loop.extent, loop.loop_var
         # copies run ahead by stages - 1 iterations; with wgmma groups left in flight
         # across iterations, one stage fewer (the stage being overwritten must be one
@@ -233,6 +244,110 @@ class AsyncCopyPipelines:
         self.needs_alignment = True
         drain = extern_call("tl_wgmma_wait", 0) if self.wgmma else None
         return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), drain, block_barrier()])
+
+    def _tensor_map_loads(self, producers: list[Any], rest: list[Any]) -> list[TensorMapLoad] | None:
+        """TMA plans for every producer of a wgmma pipeline, or None (cp.async)."""
+        if not (self.wgmma and self.tensor_maps) or pass_config(DISABLE_TMA_CONFIG):
+            return None
+        # the ring releases a stage after the first GEMM's wait; with a group left in
+        # flight that GEMM must come first, and every other reader of a staged tile must
+        # be a GEMM too (plain loads read through the generic proxy, which TMA's writes
+        # would race without a proxy fence)
+        first = rest[0] if rest else None
+        if self.wgmma_pending and tile_op_name(first) != "gemm":
+            return None
+        if self._plain_reads(rest, [self._find(p.value.args[1].source, self.tiles).old for p in producers]):
+            return None
+        loads = []
+        for p in producers:
+            src, dst = p.value.args[0], p.value.args[1]
+            axes = [a for a, r in enumerate(src.region)
+                    if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+            load = tensor_map_load(src, self._find(dst.source, self.tiles), axes)
+            if load is None:
+                return None
+            loads.append(load)
+        return loads
+
+    def _tma_pipeline(self, loop: Any, stages: int, producers: list[Any], rest: list[Any],
+                      loads: list[TensorMapLoad]) -> Any:
+        """The stage ring on TMA boxes (tma.py), with two mbarriers per stage: ``full``
+        (armed by the issuing thread with the bytes its boxes deliver) and ``empty`` (every
+        thread arrives once its wgmma reading the stage has completed). Iteration k waits
+        for full[k], runs its first GEMM, releases the stage of iteration k - 1 (complete
+        after the GEMM's wait, which leaves at most one group in flight), and thread 0
+        refills that stage for iteration k + stages - 1 once every thread has released it:
+        a lookahead of stages - 1 with no block barrier in the loop."""
+        n, k = loop.extent, loop.loop_var
+        first = rest[0] if rest else None
+        acc = self._find(first.value.args[2].source, self.accumulators) \
+            if first is not None and tile_op_name(first) == "gemm" else None
+        ahead = stages - 1
+        barriers = barrier_buffer(stages)
+
+        def full(stage: Any) -> Any:
+            return barrier_address(barriers, stage)
+
+        def empty(stage: Any) -> Any:
+            return barrier_address(barriers, stage + stages)
+
+        leader = self.tid == 0
+        total = sum(load.bytes for load in loads)
+        for load, p in zip(loads, producers):
+            self.host_prologue += load.encode(p.value.args[0].source)
+
+        def issue(k_value: Any, stage: Any) -> Any:
+            bar = full(stage)
+            boxes = [load.issue([substitute(r.min, [(k, k_value)]) for r in p.value.args[0].region], stage, bar)
+                     for load, p in zip(loads, producers)]
+            return seq([extern_call("tl_mbarrier_expect_tx", bar, total), *boxes])
+
+        def parity(iteration: Any) -> Any:
+            return tirx.floormod(tirx.floordiv(iteration, stages), 2)
+
+        s = self.var("s")
+        init = seq([*[extern_call("tl_check_swizzle_base", load.tile.new.access_ptr("r", offset=0, extent=1))
+                      for load in loads],
+                    unrolled(s, stages, seq([extern_call("tl_mbarrier_init", full(s), 1),
+                                             extern_call("tl_mbarrier_init", empty(s), self.threads)])),
+                    extern_call("tl_mbarrier_init_fence")])
+        prologue = [tirx.AllocBuffer(barriers), tirx.IfThenElse(leader, init, None), block_barrier()]
+        for s in range(ahead):
+            stage = tirx.IntImm("int32", s)
+            prologue.append(tirx.IfThenElse(tirx.And(leader, stage < n), issue(stage, stage), None))
+        previous = k - 1
+        released = tirx.floormod(previous, stages)
+        nxt = k + ahead
+        refill = seq([
+            tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive", empty(released)), None),
+            tirx.IfThenElse(tirx.And(leader, nxt < n), seq([
+                tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", empty(released), parity(previous)), None),
+                issue(nxt, tirx.floormod(nxt, stages))]), None),
+        ])
+        if acc is not None:  # after the first GEMM's wait: the stage of iteration k - 1 is read
+            rest = [self._wgmma(acc, first.value.args, after_wait=refill), *rest[1:]]
+            refill = None
+        wait = extern_call("tl_mbarrier_wait", full(tirx.floormod(k, stages)), parity(k))
+        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq([wait, refill, *rest]))
+        self.needs_alignment = True
+        return seq([*prologue, main, extern_call("tl_wgmma_wait", 0), block_barrier()])
+
+    @staticmethod
+    def _plain_reads(stmts: list[Any], buffers: list[Any]) -> bool:
+        """Whether anything but a T.gemm in ``stmts`` reads one of ``buffers``."""
+        found = []
+
+        def visit(node: Any) -> Any:
+            if tile_op_name(node) == "gemm":
+                return WalkResult.SKIP
+            source = node.source if isinstance(node, (TensorLoad, tvm.ir.TensorRegion)) else None
+            if isinstance(source, tirx.Buffer) and any(source.same_as(b) for b in buffers):
+                found.append(node)
+            return WalkResult.ADVANCE
+
+        for stmt in stmts:
+            tvm_ffi.structural_walk(stmt, visit, order="pre")
+        return bool(found)
 
     def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
         return seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])

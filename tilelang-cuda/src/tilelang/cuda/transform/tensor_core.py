@@ -81,8 +81,11 @@ _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
 class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
-    def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "") -> None:
+    def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "",
+                 tensor_maps: bool = False) -> None:
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
+        self.tensor_maps = tensor_maps  # host code can encode TMA tensor maps (tma.py)
+        self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
         self.lane = tirx.floormod(tid, WARP)
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
@@ -218,7 +221,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
         body = self._launch_bounds(body)
-        func = self.func.with_body(body)
+        func = self.func.with_body(seq([*self.host_prologue, body]))
         if self.needs_alignment:
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
             func = func.with_attr(ALIGNMENT_ATTR, max(CHUNK_BYTES, int(current or 0)))
@@ -475,17 +478,19 @@ def _arch(func: Any) -> str:
     return str(target.export().get("arch", "")) if target is not None else ""
 
 
-def _run(func: Any, mod: Any, ctx: Any) -> Any:
+def _run(func: Any, tensor_maps: bool) -> Any:
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    work = _Kernel(func, kernel, *binding, arch=_arch(func))
+    work = _Kernel(func, kernel, *binding, arch=_arch(func), tensor_maps=tensor_maps)
     work.analyze()
     if not work.accumulators and not work.tiles:
         return func
     return work.rewrite()
 
 
-def LowerTensorCoreGemm() -> Any:
-    return prim_func_pass(_run, "tl.cuda.LowerTensorCoreGemm")
+def LowerTensorCoreGemm(tensor_maps: bool = False) -> Any:
+    """``tensor_maps``: the kernel's host code runs before its launch and can encode TMA
+    tensor maps (tma.py); without it, pipelines stay on cp.async."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, tensor_maps), "tl.cuda.LowerTensorCoreGemm")

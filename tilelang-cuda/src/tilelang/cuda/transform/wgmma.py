@@ -162,13 +162,14 @@ class WgmmaGemms:
                 chosen[tile.old] = choice
         return chosen
 
-    def _wgmma(self, acc: Accumulator, args: Any, after_first_load: Any = None) -> Any:
+    def _wgmma(self, acc: Accumulator, args: Any, after_first_load: Any = None, after_wait: Any = None) -> Any:
         """C += A @ B on wgmma: per 16-deep k step and 64-row piece of the warpgroup's
         tile, one wgmma.m64nNk16 reading A and B from their core-matrix tiles through
         descriptors; then one commit. ``after_first_load`` (the pipeline's next copies)
         is issued while the tensor cores work; then the wait leaves at most
         ``wgmma_pending`` groups in flight (the previous iteration's are done, so the
-        copies the next iteration issues after its barrier may overwrite their stage)."""
+        copies the next iteration issues after its barrier may overwrite their stage);
+        ``after_wait`` follows the wait (a TMA ring releases that stage there)."""
         a, b = self.tiles_of(args)
         a_regs = self._find(args[0].source, self.accumulators)  # register A (a row family's P)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
@@ -200,7 +201,7 @@ class WgmmaGemms:
             d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
             calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
         compute = seq([extern_call("tl_wgmma_fence"), *calls, extern_call("tl_wgmma_commit"),
-                       after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending)])
+                       after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending), after_wait])
         if bool(args[5].value):  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
         if (a is not None and a.stages) or b.stages:
