@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..backend import BackendModule, ExecutionBackendSpec, TargetDetector
 from ..plugins import hookimpl
-from . import target
+from . import target, threads
 from .pipeline import CPUExecutionBackendSpec
 
 TILELANG_PLUGIN_API = "1.1"
@@ -45,6 +45,10 @@ BACKEND = BackendModule(
                            "or writing past the tensor; tirx.instrument_bound_checkers does the same",
     },
 )
+
+
+# before any kernel runs: TVM sizes its thread pool once, at the first parallel launch
+threads.configure_thread_pool()
 
 
 @hookimpl

@@ -50,6 +50,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         KeepComputeFunctions,
         LegalizeBoolCompare,
         LowerAtomics,
+        LowerGemmToMicroKernels,
         LowerKernelLaunchToLoops,
         OutlineComputeFunction,
         RefuseNarrowFloats,
@@ -59,6 +60,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     middle_end = [
         CheckExternCalls(),
         RefuseNarrowFloats(),
+        LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerKernelLaunchToLoops(),

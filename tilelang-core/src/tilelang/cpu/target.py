@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .threads import setting_error
+
 
 def llvm_enabled() -> bool:
     import tvm
@@ -31,11 +33,14 @@ def detect() -> dict[str, Any]:
 
 
 def unavailable_reason() -> str | None:
-    """The CPU backend needs either TVM's LLVM or a C compiler to build the c kind.
-    The compiler is looked for first: that answer needs no TVM import (`tilelang backends
-    list` stays fast)."""
+    """The CPU backend needs either TVM's LLVM or a C compiler to build the c kind, and a
+    valid thread count (threads.py). The compiler is looked for first: that answer needs
+    no TVM import (`tilelang backends list` stays fast)."""
     import shutil
 
+    why = setting_error()
+    if why is not None:
+        return why
     if shutil.which("cc") or shutil.which("gcc") or llvm_enabled():
         return None
     return "this apache-tvm build has no LLVM and no C compiler (cc/gcc) is on PATH"

@@ -10,6 +10,7 @@ from .compute_function import (
 )
 from .dtypes import RefuseNarrowFloats
 from .extern_calls import CheckExternCalls
+from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "KeepComputeFunctions",
     "LegalizeBoolCompare",
     "LowerAtomics",
+    "LowerGemmToMicroKernels",
     "LowerKernelLaunchToLoops",
     "OutlineComputeFunction",
     "RefuseNarrowFloats",
