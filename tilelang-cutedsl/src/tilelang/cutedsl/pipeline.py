@@ -15,11 +15,12 @@ from typing import Any
 
 from tilelang.plugin import PassPipeline
 
+from .gemm import LowerCuteGemm
 from .transform import CollectExtensions, StaticSharedBuffers, SwizzlesToModule
 
 #: CUDA passes left out, and why (pass name -> reason)
 LEFT_OUT = {
-    "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings",
+    "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings (LowerCuteGemm instead)",
     "tl.cuda.LowerAtomics": "CUDA C atomic functions (the router keeps atomics on cuda)",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
     "s_tir.LowerThreadAllreduce": "TVM's warp-shuffle builtins",
@@ -37,7 +38,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tilelang.cuda.pipeline import lowering_passes as cuda_lowering_passes
     from tvm import tirx
 
-    passes: list[Any] = [CollectExtensions()]
+    passes: list[Any] = [CollectExtensions(), LowerCuteGemm()]
     for p in cuda_lowering_passes(context):
         name = p.info.name
         if name in LEFT_OUT:

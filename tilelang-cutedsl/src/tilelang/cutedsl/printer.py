@@ -19,6 +19,8 @@ from typing import Any
 
 from tilelang.plugin import CompileError
 
+from . import cute_emit
+from .gemm import MMA_ATTR
 from .transform import SWIZZLE_ATTR
 
 DTYPES = {
@@ -45,6 +47,11 @@ UNROLL_LIMIT = 32  # iterations; longer constant loops stay loops
 SMEM_ALIGN = 128  # bytes; 1024 for swizzled tiles, whose pattern repeats over absolute addresses
 
 
+def canonical_op(name: str) -> str:
+    """TVM registers some builtins as ``prim.*`` (``prim.if_then_else``): one spelling."""
+    return "tirx." + name[5:] if name.startswith("prim.") else name
+
+
 def _literal(value: float) -> str:
     """A Python literal; inf and nan (a max reduction's identity is -inf) as float('...')."""
     return repr(value) if math.isfinite(value) else f"float('{value}')"
@@ -60,14 +67,21 @@ def dtype_of(dtype: Any, where: str) -> str:
 class KernelPrinter:
     """Prints one device PrimFunc as a ``@cute.kernel`` function."""
 
-    def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]]) -> None:
+    def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]],
+                 mma: dict[str, dict[str, Any]] | None = None) -> None:
         self.name, self.func = name, func
+        self.mma = mma or {}  # accumulator buffer name -> its tiled MMA (gemm.py)
+        self.mma_names: dict[str, str] = {}  # accumulator buffer name -> tiled MMA variable
+        self.prologue: list[str] = []
+        self.buffer_names: dict[str, str] = {}  # printed name -> the buffer's own name
+        self.dtypes: dict[str, Any] = {}  # printed name -> dtype
         self.names: dict[int, str] = {}
         self.used: set[str] = {"cute", "cutlass", "smem"}
         self.lines: list[str] = []
         self.smem_bytes = 0
         self.has_smem = False
         self.swizzles = swizzles
+        self.guards: list[str] = []  # conditions of the if_then_else branches being printed
         self.params = [self.bind(p) for p in func.params]
         self.param_sizes: dict[str, tuple[int, str]] = {}
 
@@ -117,6 +131,7 @@ class KernelPrinter:
             size *= int(d)
         self.param_sizes[data] = (size, str(buffer.dtype))
         self.names[hash(buffer)] = data
+        self.dtypes[data] = buffer.dtype
 
     def stmt_AllocBuffer(self, node: Any, depth: int) -> None:
         buffer = node.buffer
@@ -124,6 +139,10 @@ class KernelPrinter:
         for d in buffer.shape:
             size *= int(d)
         name, dtype = self.bind(buffer), dtype_of(buffer.dtype, f"buffer {buffer.name!r}")
+        self.buffer_names[name], self.dtypes[name] = str(buffer.name), buffer.dtype
+        if scope in LOCAL and str(buffer.name) in self.mma:
+            self.emit(depth, cute_emit.accumulator(name, self.tiled_mma(str(buffer.name)), self.mma[str(buffer.name)]))
+            return
         if scope in SHARED:
             layout = f"cute.make_layout({size})"
             align = SMEM_ALIGN
@@ -184,7 +203,57 @@ class KernelPrinter:
         if op == "tirx.tvm_storage_sync":
             self.emit(depth, "cute.arch.sync_threads()")
             return
+        if op == "tirx.call_extern" and str(value.args[0].value).startswith("tl_cute_"):
+            for line in self.cute_statement(str(value.args[0].value), list(value.args[1:])):
+                self.emit(depth, line)
+            return
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: statement {value} is not supported")
+
+    # -- LowerCuteGemm's statements (gemm.py), expanded by cute_emit ---------------------
+    def tiled_mma(self, accumulator: str) -> str:
+        if accumulator not in self.mma_names:
+            name = f"tiled_mma_{len(self.mma_names)}"
+            config = self.mma[accumulator]
+            self.prologue += cute_emit.tiled_mma(name, config, DTYPES[config["dtype"]])
+            self.mma_names[accumulator] = name
+        return self.mma_names[accumulator]
+
+    def operand(self, load: Any) -> tuple[str, str]:
+        """(printed name, flat offset) of a buffer load that stands for a tile's origin."""
+        kind = type(load).__name__
+        if kind not in ("BufferLoad", "TensorLoad") or len(load.indices) != 1:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: a CuTe statement's operand is {load}")
+        buffer = getattr(load, "buffer", None) or load.source
+        name = self.names.get(hash(buffer))
+        if name is None:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
+                               "before it is declared")
+        return name, self.expr(load.indices[0])
+
+    def cute_statement(self, op: str, args: list[Any]) -> list[str]:
+        site = str(len(self.lines))
+        ints = [int(a.value) if type(a).__name__ == "IntImm" else None for a in args]
+        if op == "tl_cute_fill":
+            return [f"{self.operand(args[0])[0]}.fill({self.expr(args[1])})"]
+        if op == "tl_cute_cp_async_wait":
+            return cute_emit.cp_async_wait()
+        if op == "tl_cute_gemm":
+            (a, _), (b, _), (c, _) = (self.operand(x) for x in args[:3])
+            swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
+            return cute_emit.gemm(site, self.tiled_mma(self.buffer_names[c]), a, b, c, tuple(ints[3:6]),
+                                  (bool(ints[6]), bool(ints[7])), swizzles, dtype_of(self.dtypes[a], "a GEMM operand"))
+        if op == "tl_cute_store_acc":
+            (c, _), (dst, offset) = self.operand(args[0]), self.operand(args[1])
+            return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,
+                                               (self.expr(args[2]), self.expr(args[3])), tuple(ints[4:6]),
+                                               tuple(ints[6:8]), dtype_of(self.dtypes[dst], "a GEMM result"))
+        if op == "tl_cute_g2s":
+            (dst, _), (src, offset) = self.operand(args[0]), self.operand(args[1])
+            dtype = self.dtypes[dst]
+            return cute_emit.copy_g2s(site, dst, src, offset, tuple(ints[2:4]), ints[4], ints[5],
+                                      self.swizzles.get(self.buffer_names[dst]), dtype_of(dtype, "a copied tile"),
+                                      dtype.bits)
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
 
     def body(self, node: Any, depth: int) -> None:
         before = len(self.lines)
@@ -203,6 +272,11 @@ class KernelPrinter:
         if name is None:
             raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
                                "before it is declared")
+        if self.guards:
+            # if_then_else is lazy and select_ is not: under a false guard, read offset 0
+            # (always inside the tensor) instead of the offset the guard protects
+            guard = " & ".join(self.guards)
+            return f"{name}[cutlass.select_({guard}, {self.expr(index)}, 0)]"
         return f"{name}[{self.expr(index)}]"
 
     def expr(self, node: Any) -> str:
@@ -243,14 +317,20 @@ class KernelPrinter:
                 f"{self.expr(b)}))")
 
     def call(self, node: Any) -> str:
-        op = node.op.name
+        op = canonical_op(node.op.name)
         args = list(node.args)
         if op in CALL_BINARY:
             return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
         if op in MATH:
             return f"cute.math.{MATH[op]}({', '.join(self.expr(a) for a in args)})"
         if op == "tirx.if_then_else":
-            return self.select(node.dtype, *args)
+            cond = self.expr(args[0])
+            self.guards.append(cond)
+            a = self.expr(args[1])
+            self.guards[-1] = f"(~{cond})"
+            b = self.expr(args[2])
+            self.guards.pop()
+            return f"{dtype_of(node.dtype, 'a select')}(cutlass.select_({cond}, {a}, {b}))"
         if op == "tirx.likely":
             return self.expr(args[0])
         if op == "tirx.sigmoid":
@@ -261,6 +341,7 @@ class KernelPrinter:
     def print(self) -> list[str]:
         header = [f"@cute.kernel\ndef {self.name}({', '.join(f'{p}: cute.Tensor' for p in self.params)}):"]
         self.stmt(self.func.body, 1)
+        self.lines[0:0] = ["    " + line for line in self.prologue]
         if self.has_smem:
             self.lines.insert(0, "    smem = cutlass.memory.SmemAllocator()")
         if not self.lines:
@@ -297,8 +378,10 @@ def generate(mod: Any) -> str:
            "import cutlass", "import cutlass.cute as cute", "import cutlass.memory", ""]
     raw = mod.attrs.get(SWIZZLE_ATTR) if mod.attrs is not None else None
     swizzles = json.loads(str(raw)) if raw is not None else {}
+    raw = mod.attrs.get(MMA_ATTR) if mod.attrs is not None else None
+    mma = json.loads(str(raw)) if raw is not None else {}
     for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
-        printer = KernelPrinter(gvar.name_hint, func, swizzles)
+        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma)
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
     launches = _launches(mod)

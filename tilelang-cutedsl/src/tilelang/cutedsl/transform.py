@@ -70,14 +70,19 @@ def StaticSharedBuffers() -> Any:
 
 def _swizzles_to_module(mod: Any, ctx: Any) -> Any:
     """Right after SplitHostDevice: the device kernels are new functions without the
-    kernel's attributes, so the swizzles move to the module (which the device module keeps,
-    as it keeps the launch metadata)."""
-    merged: dict[str, list[int]] = {}
-    for func in mod.functions.values():
-        raw = func.attrs.get(SWIZZLE_ATTR) if func.attrs is not None else None
-        if raw is not None:
-            merged.update(json.loads(str(raw)))
-    return mod.with_attr(SWIZZLE_ATTR, json.dumps(merged, sort_keys=True)) if merged else mod
+    kernel's attributes, so the swizzles and the accumulators' tiled MMAs move to the module
+    (which the device module keeps, as it keeps the launch metadata)."""
+    from .gemm import MMA_ATTR
+
+    for attr in (SWIZZLE_ATTR, MMA_ATTR):
+        merged: dict[str, Any] = {}
+        for func in mod.functions.values():
+            raw = func.attrs.get(attr) if func.attrs is not None else None
+            if raw is not None:
+                merged.update(json.loads(str(raw)))
+        if merged:
+            mod = mod.with_attr(attr, json.dumps(merged, sort_keys=True))
+    return mod
 
 
 def SwizzlesToModule() -> Any:

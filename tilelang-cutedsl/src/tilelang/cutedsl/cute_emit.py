@@ -1,0 +1,112 @@
+"""CuTe DSL text for the ``tl_cute_*`` statements of LowerCuteGemm (gemm.py): small emitters,
+one per statement, each returning lines for the printer to indent. Every name an emitter
+introduces carries the site's suffix, so that sites never share temporaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+COPY_BITS = 128
+
+
+def smem_layout(shape: tuple[int, int], stride: tuple[int, int], swizzle: list[int] | None) -> str:
+    """A 2-D view of a row-major tile's offsets, through the tile's swizzle (if it has one:
+    then it sees the same storage as every flat access of the tile)."""
+    layout = f"cute.make_layout({shape}, stride={stride})"
+    if swizzle is None:
+        return layout
+    bits, base, shift = swizzle
+    return f"cute.make_composed_layout(cute.make_swizzle({bits}, {base}, {shift}), 0, {layout})"
+
+
+def tiled_mma(name: str, config: dict[str, Any], dtype: str) -> list[str]:
+    """The tiled MMA of one accumulator: m16n8k16 atoms over a wm x wn warp grid, N permuted
+    to 16 per warp so that one ldmatrix.x4 loads B for two atoms."""
+    wm, wn = config["wm"], config["wn"]
+    return [
+        (f"{name} = cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op({dtype}, cutlass.Float32, (16, 8, 16)), "
+        f"cute.make_layout(({wm}, {wn}, 1)), permutation_mnk=({16 * wm}, {16 * wn}, 16))"),
+        f"{name}_thr = {name}.get_slice(cute.arch.thread_idx()[0])",
+    ]
+
+
+def accumulator(name: str, mma: str, config: dict[str, Any]) -> str:
+    return f"{name} = {mma}.make_fragment_C({mma}.partition_shape_C(({config['m']}, {config['n']})))"
+
+
+def gemm(site: str, mma: str, a: str, b: str, c: str, dims: tuple[int, int, int], trans: tuple[bool, bool],
+         swizzles: tuple[list[int] | None, list[int] | None], dtype: str) -> list[str]:
+    """C += A @ B from shared tiles: per 16-deep k block, ldmatrix (``.trans`` for an
+    M/N-major operand) into the MMA's A/B fragments, then ``cute.gemm``."""
+    m, n, k = dims
+    trans_a, trans_b = trans
+    # CuTe's views are A (M, K) and B (N, K); TileLang's tiles are A (M, K) / (K, M) and
+    # B (K, N) / (N, K), row-major
+    a_layout = smem_layout((m, k), (1, m) if trans_a else (k, 1), swizzles[0])
+    b_layout = smem_layout((n, k), (k, 1) if trans_b else (1, n), swizzles[1])
+    tid = "cute.arch.thread_idx()[0]"
+    return [
+        f"sA_{site} = cute.make_tensor({a}.iterator, {a_layout})",
+        f"sB_{site} = cute.make_tensor({b}.iterator, {b_layout})",
+        f"rA_{site} = {mma}.make_fragment_A({mma}_thr.partition_A(sA_{site}))",
+        f"rB_{site} = {mma}.make_fragment_B({mma}_thr.partition_B(sB_{site}))",
+        (f"ldA_{site} = cute.make_tiled_copy_A(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp({trans_a}, 4), "
+        f"{dtype}), {mma})"),
+        (f"ldB_{site} = cute.make_tiled_copy_B(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp({not trans_b}, 4), "
+        f"{dtype}), {mma})"),
+        f"xsA_{site} = ldA_{site}.get_slice({tid}).partition_S(sA_{site})",
+        f"xrA_{site} = ldA_{site}.get_slice({tid}).retile(rA_{site})",
+        f"xsB_{site} = ldB_{site}.get_slice({tid}).partition_S(sB_{site})",
+        f"xrB_{site} = ldB_{site}.get_slice({tid}).retile(rB_{site})",
+        f"for kb_{site} in cutlass.range_constexpr({k // 16}):",
+        f"    cute.copy(ldA_{site}, xsA_{site}[None, None, kb_{site}], xrA_{site}[None, None, kb_{site}])",
+        f"    cute.copy(ldB_{site}, xsB_{site}[None, None, kb_{site}], xrB_{site}[None, None, kb_{site}])",
+        f"    cute.gemm({mma}, {c}, rA_{site}[None, None, kb_{site}], rB_{site}[None, None, kb_{site}], {c})",
+    ]
+
+
+def store_accumulator(site: str, mma: str, c: str, dst: str, offset: str, origin: tuple[str, str],
+                      dims: tuple[int, int], extent: tuple[int, int], dtype: str) -> list[str]:
+    """The accumulator to the global tile at ``offset`` (row ``origin[0]``, column
+    ``origin[1]`` of a rows x cols tensor), converted to ``dtype``; elements outside the
+    tensor are not written (checked only where the tensor does not hold whole tiles)."""
+    m, n = dims
+    rows, cols = extent
+    value = f"{c}[e_{site}]" if dtype == "cutlass.Float32" else f"{c}[e_{site}].to({dtype})"
+    lines = [
+        f"gD_{site} = cute.make_tensor({dst}.iterator + ({offset}), cute.make_layout(({m}, {n}), stride=({cols}, 1)))",
+        f"tDg_{site} = {mma}_thr.partition_C(gD_{site})",
+    ]
+    if rows % m == 0 and cols % n == 0:
+        return lines + [f"for e_{site} in cutlass.range_constexpr(cute.size({c})):",
+                        f"    tDg_{site}[e_{site}] = {value}"]
+    return lines + [
+        f"tDc_{site} = {mma}_thr.partition_C(cute.make_identity_tensor(({m}, {n})))",
+        f"for e_{site} in cutlass.range_constexpr(cute.size({c})):",
+        f"    if {origin[0]} + tDc_{site}[e_{site}][0] < {rows} and {origin[1]} + tDc_{site}[e_{site}][1] < {cols}:",
+        f"        tDg_{site}[e_{site}] = {value}",
+    ]
+
+
+def copy_g2s(site: str, dst: str, src: str, offset: str, tile: tuple[int, int], ld: int, threads: int,
+             swizzle: list[int] | None, dtype: str, bits: int) -> list[str]:
+    """A whole global tile into a shared tile: a tiled copy of 16-byte ``cp.async`` atoms,
+    each thread's 16 bytes along a row (coalesced), committed as one group by the caller."""
+    rows, cols = tile
+    unit = COPY_BITS // bits
+    per_row = cols // unit
+    thread_layout = f"cute.make_layout(({threads // per_row}, {per_row}), stride=({per_row}, 1))"
+    atom = (f"cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), "
+            f"{dtype}, num_bits_per_copy={COPY_BITS})")
+    return [
+        (f"gS_{site} = cute.make_tensor(({src}.iterator + ({offset})).align(16), "
+        f"cute.make_layout(({rows}, {cols}), stride=({ld}, 1)))"),
+        f"sS_{site} = cute.make_tensor({dst}.iterator, {smem_layout((rows, cols), (cols, 1), swizzle)})",
+        f"cp_{site} = cute.make_tiled_copy_tv({atom}, {thread_layout}, cute.make_layout((1, {unit})))",
+        (f"cute.copy(cp_{site}, cp_{site}.get_slice(cute.arch.thread_idx()[0]).partition_S(gS_{site}), "
+        f"cp_{site}.get_slice(cute.arch.thread_idx()[0]).partition_D(sS_{site}))"),
+    ]
+
+
+def cp_async_wait() -> list[str]:
+    return ["cute.arch.cp_async_commit_group()", "cute.arch.cp_async_wait_group(0)"]

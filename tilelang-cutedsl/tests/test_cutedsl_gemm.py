@@ -1,0 +1,133 @@
+"""T.gemm on CuTe MMA atoms (tilelang.cutedsl.gemm): which GEMMs take them, the CuTe DSL
+they print, the operand swizzles, and — where NVIDIA CuTe DSL is installed — that
+``cute.compile`` turns the source into PTX with mma.sync, ldmatrix and cp.async for sm_90a
+(CuTe DSL compiles for an arch given by CUTE_DSL_ARCH without a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.cutedsl.gemm import operand_swizzle, warp_grid
+from tilelang.testing.kernels import tile_gemm
+
+CUTE = importlib.util.find_spec("cutlass") is not None
+
+
+def source(kernel) -> str:
+    return tilelang.lower(kernel, target="cutedsl").device_source
+
+
+def test_warp_grid_is_the_squarest_fit() -> None:
+    assert warp_grid(128, 128, 4) == (2, 2)
+    assert warp_grid(128, 64, 4) == (2, 2)
+    assert warp_grid(256, 64, 8) == (4, 2)
+    assert warp_grid(16, 64, 4) == (1, 4)
+    assert warp_grid(48, 48, 4) is None  # 48 is not a multiple of 32 (two warps) nor of 64 (four)
+
+
+@pytest.mark.parametrize("cols", [16, 32, 64, 128, 256])
+def test_operand_swizzle_spreads_ldmatrix_rows_over_all_banks(cols: int) -> None:
+    """ldmatrix reads 8 rows x 16 bytes at one column unit: the 8 addresses must fall in 8
+    distinct 16-byte bank groups (of the 8 in a 128-byte line), for every unit and row block."""
+    bits, base, shift = operand_swizzle(cols)
+
+    def swizzle(offset: int) -> int:
+        return offset ^ (((offset >> (base + shift)) & ((1 << bits) - 1)) << base)
+
+    for row0 in range(0, 64, 8):
+        for unit in range(cols // 8):
+            groups = {(swizzle((row0 + r) * cols + unit * 8) * 2 // 16) % 8 for r in range(8)}
+            assert len(groups) == 8, (cols, row0, unit, groups)
+    assert operand_swizzle(24) is None and operand_swizzle(8) is None
+
+
+def test_fp16_gemm_prints_tiled_mma_ldmatrix_and_cp_async() -> None:
+    src = source(tile_gemm(256, 256, 128, 128, 128, 32))
+    assert ("cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op(cutlass.Float16, cutlass.Float32, (16, 8, 16)), "
+            "cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))") in src
+    assert "Cl = tiled_mma_0.make_fragment_C(tiled_mma_0.partition_shape_C((128, 128)))" in src
+    assert "cute.nvgpu.warp.LdMatrix8x8x16bOp(False, 4)" in src  # A (M, K): K-major
+    assert "cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4)" in src  # B (K, N): N-major, transposed
+    assert "cute.gemm(tiled_mma_0, Cl, rA_" in src
+    assert "cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL)" in src
+    assert src.count("cute.arch.cp_async_wait_group(0)") == 1
+    # the operand tiles are swizzled, and their views in the GEMM use the same swizzle
+    assert "As = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(2, 3, 3)" in src
+    assert "Bs = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(3, 3, 4)" in src
+    assert ("cute.make_tensor(Bs.iterator, cute.make_composed_layout(cute.make_swizzle(3, 3, 4), 0, "
+            "cute.make_layout((128, 32), stride=(1, 128))))") in src
+    # whole tiles: no bounds checks on the result
+    assert "tDc_" not in src and "tDg_" in src
+
+
+def test_transposed_operands_change_the_views_not_the_atoms() -> None:
+    src = source(tile_gemm(128, 128, 64, 64, 64, 32, trans_a=True, trans_b=True))
+    assert "cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4)" in src and "LdMatrix8x8x16bOp(False, 4)" in src
+    assert "cute.make_layout((64, 32), stride=(1, 64))" in src  # A stored (K, M)
+    assert "cute.make_layout((64, 32), stride=(32, 1))" in src  # B stored (N, K)
+
+
+def test_edge_tiles_keep_guarded_copies_and_bounded_stores() -> None:
+    src = source(tile_gemm(200, 136, 72, 64, 64, 32))
+    assert "cute.gemm(" in src and "CopyG2SOp" not in src  # partial tiles: T.copy's own lowering
+    assert "if (by * 64) + tDc_" in src and "< 200 and (bx * 64) + tDc_" in src and "< 136:" in src
+    # the guarded loads of the edge tiles read offset 0 where the guard is false
+    assert "A_ptr[cutlass.select_(" in src
+
+
+def test_other_gemms_keep_the_simt_lowering() -> None:
+    assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, dtype="float32"))  # no fp32 atom
+    assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, relu=True))  # C read by a T.Parallel
+    assert "make_tiled_mma" not in source(tile_gemm(48, 48, 32, 48, 48, 32))  # no warp grid fits
+
+
+def test_clear_accum_fills_before_the_product() -> None:
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((32, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, Cl, clear_accum=True)
+            T.copy(Cl, C)
+
+    src = source(main)
+    assert src.index("Cl.fill(cutlass.Float32(0.0))") < src.index("cute.gemm(")
+
+
+@pytest.mark.skipif(not CUTE, reason="NVIDIA CuTe DSL (nvidia-cutlass-dsl) is not installed")
+@pytest.mark.parametrize("shape", [(256, 256, 128, 128, 128, 32, False, False), (200, 136, 72, 64, 64, 32, False, False),
+                                   (128, 128, 64, 64, 64, 32, True, True)])
+def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
+    """In a subprocess: CUTE_DSL_ARCH is read when cutlass is imported."""
+    *dims, ta, tb = shape
+    (tmp_path / "kernel_cute.py").write_text(source(tile_gemm(*dims, trans_a=ta, trans_b=tb)))
+    script = textwrap.dedent(f"""
+        import cuda.bindings.driver as cuda, cutlass
+        from cutlass import cute
+        from cutlass.cute.runtime import make_ptr
+        from tilelang.cutedsl.execution_backend import import_source
+        module = import_source(__import__("pathlib").Path({str(tmp_path / "kernel_cute.py")!r}), "gemm")
+        ptrs = [make_ptr(t, 1 << 20, cute.AddressSpace.gmem, assumed_align=16)
+                for t in (cutlass.Float16, cutlass.Float16, cutlass.Float32)]
+        print(cute.compile(module.launch, *ptrs, cuda.CUstream(0)).artifacts.PTX)
+    """)
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path),
+               CUTE_DSL_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptx = done.stdout
+    assert ".target sm_90a" in ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
+    assert ("cp.async.cg.shared.global" in ptx) == (dims[0] % dims[3] == 0 and dims[2] % dims[5] == 0)
+    assert "ld.local" not in ptx and "st.local" not in ptx  # the accumulator stays in registers
