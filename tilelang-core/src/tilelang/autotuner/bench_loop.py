@@ -1,11 +1,13 @@
 """The autotuner's measuring loop: takes compile outcomes as they arrive, loads each kernel,
-checks it against the reference, times it, and shows both phases as rich progress bars."""
+checks it against the reference, times it, and shows both phases as rich progress bars.
+KernelTimer is the check and the timing of one kernel, shared with the Ray executor's
+measuring workers."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.progress import (
@@ -20,38 +22,48 @@ from . import compile_pool
 from .param import ProfileArgs, Trial
 
 if TYPE_CHECKING:
-    from .tuner import AutoTuner
+    from .executor import TuneJob
 
 log = logging.getLogger("tilelang.autotuner")
 
 
-class BenchLoop:
-    """Measures every compiled configuration of one AutoTuner.run. ``early_stop_factor``:
-    a configuration whose estimate exceeds that multiple of the best so far is not timed
-    in full (None: every configuration is)."""
+def progress_bars(job: TuneJob) -> tuple[Progress, Any, Any]:
+    """The display of a run: (progress, compiling task, timing task)."""
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(*columns, console=job.console)
+    n = len(job.tasks)
+    return (progress, progress.add_task(f"Compiling {n} configurations", total=n),
+            progress.add_task("Benchmarking", total=n))
 
-    def __init__(self, tuner: AutoTuner, configs: Sequence[Mapping[str, Any]],
-                 tasks: Sequence[compile_pool.CompileTask], profile: ProfileArgs,
-                 early_stop_factor: float | None) -> None:
-        self.tuner = tuner
-        self.configs = configs
-        self.tasks = tasks
-        self.profile = profile
-        self.early_stop_factor = early_stop_factor
+
+def record(job: TuneJob, trials: dict[int, Trial], trial: Trial) -> None:
+    trials[trial.index] = trial
+    level = logging.INFO if job.verbose else logging.DEBUG
+    if trial.ok:
+        log.log(level, "config %d %s: %.6f ms", trial.index, trial.config, trial.latency)
+    else:
+        log.log(level, "config %d %s: %s failed: %s", trial.index, trial.config, trial.stage, trial.error)
+
+
+class BenchLoop:
+    """Measures every compiled configuration of one tuning job in this process, one after
+    another (kernels timed side by side would disturb each other)."""
+
+    def __init__(self, job: TuneJob) -> None:
+        self.job = job
+        self.configs = job.configs
+        self.tasks = job.tasks
+        self.timer = KernelTimer(job.profile)
+        self.early_stop_factor = job.early_stop_factor
         self.trials: dict[int, Trial] = {}
         self.kernels: dict[int, Any] = {}
         self.funcs: dict[int, Any] = {}
-        self.ref_latency: float | None = None
         self.best: float | None = None
-        self._inputs: list[Any] | None = None  # cache_input_tensors: reused across configurations
 
     def run(self, outcomes: Iterable[compile_pool.CompileOutcome], use_pipeline: bool) -> list[Trial]:
-        n = len(self.tasks)
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=self.tuner.console) as progress:
-            compiling = progress.add_task(f"Compiling {n} configurations", total=n)
-            timing = progress.add_task("Benchmarking", total=n)
+        progress, compiling, timing = progress_bars(self.job)
+        with progress:
             waiting = []
             for outcome in outcomes:
                 progress.advance(compiling)
@@ -68,37 +80,54 @@ class BenchLoop:
         return [self.trials[i] for i in sorted(self.trials)]
 
     def _record(self, trial: Trial) -> None:
-        self.trials[trial.index] = trial
-        level = logging.INFO if self.tuner.compile_args.verbose else logging.DEBUG
-        if trial.ok:
-            log.log(level, "config %d %s: %.6f ms", trial.index, trial.config, trial.latency)
-        else:
-            log.log(level, "config %d %s: %s failed: %s", trial.index, trial.config, trial.stage, trial.error)
+        record(self.job, self.trials, trial)
 
     def _measure(self, outcome: compile_pool.CompileOutcome, progress: Progress, timing: Any) -> None:
         index = outcome.index
         config = dict(self.configs[index])
         loaded = outcome
         if outcome.kernel is None:  # compiled by a worker: a kernel-cache hit here
-            loaded = compile_pool.compile_one(self.tuner.fn, self.tuner.args, self.tasks[index])
+            loaded = compile_pool.compile_one(self.job.builder, self.job.args, self.tasks[index])
             if loaded.kernel is not None and loaded.kernel.cache_key != outcome.cache_key:
                 log.warning("tilelang autotuner: config %d compiled again in this process (its "
                             "kernel-cache key differs from the worker's)", index)
-        stage = {"name": "load"}
-        try:
-            if loaded.error is not None:
-                raise _Failed(loaded.error)
+        if loaded.error is not None:
+            latency, error, stage = None, loaded.error, "load"
+        else:
             self.kernels[index], self.funcs[index] = loaded.kernel, loaded.func
-            latency = run_with_timeout(lambda: self._check_and_time(loaded.kernel, stage), self.profile.timeout)
-        except Exception as err:
-            text = str(err) if isinstance(err, _Failed) else compile_pool.describe_error(err)
-            self._record(Trial(index, config, error=text, stage=stage["name"], compile_pid=outcome.pid))
+            baseline = None
+            if self.early_stop_factor is not None and self.best is not None:
+                baseline = self.best * self.early_stop_factor
+            latency, error, stage = time_kernel(self.timer, loaded.kernel, baseline)
+        if latency is None:
+            self._record(Trial(index, config, error=error, stage=stage, compile_pid=outcome.pid))
         else:
             self._record(Trial(index, config, latency=latency, compile_pid=outcome.pid))
             if self.best is None or latency < self.best:
                 self.best = latency
                 progress.update(timing, description=f"Benchmarking (best {latency:.4g} ms)")
         progress.advance(timing)
+
+
+def time_kernel(timer: KernelTimer, kernel: Any, baseline: float | None) -> tuple[float | None, str, str]:
+    """(latency in ms, "", "") or (None, the error, the stage that failed: "check" or
+    "bench"), within the profile's timeout."""
+    stage = {"name": "check"}
+    try:
+        latency = run_with_timeout(lambda: timer.check_and_time(kernel, stage, baseline), timer.profile.timeout)
+    except Exception as err:  # noqa: BLE001  (any failure of a configuration is its trial's error)
+        return None, compile_pool.describe_error(err), stage["name"]
+    return latency, "", ""
+
+
+class KernelTimer:
+    """Checks kernels against the reference and times them, as ProfileArgs says; it keeps
+    the inputs across kernels (cache_input_tensors) and times the reference once."""
+
+    def __init__(self, profile: ProfileArgs) -> None:
+        self.profile = profile
+        self.ref_latency: float | None = None
+        self._inputs: list[Any] | None = None
 
     def _inputs_for(self, profiler: Any) -> list[Any]:
         p = self.profile
@@ -110,7 +139,9 @@ class BenchLoop:
             self._inputs = inputs
         return inputs
 
-    def _check_and_time(self, kernel: Any, stage: dict[str, str]) -> float:
+    def check_and_time(self, kernel: Any, stage: dict[str, str], baseline: float | None = None) -> float:
+        """The kernel's latency in ms; ``stage["name"]`` says how far it got when this
+        raises. ``baseline``: stop timing early above it (the estimate is returned)."""
         p = self.profile
         stage["name"] = "check"
         profiler = kernel.get_profiler(tensor_supply_type=p.supply_type)
@@ -122,9 +153,6 @@ class BenchLoop:
                 profiler.assert_allclose(p.ref_prog, input_tensors=inputs, rtol=p.rtol, atol=p.atol,
                                          max_mismatched_ratio=p.max_mismatched_ratio)
         stage["name"] = "bench"
-        baseline = None
-        if self.early_stop_factor is not None and self.best is not None:
-            baseline = self.best * self.early_stop_factor
         latency = profiler.do_bench(n_warmup=p.warmup, n_repeat=p.rep, input_tensors=inputs,
                                     backend=p.backend, early_stop_baseline=baseline)
         if self.ref_latency is None and p.ref_prog is not None:
@@ -144,7 +172,7 @@ def run_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as err:  # handed to the caller's thread
+        except BaseException as err:  # noqa: BLE001  (handed to the caller's thread)
             box["error"] = err
 
     thread = threading.Thread(target=target, daemon=True, name="tilelang-autotune-bench")
@@ -155,10 +183,6 @@ def run_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-class _Failed(Exception):
-    """A failure already described (the text is the whole message)."""
 
 
 def _fits(tensors: Sequence[Any], params: Sequence[Any]) -> bool:
@@ -176,4 +200,4 @@ def _fits(tensors: Sequence[Any], params: Sequence[Any]) -> bool:
     return True
 
 
-__all__ = ["BenchLoop", "run_with_timeout"]
+__all__ = ["BenchLoop", "KernelTimer", "progress_bars", "record", "run_with_timeout", "time_kernel"]

@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import env
 from . import serialize
+from .artifact import KernelArtifact
 
 log = logging.getLogger("tilelang.autotuner")
 
@@ -44,6 +45,7 @@ class CompileOutcome:
     cache_key: str | None = None
     error: str | None = None
     func: Any = None  # the T.prim_func, likewise
+    artifact: KernelArtifact | None = None  # the kernel-cache entry's bytes, from another machine
 
 
 def available_cpus() -> int:
@@ -81,7 +83,7 @@ def compile_one(builder: Callable[..., Any], args: Sequence[Any], task: CompileT
             kernel, func = func, func.prim_func
         else:
             kernel = tilelang.compile(func, **task.options)
-    except Exception as err:  # a configuration may fail in any way; it is recorded and skipped
+    except Exception as err:  # noqa: BLE001  (a configuration may fail in any way; it is recorded and skipped)
         return CompileOutcome(task.index, os.getpid(), error=describe_error(err))
     return CompileOutcome(task.index, os.getpid(), kernel=kernel, cache_key=kernel.cache_key, func=func)
 
@@ -96,7 +98,7 @@ def _init_worker(cache_dir: str) -> None:
 def _compile_in_worker(payload: bytes, tasks: Sequence[CompileTask]) -> list[CompileOutcome]:
     try:
         builder, args = serialize.loads(payload)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  (reported for every task of the group)
         error = f"the kernel builder could not be rebuilt in a compile worker: {describe_error(err)}"
         return [CompileOutcome(t.index, os.getpid(), error=error) for t in tasks]
     outcomes = []
@@ -133,7 +135,7 @@ def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Seq
         for future in concurrent.futures.as_completed(futures):
             try:
                 yield from future.result()
-            except Exception as err:  # the worker died (a crash in native code) or was killed
+            except Exception as err:  # noqa: BLE001  (the worker died: a crash in native code, or killed)
                 for task in futures[future]:
                     yield CompileOutcome(task.index, -1, error=f"the compile worker failed: {describe_error(err)}")
 

@@ -17,8 +17,9 @@ from typing import Any
 from ..errors import TileLangError
 from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
-from .param import AutotuneResult
 from .eager_builder import EagerBuilder
+from .executor import TuneExecutor
+from .param import AutotuneResult
 from .tuner import RESERVED_KEYS, AutoTuner
 
 
@@ -29,8 +30,9 @@ class AutoTuneImpl:
 
     def __init__(self, jit_fn: JITFunction, configs: Any, *, warmup: int, rep: int, timeout: float,
                  profile: dict[str, Any], early_stop: bool, early_stop_factor: float,
-                 do_not_specialize: Sequence[str] | None) -> None:
+                 do_not_specialize: Sequence[str] | None, executor: TuneExecutor | None = None) -> None:
         self.jit_fn = jit_fn
+        self.executor = executor
         self.configs = configs
         self.warmup, self.rep, self.timeout = warmup, rep, timeout
         self.profile = profile
@@ -43,7 +45,7 @@ class AutoTuneImpl:
 
     def get_tuner(self, *args: Any, **kwargs: Any) -> AutoTuner:
         """The AutoTuner this call would run (fixed arguments bound, options of @jit)."""
-        tuner = AutoTuner(self.jit_fn, self.configs, args=args, kwargs=kwargs)
+        tuner = AutoTuner(self.jit_fn, self.configs, args=args, kwargs=kwargs, executor=self.executor)
         return tuner.set_profile_args(warmup=self.warmup, rep=self.rep, timeout=self.timeout, **self.profile)
 
     def _tunables_given(self, configs: list[dict[str, Any]], args: tuple, kwargs: dict) -> bool:
@@ -87,7 +89,7 @@ class AutoTuneImpl:
         result = self.results.get(key)
         if result is None:
             tuner = AutoTuner(EagerBuilder(self.jit_fn.builder, self.jit_fn.options), self.configs,
-                              args=args, kwargs=kwargs)
+                              args=args, kwargs=kwargs, executor=self.executor)
             tuner.set_profile_args(warmup=self.warmup, rep=self.rep, timeout=self.timeout, **self.profile)
             result = tuner.run(early_stop=self.early_stop, early_stop_factor=self.early_stop_factor)
             self.results[key] = result
@@ -107,17 +109,20 @@ def autotune(func: Any = None, *, configs: Any, warmup: int = 25, rep: int = 100
              max_mismatched_ratio: float = 0.01, skip_check: bool = False,
              manual_check_prog: Callable[..., Any] | None = None, cache_input_tensors: bool = False,
              do_not_specialize: Sequence[str] | None = None, early_stop: bool = False,
-             early_stop_factor: float = 2.0) -> Callable[[JITFunction], AutoTuneImpl]:
+             early_stop_factor: float = 2.0,
+             executor: TuneExecutor | None = None) -> Callable[[JITFunction], AutoTuneImpl]:
     """Tune a ``@tilelang.jit`` function over ``configs`` (a list of dicts of its keyword
     arguments, or a function of the fixed arguments returning one). warmup / rep: calls
     before and during each timing; timeout: seconds per configuration's check and timing;
-    the rest as AutoTuner.set_profile_args. Put it above ``@tilelang.jit``."""
+    executor: where configurations compile and are timed (default: this machine; see
+    tilelang.autotuner.RayExecutor); the rest as AutoTuner.set_profile_args. Put it above
+    ``@tilelang.jit``."""
     if func is not None:
         raise TileLangError("@tilelang.autotune needs its configurations: write "
                             "@tilelang.autotune(configs=[...]) above @tilelang.jit(...)")
-    profile = dict(supply_type=supply_type, ref_prog=ref_prog, supply_prog=supply_prog, rtol=rtol, atol=atol,
-                   max_mismatched_ratio=max_mismatched_ratio, skip_check=skip_check,
-                   manual_check_prog=manual_check_prog, cache_input_tensors=cache_input_tensors)
+    profile = {"supply_type": supply_type, "ref_prog": ref_prog, "supply_prog": supply_prog, "rtol": rtol,
+               "atol": atol, "max_mismatched_ratio": max_mismatched_ratio, "skip_check": skip_check,
+               "manual_check_prog": manual_check_prog, "cache_input_tensors": cache_input_tensors}
 
     def decorator(jit_fn: Any) -> AutoTuneImpl:
         if not isinstance(jit_fn, JITFunction):
@@ -126,7 +131,7 @@ def autotune(func: Any = None, *, configs: Any, warmup: int = 25, rep: int = 100
                                 "@tilelang.jit(...) between @tilelang.autotune(...) and the def")
         return AutoTuneImpl(jit_fn, configs, warmup=warmup, rep=rep, timeout=timeout, profile=profile,
                             early_stop=early_stop, early_stop_factor=early_stop_factor,
-                            do_not_specialize=do_not_specialize)
+                            do_not_specialize=do_not_specialize, executor=executor)
 
     return decorator
 

@@ -27,8 +27,8 @@ class CompileArgs:
         """Keyword arguments of tilelang.compile, a configuration's own pass_configs merged in."""
         pass_configs = dict(self.pass_configs or {})
         pass_configs.update(per_config_pass_configs or {})
-        return dict(out_idx=self.out_idx, target=self.target, target_host=self.target_host,
-                    execution_backend=self.execution_backend, pass_configs=pass_configs or None)
+        return {"out_idx": self.out_idx, "target": self.target, "target_host": self.target_host,
+                "execution_backend": self.execution_backend, "pass_configs": pass_configs or None}
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,9 @@ class ProfileArgs:
 @dataclass(frozen=True)
 class Trial:
     """One configuration's outcome: its latency in ms, or the stage that failed and why.
-    ``compile_pid`` is the process that compiled it (a pool worker, or this process)."""
+    ``compile_pid`` is the process that compiled it (a pool worker, or this process);
+    ``measured_on`` names the worker that checked and timed it when that was not this
+    process (a RayExecutor's: node, device and process)."""
 
     index: int
     config: dict[str, Any]
@@ -75,14 +77,15 @@ class Trial:
     error: str | None = None
     stage: str | None = None  # "compile", "load", "check" or "bench" when it failed
     compile_pid: int | None = None
+    measured_on: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        return dict(index=self.index, config=self.config, latency=self.latency, error=self.error,
-                    stage=self.stage, compile_pid=self.compile_pid)
+        return {"index": self.index, "config": self.config, "latency": self.latency, "error": self.error,
+                "stage": self.stage, "compile_pid": self.compile_pid, "measured_on": self.measured_on}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Trial:

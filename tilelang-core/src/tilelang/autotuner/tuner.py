@@ -20,8 +20,8 @@ from ..errors import TileLangError
 from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
 from . import compile_pool, result_cache
-from .bench_loop import BenchLoop
 from .capture import get_autotune_inputs
+from .executor import LocalExecutor, TuneExecutor, TuneJob
 from .param import AutotuneResult, CompileArgs, ProfileArgs, Trial
 
 log = logging.getLogger("tilelang.autotuner")
@@ -45,10 +45,12 @@ def _first_line(text: str) -> str:
 class AutoTuner:
     """Tunes ``fn`` (a function returning a T.prim_func, or a @tilelang.jit function) over
     ``configs`` (dicts of its keyword arguments; a callable returning them gets the fixed
-    arguments). ``args`` / ``kwargs``: fixed arguments passed on every call of ``fn``."""
+    arguments). ``args`` / ``kwargs``: fixed arguments passed on every call of ``fn``.
+    ``executor``: where configurations compile and are timed (a TuneExecutor; default
+    LocalExecutor(): this machine's CPUs, then this process)."""
 
     def __init__(self, fn: Callable[..., Any], configs: Any, *, args: Sequence[Any] = (),
-                 kwargs: Mapping[str, Any] | None = None) -> None:
+                 kwargs: Mapping[str, Any] | None = None, executor: TuneExecutor | None = None) -> None:
         self.compile_args = CompileArgs()
         self.profile_args = ProfileArgs()
         if isinstance(fn, JITFunction):  # its options are the defaults of set_compile_args
@@ -60,10 +62,12 @@ class AutoTuner:
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.console: Any = None  # a rich Console for the progress display (default: stdout)
+        self.executor = _checked_executor(executor)
 
     @classmethod
-    def from_kernel(cls, kernel: Callable[..., Any], configs: Any) -> AutoTuner:
-        return cls(kernel, configs)
+    def from_kernel(cls, kernel: Callable[..., Any], configs: Any,
+                    executor: TuneExecutor | None = None) -> AutoTuner:
+        return cls(kernel, configs, executor=executor)
 
     def set_compile_args(self, out_idx: Sequence[int] | int | None = None, target: Any = None,
                          execution_backend: str | None = None, target_host: Any = None,
@@ -151,16 +155,18 @@ class AutoTuner:
         compiled; enable_grouped_compile: a worker takes ``group_compile_size``
         configurations at a time; early_stop: skip the full timing of a configuration whose
         estimate is ``early_stop_factor`` times the best so far. benchmark_multi_gpu /
-        benchmark_devices: accepted for upstream's scripts; configurations are timed one
-        after another on the current device (a warning says so)."""
+        benchmark_devices: accepted for upstream's scripts; the local executor times
+        configurations one after another on the current device (a warning says so), a
+        RayExecutor on every GPU of its cluster."""
         from ..backend.module import create_backend_context
 
         if early_stop and early_stop_factor < 1.0:
             raise TileLangError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
-        if benchmark_multi_gpu or benchmark_devices:
-            log.warning("tilelang autotuner: benchmarking on several devices is not supported; "
-                        "timing every configuration on the current device")
-        overrides = {k: v for k, v in dict(warmup=warmup, rep=rep, timeout=timeout).items() if v is not None}
+        executor = self.executor if self.executor is not None else LocalExecutor()
+        if (benchmark_multi_gpu or benchmark_devices) and isinstance(executor, LocalExecutor):
+            log.warning("tilelang autotuner: the local executor times every configuration on the "
+                        "current device; pass executor=tilelang.autotuner.RayExecutor() to use several")
+        overrides = {k: v for k, v in {"warmup": warmup, "rep": rep, "timeout": timeout}.items() if v is not None}
         profile = replace(self.profile_args, **overrides)
         self.profile_args = profile
         ca = self.compile_args
@@ -173,14 +179,13 @@ class AutoTuner:
             if stored is not None:
                 return self._from_stored(stored, configs)
         tasks = [self._task(i, c) for i, c in enumerate(configs)]
-        group = group_compile_size if enable_grouped_compile else 1
-        workers = min(compile_pool.available_cpus(), -(-len(tasks) // max(1, group)))
-        if not cache.enabled or workers < 2:
-            outcomes = compile_pool.compile_in_process(self.fn, self.args, tasks)
-        else:
-            outcomes = compile_pool.compile_in_pool(self.fn, self.args, tasks, str(cache.root), workers, group)
-        loop = BenchLoop(self, configs, tasks, profile, early_stop_factor if early_stop else None)
-        trials = loop.run(outcomes, use_pipeline)
+        job = TuneJob(name=self._name(), builder=self.fn, args=self.args, configs=configs, tasks=tasks,
+                      profile=profile, cache_dir=str(cache.root) if cache.enabled else None,
+                      group_size=group_compile_size if enable_grouped_compile else 1,
+                      early_stop_factor=early_stop_factor if early_stop else None, use_pipeline=use_pipeline,
+                      verbose=ca.verbose, console=self.console, runs_on_host=self._runs_on_host())
+        measured = executor.measure(job, executor.compile(job))
+        trials = measured.trials
         best = min((t for t in trials if t.ok), key=lambda t: t.latency, default=None)
         if best is None:
             listing = "\n".join(f"  config {t.index} {t.config}: {t.stage} failed: {_first_line(t.error or '')}"
@@ -188,13 +193,15 @@ class AutoTuner:
             raise AutotuneError(f"autotune of {self._name()!r}: all {len(trials)} configurations failed:\n"
                                 f"{listing}\nThe full errors are in the exception's .trials; fix "
                                 "the kernel or drop the failing configurations.", trials)
+        kernel, func = measured.kernels.get(best.index), measured.funcs.get(best.index)
+        if kernel is None:  # measured elsewhere: a kernel-cache hit here
+            kernel, func = self._load(best.index, configs, "the best config")
         result = AutotuneResult(latency=best.latency, config=dict(configs[best.index]),
-                                ref_latency=loop.ref_latency, kernel=loop.kernels[best.index],
-                                func=loop.funcs[best.index], trials=trials)
+                                ref_latency=measured.ref_latency, kernel=kernel, func=func, trials=trials)
         result.libcode = result.kernel.get_kernel_source()
         if key is not None:
             result_cache.store(key, {"best_index": best.index, "latency": best.latency,
-                                     "ref_latency": loop.ref_latency,
+                                     "ref_latency": measured.ref_latency,
                                      "trials": [t.to_json() for t in trials]})
         return result
 
@@ -202,19 +209,37 @@ class AutoTuner:
         """The cached outcome; the best kernel comes from the kernel cache (no compiling
         when it is still there) and nothing is timed."""
         index = stored["best_index"]
-        outcome = compile_pool.compile_one(self.fn, self.args, self._task(index, configs[index]))
-        if outcome.error is not None:
-            raise TileLangError(f"autotune of {self._name()!r}: the cached best config {configs[index]} "
-                                f"no longer compiles:\n{outcome.error}")
+        kernel, _ = self._load(index, configs, "the cached best config")
         log.info("tilelang autotuner: %s: best config %s from the tuning cache", self._name(), configs[index])
-        kernel = outcome.kernel
         return AutotuneResult(latency=stored["latency"], config=dict(configs[index]),
                               ref_latency=stored["ref_latency"], libcode=kernel.get_kernel_source(),
                               func=None, kernel=kernel,
                               trials=[Trial.from_json(t) for t in stored["trials"]], from_cache=True)
 
+    def _load(self, index: int, configs: list[dict[str, Any]], what: str) -> tuple[Any, Any]:
+        """(kernel, prim_func) of one configuration, built here (from the kernel cache when
+        it holds the kernel)."""
+        outcome = compile_pool.compile_one(self.fn, self.args, self._task(index, configs[index]))
+        if outcome.error is not None:
+            raise TileLangError(f"autotune of {self._name()!r}: {what} {configs[index]} does not "
+                                f"compile in this process:\n{outcome.error}")
+        return outcome.kernel, outcome.func
+
+    def _runs_on_host(self) -> bool:
+        from tvm_ffi import DLDeviceType
+
+        return self._context.target.get_target_device_type() == DLDeviceType.kDLCPU
+
     def __call__(self) -> AutotuneResult:
         return self.run()
+
+
+def _checked_executor(executor: Any) -> TuneExecutor | None:
+    if executor is not None and not isinstance(executor, TuneExecutor):
+        raise TileLangError(f"autotune: executor= takes a TuneExecutor (an object with compile(job) and "
+                            f"measure(job, outcomes), such as tilelang.autotuner.RayExecutor()), got "
+                            f"{type(executor).__name__}")
+    return executor
 
 
 __all__ = ["AutoTuner", "AutotuneError"]
