@@ -88,14 +88,46 @@ def test_the_callers_stream_and_the_cache(routed: None) -> None:
     torch.testing.assert_close(again(a, b), a + b)
 
 
-def test_explicit_target_gemm_and_flash_attention() -> None:
-    """What the router keeps on cuda still runs on cutedsl when asked for (SIMT GEMM loops)."""
+# (M, N, K, block_M, block_N, block_K, trans_A, trans_B): whole tiles (cp.async copies),
+# edge tiles in every dimension (guarded copies, bounded stores), transposed operands
+GEMMS = [(1024, 1024, 1024, 128, 128, 32, False, False), (256, 256, 128, 64, 64, 32, False, False),
+         (200, 136, 72, 64, 64, 32, False, False), (512, 384, 256, 128, 128, 64, True, True),
+         (1000, 520, 264, 128, 64, 32, False, True)]
+
+
+@pytest.mark.parametrize("shape", GEMMS, ids=lambda s: "x".join(map(str, s[:3])) + "".join("T" if t else "N" for t in s[6:]))
+def test_gemm_on_cute_mma_atoms(routed: None, shape) -> None:
+    """fp16 in, fp32 accumulated: against torch's fp32 product of the same fp16 values; the
+    tolerance covers fp32 summation order over K (<= 1024 terms of magnitude ~1)."""
+    from tilelang.testing.kernels import tile_gemm
+
+    m, n, k, bm, bn, bk, ta, tb = shape
+    kernel = compile_cuda(tile_gemm(m, n, k, bm, bn, bk, trans_a=ta, trans_b=tb, stages=3))
+    assert kernel.context.module.name == "cutedsl"
+    assert "make_tiled_mma" in kernel.get_kernel_source()
+    a = torch.randn(*((k, m) if ta else (m, k)), device="cuda", dtype=torch.float16)
+    b = torch.randn(*((n, k) if tb else (k, n)), device="cuda", dtype=torch.float16)
+    want = (a.t() if ta else a).float() @ (b.t() if tb else b).float()
+    torch.testing.assert_close(kernel(a, b), want, rtol=1e-3, atol=1e-2)
+
+
+def test_bf16_gemm(routed: None) -> None:
+    from tilelang.testing.kernels import tile_gemm
+
+    kernel = compile_cuda(tile_gemm(512, 512, 256, 128, 128, 32, dtype="bfloat16"))
+    a = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float(), rtol=1e-3, atol=1e-2)
+
+
+def test_explicit_target_simt_gemm_and_flash_attention() -> None:
+    """What the MMA atoms do not take still runs on cutedsl (SIMT GEMM loops)."""
     from tilelang.testing.kernels import flash_attention, tile_gemm
 
-    gemm = tilelang.compile(tile_gemm(256, 256, 128), out_idx=[-1], target="cutedsl")
+    gemm = tilelang.compile(tile_gemm(256, 256, 128, relu=True), out_idx=[-1], target="cutedsl")
     a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
-    torch.testing.assert_close(gemm(a, b), a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(gemm(a, b), torch.relu(a.float() @ b.float()), rtol=1e-3, atol=1e-3)
     attention = tilelang.compile(flash_attention(1, 2, 256, 64), out_idx=[-1], target="cutedsl")
     q, k, v = (torch.randn(1, 256, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     want = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
