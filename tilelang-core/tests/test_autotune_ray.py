@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 import tilelang.language as T
 from rich.console import Console
-from tilelang.autotuner import AutotuneError, AutoTuner, LocalExecutor, RayExecutor, compile_pool
+from tilelang.autotuner import (
+    AutotuneError,
+    AutoTuner,
+    LocalExecutor,
+    RayExecutor,
+    compile_pool,
+)
 from tilelang.autotuner.bench_loop import BenchLoop
 
 if os.environ.get("TILELANG_TEST_RAY") == "1":
