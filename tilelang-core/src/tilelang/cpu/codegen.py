@@ -4,6 +4,7 @@ so clearly if it does not."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -54,7 +55,7 @@ def _exact_float_constants(mod: Any) -> tuple[Any, bool]:
 
     def on_float(node: Any) -> Any:
         dtype, value = str(node.ty.dtype), float(node.value)
-        if dtype not in ("float32", "float64") or value != value or value in (float("inf"), float("-inf")):
+        if dtype not in ("float32", "float64") or not math.isfinite(value):
             return node
         if float(f"{value:e}") == value:
             return node

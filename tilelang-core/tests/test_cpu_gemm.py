@@ -1,0 +1,163 @@
+"""T.gemm on the CPU (cpu/transform/gemm.py: register-blocked, vectorized micro-kernels)
+against numpy, on both CPU execution backends, and the CPU thread-count knob.
+
+Tolerances: every product of two float32 (or float16) values is summed in float32, in k
+order; against the float64 product of the same inputs the error stays within a few ulps
+of the sum's magnitude, so rtol=1e-5 with atol=1e-5 * K (standard-normal inputs) holds
+with margin, and a wrong element (a lost product, a misplaced block) is off by ~1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.cpu import threads
+from tilelang.errors import BackendUnavailableError
+
+BACKENDS = [pytest.param(("cpu", "tvm_ffi"), id="llvm-tvm_ffi"), pytest.param(("c", "cython"), id="c-cython")]
+rng = np.random.default_rng(7)
+
+
+def gemm_kernel(M, N, K, bM, bN, bK, trans_a=False, trans_b=False, dtype="float32", accum="float32"):
+    """Upstream's GEMM: tiles of A and B through shared memory, a fragment accumulator."""
+    a_shape, as_shape = ((K, M), (bK, bM)) if trans_a else ((M, K), (bM, bK))
+    b_shape, bs_shape = ((N, K), (bN, bK)) if trans_b else ((K, N), (bK, bN))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), accum)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            A_s = T.alloc_shared(as_shape, dtype)
+            B_s = T.alloc_shared(bs_shape, dtype)
+            C_l = T.alloc_fragment((bM, bN), accum)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                if trans_a:
+                    T.copy(A[k * bK, by * bM], A_s)
+                else:
+                    T.copy(A[by * bM, k * bK], A_s)
+                if trans_b:
+                    T.copy(B[bx * bN, k * bK], B_s)
+                else:
+                    T.copy(B[k * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_A=trans_a, transpose_B=trans_b)
+            T.copy(C_l, C[by * bM, bx * bN])
+
+    return main
+
+
+def second_product_only(M, N, K):
+    """clear_accum=True: the second T.gemm overwrites what the first accumulated."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), B2: T.Tensor((K, N), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            C_l = T.alloc_fragment((M, N), "float32")
+            T.fill(C_l, 5.0)
+            T.gemm(A, B, C_l)
+            T.gemm(A, B2, C_l, clear_accum=True)
+            T.copy(C_l, C)
+
+    return main
+
+
+def compiled(func, backend):
+    target, execution = backend
+    return tilelang.compile(func, out_idx=[-1], target=target, execution_backend=execution)
+
+
+def reference(a, b, trans_a=False, trans_b=False):
+    a64, b64 = a.astype("float64"), b.astype("float64")
+    return (a64.T if trans_a else a64) @ (b64.T if trans_b else b64)
+
+
+SHAPES = [
+    ((128, 128, 64), (64, 64, 32), (False, False)),  # whole micro-kernel blocks only
+    ((100, 70, 50), (20, 48, 16), (False, False)),  # edge tiles, and tiles MR/NR do not divide
+    ((96, 80, 40), (32, 40, 8), (True, False)),
+    ((64, 72, 48), (32, 24, 16), (False, True)),  # B packed into a k x n panel
+    ((33, 17, 9), (16, 16, 8), (True, True)),
+]
+# the c kind compiles each kernel with the C compiler (seconds each): the edge and both
+# transposed cases there, every case on llvm
+CASES = [pytest.param(BACKENDS[0].values[0], *case, id=f"llvm-{i}") for i, case in enumerate(SHAPES)] + [
+    pytest.param(BACKENDS[1].values[0], *SHAPES[i], id=f"c-{i}") for i in (1, 4)]
+
+
+@pytest.mark.parametrize("backend,mnk,block,trans", CASES)
+def test_gemm_matches_numpy(backend, mnk, block, trans):
+    M, N, K = mnk
+    trans_a, trans_b = trans
+    kernel = compiled(gemm_kernel(M, N, K, *block, trans_a=trans_a, trans_b=trans_b), backend)
+    a = rng.standard_normal((K, M) if trans_a else (M, K), dtype="float32")
+    b = rng.standard_normal((N, K) if trans_b else (K, N), dtype="float32")
+    np.testing.assert_allclose(kernel(a, b), reference(a, b, trans_a, trans_b), rtol=1e-5, atol=1e-5 * K)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_inputs_accumulate_in_float32(backend):
+    M, N, K = 48, 40, 64
+    kernel = compiled(gemm_kernel(M, N, K, 16, 40, 32, dtype="float16", accum="float32"), backend)
+    a = rng.standard_normal((M, K)).astype("float16")
+    b = rng.standard_normal((K, N)).astype("float16")
+    # float16 products are exact in float32: only the float32 sum rounds
+    np.testing.assert_allclose(kernel(a, b), reference(a, b), rtol=1e-5, atol=1e-5 * K)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clear_accum_discards_the_accumulator(backend):
+    M, N, K = 24, 36, 20
+    kernel = compiled(second_product_only(M, N, K), backend)
+    a, b, b2 = (rng.standard_normal(s, dtype="float32") for s in ((M, K), (K, N), (K, N)))
+    np.testing.assert_allclose(kernel(a, b, b2), reference(a, b2), rtol=1e-5, atol=1e-5 * K)
+
+
+def test_llvm_gemm_is_vector_code():
+    """The N loop is explicit vectors in the IR (not a scalar dot product per element)."""
+    kernel = compiled(gemm_kernel(64, 64, 32, 64, 64, 32), ("cpu", "tvm_ffi"))
+    source = kernel.get_kernel_source()
+    assert any(f"<{lanes} x float>" in source for lanes in (4, 8, 16)), "no float vector type in the LLVM IR"
+
+
+def test_thread_count_knob(monkeypatch):
+    for name in ("TILELANG_CPU_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert threads.configure_thread_pool() == threads.available_cpus()
+    assert os.environ["TVM_NUM_THREADS"] == str(threads.available_cpus())
+    monkeypatch.setenv("TVM_NUM_THREADS", "3")
+    assert threads.configure_thread_pool() is None  # TVM's own knob is left as it is
+    assert os.environ["TVM_NUM_THREADS"] == "3"
+    monkeypatch.setenv("TILELANG_CPU_THREADS", "1")
+    assert threads.configure_thread_pool() == 1  # ours wins
+    assert os.environ["TVM_NUM_THREADS"] == "1"
+
+
+def test_invalid_thread_count_is_reported_with_the_fix(monkeypatch):
+    monkeypatch.setenv("TILELANG_CPU_THREADS", "all")
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")
+    assert threads.configure_thread_pool() is None
+    assert os.environ["TVM_NUM_THREADS"] == "2"
+    with pytest.raises(BackendUnavailableError, match=r"TILELANG_CPU_THREADS='all' is not a positive integer: "
+                                                      r"set it to the number of threads"):
+        tilelang.compile(gemm_kernel(16, 16, 16, 16, 16, 16), target="cpu")
+
+
+_POOL_SIZE = """
+import tilelang, tvm, tvm_ffi
+print(tvm_ffi.get_global_func("runtime.NumThreads")())
+"""
+
+
+def test_thread_pool_uses_every_cpu_in_a_fresh_process():
+    """TVM sizes its pool once, at its first use, to half the hardware threads unless told
+    otherwise (one thread on a 2-core machine): importing tilelang must have told it."""
+    unset = ("TILELANG_CPU_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    out = subprocess.run([sys.executable, "-c", _POOL_SIZE], env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) == threads.available_cpus()
