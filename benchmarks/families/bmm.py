@@ -8,6 +8,7 @@ import tilelang.language as T
 from .common import Case, KernelSpec, Variant
 
 SHAPES = ((16, 1024, 1024, 1024), (32, 2048, 2048, 512))  # batch, M, N, K
+SMALL_SHAPE = (2, 128, 256, 64)
 CONFIGS = ((128, 128, 32, 128, 3), (128, 128, 64, 128, 3), (128, 256, 64, 256, 3))  # bM, bN, bK, threads, stages
 
 
@@ -29,12 +30,12 @@ def bmm_kernel(batch, M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3,
     return main
 
 
-def _inputs(b: int, m: int, n: int, k: int) -> dict:
+def _inputs(b: int, m: int, n: int, k: int, device: str) -> dict:
     import torch
 
-    return {"a": torch.randn(b, m, k, device="cuda", dtype=torch.float16),
-            "b": (torch.randn(b, k, n, device="cuda") * k**-0.5).half(),  # outputs of order one
-            "c": torch.empty(b, m, n, device="cuda", dtype=torch.float16)}
+    return {"a": torch.randn(b, m, k, device=device, dtype=torch.float16),
+            "b": (torch.randn(b, k, n, device=device) * k**-0.5).half(),  # outputs of order one
+            "c": torch.empty(b, m, n, device=device, dtype=torch.float16)}
 
 
 def _launch(kernels: list, t: dict):
@@ -48,11 +49,17 @@ def _reference(t: dict):
     return torch.bmm(t["a"], t["b"])
 
 
+def make_case(shape: tuple, configs: tuple, device: str = "cuda") -> Case:
+    b, m, n, k = shape
+    variants = [Variant("{}x{}x{}/t{}/s{}".format(*c), lambda c=c: [KernelSpec(bmm_kernel(*shape, *c))])
+                for c in configs]
+    return Case("bmm", f"{b}x{m}x{n}x{k}", {"batch": b, "M": m, "N": n, "K": k}, "TFLOP/s", 2.0 * b * m * n * k,
+                variants, lambda: _inputs(*shape, device), _launch, _reference, atol=1e-2, rtol=1e-2)
+
+
 def cases(quick: bool) -> list[Case]:
-    out = []
-    for b, m, n, k in SHAPES[:1] if quick else SHAPES:
-        variants = [Variant("{}x{}x{}/t{}/s{}".format(*c), lambda c=c, s=(b, m, n, k): [KernelSpec(bmm_kernel(*s, *c))])
-                    for c in (CONFIGS[:2] if quick else CONFIGS)]
-        out.append(Case("bmm", f"{b}x{m}x{n}x{k}", {"batch": b, "M": m, "N": n, "K": k}, "TFLOP/s", 2.0 * b * m * n * k,
-                        variants, lambda s=(b, m, n, k): _inputs(*s), _launch, _reference, atol=1e-2, rtol=1e-2))
-    return out
+    return [make_case(shape, CONFIGS[:2] if quick else CONFIGS) for shape in (SHAPES[:1] if quick else SHAPES)]
+
+
+def small_cases() -> list[Case]:
+    return [make_case(SMALL_SHAPE, CONFIGS[:1], device="cpu")]

@@ -44,10 +44,12 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class Variant:
-    """One tile configuration of a case; ``build`` makes its kernels (run in order)."""
+    """One tile configuration of a case; ``build`` makes its kernels (run in order);
+    ``launch``, where given, runs them instead of the case's (a variant with its own buffers)."""
 
     label: str
     build: Callable[[], Sequence[KernelSpec]]
+    launch: Callable[[list[Any], dict[str, Any]], Any] | None = None
 
 
 @dataclass
@@ -134,12 +136,13 @@ def run_case(case: Case, repeat: int, inner: int) -> dict[str, Any]:
             kernels = [tilelang.compile(spec.func, target="cuda", pass_configs=spec.pass_configs)
                        for spec in variant.build()]
             stage = "run"
-            got = case.launch(kernels, inputs)
+            launch = variant.launch or case.launch
+            got = launch(kernels, inputs)
             torch.cuda.synchronize()
             entry["correct"], entry["max_err"] = compare(got, want, case.atol, case.rtol)
             entry["max_err"] = round(entry["max_err"], 5)
             stage = "timing"
-            entry["tl_ms"] = round(time_ms(lambda ks=kernels: case.launch(ks, inputs), repeat, inner), 4)
+            entry["tl_ms"] = round(time_ms(lambda ks=kernels, go=launch: go(ks, inputs), repeat, inner), 4)
         except Exception as exc:  # noqa: BLE001 -- reported per variant; the others continue
             entry["error"] = f"{stage}: {error_text(exc)}"
             traceback.print_exc(file=sys.stderr)
@@ -187,4 +190,20 @@ def dry_run_case(case: Case, arch: str, nvcc: bool) -> dict[str, Any]:
     record["status"] = "failed" if failed else tried[0]["status"]
     if failed:
         record["error"] = "; ".join(f"{e['config']}: {e['error']}" for e in failed)
+    return record
+
+
+def check_on_cpu(case: Case) -> dict[str, Any]:
+    """Compile the first variant of a small case (inputs on the CPU) for the CPU backend, run
+    it and compare with torch on the CPU: the kernels' arithmetic checked where no GPU is."""
+    import tilelang
+
+    record = case.base_record()
+    variant = case.variants[0]
+    record["config"] = variant.label
+    inputs = case.inputs()
+    want = case.reference({k: v.clone() for k, v in inputs.items()})
+    kernels = [tilelang.compile(spec.func, target="cpu", pass_configs=spec.pass_configs) for spec in variant.build()]
+    got = (variant.launch or case.launch)(kernels, inputs)
+    record["correct"], record["max_err"] = compare(got, want, case.atol, case.rtol)
     return record

@@ -10,6 +10,7 @@ import tilelang.language as T
 from .common import Case, KernelSpec, Variant, load_benchmark
 
 SHAPES = ((8, 16, 4096, 64), (8, 16, 4096, 128))  # batch, heads, seq_len, dim
+SMALL_SHAPE = (1, 2, 128, 64)
 CAUSAL_CONFIGS = ((64, 64, 128, 2), (128, 64, 256, 2), (128, 32, 256, 2))  # block_M, block_N, threads, stages
 LOG2E = 1.44269504
 
@@ -79,10 +80,10 @@ def _variants(shape: tuple, causal: bool, quick: bool) -> list[Variant]:
             for c, options in configs]
 
 
-def _inputs(batch: int, heads: int, seq_len: int, dim: int) -> dict:
+def _inputs(batch: int, heads: int, seq_len: int, dim: int, device: str) -> dict:
     import torch
 
-    q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(batch, seq_len, heads, dim, device=device, dtype=torch.float16) for _ in range(3))
     return {"q": q, "k": k, "v": v, "o": torch.empty_like(q)}
 
 
@@ -99,14 +100,21 @@ def _reference(t: dict, causal: bool):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
 
 
+def make_case(shape: tuple, causal: bool, variants: list[Variant], device: str = "cuda") -> Case:
+    batch, heads, seq_len, dim = shape
+    flop = 4.0 * batch * heads * seq_len * seq_len * dim * (0.5 if causal else 1.0)
+    return Case("fmha", f"d{dim}" + (" causal" if causal else ""),
+                {"batch": batch, "heads": heads, "seq": seq_len, "dim": dim, "causal": causal}, "TFLOP/s", flop,
+                variants, lambda: _inputs(*shape, device), _launch, lambda t: _reference(t, causal),
+                atol=2e-2, rtol=0.0)
+
+
 def cases(quick: bool) -> list[Case]:
-    out = []
-    for shape in SHAPES:
-        batch, heads, seq_len, dim = shape
-        for causal in ((False, True) if not quick else (dim == 128,)):
-            flop = 4.0 * batch * heads * seq_len * seq_len * dim * (0.5 if causal else 1.0)
-            out.append(Case("fmha", f"d{dim}" + (" causal" if causal else ""),
-                            {"batch": batch, "heads": heads, "seq": seq_len, "dim": dim, "causal": causal},
-                            "TFLOP/s", flop, _variants(shape, causal, quick), lambda s=shape: _inputs(*s), _launch,
-                            lambda t, c=causal: _reference(t, c), atol=2e-2, rtol=0.0))
-    return out
+    # quick: head dim 64 plain, head dim 128 causal
+    pairs = [(s, c) for s in SHAPES for c in ((s[3] == 128,) if quick else (False, True))]
+    return [make_case(shape, causal, _variants(shape, causal, quick)) for shape, causal in pairs]
+
+
+def small_cases() -> list[Case]:
+    return [make_case(SMALL_SHAPE, causal, _variants(SMALL_SHAPE, causal, quick=True)[:1], device="cpu")
+            for causal in (False, True)]

@@ -40,13 +40,13 @@ def linear_kernel(M, N, K, act, bM=128, bN=128, bK=32, threads=128, num_stages=3
     return main
 
 
-def _inputs(m: int, n: int, k: int) -> dict:
+def _inputs(m: int, n: int, k: int, device: str) -> dict:
     import torch
 
-    return {"x": torch.randn(m, k, device="cuda", dtype=torch.float16),
-            "w": (torch.randn(n, k, device="cuda") * k**-0.5).half(),  # pre-activations of order one
-            "bias": torch.randn(n, device="cuda", dtype=torch.float16),
-            "y": torch.empty(m, n, device="cuda", dtype=torch.float16)}
+    return {"x": torch.randn(m, k, device=device, dtype=torch.float16),
+            "w": (torch.randn(n, k, device=device) * k**-0.5).half(),  # pre-activations of order one
+            "bias": torch.randn(n, device=device, dtype=torch.float16),
+            "y": torch.empty(m, n, device=device, dtype=torch.float16)}
 
 
 def _launch(kernels: list, t: dict):
@@ -61,13 +61,18 @@ def _reference(t: dict, act: str):
     return F.relu(y) if act == "relu" else F.gelu(y, approximate="tanh")
 
 
+def make_case(shape: tuple, configs: tuple, device: str = "cuda") -> Case:
+    m, n, k, act = shape
+    variants = [Variant("{}x{}x{}/t{}/s{}".format(*c), lambda c=c: [KernelSpec(linear_kernel(*shape, *c))])
+                for c in configs]
+    return Case("linear_bias_act", f"{m}x{n}x{k} {act}", {"M": m, "N": n, "K": k, "act": act}, "TFLOP/s",
+                2.0 * m * n * k, variants, lambda: _inputs(m, n, k, device), _launch,
+                lambda t: _reference(t, act), atol=1e-2, rtol=1e-2)
+
+
 def cases(quick: bool) -> list[Case]:
-    out = []
-    for m, n, k, act in SHAPES[:1] if quick else SHAPES:
-        variants = [Variant("{}x{}x{}/t{}/s{}".format(*c),
-                            lambda c=c, s=(m, n, k, act): [KernelSpec(linear_kernel(*s, *c))])
-                    for c in (CONFIGS[:2] if quick else CONFIGS)]
-        out.append(Case("linear_bias_act", f"{m}x{n}x{k} {act}", {"M": m, "N": n, "K": k, "act": act}, "TFLOP/s",
-                        2.0 * m * n * k, variants, lambda s=(m, n, k): _inputs(*s), _launch,
-                        lambda t, act=act: _reference(t, act), atol=1e-2, rtol=1e-2))
-    return out
+    return [make_case(shape, CONFIGS[:2] if quick else CONFIGS) for shape in (SHAPES[:1] if quick else SHAPES)]
+
+
+def small_cases() -> list[Case]:
+    return [make_case((128, 256, 64, act), CONFIGS[:1], device="cpu") for act in ("gelu", "relu")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .common import Case, KernelSpec, Variant, load_benchmark
 
 SIZES = (4096, 8192)
+SMALL_SIZE = 256  # the CPU check's
 QUICK_CONFIGS = 2  # the canonical config and the first tuned one
 
 
@@ -29,13 +30,13 @@ def gemm_variants(m: int, n: int, k: int, quick: bool) -> list[Variant]:
     return [variant(config, options) for config, options in configs]
 
 
-def _inputs(m: int, n: int, k: int) -> dict:
+def _inputs(m: int, n: int, k: int, device: str) -> dict:
     import torch
 
     # B scaled by 1/sqrt(K): outputs of order one, so fp16 rounding stays at its relative size
-    return {"a": torch.randn(m, k, device="cuda", dtype=torch.float16),
-            "b": (torch.randn(k, n, device="cuda") * k**-0.5).half(),
-            "c": torch.empty(m, n, device="cuda", dtype=torch.float16)}
+    return {"a": torch.randn(m, k, device=device, dtype=torch.float16),
+            "b": (torch.randn(k, n, device=device) * k**-0.5).half(),
+            "c": torch.empty(m, n, device=device, dtype=torch.float16)}
 
 
 def _launch(kernels: list, t: dict):
@@ -49,8 +50,14 @@ def _reference(t: dict):
     return torch.matmul(t["a"], t["b"])
 
 
+def make_case(n: int, variants: list[Variant], device: str = "cuda") -> Case:
+    return Case("matmul", f"{n}^3", {"M": n, "N": n, "K": n}, "TFLOP/s", 2.0 * n**3, variants,
+                lambda: _inputs(n, n, n, device), _launch, _reference, atol=1e-2, rtol=1e-2)
+
+
 def cases(quick: bool) -> list[Case]:
-    sizes = SIZES[:1] if quick else SIZES
-    return [Case("matmul", f"{n}^3", {"M": n, "N": n, "K": n}, "TFLOP/s", 2.0 * n**3, gemm_variants(n, n, n, quick),
-                 lambda n=n: _inputs(n, n, n), _launch, _reference, atol=1e-2, rtol=1e-2)
-            for n in sizes]
+    return [make_case(n, gemm_variants(n, n, n, quick)) for n in (SIZES[:1] if quick else SIZES)]
+
+
+def small_cases() -> list[Case]:
+    return [make_case(SMALL_SIZE, gemm_variants(SMALL_SIZE, SMALL_SIZE, SMALL_SIZE, quick=True)[:1], device="cpu")]
