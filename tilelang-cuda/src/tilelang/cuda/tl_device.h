@@ -108,13 +108,6 @@ __device__ __forceinline__ void tl_check_swizzle_base(const void* smem) {
   }
 }
 
-#ifdef __CUDACC_RTC__
-// NVRTC compiles without cuda.h: CUtensorMap as cuda.h declares it (128 bytes, 64-byte
-// aligned), for the __grid_constant__ tensor-map parameters of TMA kernels
-struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };
-typedef struct CUtensorMap_st CUtensorMap;
-#endif
-
 __device__ __forceinline__ void tl_mbarrier_init(void* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
 }

@@ -98,8 +98,17 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# NVRTC compiles without cuda.h, which declares CUtensorMap (128 bytes, 64-byte aligned):
+# the type of TMA kernels' __grid_constant__ tensor-map parameters (transform/tma.py)
+_TENSOR_MAP_TYPE = ("struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };\n"
+                    "typedef struct CUtensorMap_st CUtensorMap;\n")
+
+
 def _compile_nvrtc(source: str, arch: str, name: str) -> bytes:
     from cuda.bindings import nvrtc
+
+    if "CUtensorMap" in source and "CUtensorMap_st {" not in source:
+        source = _TENSOR_MAP_TYPE + source
 
     def check(result: Any, what: str, program: Any = None) -> Any:
         err = result[0]
