@@ -91,11 +91,29 @@ def test_jit_decorator_memoizes_per_parameters():
     assert add(8, 8) is not add(16, 8)
 
 
-def test_auto_target_choice_is_visible():
+def test_auto_target_choice_is_visible(monkeypatch):
+    from tilelang.backend.registry import REGISTRY
+    from tilelang.backend.resolution import ordered_detectors
+    from tilelang.backend.target import TargetDetector, detect_auto_target
+
+    # the detectors' answer, asked here (cpu on a machine without a GPU), not read back from the kernel
+    _, detector = detect_auto_target(ordered_detectors())
     kernel = tilelang.compile(elementwise_add(8, 8), out_idx=[-1])
-    name = kernel.context.module.name  # cpu here; the GPU's backend where there is one
-    assert kernel.context.target_source == f"auto ({name})"
-    assert f"target backend '{name}'" in kernel.describe()
+    assert kernel.context.module.name == detector.backend_name
+    assert kernel.context.target_source == f"auto ({detector.name})"
+    assert f"target backend '{detector.backend_name}'" in kernel.describe()
+    # TILELANG_DEFAULT_TARGET is asked before any detector
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", "c")
+    kernel = tilelang.compile(elementwise_add(8, 8), out_idx=[-1])
+    assert (kernel.context.module.name, kernel.context.target.kind.name) == ("cpu", "c")
+    assert kernel.context.target_source == "auto (TILELANG_DEFAULT_TARGET)"
+    assert "target backend 'cpu' (c, auto (TILELANG_DEFAULT_TARGET))" in kernel.describe()
+    # without it, the detector of the highest priority that answers wins (cpu's is 0)
+    monkeypatch.delenv("TILELANG_DEFAULT_TARGET")
+    monkeypatch.setitem(REGISTRY.detectors, "probe", TargetDetector("probe", priority=1000, detect=lambda: "c",
+                                                                    backend="cpu"))
+    kernel = tilelang.compile(elementwise_add(8, 8), out_idx=[-1])
+    assert (kernel.context.target.kind.name, kernel.context.target_source) == ("c", "auto (probe)")
 
 
 @pytest.fixture(scope="module")

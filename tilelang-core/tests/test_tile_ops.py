@@ -3,6 +3,8 @@ transposes, reductions, cumsum, Pipelined, and the errors for tiles that do not 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import tilelang
@@ -102,16 +104,22 @@ def test_cumsum(reverse):
 
 def test_copy_of_an_edge_tile_reads_zeros_and_writes_only_in_range():
     @T.prim_func
-    def main(X: T.Tensor((10, 10), "float32"), Y: T.Tensor((10, 10), "float32")):
+    def main(X: T.Tensor((10, 10), "float32"), Y: T.Tensor((10, 10), "float32"), Z: T.Tensor((12, 12), "float32")):
         with T.Kernel(3, 3, threads=32) as (bx, by):
             t = T.alloc_shared((4, 4), "float32")
+            T.fill(t, 7.0)  # what a copy that skipped its zero fill would leave
             T.copy(X[by * 4, bx * 4], t)
+            T.copy(t, Z[by * 4, bx * 4])  # the whole tile, the part outside X included
             for i, j in T.Parallel(4, 4):
                 t[i, j] = t[i, j] + 1.0
             T.copy(t, Y[by * 4, bx * 4])
 
     x = rng.standard_normal((10, 10)).astype("float32")
-    np.testing.assert_allclose(cpu(main)(x), x + 1, rtol=1e-6)
+    y, z = cpu(main, out_idx=(1, 2))(x)
+    np.testing.assert_allclose(y, x + 1, rtol=1e-6)  # an unguarded write past column 9 lands in the next row
+    np.testing.assert_array_equal(z[:10, :10], x)
+    np.testing.assert_array_equal(z[10:, :], 0)  # the edge tiles' rows and columns outside X read as zero
+    np.testing.assert_array_equal(z[:, 10:], 0)
 
 
 def test_fill_and_slices():
@@ -171,11 +179,36 @@ def histogram(n, bins, block=64):
 
 
 def test_atomic_add_of_elements_from_every_block():
-    n, bins = 1000, 17
-    x = rng.integers(0, bins, n).astype("int32")
-    h = np.zeros(bins, "int32")
-    cpu(histogram(n, bins), out_idx=())(x, h)
-    np.testing.assert_array_equal(h, np.bincount(x, minlength=bins))
+    # 3125 blocks into 17 bins: were the blocks spread over the thread pool, their plain
+    # read-modify-writes (the CPU lowers atomics to them) would lose updates. How often a
+    # race shows depends on the cores free at the time, so the next test pins the rule
+    # itself; this one checks the counts, repeated while that takes under a second.
+    n, bins = 200_000, 17
+    kernel = cpu(histogram(n, bins), out_idx=())
+    start = time.monotonic()
+    for _ in range(20):
+        x = rng.integers(0, bins, n).astype("int32")
+        h = np.zeros(bins, "int32")
+        kernel(x, h)
+        np.testing.assert_array_equal(h, np.bincount(x, minlength=bins))
+        if time.monotonic() - start > 1.0:
+            break
+
+
+def test_a_kernel_with_atomics_runs_its_blocks_on_one_thread():
+    """The CPU's rule for atomics (launch_to_loops.py): no parallel launch in the compiled
+    code of a kernel that uses them, while the same grid without them has one."""
+
+    @T.prim_func
+    def scatter(X: T.Tensor((200_000,), "int32"), Y: T.Tensor((200_000,), "int32")):
+        with T.Kernel(T.ceildiv(200_000, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < 200_000:
+                    Y[bx * 64 + i] = X[bx * 64 + i] + 1
+
+    parallel_launch = "TVMBackendParallelLaunch"
+    assert parallel_launch in cpu(scatter, out_idx=()).artifact.host_source
+    assert parallel_launch not in cpu(histogram(200_000, 17), out_idx=()).artifact.host_source
 
 
 def test_atomic_add_of_tiles_accumulates_split_k():
