@@ -98,6 +98,8 @@ def test_executor_must_follow_the_protocol():
                                                      r"compile\(job\) and measure\(job, outcomes\), such as "
                                                      r"tilelang.autotuner.RayExecutor\(\)\), got str"):
         _tuner("ray")
+    with pytest.raises(tilelang.TileLangError, match=r"executor= takes a TuneExecutor .*, got the class RayExecutor"):
+        tilelang.autotune(configs=CONFIGS, executor=RayExecutor)  # the class, not an executor
     with pytest.raises(tilelang.TileLangError, match="compile_cpus must be > 0, got 0"):
         RayExecutor(compile_cpus=0)
     with pytest.raises(tilelang.TileLangError, match=r"bench_workers must be >= 1 \(or None for one per "

@@ -18,7 +18,7 @@ from ..errors import TileLangError
 from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
 from .eager_builder import EagerBuilder
-from .executor import TuneExecutor
+from .executor import TuneExecutor, checked_executor
 from .param import AutotuneResult
 from .tuner import RESERVED_KEYS, AutoTuner
 
@@ -120,6 +120,7 @@ def autotune(func: Any = None, *, configs: Any, warmup: int = 25, rep: int = 100
     if func is not None:
         raise TileLangError("@tilelang.autotune needs its configurations: write "
                             "@tilelang.autotune(configs=[...]) above @tilelang.jit(...)")
+    executor = checked_executor(executor)  # wrong here, not at the first call
     profile = {"supply_type": supply_type, "ref_prog": ref_prog, "supply_prog": supply_prog, "rtol": rtol,
                "atol": atol, "max_mismatched_ratio": max_mismatched_ratio, "skip_check": skip_check,
                "manual_check_prog": manual_check_prog, "cache_input_tensors": cache_input_tensors}

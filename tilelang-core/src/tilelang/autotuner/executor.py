@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import TileLangError
 from . import compile_pool
 from .compile_pool import CompileOutcome, CompileTask
 from .param import ProfileArgs, Trial
@@ -106,4 +107,14 @@ class LocalExecutor:
         return "LocalExecutor()"
 
 
-__all__ = ["LocalExecutor", "Measurements", "TuneExecutor", "TuneJob"]
+def checked_executor(executor: Any) -> TuneExecutor | None:
+    """``executor`` when it is an object with the TuneExecutor methods (or None), else
+    TileLangError."""
+    if executor is not None and (isinstance(executor, type) or not isinstance(executor, TuneExecutor)):
+        got = f"the class {executor.__name__}" if isinstance(executor, type) else type(executor).__name__
+        raise TileLangError(f"autotune: executor= takes a TuneExecutor (an object with compile(job) and "
+                            f"measure(job, outcomes), such as tilelang.autotuner.RayExecutor()), got {got}")
+    return executor
+
+
+__all__ = ["LocalExecutor", "Measurements", "TuneExecutor", "TuneJob", "checked_executor"]

@@ -92,13 +92,19 @@ class RayExecutor:
                                     "`ray status` shows the cluster") from err
         return ray
 
-    def _setup(self, job: TuneJob) -> WorkerSetup:
-        function = getattr(job.builder, "function", job.builder)  # an EagerBuilder's function
+    def _setup(self) -> WorkerSetup:
+        # the main module as multiprocessing's spawn finds it (python -m runs: by name,
+        # except a package's __main__; scripts: by path; interactive: none)
         main = sys.modules.get("__main__")
-        main_path = None
-        if getattr(function, "__module__", None) == "__main__" and getattr(main, "__file__", None):
+        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+        main_name = main_path = None
+        if spec_name is not None:
+            if spec_name != "__main__" and not spec_name.endswith(".__main__"):
+                main_name = spec_name
+        elif getattr(main, "__file__", None):
             main_path = os.path.abspath(main.__file__)
-        return WorkerSetup(self.worker_cache_dir, tuple(os.path.abspath(p) for p in sys.path if p), main_path)
+        sys_path = tuple(os.path.abspath(p) for p in sys.path if p)
+        return WorkerSetup(self.worker_cache_dir, sys_path, main_path, main_name)
 
     def _payload(self, job: TuneJob) -> bytes:
         try:
@@ -114,7 +120,7 @@ class RayExecutor:
         returns the outcomes as they finish, each stored in this process's kernel cache."""
         ray = self.connect()
         payload = ray.put(self._payload(job))
-        setup = self._setup(job)
+        setup = self._setup()
         remote = ray.remote(num_cpus=self.compile_cpus, max_retries=0)(compile_group)
         size = max(1, job.group_size)
         groups = [list(job.tasks[i:i + size]) for i in range(0, len(job.tasks), size)]
@@ -160,7 +166,7 @@ class RayExecutor:
     def measure(self, job: TuneJob, outcomes: Iterable[CompileOutcome]) -> Measurements:
         ray = self.connect()
         options = self._worker_options(ray, job)
-        setup = self._setup(job)
+        setup = self._setup()
         payload = ray.put(self._payload(job))
         profile = ray.put(serialize.dumps(job.profile))
         actor_class = ray.remote(max_restarts=0)(BenchWorker)

@@ -36,13 +36,16 @@ class WorkerSetup:
     """How a worker prepares its process. cache_dir: its node's kernel cache (None: a
     per-user folder in the node's temporary directory); sys_path: the tuning process's
     import path, whose folders that exist on the node are appended (spawned pool workers
-    get the same, so builders defined in a test or a script's folder import); main_path:
-    the tuning process's ``__main__`` script when the builder is defined there, run as
-    ``__mp_main__`` once per process, as multiprocessing's spawn does."""
+    get the same, so builders defined in a test or a script's folder import); main_path /
+    main_name: the tuning process's ``__main__`` (a script's path, or the module that
+    ``python -m`` ran), run as ``__mp_main__`` once per process, as multiprocessing's spawn
+    does: builders, references and input suppliers defined there are pickled as
+    ``__main__``'s, and a script's ``if __name__ == "__main__":`` block does not run."""
 
     cache_dir: str | None
     sys_path: tuple[str, ...]
     main_path: str | None = None
+    main_name: str | None = None
 
 
 def default_cache_dir() -> str:
@@ -58,20 +61,22 @@ def prepare(setup: WorkerSetup) -> None:
     for folder in setup.sys_path:
         if folder and folder not in sys.path and os.path.isdir(folder):
             sys.path.append(folder)
-    if setup.main_path is not None:
-        _run_main(setup.main_path)
+    if setup.main_path is not None or setup.main_name is not None:
+        _run_main(setup.main_path, setup.main_name)
 
 
-def _run_main(path: str) -> None:
-    main = sys.modules.get("__mp_main__")
-    if main is not None and getattr(main, "__file__", None) == path:
+def _run_main(path: str | None, name: str | None) -> None:
+    ran = sys.modules.get("__mp_main__")
+    if ran is not None and getattr(ran, "__tilelang_main__", None) == (path, name):
         return
-    # the script's `if __name__ == "__main__":` block does not run (its name is __mp_main__)
-    namespace = runpy.run_path(path, run_name="__mp_main__")
+    if name is not None:
+        namespace = runpy.run_module(name, run_name="__mp_main__", alter_sys=False)
+    else:
+        namespace = runpy.run_path(str(path), run_name="__mp_main__")
     module = type(sys)("__mp_main__")
     module.__dict__.update(namespace)
-    module.__file__ = path
-    # builders from the script were pickled as __main__'s: both names resolve to it here
+    module.__tilelang_main__ = (path, name)
+    # what was pickled as __main__'s resolves to the tuning process's main here
     sys.modules["__mp_main__"] = sys.modules["__main__"] = module
 
 

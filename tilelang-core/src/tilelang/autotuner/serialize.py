@@ -23,6 +23,11 @@ from typing import Any
 
 
 def _is_importable(fn: types.FunctionType) -> bool:
+    if fn.__module__ == "__main__":
+        # a worker's __main__ is the script re-run without its `if __name__ == "__main__":`
+        # block, so a function defined in that block is not there: it travels by value
+        # (and one defined at the top finds the same globals either way)
+        return False
     module = sys.modules.get(fn.__module__ or "")
     obj: Any = module
     for part in fn.__qualname__.split("."):

@@ -21,7 +21,7 @@ from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
 from . import compile_pool, result_cache
 from .capture import get_autotune_inputs
-from .executor import LocalExecutor, TuneExecutor, TuneJob
+from .executor import LocalExecutor, TuneExecutor, TuneJob, checked_executor
 from .param import AutotuneResult, CompileArgs, ProfileArgs, Trial
 
 log = logging.getLogger("tilelang.autotuner")
@@ -62,7 +62,7 @@ class AutoTuner:
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.console: Any = None  # a rich Console for the progress display (default: stdout)
-        self.executor = _checked_executor(executor)
+        self.executor = checked_executor(executor)
 
     @classmethod
     def from_kernel(cls, kernel: Callable[..., Any], configs: Any,
@@ -232,14 +232,6 @@ class AutoTuner:
 
     def __call__(self) -> AutotuneResult:
         return self.run()
-
-
-def _checked_executor(executor: Any) -> TuneExecutor | None:
-    if executor is not None and not isinstance(executor, TuneExecutor):
-        raise TileLangError(f"autotune: executor= takes a TuneExecutor (an object with compile(job) and "
-                            f"measure(job, outcomes), such as tilelang.autotuner.RayExecutor()), got "
-                            f"{type(executor).__name__}")
-    return executor
 
 
 __all__ = ["AutoTuner", "AutotuneError"]
