@@ -10,9 +10,13 @@ cut short keeps what finished.
 
     python benchmarks/families.py [--only fam ...] [--quick] [--json out.json] [--md out.md]
     python benchmarks/families.py --dry-run [--arch sm_90] [--no-nvcc]   # no GPU needed
+    python benchmarks/families.py --cpu-check                            # no GPU needed
 
 --dry-run lowers every variant of every case for --arch and compiles its device code with
-the CUDA backend's toolchain (NVRTC or nvcc), launching nothing. Plot the JSON with
+the CUDA backend's toolchain (NVRTC or nvcc), launching nothing. --cpu-check runs each
+family's kernels at small sizes on the CPU backend against torch on the CPU (the kernels'
+arithmetic, not their GPU lowering). --budget bounds the whole run (one call on a leased
+GPU): families not started in time are reported as such. Plot the JSON with
 benchmarks/plot_families.py.
 """
 
@@ -35,16 +39,22 @@ from families.report import markdown
 
 def run_family(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every case of one family, in this process; a failure to build its cases is a record."""
-    from families.common import dry_run_case, error_text, run_case
+    from families.common import check_on_cpu, dry_run_case, error_text, run_case
 
     try:
-        cases = family_module(name).cases(args.quick)
+        module = family_module(name)
+        cases = module.small_cases() if args.cpu_check else module.cases(args.quick)
     except Exception as exc:  # noqa: BLE001 -- reported; the other families continue
         return [{"name": name, "case": "*", "error": "building the cases: " + error_text(exc)}]
     records = []
     for case in cases:
         start = time.perf_counter()
-        if args.dry_run:
+        if args.cpu_check:
+            try:
+                record = check_on_cpu(case)
+            except Exception as exc:  # noqa: BLE001 -- reported; the other cases continue
+                record = {**case.base_record(), "error": error_text(exc)}
+        elif args.dry_run:
             record = dry_run_case(case, args.arch, nvcc=not args.no_nvcc)
         else:
             record = run_case(case, repeat=5 if args.quick else 10, inner=3 if args.quick else 5)
@@ -64,18 +74,18 @@ def _free_cuda_memory() -> None:
     torch.cuda.empty_cache()
 
 
-def run_family_isolated(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_family_isolated(name: str, args: argparse.Namespace, timeout: float) -> list[dict[str, Any]]:
     """One family in a child process (this script with --only name --in-process)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "records.json"
         command = [sys.executable, __file__, "--only", name, "--in-process", "--json", str(out),
                    "--arch", args.arch] + ["--quick"] * args.quick + ["--dry-run"] * args.dry_run
-        command += ["--no-nvcc"] * args.no_nvcc
+        command += ["--no-nvcc"] * args.no_nvcc + ["--cpu-check"] * args.cpu_check
         try:
-            proc = subprocess.run(command, check=False, timeout=args.family_timeout)
+            proc = subprocess.run(command, check=False, timeout=timeout)
             status = f"exit status {proc.returncode}"
         except subprocess.TimeoutExpired:
-            status = f"timed out after {args.family_timeout} s"
+            status = f"timed out after {timeout:.0f} s"
         if out.exists():
             return json.loads(out.read_text())
     return [{"name": name, "case": "*", "error": f"the family's process ended without results ({status})"}]
@@ -99,6 +109,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="lower and compile the device code only; no GPU needed")
     parser.add_argument("--arch", default="sm_90", help="CUDA arch for --dry-run (default sm_90)")
     parser.add_argument("--no-nvcc", action="store_true", help="with --dry-run: lower only, no device compile")
+    parser.add_argument("--cpu-check", action="store_true",
+                        help="run each family's small cases on the CPU backend against torch; no GPU needed")
+    parser.add_argument("--budget", type=float, default=float(os.environ.get("FAMILIES_BUDGET", "540")),
+                        help="seconds for the whole run (default 540): later families are reported as not run")
     parser.add_argument("--in-process", action="store_true", help="run every family in this process")
     parser.add_argument("--family-timeout", type=float, default=float(os.environ.get("FAMILY_TIMEOUT", "300")),
                         help="seconds a family's child process may take (default 300)")
@@ -108,8 +122,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     records: list[dict[str, Any]] = []
+    deadline = time.monotonic() + args.budget
     for name in args.only:
-        records += run_family(name, args) if args.in_process else run_family_isolated(name, args)
+        left = deadline - time.monotonic()
+        if left < 10:  # not worth starting: a child needs seconds to import torch and tilelang
+            records.append({"name": name, "case": "*", "error": f"not run: the {args.budget:.0f} s budget was spent"})
+        elif args.in_process:
+            records += run_family(name, args)
+        else:
+            records += run_family_isolated(name, args, min(args.family_timeout, left))
         write_outputs(records, args)
     if not args.json and not args.md:
         print(markdown(records, dry_run=args.dry_run))

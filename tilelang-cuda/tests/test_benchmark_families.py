@@ -1,0 +1,105 @@
+"""The benchmark families (benchmarks/families, issue 14 item 2) without a GPU: every variant
+of every case lowers for sm_90 (the H200 run compiles exactly these), each family's kernels
+compute what torch computes on the CPU backend at small sizes, and a failing variant or
+family is reported, not raised. The nvcc half of the dry run (``python
+benchmarks/families.py --dry-run``) takes minutes and is left to that command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+if not (BENCHMARKS / "families" / "__init__.py").is_file():
+    # wheel_tests copies the tests out of the source tree; the benchmarks stay behind
+    pytest.skip("benchmarks/families is not beside this test (a copy outside the source tree)",
+                allow_module_level=True)
+
+pytest.importorskip("torch")
+
+FAMILIES = ("matmul", "bmm", "linear_bias_act", "fmha", "mla_decoding", "rope", "elementwise", "softmax", "rmsnorm")
+
+
+@pytest.fixture(scope="module")
+def families():
+    """The package, imported with benchmarks/ on sys.path; sys.path is restored afterwards
+    (benchmarks/matmul.py puts examples/ first when it is loaded)."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(BENCHMARKS))
+    import families as package
+    from families import common
+
+    yield package, common
+    sys.path[:] = saved
+
+
+def test_the_issue_families_are_all_there(families):
+    package, _ = families
+    assert package.FAMILIES == FAMILIES
+    with pytest.raises(ValueError, match=r"unknown benchmark family 'mla'; the families are: matmul, bmm"):
+        package.family_module("mla")
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_variant_lowers_for_sm90(families, name):
+    package, common = families
+    cases = package.family_module(name).cases(quick=False)
+    assert cases, name
+    for case in cases:
+        record = common.dry_run_case(case, "sm_90", nvcc=False)
+        assert record["status"] == "lowered", (case.name, record["error"])
+        assert len(record["variants"]) == len(case.variants) >= 1
+        assert record["metric"] in ("TFLOP/s", "GB/s") and case.work > 0
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_kernels_match_torch_on_the_cpu(families, name):
+    package, common = families
+    for case in package.family_module(name).small_cases():
+        record = common.check_on_cpu(case)
+        assert record["correct"] is True, (case.name, record["max_err"], case.atol, case.rtol)
+        assert record["max_err"] <= case.atol + 1e-2  # a near-miss is visible, not just a bool
+
+
+def test_compare_flags_a_wrong_output_and_a_nan(families):
+    import torch
+
+    _, common = families
+    want = torch.ones(4, 4)
+    assert common.compare(want + 1e-3, want, atol=1e-2, rtol=0.0) == (True, pytest.approx(1e-3, rel=1e-4))
+    correct, err = common.compare(want + 0.5, want, atol=1e-2, rtol=1e-2)
+    assert (correct, err) == (False, pytest.approx(0.5))
+    broken = want.clone()
+    broken[1, 2] = float("nan")
+    correct, err = common.compare(broken, want, atol=1e-2, rtol=1e-2)
+    assert not correct and err == float("inf")
+
+
+def test_a_failing_variant_is_reported_and_the_others_still_lower(families):
+    package, common = families
+    case = package.family_module("softmax").make_case((64, 256), ((1, 128),), device="cpu")
+
+    def broken() -> list:
+        raise RuntimeError("this variant's builder fails")
+
+    case.variants.insert(0, common.Variant("broken", broken))
+    record = common.dry_run_case(case, "sm_90", nvcc=False)
+    assert record["status"] == "failed"
+    assert record["error"] == "broken: build: RuntimeError: this variant's builder fails"
+    assert [v["status"] for v in record["variants"]] == ["failed", "lowered"]
+
+
+def test_markdown_marks_errors_and_wrong_results(families):
+    from families.report import markdown
+
+    records = [
+        {"name": "softmax", "case": "64x256", "shape": {"M": 64}, "metric": "GB/s", "tl_ms": 0.5, "ref_ms": 1.0,
+         "ratio": 2.0, "correct": False, "max_err": 0.3, "atol": 1e-3, "rtol": 1e-2, "error": None},
+        {"name": "fmha", "case": "*", "error": "the family's process ended without results (exit status -11)"},
+    ]
+    table = markdown(records).splitlines()
+    assert len(table) == 4
+    assert "| softmax | 64x256 | M=64 |" in table[2] and "| 2.0 | NO | 0.3 (0.001, 0.01) |" in table[2]
+    assert table[3].startswith("| fmha | * |") and "| ERROR |" in table[3] and "exit status -11" in table[3]
