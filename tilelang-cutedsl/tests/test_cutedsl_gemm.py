@@ -49,7 +49,7 @@ def test_operand_swizzle_spreads_ldmatrix_rows_over_all_banks(cols: int) -> None
 
 
 def test_fp16_gemm_prints_tiled_mma_ldmatrix_and_cp_async() -> None:
-    src = source(tile_gemm(256, 256, 128, 128, 128, 32))
+    src = source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3))
     assert ("cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op(cutlass.Float16, cutlass.Float32, (16, 8, 16)), "
             "cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))") in src
     assert "Cl = tiled_mma_0.make_fragment_C(tiled_mma_0.partition_shape_C((128, 128)))" in src
@@ -57,12 +57,15 @@ def test_fp16_gemm_prints_tiled_mma_ldmatrix_and_cp_async() -> None:
     assert "cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4)" in src  # B (K, N): N-major, transposed
     assert "cute.gemm(tiled_mma_0, Cl, rA_" in src
     assert "cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL)" in src
-    assert src.count("cute.arch.cp_async_wait_group(0)") == 1
+    # T.Pipelined(num_stages=3): a ring of three stages per tile, one tile in flight behind
+    # the one being read (stages.py; its schedule is checked in test_cutedsl_stages.py)
+    assert src.count("cute.arch.cp_async_wait_group(1)") == 1 and src.count("cute.arch.cp_async_wait_group(0)") == 1
     # the operand tiles are swizzled, and their views in the GEMM use the same swizzle
-    assert "As = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(2, 3, 3)" in src
+    assert ("As = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(2, 3, 3), 0, "
+            "cute.make_layout(12288)), byte_alignment=1024)") in src
     assert "Bs = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(3, 3, 4)" in src
-    assert ("cute.make_tensor(Bs.iterator, cute.make_composed_layout(cute.make_swizzle(3, 3, 4), 0, "
-            "cute.make_layout((128, 32), stride=(1, 128))))") in src
+    assert ("cute.make_tensor((Bs.iterator + (((k % 3) * 4096))).align(1024), cute.make_composed_layout("
+            "cute.make_swizzle(3, 3, 4), 0, cute.make_layout((128, 32), stride=(1, 128))))") in src
     # whole tiles: no bounds checks on the result
     assert "tDc_" not in src and "tDg_" in src
 

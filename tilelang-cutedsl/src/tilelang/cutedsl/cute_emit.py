@@ -1,6 +1,7 @@
 """CuTe DSL text for the ``tl_cute_*`` statements of LowerCuteGemm (gemm.py): small emitters,
 one per statement, each returning lines for the printer to indent. Every name an emitter
-introduces carries the site's suffix, so that sites never share temporaries."""
+introduces carries the site's suffix, so that sites never share temporaries. Shared tiles
+come as iterators (``As.iterator``, or a stage of it), global tensors by name."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def gemm(site: str, mma: str, a: str, b: str, c: str, dims: tuple[int, int, int]
     b_layout = smem_layout((n, k), (k, 1) if trans_b else (1, n), swizzles[1])
     tid = "cute.arch.thread_idx()[0]"
     return [
-        f"sA_{site} = cute.make_tensor({a}.iterator, {a_layout})",
-        f"sB_{site} = cute.make_tensor({b}.iterator, {b_layout})",
+        f"sA_{site} = cute.make_tensor({a}, {a_layout})",
+        f"sB_{site} = cute.make_tensor({b}, {b_layout})",
         f"rA_{site} = {mma}.make_fragment_A({mma}_thr.partition_A(sA_{site}))",
         f"rB_{site} = {mma}.make_fragment_B({mma}_thr.partition_B(sB_{site}))",
         (f"ldA_{site} = cute.make_tiled_copy_A(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp({trans_a}, 4), "
@@ -101,12 +102,9 @@ def copy_g2s(site: str, dst: str, src: str, offset: str, tile: tuple[int, int], 
     return [
         (f"gS_{site} = cute.make_tensor(({src}.iterator + ({offset})).align(16), "
         f"cute.make_layout(({rows}, {cols}), stride=({ld}, 1)))"),
-        f"sS_{site} = cute.make_tensor({dst}.iterator, {smem_layout((rows, cols), (cols, 1), swizzle)})",
+        f"sS_{site} = cute.make_tensor({dst}, {smem_layout((rows, cols), (cols, 1), swizzle)})",
         f"cp_{site} = cute.make_tiled_copy_tv({atom}, {thread_layout}, cute.make_layout((1, {unit})))",
         (f"cute.copy(cp_{site}, cp_{site}.get_slice(cute.arch.thread_idx()[0]).partition_S(gS_{site}), "
         f"cp_{site}.get_slice(cute.arch.thread_idx()[0]).partition_D(sS_{site}))"),
     ]
 
-
-def cp_async_wait() -> list[str]:
-    return ["cute.arch.cp_async_commit_group()", "cute.arch.cp_async_wait_group(0)"]

@@ -41,6 +41,8 @@ from tilelang.plugin import (
     tile_op_name,
 )
 
+from .stages import STAGES_ATTR, extern_only, pipeline
+
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
 MMA_ATTR = "tilelang.cutedsl.mma"
 OPERAND_DTYPES = ("float16", "bfloat16")
@@ -100,6 +102,7 @@ class _Plan:
         self.accumulators: dict[Any, dict[str, Any]] = {}  # C buffer -> its MMA config
         self.operands: list[Any] = []  # shared tiles read by a qualifying GEMM
         self.ops: list[tuple[str, Any]] = []
+        self.stages: dict[str, int] = {}  # operand tile name -> stages of its T.Pipelined ring
 
     def find(self, buffer: Any, table: Any) -> Any:
         for key in table:
@@ -276,7 +279,17 @@ def _rewrite(plan: _Plan) -> Any:
 
     body = tvm_ffi.structural_map(plan.func.body, (tirx.Evaluate, on_op), order="post")
     body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
-    return tvm_ffi.structural_map(body, (tirx.SeqStmt, _fence_g2s_runs), order="post")
+    body = tvm_ffi.structural_map(body, (tirx.SeqStmt, _fence_g2s_runs), order="post")
+    own = {str(t.name): t for t in plan.operands if extern_only(body, t)}
+
+    def on_loop(loop: Any) -> Any:
+        ring = pipeline(loop, own)
+        if ring is None:
+            return loop
+        plan.stages.update(ring[1])
+        return ring[0]
+
+    return tvm_ffi.structural_map(body, (tirx.For, on_loop), order="post")
 
 
 def _g2s_name(stmt: Any) -> bool:
@@ -304,7 +317,7 @@ def _fence_g2s_runs(seq: Any) -> Any:
             out.append(block_barrier())
         out.append(stmt)
         if last:
-            out += [extern_call("tl_cute_cp_async_wait"), block_barrier()]
+            out += [extern_call("tl_cute_cp_async_commit"), extern_call("tl_cute_cp_async_wait", 0), block_barrier()]
     return tirx.SeqStmt(out)
 
 
@@ -328,6 +341,8 @@ def _lower(func: Any, mod: Any, ctx: Any) -> Any:
         func = func.with_attr(ALIGNMENT_ATTR, max(COPY_BYTES, int(current or 0)))
     if swizzles:
         func = func.with_attr(SWIZZLE_ATTR, json.dumps(swizzles, sort_keys=True))
+    if plan.stages:
+        func = func.with_attr(STAGES_ATTR, json.dumps(plan.stages, sort_keys=True))
     return func.with_attr(MMA_ATTR, json.dumps(mma, sort_keys=True))
 
 

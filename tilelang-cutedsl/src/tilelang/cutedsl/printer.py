@@ -21,6 +21,7 @@ from tilelang.plugin import CompileError
 
 from . import cute_emit
 from .gemm import MMA_ATTR
+from .stages import STAGES_ATTR
 from .transform import SWIZZLE_ATTR
 
 DTYPES = {
@@ -68,8 +69,10 @@ class KernelPrinter:
     """Prints one device PrimFunc as a ``@cute.kernel`` function."""
 
     def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]],
-                 mma: dict[str, dict[str, Any]] | None = None) -> None:
+                 mma: dict[str, dict[str, Any]] | None = None, stages: dict[str, int] | None = None) -> None:
         self.name, self.func = name, func
+        self.stages = stages or {}  # staged tile name -> stages (stages.py)
+        self.stage_align: dict[str, int] = {}  # printed tile name -> alignment of each of its stages
         self.mma = mma or {}  # accumulator buffer name -> its tiled MMA (gemm.py)
         self.mma_names: dict[str, str] = {}  # accumulator buffer name -> tiled MMA variable
         self.prologue: list[str] = []
@@ -144,6 +147,7 @@ class KernelPrinter:
             self.emit(depth, cute_emit.accumulator(name, self.tiled_mma(str(buffer.name)), self.mma[str(buffer.name)]))
             return
         if scope in SHARED:
+            size *= self.stages.get(str(buffer.name), 1)
             layout = f"cute.make_layout({size})"
             align = SMEM_ALIGN
             swizzle = self.swizzles.get(str(buffer.name))
@@ -153,6 +157,8 @@ class KernelPrinter:
                 align = 1024
             self.has_smem = True
             self.smem_bytes = -(-self.smem_bytes // align) * align + size * buffer.dtype.bits // 8
+            stage_bytes = size // self.stages.get(str(buffer.name), 1) * buffer.dtype.bits // 8
+            self.stage_align[name] = min(align, stage_bytes & -stage_bytes)
             self.emit(depth, f"{name} = smem.allocate_tensor({dtype}, {layout}, byte_alignment={align})")
         elif scope in LOCAL:
             self.emit(depth, f"{name} = cute.make_rmem_tensor(cute.make_layout({size}), {dtype})")
@@ -230,18 +236,31 @@ class KernelPrinter:
                                "before it is declared")
         return name, self.expr(load.indices[0])
 
+    def staged(self, tile: str, offset: Any = None) -> str:
+        """The iterator of a tile, or of its stage ``offset`` elements in (a swizzled tile's
+        stages start at 1024-byte multiples where they are that large, so each has the
+        bank pattern of the first)."""
+        if offset is None:
+            return f"{tile}.iterator"
+        # a dynamic offset loses the allocation's alignment, which copy atoms check
+        return f"({tile}.iterator + ({self.expr(offset)})).align({self.stage_align[tile]})"
+
     def cute_statement(self, op: str, args: list[Any]) -> list[str]:
         site = str(len(self.lines))
         ints = [int(a.value) if type(a).__name__ == "IntImm" else None for a in args]
         if op == "tl_cute_fill":
             return [f"{self.operand(args[0])[0]}.fill({self.expr(args[1])})"]
+        if op == "tl_cute_cp_async_commit":
+            return ["cute.arch.cp_async_commit_group()"]
         if op == "tl_cute_cp_async_wait":
-            return cute_emit.cp_async_wait()
+            return [f"cute.arch.cp_async_wait_group({ints[0]})"]
         if op == "tl_cute_gemm":
             (a, _), (b, _), (c, _) = (self.operand(x) for x in args[:3])
             swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
+            dtype = dtype_of(self.dtypes[a], "a GEMM operand")
+            a, b = (self.staged(t, args[8 + i] if len(args) > 8 else None) for i, t in enumerate((a, b)))
             return cute_emit.gemm(site, self.tiled_mma(self.buffer_names[c]), a, b, c, tuple(ints[3:6]),
-                                  (bool(ints[6]), bool(ints[7])), swizzles, dtype_of(self.dtypes[a], "a GEMM operand"))
+                                  (bool(ints[6]), bool(ints[7])), swizzles, dtype)
         if op == "tl_cute_store_acc":
             (c, _), (dst, offset) = self.operand(args[0]), self.operand(args[1])
             return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,
@@ -250,7 +269,8 @@ class KernelPrinter:
         if op == "tl_cute_g2s":
             (dst, _), (src, offset) = self.operand(args[0]), self.operand(args[1])
             dtype = self.dtypes[dst]
-            return cute_emit.copy_g2s(site, dst, src, offset, tuple(ints[2:4]), ints[4], ints[5],
+            staged = self.staged(dst, args[6] if len(args) > 6 else None)
+            return cute_emit.copy_g2s(site, staged, src, offset, tuple(ints[2:4]), ints[4], ints[5],
                                       self.swizzles.get(self.buffer_names[dst]), dtype_of(dtype, "a copied tile"),
                                       dtype.bits)
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
@@ -331,7 +351,7 @@ class KernelPrinter:
             b = self.expr(args[2])
             self.guards.pop()
             return f"{dtype_of(node.dtype, 'a select')}(cutlass.select_({cond}, {a}, {b}))"
-        if op == "tirx.likely":
+        if op in ("tirx.likely", "tirx.tvm_thread_invariant"):  # hints to TVM's passes
             return self.expr(args[0])
         if op == "tirx.sigmoid":
             x = self.expr(args[0])
@@ -380,8 +400,10 @@ def generate(mod: Any) -> str:
     swizzles = json.loads(str(raw)) if raw is not None else {}
     raw = mod.attrs.get(MMA_ATTR) if mod.attrs is not None else None
     mma = json.loads(str(raw)) if raw is not None else {}
+    raw = mod.attrs.get(STAGES_ATTR) if mod.attrs is not None else None
+    stages = json.loads(str(raw)) if raw is not None else {}
     for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
-        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma)
+        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages)
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
     launches = _launches(mod)
