@@ -103,3 +103,33 @@ def test_markdown_marks_errors_and_wrong_results(families):
     assert len(table) == 4
     assert "| softmax | 64x256 | M=64 |" in table[2] and "| 2.0 | NO | 0.3 (0.001, 0.01) |" in table[2]
     assert table[3].startswith("| fmha | * |") and "| ERROR |" in table[3] and "exit status -11" in table[3]
+
+
+def _plot_main():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plot_families", BENCHMARKS / "plot_families.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_plot_refuses_a_json_that_is_not_a_families_run(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"n": 4096}')
+    with pytest.raises(SystemExit, match=r"bad.json: not a families run .* benchmarks/families.py --json"):
+        _plot_main()([str(bad), str(tmp_path / "out.png")])
+    with pytest.raises(SystemExit, match=r"missing.json: cannot read the results JSON"):
+        _plot_main()([str(tmp_path / "missing.json"), str(tmp_path / "out.png")])
+
+
+def test_plot_writes_a_png_of_the_ratios(tmp_path):
+    pytest.importorskip("matplotlib")  # tilelang-core[bench]
+    import json
+
+    records = [{"name": "matmul", "case": "4096^3", "ratio": 0.93, "correct": True},
+               {"name": "fmha", "case": "d128 causal", "ratio": 1.1, "correct": False},
+               {"name": "rope", "case": "*", "error": "exit status -11"}]
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    assert _plot_main()([str(tmp_path / "r.json"), str(tmp_path / "r.png")]) == 0
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
