@@ -83,6 +83,7 @@ SHAPES = [
     ((96, 80, 40), (32, 40, 8), (True, False)),
     ((64, 72, 48), (32, 24, 16), (False, True)),  # B packed into a k x n panel
     ((33, 17, 9), (16, 16, 8), (True, True)),
+    ((19, 1, 17), (8, 1, 8), (False, False)),  # one column: no vector of one lane
 ]
 # the c kind compiles each kernel with the C compiler (seconds each): the edge and both
 # transposed cases there, every case on llvm

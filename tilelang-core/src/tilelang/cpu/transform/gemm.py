@@ -117,7 +117,8 @@ class _GemmLowering:
 
     def lanes(self, extent: int, body_fn: Any, shape: MicroKernelShape) -> Any:
         var = self.fresh("j")
-        kind = tirx.ForKind.VECTORIZED if shape.vectorize else tirx.ForKind.SERIAL
+        # (TVM's vectors have two lanes or more)
+        kind = tirx.ForKind.VECTORIZED if shape.vectorize and extent > 1 else tirx.ForKind.SERIAL
         return tirx.For(var, 0, extent, kind, body_fn(var))
 
     def lower(self, call: Any) -> Any:
