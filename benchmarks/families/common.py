@@ -106,24 +106,32 @@ def compare(got: Any, want: Any, atol: float, rtol: float) -> tuple[bool, float]
 def throughput(case: Case, ms: float) -> float:
     """TFLOP/s or GB/s of ``case.work`` done in ``ms``."""
     scale = 1e9 if case.metric == "TFLOP/s" else 1e6
-    return round(case.work / ms / scale, 2)
+    return significant(case.work / ms / scale)
 
 
-def run_case(case: Case, repeat: int, inner: int) -> dict[str, Any]:
-    """Compile every variant for the local GPU, check it against torch, time both; the record
-    carries the fastest correct variant (else the fastest, marked incorrect)."""
+def significant(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits (times and rates span decades)."""
+    return float(f"{value:.{digits}g}")
+
+
+def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
+             timer: Callable[..., float] | None = None) -> dict[str, Any]:
+    """Compile every variant for ``target`` (the local GPU), check it against torch, time
+    both (``timer``: benchmarks/cuda_timing.py's CUDA-event ``time_ms``); the record carries
+    the fastest correct variant (else the fastest, marked incorrect)."""
     import tilelang
     import torch
 
-    time_ms = load_benchmark("cuda_timing").time_ms
+    time_ms = timer or load_benchmark("cuda_timing").time_ms
+    sync = torch.cuda.synchronize if target == "cuda" else (lambda: None)
     record = case.base_record()
     tried: list[dict[str, Any]] = []
     record["variants"] = tried
     try:
         inputs = case.inputs()
         want = case.reference(inputs)
-        torch.cuda.synchronize()
-        record["ref_ms"] = round(time_ms(lambda: case.reference(inputs), repeat, inner), 4)
+        sync()
+        record["ref_ms"] = significant(time_ms(lambda: case.reference(inputs), repeat, inner))
         record["ref_value"] = throughput(case, record["ref_ms"])
     except Exception as exc:  # noqa: BLE001 -- the torch side failing is a result too
         record["error"] = "torch reference: " + error_text(exc)
@@ -133,16 +141,16 @@ def run_case(case: Case, repeat: int, inner: int) -> dict[str, Any]:
         tried.append(entry)
         stage = "compile"
         try:
-            kernels = [tilelang.compile(spec.func, target="cuda", pass_configs=spec.pass_configs)
+            kernels = [tilelang.compile(spec.func, target=target, pass_configs=spec.pass_configs)
                        for spec in variant.build()]
             stage = "run"
             launch = variant.launch or case.launch
             got = launch(kernels, inputs)
-            torch.cuda.synchronize()
+            sync()
             entry["correct"], entry["max_err"] = compare(got, want, case.atol, case.rtol)
-            entry["max_err"] = round(entry["max_err"], 5)
+            entry["max_err"] = significant(entry["max_err"])
             stage = "timing"
-            entry["tl_ms"] = round(time_ms(lambda ks=kernels, go=launch: go(ks, inputs), repeat, inner), 4)
+            entry["tl_ms"] = significant(time_ms(lambda ks=kernels, go=launch: go(ks, inputs), repeat, inner))
         except Exception as exc:  # noqa: BLE001 -- reported per variant; the others continue
             entry["error"] = f"{stage}: {error_text(exc)}"
             traceback.print_exc(file=sys.stderr)
@@ -152,7 +160,7 @@ def run_case(case: Case, repeat: int, inner: int) -> dict[str, Any]:
         record["error"] = "; ".join(f"{e['config']}: {e['error']}" for e in tried)
         return record
     record.update(config=best["config"], tl_ms=best["tl_ms"], correct=best["correct"], max_err=best["max_err"],
-                  tl_value=throughput(case, best["tl_ms"]), ratio=round(record["ref_ms"] / best["tl_ms"], 3))
+                  tl_value=throughput(case, best["tl_ms"]), ratio=significant(record["ref_ms"] / best["tl_ms"], 3))
     return record
 
 

@@ -133,3 +133,27 @@ def test_plot_writes_a_png_of_the_ratios(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(records))
     assert _plot_main()([str(tmp_path / "r.json"), str(tmp_path / "r.png")]) == 0
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_case_record_on_the_cpu_backend(families):
+    """run_case's bookkeeping (the GPU path's, with the CPU backend and a wall-clock timer):
+    the fastest correct variant is the record, a failing variant is listed with its error."""
+    import time
+
+    package, common = families
+
+    def timer(fn, repeat, inner):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - start) * 1e3 / inner
+
+    case = package.family_module("softmax").make_case((64, 256), ((1, 128), (2, 128)), device="cpu")
+    case.variants.append(common.Variant("broken", lambda: [common.KernelSpec("not a kernel")]))
+    record = common.run_case(case, repeat=1, inner=2, target="cpu", timer=timer)
+    assert record["error"] is None and record["correct"] is True
+    assert record["config"] in ("rows1/t128", "rows2/t128")
+    assert record["ratio"] == pytest.approx(record["ref_ms"] / record["tl_ms"], rel=1e-2)
+    assert record["tl_value"] == pytest.approx(case.work / record["tl_ms"] / 1e6, rel=1e-2)
+    broken = record["variants"][-1]
+    assert broken["config"] == "broken" and broken["error"].startswith("compile: ")
