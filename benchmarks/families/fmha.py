@@ -106,7 +106,7 @@ def make_case(shape: tuple, causal: bool, variants: list[Variant], device: str =
     return Case("fmha", f"d{dim}" + (" causal" if causal else ""),
                 {"batch": batch, "heads": heads, "seq": seq_len, "dim": dim, "causal": causal}, "TFLOP/s", flop,
                 variants, lambda: _inputs(*shape, device), _launch, lambda t: _reference(t, causal),
-                atol=2e-2, rtol=0.0)
+                atol=2e-3, rtol=1e-2)  # outputs are averages of ~seq values: mostly well below 1
 
 
 def cases(quick: bool) -> list[Case]:

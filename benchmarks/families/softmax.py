@@ -54,7 +54,7 @@ def make_case(shape: tuple, configs: tuple, device: str = "cuda") -> Case:
     m, n = shape
     variants = [Variant(f"rows{c[0]}/t{c[1]}", lambda c=c: [KernelSpec(softmax_kernel(m, n, *c))]) for c in configs]
     return Case("softmax", f"{m}x{n}", {"M": m, "N": n}, "GB/s", 2.0 * 2 * m * n, variants,
-                lambda: _inputs(m, n, device), _launch, _reference, atol=1e-3, rtol=1e-2)
+                lambda: _inputs(m, n, device), _launch, _reference, atol=1e-6, rtol=5e-3)  # outputs ~1/N: relative
 
 
 def cases(quick: bool) -> list[Case]:
