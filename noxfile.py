@@ -9,10 +9,13 @@
                conformance suite on acme and on the CPU (tvm_ffi, cython)
 - lint:        ruff
 - fuzz:        the hypothesis fuzz tests, nightly profile (not run by CI's .ci/run)
+- mutants:     mutation testing (cosmic-ray) of the binders, cache key, plugin loader, tile-op
+               lowering and tensor-core layout glue; kill rate per group (not run by CI)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -36,6 +39,43 @@ EXTRAS_PRESENT = [extra for extra, dist in (("cuda", "tilelang-cuda"), ("nvrtc",
                                             ("rocm", "tilelang-rocm"), ("cutedsl", "tilelang-cutedsl"),
                                             ("cython", "tilelang-exec-cython"))
                   if (ROOT / dist / "pyproject.toml").is_file()]
+
+#: nox -s mutants: each group's code, and the only tests run against each of its mutants
+#: (those that cover it: every mutant costs one run of them). "path::a,B.c" mutates those
+#: definitions only; tests are pytest arguments from the repository root, globs expanded.
+MUTANTS = {
+    "binders": {
+        "code": ["tilelang-core/src/tilelang/jit/fastbind.py", "tilelang-core/src/tilelang/jit/arguments.py"],
+        "tests": ["tilelang-core/tests/test_fast_binder.py", "tilelang-core/tests/test_reliability_arguments.py",
+                  "tilelang-core/tests/test_cpu_kernels.py::TestArgumentErrors", "-k", "not cython"],
+    },
+    "cache_key": {
+        "code": ["tilelang-core/src/tilelang/cache/__init__.py::cache_key",
+                 "tilelang-core/src/tilelang/jit/kernel.py::_kernel_key",
+                 "tilelang-core/src/tilelang/jit/fingerprint.py",
+                 "tilelang-core/src/tilelang/backend/context.py::BackendContext.fingerprint"],
+        "tests": ["tilelang-core/tests/test_cache_key.py", "tilelang-core/tests/test_plugin_cache_key.py",
+                  "tilelang-core/tests/test_cache.py", "-k", "key or fingerprint"],
+    },
+    "loader": {
+        "code": ["tilelang-core/src/tilelang/plugins/loader.py"],
+        "tests": ["tilelang-core/tests/test_coexistence.py", "tilelang-core/tests/test_routing.py"],
+    },
+    "tile_ops": {  # copies, fills, reductions, scans, atomics (gemm: the CPU's micro-kernels)
+        "code": [("tilelang-core/src/tilelang/transform/lower_tile_ops.py::reduce_identity,reduce_operand,"
+                  "reduce_combine,TileOpLowering.in_bounds,TileOpLowering.tile_axes,TileOpLowering.indices,"
+                  "TileOpLowering.copy,TileOpLowering.fill,TileOpLowering._reduce_layout,TileOpLowering.reduce,"
+                  "TileOpLowering.cumsum,TileOpLowering.atomic")],
+        "tests": ["tilelang-core/tests/test_tile_ops.py", "-k", "not gemm"],
+    },
+    "mma_layout": {
+        "code": ["tilelang-cuda/src/tilelang/cuda/transform/mma_layout.py",
+                 "tilelang-cuda/src/tilelang/cuda/intrinsics/mma_layout.py"],
+        "tests": ["tilelang-cuda/tests/test_*emulation*.py", "tilelang-cuda/tests/test_tensor_core.py"],
+    },
+}
+#: mutants run per group at most, drawn with a fixed seed (posargs: --sample 0 runs all)
+MUTANTS_SAMPLE = 60
 
 nox.options.sessions = ["tests", "wheel_tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -167,3 +207,25 @@ def fuzz(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Mutation testing: for each group of MUTANTS, every mutant (or a fixed-seed sample of
+    MUTANTS_SAMPLE) runs that group's tests; prints the kill rate per group and overall and
+    writes report.json and report.md (each survivor's diff) under .nox/mutants/tmp/report.
+    Posargs go to tools/mutants.py: group names, --sample N, --seed S. Not a default session.
+
+    cosmic-ray rather than mutmut 3: mutmut 3 rewrites every function into a trampoline in a
+    copy under ./mutants that must be importable as top-level packages, and runs each mutant
+    in a fork of one pytest process that has already imported TVM, LLVM and torch (thread
+    pools that do not survive fork); our ``tilelang`` is one namespace package assembled
+    from several distributions' ``src`` folders. cosmic-ray edits the file itself and runs
+    any command in a fresh process, so the editable layout needs nothing; tools/mutants.py
+    runs it in a copy of the tree (put first on PYTHONPATH), never the checkout."""
+    session.install(TORCH_CPU, "cosmic-ray==8.7.0")
+    install_editable(session)
+    tmp = Path(session.create_tmp()).resolve()
+    plan = tmp / "plan.json"
+    plan.write_text(json.dumps(MUTANTS))
+    session.run("python", str(ROOT / "tools" / "mutants.py"), "--plan", str(plan), "--tree", str(tmp / "tree"),
+                "--out", str(tmp / "report"), "--sample", str(MUTANTS_SAMPLE), *session.posargs)

@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,21 @@ def parse_code(spec: str, tree: Path) -> tuple[Path, list[tuple[int, int]] | Non
     if not file.is_file():
         sys.exit(f"mutants: {path} does not exist (the plan in noxfile.py names it)")
     return file, scope_lines(file, names.split(",")) if names else None
+
+
+def pytest_args(tests: list[str], tree: Path) -> list[str]:
+    """The plan's test arguments, relative to the tree (cosmic-ray runs them there), with
+    globs expanded: a test file another change adds to a glob's folder joins the run."""
+    args: list[str] = []
+    for arg in tests:
+        if "*" in arg and not arg.startswith("-"):
+            found = sorted(str(p.relative_to(tree)) for p in tree.glob(arg))
+            if not found:
+                sys.exit(f"mutants: no test file matches {arg!r} (the plan in noxfile.py names it)")
+            args += found
+        else:
+            args.append(arg)
+    return args
 
 
 def cosmic_ray(*args: str, cwd: Path, env: dict[str, str]) -> None:
@@ -155,11 +171,11 @@ def run_group(name: str, group: dict[str, list[str]], tree: Path, work: Path, en
     start = time.monotonic()
     scopes = dict(parse_code(spec, tree) for spec in group["code"])
     scopes = {path.resolve(): ranges for path, ranges in scopes.items()}
-    tests = " ".join(str(tree / t) for t in group["tests"])
-    command = f"{args.python} -m pytest -x -q -p no:cacheprovider -p no:randomly {tests}"
+    tests = [shlex.quote(arg) for arg in pytest_args(group["tests"], tree)]
+    command = f"{shlex.quote(args.python)} -m pytest -x -q -p no:cacheprovider {' '.join(tests)}"
     # the unmutated code must pass its tests, and sets the time a mutant may take
     began = time.monotonic()
-    baseline = subprocess.run(command.split(), check=False, cwd=tree, env=env, capture_output=True, text=True)
+    baseline = subprocess.run(shlex.split(command), check=False, cwd=tree, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - began
     if baseline.returncode != 0:
         sys.exit(f"mutants: group {name!r}: the tests fail without any mutant:\n{baseline.stdout[-3000:]}")
