@@ -1,0 +1,253 @@
+"""The instructions behind the CUDA backend's device helpers, in numpy, for the lowered-IR
+interpreter (lowered_emulator.py). Each follows its definition in the PTX ISA, not the
+backend's layout code: a wrong operand, offset, mask or descriptor in the emitted IR gives
+a wrong result here, as it would on the GPU.
+
+* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 ("Warp-level matrix load instruction"):
+  lanes 8q..8q+7 give the row addresses of matrix q; thread t receives row t / 4, columns
+  2 (t % 4) and + 1 of each matrix (of its transpose with .trans) in register q.
+* mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} ("Matrix Fragments for mma.m16n8k16
+  with floating point type"), g = lane / 4, t = lane % 4: A register j holds row
+  g + 8 (j % 2), columns 2t + 8 (j / 2) + {0, 1}; B register j holds column g, rows
+  2t + 8j + {0, 1}; C register j holds row g + 8 (j / 2), column 2t + j % 2.
+* cp.async.cg.shared.global 16 bytes, commit_group, wait_group n ("Data movement"): a copy
+  lands when a wait leaves at most n newer groups pending — never earlier.
+* wgmma.mma_async m64nNk16 ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
+  shared operands read through matrix descriptors in the canonical layouts ("Shared Memory
+  Matrix Layout"), swizzled on absolute addresses; register A is the m16n8k16 A fragment
+  of the warp's 16 rows; D register i of warp w holds row 16 w + lane / 4 + 8 (i / 2 % 2),
+  column 8 (i / 4) + 2 (lane % 4) + i % 2.
+* shfl.sync.bfly.b32 (``__shfl_xor_sync``; "Data Movement and Conversion Instructions:
+  shfl.sync"): with c = ((32 - width) << 8) | 31, segmask = c[12:8], a lane reads lane
+  j = lane ^ (laneMask & 31) when j <= (lane & segmask) | (31 & ~segmask), else its own
+  value; a lane outside the member mask, or reading one outside it, is undefined: an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute
+
+WARP = 32
+_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])$")
+
+
+def lowered_kernel(device_mod: Any) -> LoweredKernel:
+    """The device kernel of ``tilelang.lower(...).device_mod``, runnable on numpy arrays
+    with these instructions."""
+    return LoweredKernel(device_mod, extern_for)
+
+
+def extern_for(name: str) -> Callable[..., Any]:
+    if name in EXTERNS:
+        return EXTERNS[name]
+    match = _WGMMA.match(name)
+    if match is not None:
+        n, kind, a_form, b_mn = match.groups()
+        return lambda kernel, args, call: _wgmma(kernel, args, int(n), kind, a_form, int(b_mn))
+    raise EmulationError(f"extern {name} is not emulated (lowered_instructions.py)")
+
+
+def _whole_warps(kernel: LoweredKernel, name: str, size: int = WARP) -> None:
+    """Warp (or warpgroup) instructions are issued by all of their threads or none."""
+    groups = kernel.mask.reshape(-1, size)
+    if (groups.any(axis=1) & ~groups.all(axis=1)).any():
+        raise EmulationError(f"{name}: only part of a {size}-thread group executes it")
+
+
+def _halves(kernel: LoweredKernel, pointer: Pointer, count: int, dtype: str = "f16") -> np.ndarray:
+    """(threads, count) 16-bit values at each thread's pointer, as float64 (bf16 widened by hand)."""
+    offsets = pointer.offset[:, None] + 2 * np.arange(count)
+    if dtype == "bf16":
+        bits = kernel.read(pointer.memory, offsets, np.dtype(np.uint16)).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+    return kernel.read(pointer.memory, offsets, np.dtype(np.float16)).astype(np.float64)
+
+
+def _floats(kernel: LoweredKernel, pointer: Pointer, count: int) -> tuple[np.ndarray, np.ndarray]:
+    offsets = pointer.offset[:, None] + 4 * np.arange(count)
+    return offsets, kernel.read(pointer.memory, offsets, np.dtype(np.float32)).astype(np.float64)
+
+
+# -- ldmatrix / mma.sync --------------------------------------------------------------------
+def _ldmatrix(kernel: LoweredKernel, args: list[Any], trans: bool) -> None:
+    dst, src = args
+    _whole_warps(kernel, "ldmatrix")
+    if not src.memory.shared:
+        raise EmulationError(f"ldmatrix reads {src.memory.name}, which is not in shared memory")
+    address = src.memory.base + src.offset
+    if (address[kernel.mask] % 16).any():
+        raise EmulationError("ldmatrix: a row address is not 16-byte aligned")
+    rows = kernel.read(src.memory, src.offset[:, None] + 2 * np.arange(8), np.dtype(np.uint16))
+    matrices = rows.reshape(-1, 4, 8, 8)  # warp, matrix q (lanes 8q..8q+7), row, column
+    lane = np.arange(WARP)
+    row, col = lane // 4, 2 * (lane % 4)
+    if trans:
+        regs = np.stack([matrices[:, :, col + e, row] for e in (0, 1)], axis=-1)  # warp, q, lane, half
+    else:
+        regs = np.stack([matrices[:, :, row, col + e] for e in (0, 1)], axis=-1)
+    regs = regs.transpose(0, 2, 1, 3).reshape(kernel.threads, 8)
+    kernel.write(dst.memory, dst.offset[:, None] + 2 * np.arange(8), regs, np.dtype(np.uint16))
+
+
+def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str) -> None:
+    c_ptr, a_ptr, b_ptr = args
+    _whole_warps(kernel, "mma.sync")
+    a, b = _halves(kernel, a_ptr, 8, dtype), _halves(kernel, b_ptr, 4, dtype)
+    c_offsets, c = _floats(kernel, c_ptr, 4)
+    warps = kernel.threads // WARP
+    lane = np.arange(WARP)
+    g, t = lane // 4, lane % 4
+    A, B = np.zeros((warps, 16, 16)), np.zeros((warps, 16, 8))
+    for j in range(4):
+        for e in range(2):
+            A[:, g + 8 * (j % 2), 2 * t + 8 * (j // 2) + e] = a[:, 2 * j + e].reshape(warps, WARP)
+    for j in range(2):
+        for e in range(2):
+            B[:, 2 * t + 8 * j + e, g] = b[:, 2 * j + e].reshape(warps, WARP)
+    D = A @ B
+    for j in range(4):
+        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float32))
+
+
+# -- cp.async ------------------------------------------------------------------------------
+def _cp_async_16(kernel: LoweredKernel, args: list[Any]) -> None:
+    dst, src, src_bytes = args
+    active = kernel.mask
+    if not dst.memory.shared or src.memory.per_thread or src.memory.shared:
+        raise EmulationError(f"cp.async copies global -> shared, not {src.memory.name} -> {dst.memory.name}")
+    if ((dst.memory.base + dst.offset)[active] % 16).any() or (src.offset[active] % 16).any():
+        raise EmulationError("cp.async: a 16-byte copy is not 16-byte aligned")
+    present = active[:, None] & (np.arange(16) < src_bytes[:, None])  # the rest is zero-filled
+    data = np.where(present, kernel.read(src.memory, src.offset[:, None] + np.arange(16),
+                                         np.dtype(np.uint8), present), 0)
+    kernel.group.append((dst.memory, dst.offset[:, None] + np.arange(16), data, active.copy()))
+
+
+def _cp_async_commit(kernel: LoweredKernel, args: list[Any]) -> None:
+    kernel.pending.append(kernel.group)
+    kernel.group = []
+
+
+def _cp_async_wait(kernel: LoweredKernel, args: list[Any]) -> None:
+    newest = kernel.uniform_value(args[0], "cp.async.wait_group count")
+    landing = kernel.pending[:max(len(kernel.pending) - newest, 0)]
+    kernel.pending = kernel.pending[len(landing):]
+    for group in landing:
+        for memory, offsets, data, mask in group:
+            kernel.write(memory, offsets, data, np.dtype(np.uint8), mask)
+
+
+# -- wgmma ---------------------------------------------------------------------------------
+def _wgmma_desc(kernel: LoweredKernel, args: list[Any]) -> np.ndarray:
+    pointer, lbo, sbo, mode = args
+    if not pointer.memory.shared:
+        raise EmulationError(f"a wgmma descriptor points into {pointer.memory.name}, not shared memory")
+    address = (pointer.memory.base + pointer.offset).astype(np.uint64)
+    field = np.uint64(0x3FFF)
+    return (((address & np.uint64(0x3FFFF)) >> np.uint64(4)) |
+            (((lbo.astype(np.uint64) >> np.uint64(4)) & field) << np.uint64(16)) |
+            (((sbo.astype(np.uint64) >> np.uint64(4)) & field) << np.uint64(32)) |
+            ((mode.astype(np.uint64) & np.uint64(3)) << np.uint64(62)))
+
+
+def descriptor_address(desc: int, mn: np.ndarray, k: np.ndarray, k_major: bool, dtype_bytes: int) -> np.ndarray:
+    """Shared byte address of operand element (mn, k) read through ``desc``: the canonical
+    layouts in CuTe notation (T elements per 16 bytes, c = swizzle bytes / 16), then the
+    swizzle on the address bits (Swizzle<log2 c, 4, 3>)."""
+    start, lbo = (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4
+    sbo, mode = ((desc >> 32) & 0x3FFF) << 4, desc >> 62
+    t = 16 // dtype_bytes
+    c = {0: 1, 1: 8, 2: 4, 3: 2}[mode]
+    lbo, sbo = lbo // dtype_bytes, sbo // dtype_bytes
+    if k_major and mode == 0:  # ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+        offset = mn % 8 * t + mn // 8 * sbo + k % t + k // t * lbo
+    elif k_major:  # ((8,m),(T,2k)):((cT,SBO),(1,T))
+        offset = mn % 8 * c * t + mn // 8 * sbo + k
+    elif mode == 0:  # ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+        offset = mn % t + mn // t * sbo + k % 8 * t + k // 8 * lbo
+    else:  # ((T,c,m),(8,k)):((1,T,LBO),(cT,SBO))
+        offset = mn % t + mn // t % c * t + mn // (t * c) * lbo + k % 8 * c * t + k // 8 * sbo
+    address = start + offset * dtype_bytes
+    return address ^ (((address >> 7) & (c - 1)) << 4) if mode else address
+
+
+def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major: bool, kind: str) -> np.ndarray:
+    """The (rows x 16) operand (M x K of A, N x K of B) one warpgroup's descriptor reads."""
+    if (desc != desc[0]).any():
+        raise EmulationError("wgmma: the threads of a warpgroup pass different descriptors")
+    mn, k = np.arange(rows)[:, None], np.arange(16)[None, :]
+    address = descriptor_address(int(desc[0]), mn, k, not mn_major, 2)
+    if (address < 0).any() or (address + 2 > kernel.smem.size).any() or (address % 2).any():
+        raise EmulationError("wgmma: a descriptor reads outside shared memory")
+    raw = np.ascontiguousarray(kernel.smem[address[..., None] + np.arange(2)]).view(np.uint16)[..., 0]
+    if kind == "bf16":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return raw.view(np.float16).astype(np.float64)
+
+
+def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: str, b_mn: int) -> None:
+    d_ptr, a_arg, b_desc = args
+    _whole_warps(kernel, "wgmma", 4 * WARP)
+    d_offsets, d = _floats(kernel, d_ptr, n // 2)
+    a_regs = _halves(kernel, a_arg, 8, kind) if a_form == "r" else None
+    lane = np.arange(4 * WARP) % WARP
+    warp = np.arange(4 * WARP) // WARP
+    g, t = lane // 4, lane % 4
+    for group in np.flatnonzero(kernel.mask.reshape(-1, 4 * WARP).all(axis=1)):
+        threads = slice(group * 4 * WARP, (group + 1) * 4 * WARP)
+        B = _shared_operand(kernel, b_desc[threads], n, bool(b_mn), kind).T  # K x N
+        if a_regs is None:
+            A = _shared_operand(kernel, a_arg[threads], 64, a_form == "1", kind)
+        else:
+            A = np.zeros((64, 16))
+            for j in range(4):
+                for e in range(2):
+                    A[16 * warp + g + 8 * (j % 2), 2 * t + 8 * (j // 2) + e] = a_regs[threads, 2 * j + e]
+        D = A @ B
+        for i in range(n // 2):
+            d[threads, i] += D[16 * warp + g + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * t + i % 2]
+    kernel.write(d_ptr.memory, d_offsets, d, np.dtype(np.float32))
+
+
+# -- warp shuffles -------------------------------------------------------------------------
+def _shfl_xor_sync(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+    member, value, lane_mask, width = args
+    active = kernel.mask
+    lane = kernel.tids % WARP
+    segmask = (WARP - width) & 31
+    max_lane = (lane & segmask) | (31 & ~segmask)
+    source = lane ^ (lane_mask & 31)
+    source = np.where(source <= max_lane, source, lane)
+    thread = kernel.tids - lane + source
+    if (active & (((member >> lane) & 1) == 0)).any():
+        raise EmulationError("__shfl_xor_sync: a lane runs the shuffle outside its member mask")
+    if (active & ((((member >> source) & 1) == 0) | ~kernel.mask[thread])).any():
+        raise EmulationError("__shfl_xor_sync: a lane reads a lane outside the member mask (undefined)")
+    return compute(value[thread], call.dtype)
+
+
+def _no_op(kernel: LoweredKernel, args: list[Any], call: Any = None) -> None:
+    return None
+
+
+EXTERNS: dict[str, Callable[..., Any]] = {
+    "tl_ldmatrix_x4": lambda kernel, args, call: _ldmatrix(kernel, args, False),
+    "tl_ldmatrix_x4_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True),
+    "tl_mma_m16n8k16_f16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16"),
+    "tl_mma_m16n8k16_bf16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "bf16"),
+    "tl_cp_async_16": lambda kernel, args, call: _cp_async_16(kernel, args),
+    "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
+    "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),
+    "tl_wgmma_desc": lambda kernel, args, call: _wgmma_desc(kernel, args),
+    # wgmma runs when issued: its operands and accumulators are already in place then (the
+    # fence, commit and wait order the registers around it on the GPU)
+    "tl_wgmma_fence": _no_op, "tl_wgmma_commit": _no_op, "tl_wgmma_wait": _no_op,
+    "tl_fence_proxy_async": _no_op,
+    "__shfl_xor_sync": _shfl_xor_sync,
+}

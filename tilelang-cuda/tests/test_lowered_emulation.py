@@ -1,0 +1,247 @@
+"""Tensor-core GEMMs and row reductions lowered by the CUDA pipeline, then run as lowered.
+
+test_mma_layout_emulation.py drives PTX models with the layout functions the pass is
+built from, so glue the pass adds around them (the accumulator pointer of each mma, the
+offset of each wgmma's registers, the lanes and masks of the row shuffles) is never looked
+at there. Here kernels go through ``tilelang.lower`` for sm_80 (ldmatrix + mma.sync) and
+sm_90 (wgmma), and the device IR handed to codegen is interpreted in numpy
+(lowered_emulator.py), its instructions emulated from the PTX ISA (lowered_instructions.py):
+every pointer, offset, descriptor, shuffle mask, lane offset and width comes from the IR.
+Results are compared with numpy: exactly where the inputs are small integers (every
+product and sum is exact in fp32), to fp16 rounding for flash attention.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+import tvm
+import tvm_ffi
+from lowered_emulator import EmulationError
+from lowered_instructions import lowered_kernel
+from tilelang.testing.kernels import flash_attention, tile_gemm
+from tvm import tirx
+
+SM80 = {"kind": "cuda", "arch": "sm_80"}
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def lower(func, target, **configs):
+    return tilelang.lower(func, target=target, out_idx=[-1], pass_configs=configs or None).device_mod
+
+
+def run(device_mod, *arrays) -> dict[str, int]:
+    """Runs the kernel on ``arrays`` (outputs included, written in place); returns how often
+    each extern call ran (which instructions the lowered kernel actually used)."""
+    kernel = lowered_kernel(device_mod)
+    kernel(*arrays)
+    return kernel.calls
+
+
+def small_ints(rng, shape, dtype="float16") -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel's argument, its values in float64): integers in [-4, 4], so that every
+    product and sum of the GEMMs here is exact in fp32. bfloat16 is passed as its bits."""
+    values = rng.integers(-4, 5, shape).astype(np.float64)
+    if dtype == "bfloat16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16), values
+    return values.astype(dtype), values
+
+
+GEMMS_SM80 = [  # M, N, K, block M, N, K, transpose A, B, stages, threads, dtype
+    (128, 128, 64, 64, 64, 32, False, False, 2, 128, "float16"),  # 2 x 2 blocks, 2 x 4 pieces per warp
+    (64, 64, 64, 64, 64, 32, True, False, 3, 128, "float16"),
+    (64, 64, 32, 64, 64, 32, False, True, 1, 128, "float16"),  # no pipeline: synchronous copies
+    (64, 128, 32, 64, 128, 32, True, True, 2, 256, "float16"),  # 8 warps
+    (32, 64, 48, 32, 64, 16, False, False, 2, 64, "bfloat16"),  # 2 warps, 3 k tiles
+]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,bk,trans_a,trans_b,stages,threads,dtype", GEMMS_SM80)
+def test_mma_sync_gemm_as_lowered_equals_numpy(m, n, k, bm, bn, bk, trans_a, trans_b, stages, threads, dtype):
+    rng = np.random.default_rng(m + n + k + threads)
+    a, a_values = small_ints(rng, (k, m) if trans_a else (m, k), dtype)
+    b, b_values = small_ints(rng, (n, k) if trans_b else (k, n), dtype)
+    c = np.full((m, n), np.nan, np.float32)
+    func = tile_gemm(m, n, k, bm, bn, bk, trans_a, trans_b, dtype=dtype, stages=stages, threads=threads)
+    calls = run(lower(func, SM80), a, b, c)
+    assert calls[f"tl_mma_m16n8k16_{'f16' if dtype == 'float16' else 'bf16'}_f32"] > 0
+    expected = (a_values.T if trans_a else a_values) @ (b_values.T if trans_b else b_values)
+    np.testing.assert_array_equal(c, expected)
+
+
+GEMMS_SM90 = [  # M, N, K, block M, N, K, transpose A, B, stages, threads, pass configs
+    (128, 64, 64, 128, 64, 32, False, False, 2, 128, {}),  # two 64-row wgmmas per warpgroup
+    (64, 128, 64, 64, 128, 64, False, True, 3, 128, {}),  # one group left in flight
+    (128, 128, 64, 128, 128, 32, True, False, 3, 256, {}),  # two warpgroups over M
+    (64, 256, 64, 64, 256, 32, False, False, 2, 256, {}),  # two warpgroups over N
+    (128, 64, 64, 128, 64, 32, True, True, 2, 128, {"tl.disable_wgmma_swizzle": True}),  # core matrices
+]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,bk,trans_a,trans_b,stages,threads,configs", GEMMS_SM90)
+def test_wgmma_gemm_as_lowered_equals_numpy(m, n, k, bm, bn, bk, trans_a, trans_b, stages, threads, configs):
+    rng = np.random.default_rng(m * n + k + threads)
+    a, a_values = small_ints(rng, (k, m) if trans_a else (m, k))
+    b, b_values = small_ints(rng, (n, k) if trans_b else (k, n))
+    c = np.full((m, n), np.nan, np.float32)
+    func = tile_gemm(m, n, k, bm, bn, bk, trans_a, trans_b, stages=stages, threads=threads)
+    calls = run(lower(func, SM90, **configs), a, b, c)
+    assert any(name.startswith("tl_wgmma_m64n") for name in calls) and "tl_mma_m16n8k16_f16_f32" not in calls
+    expected = (a_values.T if trans_a else a_values) @ (b_values.T if trans_b else b_values)
+    np.testing.assert_array_equal(c, expected)
+
+
+def gemm_a_in_registers(M, N, K, tiles):
+    """A loaded once into a fragment (C's layout: its registers are mma's A operands),
+    B streamed through a pipeline: C = A @ (B_0 + B_1 + ...)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((tiles * K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            Af = T.alloc_fragment((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            Cl = T.alloc_fragment((M, N), "float32")
+            T.copy(A, Af)
+            T.clear(Cl)
+            for k in T.Pipelined(tiles, num_stages=3):
+                T.copy(B[k * K, 0], Bs)
+                T.gemm(Af, Bs, Cl)
+            T.copy(Cl, C)
+
+    return main
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+def test_mma_with_a_from_registers_as_lowered_equals_numpy(target):
+    m, n, k, tiles = 64, 64, 64, 3
+    rng = np.random.default_rng(5)
+    (a, a_values), (b, b_values) = small_ints(rng, (m, k)), small_ints(rng, (tiles * k, n))
+    c = np.full((m, n), np.nan, np.float32)
+    calls = run(lower(gemm_a_in_registers(m, n, k, tiles), target), a, b, c)
+    assert calls["tl_mma_m16n8k16_f16_f32"] > 0  # sm_90 too: wgmma takes register A in row families only
+    np.testing.assert_array_equal(c, a_values @ b_values.reshape(tiles, k, n).sum(0))
+
+
+def gemm_row_stats(M, N, K, threads=128, start=0.5):
+    """S = A @ B on tensor cores, then its row max and (onto ``start``) row sum: a row
+    family, reduced by quad shuffles. Row vectors leave through an (M, 16) fragment:
+    columns 0-7 the max, 8-15 the sum."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), O: T.Tensor((M, 16), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            As = T.alloc_shared((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            S = T.alloc_fragment((M, N), "float32")
+            R = T.alloc_fragment((M, 16), "float32")
+            row_max = T.alloc_fragment((M,), "float32")
+            row_sum = T.alloc_fragment((M,), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(S)
+            T.gemm(As, Bs, S)
+            T.fill(row_sum, start)
+            T.reduce_max(S, row_max, dim=1)
+            T.reduce_sum(S, row_sum, dim=1, clear=False)
+            for i, j in T.Parallel(M, 16):
+                R[i, j] = T.if_then_else(j < 8, row_max[i], row_sum[i])
+            T.copy(R, O)
+
+    return main
+
+
+def row_stats(device_mod, m, n, k) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """(emulated output, numpy's, calls) of gemm_row_stats."""
+    rng = np.random.default_rng(m + n + k)
+    a, a_values = small_ints(rng, (m, k))
+    b, b_values = small_ints(rng, (k, n))
+    out = np.full((m, 16), np.nan, np.float32)
+    calls = run(device_mod, a, b, out)
+    s = a_values @ b_values
+    return out, np.concatenate([np.repeat(s.max(1)[:, None], 8, 1), np.repeat(s.sum(1)[:, None] + 0.5, 8, 1)], 1), calls
+
+
+@pytest.mark.parametrize("target,m,n,k,threads", [(SM80, 64, 32, 16, 128), (SM80, 128, 64, 32, 128),
+                                                  (SM80, 64, 48, 32, 64), (SM90, 64, 32, 16, 128),
+                                                  (SM90, 128, 64, 32, 256)])
+def test_row_reductions_as_lowered_equal_numpy(target, m, n, k, threads):
+    out, expected, calls = row_stats(lower(gemm_row_stats(m, n, k, threads), target), m, n, k)
+    assert calls["__shfl_xor_sync"] > 0
+    assert any(name.startswith(("tl_mma_m16n8k16", "tl_wgmma_m64n")) for name in calls)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+def test_flash_attention_as_lowered_matches_numpy(target):
+    """The testing kit's flash attention (online softmax over two key blocks, P from the
+    accumulator's registers): fp16 in and out, compared within 2e-3 (outputs are O(0.1),
+    fp16 keeps 11 bits)."""
+    batch, heads, seq, dim = 1, 1, 128, 64
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((batch, seq, heads, dim)).astype(np.float16) for _ in range(3))
+    out = np.full((batch, seq, heads, dim), np.nan, np.float16)
+    calls = run(lower(flash_attention(batch, heads, seq, dim), target), q, k, v, out)
+    assert calls["__shfl_xor_sync"] > 0
+    qf, kf, vf = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v))
+    scores = qf @ kf.transpose(0, 1, 3, 2) / np.sqrt(dim)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    expected = ((p / p.sum(-1, keepdims=True)) @ vf).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(out.astype(np.float64), expected, atol=2e-3, rtol=0)
+
+
+# -- the emulator reads what the IR says --------------------------------------------------
+def mutated(device_mod, name: str, change) -> object:
+    """``device_mod`` with every ``call_extern(name, ...)`` replaced by ``change(call)``."""
+
+    def on_call(call):
+        if str(call.op.name) == "tirx.call_extern" and str(call.args[0].value) == name:
+            return change(call)
+        return call
+
+    (gv, func), = device_mod.functions.items()
+    mod = device_mod.clone()
+    mod.update_func(gv, func.with_body(tvm_ffi.structural_map(func.body, (tvm.ir.Call, on_call), order="post")))
+    return mod
+
+
+def with_args(call, **replace):
+    args = list(call.args)
+    for index, value in replace.items():
+        args[int(index[1:])] = value
+    return tirx.call_extern(call.dtype, *args)
+
+
+def test_the_emulator_reads_the_accumulator_pointers_of_the_ir():
+    """Each mma.sync's C pointer moved to the next 16x8 piece (what a wrong offset in the
+    pass would emit): the product lands in the wrong columns."""
+    m = n = 64
+    mod = lower(tile_gemm(m, n, 32, 64, 64, 32, stages=1), SM80)
+    rng = np.random.default_rng(1)
+    (a, a_values), (b, b_values) = small_ints(rng, (m, 32)), small_ints(rng, (32, n))
+
+    def next_piece(call):
+        load = call.args[1].args[0]
+        index = tirx.floormod(load.indices[0] + 4, int(load.source.shape[0]))
+        return with_args(call, a1=tirx.address_of(tirx.BufferLoad(load.source, [index])))
+
+    for device_mod, equal in ((mod, True), (mutated(mod, "tl_mma_m16n8k16_f16_f32", next_piece), False)):
+        c = np.full((m, n), np.nan, np.float32)
+        run(device_mod, a, b, c)
+        assert np.array_equal(c, a_values @ b_values) == equal
+
+
+def test_the_emulator_reads_the_shuffle_operands_of_the_ir():
+    """The row reductions' shuffles with other lane offsets or a narrower width give other
+    rows' values; a member mask without all the lanes that shuffle is an error."""
+    mod = lower(gemm_row_stats(64, 32, 16), SM80)
+    out, expected, _ = row_stats(mod, 64, 32, 16)
+    np.testing.assert_array_equal(out, expected)
+    for device_mod in (mutated(mod, "__shfl_xor_sync", lambda call: with_args(call, a3=call.args[3] * 2)),
+                       mutated(mod, "__shfl_xor_sync", lambda call: with_args(call, a4=tirx.const(2, "int32")))):
+        out, expected, _ = row_stats(device_mod, 64, 32, 16)
+        assert not np.array_equal(out, expected)
+    half = mutated(mod, "__shfl_xor_sync", lambda call: with_args(call, a1=tirx.const(0xFFFF, "uint32")))
+    with pytest.raises(EmulationError, match="runs the shuffle outside its member mask"):
+        row_stats(half, 64, 32, 16)
