@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -81,6 +82,7 @@ def main() -> int:
     try:
         import ray
 
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the host is offline: nothing to report to
         executor = RayExecutor(ARGS.address, worker_cache_dir=str(root / "ray-workers"))
         start = time.perf_counter()
         executor.connect()

@@ -77,9 +77,12 @@ def _tuner(configs, executor):
 def local_ray_cluster():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    # no usage statistics sent to Ray's servers from a test (Ray reports them by default)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield
+        ray.shutdown()
 
 
 def _entries(cache_dir):

@@ -35,6 +35,7 @@ from .param import Trial
 from .ray_worker import BenchResult, BenchWorker, WorkerSetup, compile_group
 
 ADDRESS_ENV = "TILELANG_RAY_ADDRESS"
+USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
 EXTRA_HINT = "pip install 'tilelang[ray]' (or 'tilelang-core[ray]')"
 
 
@@ -83,6 +84,10 @@ class RayExecutor:
         if not ray.is_initialized():
             address = self.address or os.environ.get(ADDRESS_ENV) or None
             kwargs = {"include_dashboard": False, **self.init_kwargs}
+            if address is None:
+                # a cluster tilelang starts reports no usage statistics to Ray's servers
+                # (on by default; setting RAY_USAGE_STATS_ENABLED=1 turns them back on)
+                os.environ.setdefault(USAGE_STATS_ENV, "0")
             try:
                 ray.init(address=address, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as err:
