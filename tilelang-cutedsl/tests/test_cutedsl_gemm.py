@@ -64,7 +64,7 @@ def test_fp16_gemm_prints_tiled_mma_ldmatrix_and_cp_async() -> None:
     assert ("As = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(2, 3, 3), 0, "
             "cute.make_layout(12288)), byte_alignment=1024)") in src
     assert "Bs = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(3, 3, 4)" in src
-    assert ("cute.make_tensor((Bs.iterator + (((k % 3) * 4096))).align(1024), cute.make_composed_layout("
+    assert ("cute.make_tensor((Bs.iterator + ((_tl_floormod(k, 3) * 4096))).align(1024), cute.make_composed_layout("
             "cute.make_swizzle(3, 3, 4), 0, cute.make_layout((128, 32), stride=(1, 128))))") in src
     # whole tiles: no bounds checks on the result
     assert "tDc_" not in src and "tDg_" in src
