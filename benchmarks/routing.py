@@ -4,8 +4,9 @@ cutedsl is faster) and a correctness check of each against torch. Families: GEMM
 elementwise, softmax (row max + exp), row sums, flash-attention forward. A kernel one path
 cannot compile is reported with the reason instead of a time.
 
-cutedsl lowers T.gemm through the shared SIMT loops today (no CuTe MMA atoms yet), so its
-GEMM and attention ratios measure that; its router keeps such kernels on cuda.
+cutedsl lowers fp16/bf16 T.gemm on CuTe MMA atoms (warp-level mma.sync m16n8k16, ldmatrix,
+cp.async stage rings for T.Pipelined); flash-attention's GEMMs, whose accumulators feed
+reductions, still take the shared SIMT loops there, so its ratio measures that.
 
 Usage: python benchmarks/routing.py [--quick] [--json out.json]
 """
