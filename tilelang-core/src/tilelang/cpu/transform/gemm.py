@@ -6,8 +6,9 @@ LLVM cannot vectorize without reassociating the sum (1-2 GFLOP/s on a core that 
 micro-kernels do (Van Zee & van de Geijn, "BLIS", ACM TOMS 41(3), 2015):
 
 * C is cut into MR x NR blocks. A block's accumulators are MR local rows of NR lanes
-  that stay live across the whole k loop; each row is its own small buffer, accessed only
-  as a whole vector at constant offsets, so LLVM's SROA promotes it to vector registers.
+  that stay live across the whole k loop; each row is its own small stack buffer, accessed
+  only as a whole vector at constant offsets, so LLVM's SROA promotes it to vector
+  registers (8 x 32 float32 on AVX-512: 16 zmm accumulators).
 * Each k step loads NR contiguous elements of B once (converted to the accumulator type)
   and, for each of the MR rows, broadcasts one element of A and adds the product to the
   row: MR x NR/lanes independent FMAs (LLVM contracts the multiply-add; TVM's LLVM target
@@ -47,7 +48,7 @@ from ..target import is_c_target
 _GEMM = TILE_OPS["gemm"]
 #: largest transpose_B panel packed (bytes): bigger B operands (a GEMM of whole global
 #: tensors) are read in place rather than copied into a per-block buffer
-MAX_PACKED_BYTES = 256 * 1024
+MAX_PACKED_BYTES = 64 * 1024
 #: vector registers of x86-64 with AVX-512 (zmm0-31) and without (ymm0-15): Intel SDM
 #: vol. 1, 15.1 and 14.1
 _REGISTERS = {512: 32, 256: 16, 128: 16}
@@ -112,8 +113,12 @@ class _GemmLowering:
         return tirx.Var(f"{name}{self.counter}", "int32")
 
     def local(self, name: str, shape: tuple[int, ...], dtype: str) -> Any:
+        """A per-call scratch buffer. Scope "global": TVM's LowerTVMBuiltin leaves a global
+        allocation of constant size under kMaxStackAlloca (1 KiB) as an LLVM alloca, which
+        SROA promotes to registers; in "local" scope each accumulator row became a
+        TVMBackendAllocWorkspace call and lived in memory (apache-tvm 0.27)."""
         self.counter += 1
-        return tirx.decl_buffer(shape, dtype, name=f"{name}{self.counter}", scope="local")
+        return tirx.decl_buffer(shape, dtype, name=f"{name}{self.counter}", scope="global")
 
     def lanes(self, extent: int, body_fn: Any, shape: MicroKernelShape) -> Any:
         var = self.fresh("j")
