@@ -8,6 +8,7 @@ being compiled: every target-specific answer comes from the context's manifest.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -86,8 +87,10 @@ def lower(
     out_idx: Sequence[int] = (),
     pass_configs: Mapping[str, Any] | None = None,
     instruments: Sequence[Any] = (),
+    timings: dict[str, float] | None = None,
 ) -> CompiledArtifact:
-    """Lower and generate code for one kernel. Raises LanguageError or CompileError."""
+    """Lower and generate code for one kernel. Raises LanguageError or CompileError.
+    ``timings``: filled with the seconds each stage took (benchmarks/compile_time.py)."""
     import tvm
     from tvm.tirx.build import split_host_device_mods
 
@@ -108,7 +111,8 @@ def lower(
 
     written = written_params(func)
     take_pass_error()  # forget one left by an earlier compilation
-    stage = "lowering"
+    clock = _StageClock(timings)
+    stage = clock.enter("lowering")
     try:
         with _session(configs, instruments):
             mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
@@ -116,7 +120,7 @@ def lower(
             mod = context.lower(mod)
             check_fully_lowered(mod, name, context.module.name)
             launches, min_alignment = _launch_facts(mod)
-            stage = "host/device split"
+            stage = clock.enter("host/device split")
             host_mod, device_mods = split_host_device_mods(mod)
             device_source, device_module, device_ir = "", None, None
             if len(device_mods) > 1:
@@ -124,11 +128,11 @@ def lower(
             for device_mod in device_mods.values():
                 if len(device_mod.functions) == 0:
                     continue
-                stage = "device codegen"
+                stage = clock.enter("device codegen")
                 device_mod = device_ir = context.finalize_device(device_mod)
                 output = context.codegen_device(device_mod)
                 device_source, device_module = output.source, output.module
-            stage = "host codegen"
+            stage = clock.enter("host codegen")
             host_mod = context.finalize_host(host_mod)
             host_mod = context.preprocess_host_codegen(host_mod)
             # a codegen-only context (tilelang.lower) still generates the host code of a
@@ -136,6 +140,7 @@ def lower(
             host_only = context.execution_backend is None and device_module is None and not device_source
             needs_host = context.execution_spec.requires_host_codegen or host_only
             host_module = context.codegen_host(host_mod) if needs_host else None
+            clock.enter("")
     except TileLangError:
         raise
     except Exception as err:  # TVM reports its own error types
@@ -166,7 +171,24 @@ def lower(
         host_mod=host_mod,
         device_mod=device_ir,
         route=context.route.describe() if context.route is not None else "",
+        device_type=int(context.target.get_target_device_type()),
     )
+
+
+class _StageClock:
+    """Adds each stage's seconds to ``into`` (when a caller passed a dict)."""
+
+    def __init__(self, into: dict[str, float] | None) -> None:
+        self.into = into
+        self.stage = ""
+        self.start = time.perf_counter()
+
+    def enter(self, stage: str) -> str:
+        now = time.perf_counter()
+        if self.into is not None and self.stage:
+            self.into[self.stage] = self.into.get(self.stage, 0.0) + now - self.start
+        self.stage, self.start = stage, now
+        return stage
 
 
 def _launch_facts(mod: Any) -> tuple[tuple[KernelLaunch, ...], int]:

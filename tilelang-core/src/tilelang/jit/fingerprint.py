@@ -5,6 +5,13 @@ the old code, in core and in every plugin distribution that took part in the com
 target backend's, its execution backend's), wherever that distribution's code lives —
 a vendor's package is usually not under ``tilelang``. Each fingerprint is computed once per
 process (plugins do not change under a running process; a test calls ``__wrapped__``).
+
+Hashing core's sources (a few hundred files) costs ~10 ms, which a disk-cache hit in a new
+process cannot afford; their stat signature (path, size, mtime, ctime, inode: one walk,
+~1 ms) names a remembered hash instead, under ``<cache root>/fingerprints``. That is as
+sound as Python's own bytecode cache, which trusts mtime and size, and more: ctime cannot be
+set back by hand, and a tree with a file modified in the last few seconds is hashed and not
+remembered (git's "racy clean" rule: an edit within the same clock tick keeps the mtime).
 """
 
 from __future__ import annotations
@@ -12,9 +19,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..backend.registry import origin
 
@@ -28,13 +37,63 @@ COMPILER_SOURCE_SUFFIXES = (".py", ".h", ".cuh", ".hpp", ".c", ".pyx", ".pxd")
 _CORE = "tilelang-core"
 
 
-def _hash_tree(digest: Any, roots: Iterable[Path]) -> None:
+#: a tree with a file modified less than this many seconds ago is hashed, never remembered
+RACY_SECONDS = 3.0
+FINGERPRINTS = "fingerprints"
+
+
+def _source_files(roots: Iterable[Path]) -> list[tuple[Path, str, os.stat_result]]:
+    """(root, path relative to it, stat) of every compiler source file, in hashing order:
+    one walk per root (not one per suffix), ``__pycache__`` skipped."""
+    found = []
     for root in sorted(set(roots)):
-        for path in sorted(p for suffix in COMPILER_SOURCE_SUFFIXES for p in root.rglob(f"*{suffix}")):
-            if "__pycache__" in path.parts:
-                continue
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in names:
+                if name.endswith(COMPILER_SOURCE_SUFFIXES):
+                    path = os.path.join(folder, name)
+                    found.append((root, os.path.relpath(path, root), os.stat(path)))
+    found.sort(key=lambda item: (str(item[0]), item[1]))
+    return found
+
+
+def _hash_files(files: list[tuple[Path, str, os.stat_result]]) -> str:
+    digest = hashlib.sha256()
+    for root, relative, _ in files:
+        digest.update(relative.encode())
+        digest.update((root / relative).read_bytes())
+    return digest.hexdigest()
+
+
+def _stat_signature(files: list[tuple[Path, str, os.stat_result]]) -> str:
+    digest = hashlib.sha256(b"stat-v1")
+    for root, relative, info in files:
+        digest.update(f"{root}/{relative}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ctime_ns}"
+                      f"\0{info.st_ino}\n".encode())
+    return digest.hexdigest()
+
+
+def tree_fingerprint(roots: Iterable[Path]) -> str:
+    """The content hash of the compiler sources under ``roots``, remembered on disk under
+    their stat signature (see the module's docstring for why that is sound)."""
+    from ..cache.folders import cache_subdir
+    from ..cache.integrity import read_file, write_file
+
+    files = _source_files(roots)
+    newest = max((max(info.st_mtime, info.st_ctime) for _, _, info in files), default=0.0)
+    folder = cache_subdir(FINGERPRINTS) if time.time() - newest > RACY_SECONDS else None
+    if folder is None:  # racy, or no cache: hash the contents
+        return _hash_files(files)
+    path = folder / _stat_signature(files)
+    remembered = read_file(path, repair=True)
+    if remembered is not None:
+        return remembered.decode()
+    fingerprint = _hash_files(files)
+    try:
+        write_file(path, fingerprint.encode())
+    except OSError:
+        pass  # a read-only cache: hashed again next time
+    return fingerprint
 
 
 @functools.cache
@@ -43,9 +102,7 @@ def compiler_fingerprint() -> str:
     installs a subpackage there), Python and the headers codegen pastes into kernels."""
     import tilelang
 
-    digest = hashlib.sha256()
-    _hash_tree(digest, (Path(p) for p in tilelang.__path__))
-    return digest.hexdigest()
+    return tree_fingerprint(Path(p) for p in tilelang.__path__)
 
 
 def editable_source_roots(dist: object) -> list[Path] | None:
@@ -83,7 +140,7 @@ def distribution_fingerprint(name: str) -> str:
     digest = hashlib.sha256(f"{name}=={dist.version}".encode())
     roots = editable_source_roots(dist)
     if roots is not None:
-        _hash_tree(digest, roots)
+        digest.update(tree_fingerprint(roots).encode())
         return digest.hexdigest()
     for file in sorted(dist.files or (), key=str):
         if file.suffix in COMPILER_SOURCE_SUFFIXES:

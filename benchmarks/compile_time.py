@@ -1,0 +1,216 @@
+"""Where a compile's seconds go, and how fast a cached kernel comes back in a new process.
+
+    python benchmarks/compile_time.py [--runs 5] [--json results.json]
+
+1. Stages, in this process (stage, seconds): the canonical GEMM (8192^3 fp16, 128x128x32
+   tiles, 3 stages) on the best target here — the GPU's, else CUDA sm_90 lowered here and
+   compiled by the CUDA toolchain (NVRTC, else nvcc) when tilelang-cuda is installed — and
+   a CPU GEMM (fp32 1024^3, T.gemm) for each CPU execution backend. Stages: importing TVM,
+   building the IR (TVMScript), the backend context, the engine's stages (lowering,
+   host/device split, device codegen, host codegen), the device compile, the execution
+   backend's host build, and the load. Nothing is read from a cache (a private, empty one).
+2. New processes, as ratios to ``import tilelang`` measured in the same run: a cold compile
+   (empty cache) to a callable kernel, then a disk-cache hit to a callable kernel, for every
+   kernel this machine can run, with each execution backend. The builders import
+   ``tilelang.language`` inside their bodies: ``import tilelang.language`` imports TVM
+   (1-2 s), which a kernel module importing it at its top pays on a hit too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GEMM = {"M": 8192, "N": 8192, "K": 8192}
+CPU_GEMM = {"M": 1024, "N": 1024, "K": 1024}
+
+
+def gemm(M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3, dtype="float16", accum_dtype="float32"):
+    """The canonical GEMM (examples/gemm.py), with the language imported on first build."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), accum_dtype)
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
+                T.copy(A[by * bM, k * bK], As)
+                T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+def cpu_gemm(M, N, K, bM=64, bN=64, bK=32, dtype="float32"):
+    return gemm(M, N, K, bM, bN, bK, threads=128, num_stages=1, dtype=dtype, accum_dtype=dtype)
+
+
+BUILDERS = {"gemm": gemm, "cpu_gemm": cpu_gemm}
+
+
+# -- 1. stages in this process --------------------------------------------------------
+def stages(builder, sizes: dict, target, execution_backend: str | None) -> dict[str, float]:
+    """(stage -> seconds) of one compile; execution_backend None: code generation plus the
+    device compile only (a target this machine cannot run)."""
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import lower
+    from tilelang.plugin import compile_device_source
+
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    import tvm  # noqa: F401
+
+    times["import tvm"] = time.perf_counter() - start
+    start = time.perf_counter()
+    func = builder(**sizes)
+    times["build IR (TVMScript)"] = time.perf_counter() - start
+    start = time.perf_counter()
+    context = create_backend_context(target, None, execution_backend, kernel=func)
+    times["backend context"] = time.perf_counter() - start
+    artifact = lower(func, context, out_idx=[-1], timings=times)
+    backend = context.execution_backend
+    # tvm_ffi compiles embedded device source when it loads the module (see "load")
+    if artifact.device_source and (backend is None or backend.name != "tvm_ffi"):
+        start = time.perf_counter()
+        compile_device_source(artifact, context, "benchmark")
+        times["device compile"] = time.perf_counter() - start
+    if backend is None:
+        return times
+    start = time.perf_counter()
+    files = backend.build(artifact, context)
+    times["host build"] = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as folder:
+        for name, data in files.items():
+            (Path(folder) / name).write_bytes(data)
+        start = time.perf_counter()
+        backend.load(artifact, Path(folder), context)  # tvm_ffi + CUDA: the device compile is here
+        times["load"] = time.perf_counter() - start
+    return times
+
+
+def gpu_target() -> tuple[object, bool] | None:
+    """(target, runnable): the GPU here, or CUDA sm_90 for code generation; None without
+    a GPU backend."""
+    from tilelang.backend.registry import REGISTRY
+    from tilelang.backend.resolution import ordered_detectors
+
+    for detector in ordered_detectors():
+        spec = detector.detect()
+        if spec is not None and isinstance(spec, dict) and spec.get("kind") != "llvm":
+            return spec, True
+    if "cuda" in REGISTRY.backends:
+        return {"kind": "cuda", "arch": "sm_90"}, False
+    return None
+
+
+# -- 2. new processes -----------------------------------------------------------------
+CHILD = """
+import json, sys, time
+start = time.perf_counter()
+import tilelang
+imported = time.perf_counter()
+sys.path.insert(0, {here!r})
+import compile_time
+kernel_fn = tilelang.jit(out_idx=[-1], target={target!r}, execution_backend={backend!r})(
+    compile_time.BUILDERS[{builder!r}])
+defined = time.perf_counter()
+kernel = kernel_fn(**{sizes!r})
+done = time.perf_counter()
+print(json.dumps({{"import": imported - start, "kernel": done - defined, "from_cache": kernel.from_cache,
+                  "tvm": "tvm" in sys.modules, "torch": "torch" in sys.modules}}))
+"""
+
+
+def child(cache: str, **fields) -> dict:
+    env = {**os.environ, "TILELANG_CACHE_DIR": cache}
+    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), **fields)], env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def import_time(runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import tilelang"], check=True)
+        samples.append(time.perf_counter() - start)
+    python = statistics.median(_python_startup() for _ in range(runs))
+    return statistics.median(samples) - python
+
+
+def _python_startup() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - start
+
+
+def new_process(builder: str, sizes: dict, target, backend: str, runs: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
+        fields = {"builder": builder, "sizes": sizes, "target": target, "backend": backend}
+        cold = child(cache, **fields)
+        hits = [child(cache, **fields) for _ in range(runs)]
+    if cold["from_cache"] or not all(h["from_cache"] for h in hits):
+        raise RuntimeError(f"{builder}/{backend}: expected one compile then hits, got {cold}, {hits}")
+    return {"cold_s": cold["kernel"], "hit_s": statistics.median(h["kernel"] for h in hits),
+            "hit_imports_tvm": any(h["tvm"] for h in hits), "hit_imports_torch": any(h["torch"] for h in hits)}
+
+
+def cpu_backends() -> list[str]:
+    from tilelang.backend.registry import REGISTRY
+
+    return [name for name in ("tvm_ffi", "cython") if name in REGISTRY.execution_backends
+            and REGISTRY.execution_backends[name].unavailable_reason() is None]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-bench-stages-")
+    results: dict = {"stages": {}, "new_process": {}}
+    gpu = gpu_target()
+    if gpu is not None:
+        target, runnable = gpu
+        name = f"gemm {target} ({'default execution backend' if runnable else 'codegen + toolchain only'})"
+        results["stages"][name] = stages(gemm, GEMM, target, "auto" if runnable else None)
+    for backend in cpu_backends():
+        results["stages"][f"cpu_gemm {backend}"] = stages(cpu_gemm, CPU_GEMM, "cpu", backend)
+    base = import_time(args.runs)
+    results["import_tilelang_s"] = base
+    runs = [("cpu_gemm", CPU_GEMM, "cpu", b) for b in cpu_backends()]
+    if gpu is not None and gpu[1]:
+        runs.insert(0, ("gemm", GEMM, "auto", "auto"))
+    for builder, sizes, target, backend in runs:
+        measured = new_process(builder, sizes, target, backend, args.runs)
+        measured["cold_ratio"] = measured["cold_s"] / base
+        measured["hit_ratio"] = measured["hit_s"] / base
+        results["new_process"][f"{builder} {target} {backend}"] = measured
+    for name, times in results["stages"].items():
+        print(f"\n{name}: {sum(times.values()):.3f} s")
+        for stage, seconds in times.items():
+            print(f"  {stage:<24} {seconds:8.3f}")
+    print(f"\nimport tilelang (beyond Python's start): {base * 1e3:.1f} ms")
+    for name, m in results["new_process"].items():
+        print(f"{name}: cold {m['cold_s']:.3f} s ({m['cold_ratio']:.1f}x import), hit {m['hit_s'] * 1e3:.1f} ms "
+              f"({m['hit_ratio']:.2f}x import; imports tvm: {m['hit_imports_tvm']}, torch: {m['hit_imports_torch']})")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
