@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -49,6 +50,7 @@ from .limits import enforce_limit, max_bytes, remove_stale
 
 ARTIFACT = "artifact.json"
 KERNELS = "kernels"
+REQUESTS = "requests"
 
 
 def clear_cache() -> None:
@@ -67,15 +69,19 @@ def cache_key(parts: Iterable[str]) -> str:
 
 
 class KernelCache:
-    def __init__(self, root: Path | None = None, enabled: bool | None = None) -> None:
+    """Kernel entries under ``<root>/<subdir>`` (``kernels``; the request index uses
+    ``requests``)."""
+
+    def __init__(self, root: Path | None = None, enabled: bool | None = None, subdir: str = KERNELS) -> None:
         self.root = root or default_cache_dir()
+        self.subdir = subdir
         # tilelang.disable_cache() and TILELANG_DISABLE_CACHE=1 both switch it off
         self.enabled = env.is_cache_enabled() if enabled is None else enabled
         self.max_bytes = max_bytes() if self.enabled else None  # a bad value fails before compiling
 
     @property
     def directory(self) -> Path:
-        return self.root / KERNELS
+        return self.root / self.subdir
 
     def entry(self, key: str) -> Path:
         return self.directory / key[:2] / key
@@ -85,7 +91,7 @@ class KernelCache:
         warning when it cannot be created. CacheError for a folder others may write."""
         if not self.enabled:
             return None
-        folder = ensure_subdir(self.root, KERNELS)
+        folder = ensure_subdir(self.root, self.subdir)
         try:
             for part in parts:
                 folder = make_folder(folder / part) if folder is not None else None
@@ -184,5 +190,36 @@ class KernelCache:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-__all__ = ["ARTIFACT", "RECORD", "KernelCache", "cache_key", "cache_path", "cache_subdir", "clear_cache",
+class RequestIndex:
+    """Which kernel key a request key (``tilelang.jit.request_key``) compiled to, with
+    what loading that kernel needs before its context exists (a small JSON record per
+    request, stored like a kernel entry: atomic, integrity-checked, under ``requests``)."""
+
+    def __init__(self, cache: KernelCache) -> None:
+        self._entries = KernelCache(cache.root, cache.enabled, REQUESTS)
+
+    @property
+    def enabled(self) -> bool:
+        return self._entries.enabled
+
+    def lookup(self, request: str) -> dict[str, Any] | None:
+        """The record stored for ``request``, or None (a miss, or a record that is not a
+        JSON object of strings: removed with one warning)."""
+        hit = self._entries.lookup(request)
+        if hit is None:
+            return None
+        try:
+            record = json.loads(hit[0])
+            if type(record) is not dict or not all(type(v) is str for v in record.values()):
+                raise ValueError("not a JSON object of strings")
+        except ValueError as err:
+            self._entries.discard(request, f"request record: {err}")
+            return None
+        return record
+
+    def store(self, request: str, record: Mapping[str, str]) -> None:
+        self._entries.store(request, json.dumps(dict(record), sort_keys=True), {})
+
+
+__all__ = ["ARTIFACT", "RECORD", "KernelCache", "RequestIndex", "cache_key", "cache_path", "cache_subdir", "clear_cache",
            "default_cache_dir", "read_file", "write_file"]

@@ -7,7 +7,8 @@ one older than STALE_AFTER seconds belongs to a dead writer and is removed the n
 something is stored in that folder (one directory listing: cheap next to a compile).
 
 TILELANG_CACHE_MAX_BYTES bounds everything under the cache root that holds compiled code
-(kernel entries, cython extensions, cubins): after a store, the least recently used
+(kernel entries, cython extensions, cubins) and the small records beside them (request
+index, source fingerprints): after a store, the least recently used
 (oldest mtime; a hit touches it) go first, never the entry just stored.
 """
 
@@ -24,8 +25,9 @@ from .. import env
 from ..errors import CacheError
 
 STALE_AFTER = 3600.0
-#: the subfolders of the root that the size limit covers
-LIMITED = ("kernels", "cython", "cubin")
+#: the subfolders of the root that the size limit covers: sharded entries, then single files
+SHARDED = ("kernels", "requests")
+LIMITED = ("cython", "cubin", "fingerprints")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 
@@ -79,14 +81,14 @@ def _tree_size(path: str) -> int:
 
 def _units(root: Path) -> Iterator[tuple[float, int, str, list[str]]]:
     """(last use, bytes, path, every path to remove) of each evictable unit."""
-    kernels = root / "kernels"
-    for shard in _scan(kernels):
-        if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
-            continue
-        for entry in _scan(Path(shard.path)):
-            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                yield entry.stat().st_mtime, _tree_size(entry.path), entry.path, [entry.path]
-    for name in LIMITED[1:]:
+    for sharded in SHARDED:
+        for shard in _scan(root / sharded):
+            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+                continue
+            for entry in _scan(Path(shard.path)):
+                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                    yield entry.stat().st_mtime, _tree_size(entry.path), entry.path, [entry.path]
+    for name in LIMITED:
         for entry in _scan(root / name):
             if entry.name.startswith(".") or entry.name.endswith((".lock", ".sha256")):
                 continue
@@ -136,4 +138,4 @@ def enforce_limit(root: Path, limit: int, keep: Path | None = None) -> int:
     return removed
 
 
-__all__ = ["LIMITED", "STALE_AFTER", "enforce_limit", "max_bytes", "remove_stale"]
+__all__ = ["LIMITED", "SHARDED", "STALE_AFTER", "enforce_limit", "max_bytes", "remove_stale"]

@@ -47,6 +47,7 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
     alignment = artifact.min_alignment
     _need(_is_int(alignment) and alignment >= 0 and alignment & (alignment - 1) == 0,
           "min_alignment", alignment)
+    _need(_is_int(artifact.device_type) and artifact.device_type >= 0, "device_type", artifact.device_type)
     _need(type(artifact.params) is tuple, "params", artifact.params)
     for i, p in enumerate(artifact.params):
         _need(type(p.name) is str, f"params[{i}].name", p.name)

@@ -69,6 +69,10 @@ class CompiledArtifact:
     narrow_symbols: tuple[tuple[str, str], ...] = ()
     # the per-kernel routing decision (tilelang.backend.routing.Route.describe()), "" if none
     route: str = ""
+    # the DLPack device type the kernel runs on (1 CPU, 2 CUDA, ...); 0: not recorded (an
+    # artifact made by hand), ask the context's target. Loading a cached kernel reads it
+    # here, so that it needs no TVM target.
+    device_type: int = 0
     # in-memory only: tvm runtime modules produced by codegen
     host_module: Any = field(default=None, compare=False, repr=False)
     device_module: Any = field(default=None, compare=False, repr=False)

@@ -23,6 +23,7 @@ def compile(
     instruments: Sequence[Any] = (),
     verbose: bool = False,
     compile_flags: Sequence[str] | str | None = None,
+    request: str | None = None,
 ) -> JITKernel:
     """Compile a T.prim_func for a target and execution backend (both "auto" by default).
 
@@ -32,20 +33,25 @@ def compile(
     ``verbose``: say on stderr what was compiled, for which backends, and whether it came
     from the cache. ``compile_flags``: extra flags for the backend's device compiler, as
     upstream; they travel as the ``tl.device_compile_flags`` pass config, which a backend
-    applies or (declaring it not honoured) logs.
+    applies or (declaring it not honoured) logs. ``request``: the request key this compile
+    answers (``JITFunction`` passes it; see tilelang.jit.request_key).
     """
     if compile_flags:
         flags = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags)
         pass_configs = {**(pass_configs or {}), "tl.device_compile_flags": flags}
     kernel = JITKernel(func, out_idx=out_idx, target=target, target_host=target_host,
                        execution_backend=execution_backend, pass_configs=pass_configs,
-                       instruments=instruments)
+                       instruments=instruments, request=request)
     if verbose:
-        import sys
-
-        how = "from the kernel cache" if kernel.from_cache else "compiled"
-        print(f"tilelang: {kernel.describe()}: {how}", file=sys.stderr)
+        _say_how(kernel)
     return kernel
+
+
+def _say_how(kernel: JITKernel) -> None:
+    import sys
+
+    how = "from the kernel cache" if kernel.from_cache else "compiled"
+    print(f"tilelang: {kernel.describe()}: {how}", file=sys.stderr)
 
 
 def lower(func: Any, target: Any = "auto", target_host: Any = None,
@@ -100,9 +106,24 @@ class JITFunction:
         key = (args, tuple(sorted(kwargs.items())))
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = compile(self.get_tir(*args, **kwargs), **self.options)
+            kernel = self._compile_new(args, kwargs)
             self._kernels[key] = kernel
         return kernel
+
+    def _compile_new(self, args: tuple, kwargs: dict[str, Any]) -> JITKernel:
+        """A kernel new to this process: through the request index when these arguments
+        compiled before (no IR built, no TVM import: see request_key), else compiled."""
+        from .request_key import request_key
+
+        request = request_key(self.builder, args, kwargs, self.options)
+        if request is not None:
+            kernel = JITKernel.from_request(request, functools.partial(self.get_tir, *args, **kwargs),
+                                            self.options)
+            if kernel is not None:
+                if self.options.get("verbose"):
+                    _say_how(kernel)
+                return kernel
+        return compile(self.get_tir(*args, **kwargs), **self.options, request=request)
 
     def get_tir(self, *args: Any, **kwargs: Any) -> Any:
         """The PrimFunc these arguments specialize to (not compiled)."""
@@ -144,8 +165,8 @@ def jit(
     """``@tilelang.jit(out_idx=[-1])`` on a function that returns a T.prim_func, or
     ``@tilelang.jit`` on an eager kernel (see JITFunction). ``verbose`` and
     ``compile_flags`` as for tilelang.compile."""
-    options = dict(out_idx=out_idx, target=target, target_host=target_host,
-                   execution_backend=execution_backend, pass_configs=pass_configs)
+    options = {"out_idx": out_idx, "target": target, "target_host": target_host,
+               "execution_backend": execution_backend, "pass_configs": pass_configs}
     if verbose:
         options["verbose"] = True
     if compile_flags:

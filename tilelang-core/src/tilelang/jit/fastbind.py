@@ -10,6 +10,8 @@ and a wrong argument can never pass it: every check of the full path is also mad
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -59,17 +61,43 @@ def _check_pasted(artifact: CompiledArtifact) -> None:
 MISS = object()
 
 
+class _UntilTorch:
+    """The fast binder of a kernel loaded before torch was imported (a cache hit in a new
+    process must not import torch, ~1 s, for a caller that may pass numpy arrays): a
+    miss for every call until torch is imported, then the binder built at that call."""
+
+    def __init__(self, artifact: CompiledArtifact, device_type: int, launch: Callable[..., Any] | None) -> None:
+        self.args = (artifact, device_type, launch)
+        self.miss = None if launch is None else MISS
+        self.built: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.built is None:
+            if "torch" not in sys.modules:
+                return self.miss  # no torch tensor can be among the arguments
+            self.built = _build(*self.args) or (lambda *_: self.miss)
+        return self.built(*args)
+
+
 def build_fast_binder(artifact: CompiledArtifact, device_type: int,
                       launch: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
     """For torch tensors: without ``launch``, ``f(*inputs) -> (call_args, outputs, symbols)``
     or None; with ``launch``, ``f(*inputs)`` also calls ``launch(*call_args)`` and returns
     the outputs as the kernel does (None, one tensor or a tuple), or MISS. None when torch
-    is not installed or the signature needs the full path."""
-    try:
-        import torch
-    except ImportError:
-        return None
+    is not installed or the signature needs the full path. Before torch is imported, a
+    function that misses until it is (torch is not imported here)."""
     _check_pasted(artifact)
+    if "torch" not in sys.modules:
+        if importlib.util.find_spec("torch") is None:
+            return None
+        return _UntilTorch(artifact, device_type, launch)
+    return _build(artifact, device_type, launch)
+
+
+def _build(artifact: CompiledArtifact, device_type: int,
+           launch: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    import torch
+
     params, out_idx = artifact.params, set(artifact.out_idx)
     inputs = [i for i in range(len(params)) if i not in out_idx]
     env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty, "_MISS": MISS, "_launch": launch}

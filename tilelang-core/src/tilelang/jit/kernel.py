@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,11 @@ from .. import env
 from .._version import __version__
 from ..backend.module import BackendContext, create_backend_context
 from ..backend.registry import origin
-from ..cache import KernelCache, cache_key
+from ..cache import KernelCache, RequestIndex, cache_key
 from ..cache.validate import load_artifact
 from ..engine.artifact import ParamInfo
 from ..errors import BackendUnavailableError, CacheError
+from .deferred_context import ContextFacts, DeferredContext
 from .fingerprint import (  # noqa: F401
     COMPILER_SOURCE_SUFFIXES,
     compiler_fingerprint,
@@ -47,7 +48,9 @@ class JITKernel:
     def __init__(self, func: Any, *, out_idx: Sequence[int] | int | None = None,
                  target: Any = "auto", target_host: Any = None, execution_backend: str = "auto",
                  pass_configs: Mapping[str, Any] | None = None, cache: KernelCache | None = None,
-                 instruments: Sequence[Any] = ()) -> None:
+                 instruments: Sequence[Any] = (), request: str | None = None) -> None:
+        """``request``: the request key (tilelang.jit.request_key) this compile answers;
+        the request index then remembers the kernel key for the next process."""
         from ..engine.lower import lower, validate_pass_configs
         from ..engine.semantic_check import check_kernel
 
@@ -60,17 +63,19 @@ class JITKernel:
         self.context = create_backend_context(target, target_host, execution_backend, kernel=func,
                                               kernel_name=_name_of(func))
         configs = validate_pass_configs(pass_configs, self.context)
-        self.prim_func = func
-        self.pass_configs = configs
+        self._prim_func = func
+        self._pass_configs = configs
         cache = cache or KernelCache()
         key = _kernel_key(func, self.context, out_idx or (), configs)
         self.cache_key = key
         backend = self.context.execution_backend
         log.info("tilelang: %s", self.context.describe())
         if self._load_hit(cache, key, backend):
+            self._remember(cache, request)
             return
         with cache.lock(key) if cache.enabled else _null():
             if self._load_hit(cache, key, backend):  # another process may have built it meanwhile
+                self._remember(cache, request)
                 return
             log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
                     "tilelang: compiling a kernel for %s", self.context.describe())
@@ -78,6 +83,8 @@ class JITKernel:
                                   instruments=instruments)
             files = backend.build(self.artifact, self.context)
             entry = cache.store(key, self.artifact.to_json(), files)
+            if entry is not None:
+                self._remember(cache, request)
         if entry is None:  # cache disabled or unwritable: load from a private directory
             self._tmp = tempfile.TemporaryDirectory(prefix="tilelang-kernel-")
             entry = Path(self._tmp.name)
@@ -85,6 +92,59 @@ class JITKernel:
                 (entry / name).write_bytes(data)
         self.launcher = backend.load(self.artifact, entry, self.context)
         self.from_cache = False
+
+    @classmethod
+    def from_request(cls, request: str, build: Callable[[], Any], options: Mapping[str, Any],
+                     cache: KernelCache | None = None) -> JITKernel | None:
+        """The kernel the request index names for ``request``, loaded without building its
+        IR, resolving its context, or importing TVM (unless the execution backend needs
+        it); None on a miss. ``build`` makes the PrimFunc, ``options`` are compile()'s
+        keywords: both are used only when the kernel's IR or full context is asked for."""
+        cache = cache or KernelCache()
+        if not cache.enabled:
+            return None
+        record = RequestIndex(cache).lookup(request)
+        facts = ContextFacts.from_record(record) if record is not None else None
+        if record is None or facts is None:
+            return None
+        kernel = cls.__new__(cls)
+        kernel._build, kernel._options = build, dict(options)
+        kernel._prim_func = kernel._pass_configs = None
+        context = DeferredContext.from_facts(facts, kernel._resolve_context)
+        if context is None:
+            return None
+        kernel.context = context
+        kernel.cache_key = record["kernel"]
+        if not kernel._load_hit(cache, kernel.cache_key, context.execution_backend):
+            return None
+        return kernel
+
+    def _resolve_context(self) -> BackendContext:
+        """The full context of a kernel loaded through the request index (on first use)."""
+        options = self._options
+        return create_backend_context(options.get("target", "auto"), options.get("target_host"),
+                                      options.get("execution_backend", "auto"), kernel=self.prim_func,
+                                      kernel_name=_name_of(self.prim_func))
+
+    def _remember(self, cache: KernelCache, request: str | None) -> None:
+        if request is not None and cache.enabled:
+            RequestIndex(cache).store(request, ContextFacts.of(self.context).record(self.cache_key))
+
+    @property
+    def prim_func(self) -> Any:
+        """The kernel's T.prim_func (built now if the kernel came through the request index)."""
+        if self._prim_func is None:
+            self._prim_func = self._build()
+        return self._prim_func
+
+    @property
+    def pass_configs(self) -> dict[str, Any]:
+        if self._pass_configs is None:
+            from ..engine.lower import validate_pass_configs
+
+            context = self.context.resolve() if isinstance(self.context, DeferredContext) else self.context
+            self._pass_configs = validate_pass_configs(_configs_of(self._options), context)
+        return self._pass_configs
 
     def _load_hit(self, cache: KernelCache, key: str, backend: Any) -> bool:
         """Load ``key``'s cache entry (its files already checked against their record);
@@ -177,6 +237,15 @@ class JITKernel:
 
     def __repr__(self) -> str:
         return f"<JITKernel {self.describe()}>"
+
+
+def _configs_of(options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """compile()'s pass configs, with ``compile_flags`` folded in as compile() folds them."""
+    configs = options.get("pass_configs")
+    flags = options.get("compile_flags")
+    if flags:
+        configs = {**(configs or {}), "tl.device_compile_flags": [flags] if isinstance(flags, str) else list(flags)}
+    return configs
 
 
 def _name_of(func: Any) -> str:

@@ -1,9 +1,19 @@
 """tvm_ffi: Build = export the TVM runtime module (host code with the device module
-imported) as a shared library; Load = tvm.runtime.load_module; Launch = call the packed
-function through tvm_ffi, with arguments checked first by the shared ArgumentBinder."""
+imported) as a shared library; Load = tvm_ffi.load_module; Launch = call the packed
+function through tvm_ffi, with arguments checked first by the shared ArgumentBinder.
+
+Loading a host (CPU) kernel does not import the ``tvm`` package (1-2 s): the library
+needs only tvm_ffi and TVM's runtime library (the thread pool of parallel blocks,
+workspaces), which is loaded the way ``import tvm`` loads it, so a later import shares it.
+Device kernels still import ``tvm``, whose package loads the device runtimes that
+deserialize the embedded device module.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +28,24 @@ from ...arguments import ArgumentBinder
 from ...fastbind import MISS, build_fast_binder
 
 LIBRARY = "kernel.so"
+HOST_DEVICE = 1  # DLPack kDLCPU
+
+
+def load_tvm_runtime_library() -> None:
+    """libtvm_runtime, RTLD_GLOBAL, from where ``import tvm`` takes it (TVM_LIBRARY_PATH,
+    then the package's ``lib``): the same file, so the loader shares one copy with a later
+    ``import tvm`` instead of registering TVM's runtime functions twice."""
+    if "tvm" in sys.modules:
+        return  # its package loaded the library already
+    from tvm_ffi import libinfo
+
+    spec = importlib.util.find_spec("tvm")
+    if spec is None or not spec.submodule_search_locations:
+        raise TileLangError("the tvm_ffi execution backend needs apache-tvm's runtime library; "
+                            "pip install apache-tvm")
+    paths = [Path(os.environ["TVM_LIBRARY_PATH"])] if os.environ.get("TVM_LIBRARY_PATH") else []
+    paths.append(Path(next(iter(spec.submodule_search_locations))) / "lib")
+    libinfo.load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=paths)
 
 
 class TVMFFILauncher(KernelLauncher):
@@ -75,11 +103,16 @@ class TVMFFIExecutionBackend(ExecutionBackend):
             return {LIBRARY: path.read_bytes()}
 
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
-        import tvm
+        device_type = artifact.device_type or int(context.target.get_target_device_type())
+        if device_type == HOST_DEVICE:
+            load_tvm_runtime_library()
+        else:
+            import tvm  # noqa: F401 - its package loads the device runtimes
 
         # a target backend may need to hook the runtime first (CUDA: route the load-time
         # compile of embedded device source to its toolchain and cubin cache)
         prepare_device_runtime(context)
-        module = tvm.runtime.load_module(str(directory / LIBRARY))
-        device_type = int(context.target.get_target_device_type())
+        import tvm_ffi
+
+        module = tvm_ffi.load_module(str((directory / LIBRARY).resolve()))
         return TVMFFILauncher(module, artifact, device_type)

@@ -92,12 +92,9 @@ class CythonExecutionBackend(ExecutionBackend):
         if len(found) != 1:
             raise CompileError(f"kernel {artifact.kernel_name!r}: {directory} should hold one cython "
                                f"launcher, found {[p.name for p in found]}")
-        device_type = _device_type(context)
+        device_type = artifact.device_type or _device_type(context)
         cubin = (directory / CUBIN).read_bytes() if device_type == CUDA_DEVICE else None
-        if device_type == HOST_DEVICE:
-            # a compute function that asserts or allocates dynamically calls TVM runtime
-            # functions; TVM loads its libraries RTLD_GLOBAL, so importing it resolves them
-            import tvm  # noqa: F401
+        toolchain.load_runtime_libraries(host_kernel=device_type == HOST_DEVICE)
         module = toolchain.load_extension(found[0])
         return make_launcher(module, artifact, device_type, cubin)
 

@@ -11,6 +11,8 @@ C is worded here.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -72,12 +74,14 @@ class LauncherConfig:
 
 
 def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes | None) -> LauncherConfig:
-    import numpy
+    """The config for the array libraries this process has imported: loading a cached
+    kernel imports neither torch (~1 s) nor numpy, since no argument can be a tensor of a
+    library not imported yet; MissHandler reconfigures the launcher when one arrives."""
+    torch = sys.modules.get("torch")
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        import numpy.ma  # its arrays are refused (the mask would be ignored): know the type
 
-    try:
-        import torch
-    except ImportError:
-        torch = None
     outputs = [artifact.params[i] for i in artifact.out_idx]
 
     def numpy_dtype(name: str) -> Any:
@@ -93,27 +97,42 @@ def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes |
         unavailable_error=BackendUnavailableError,
         torch_tensor=torch.Tensor if torch is not None else None,
         dlpack_api=torch.Tensor.__dlpack_c_exchange_api__ if torch is not None else None,
-        ndarray=numpy.ndarray,
+        ndarray=numpy.ndarray if numpy is not None else None,
         torch_empty=torch.empty if torch is not None else None,
-        numpy_empty=numpy.empty,
+        numpy_empty=numpy.empty if numpy is not None else None,
         torch_kwnames=("dtype", "device"),
-        masked_array=numpy.ma.MaskedArray,
+        masked_array=numpy.ma.MaskedArray if numpy is not None else None,
         torch_device=torch.device if torch is not None else None,
         device_name=DEVICE_NAMES.get(device_type, "cuda"),
         cubin=cubin,
         torch_dtypes=tuple(getattr(torch, p.dtype, None) if torch is not None else None for p in outputs),
-        numpy_dtypes=tuple(numpy_dtype(p.dtype) for p in outputs),
+        numpy_dtypes=tuple(numpy_dtype(p.dtype) if numpy is not None else None for p in outputs),
     )
 
 
-class MissHandler:
-    """Raises the error for a call the C checks refused (see the module docstring)."""
+#: the array libraries a launcher config refers to (launcher_config)
+ARRAY_LIBRARIES = ("numpy", "torch")
 
-    def __init__(self, artifact: CompiledArtifact, binder: ArgumentBinder) -> None:
+
+class MissHandler:
+    """Raises the error for a call the C checks refused (see the module docstring). A
+    launcher made before numpy or torch was imported does not know their arrays: the first
+    call refused after one of them arrived reconfigures it and calls it again."""
+
+    def __init__(self, artifact: CompiledArtifact, binder: ArgumentBinder, device_type: int,
+                 cubin: bytes | None) -> None:
         self.artifact = artifact
         self.binder = binder
+        self.device_type = device_type
+        self.cubin = cubin
+        self.missing = [m for m in ARRAY_LIBRARIES if m not in sys.modules and importlib.util.find_spec(m)]
 
-    def __call__(self, args: tuple[Any, ...], code: int, index: int) -> None:
+    def __call__(self, launcher: Any, args: tuple[Any, ...], stream: Any, code: int, index: int) -> Any:
+        arrived = [m for m in self.missing if m in sys.modules]
+        if arrived and code in (NOT_TENSOR, NO_TORCH):
+            self.missing = [m for m in self.missing if m not in arrived]
+            launcher.reconfigure(launcher_config(self.artifact, self.device_type, self.cubin))
+            return launcher(*args) if stream is None else launcher(*args, stream=stream)
         self.binder.bind_checked(args)  # raises the shared, detailed ArgumentError
         kernel = self.artifact.kernel_name
         if index < 0:
@@ -149,4 +168,5 @@ def make_launcher(module: ModuleType, artifact: CompiledArtifact, device_type: i
         KernelLauncher.register(launcher_type)
     binder = ArgumentBinder(artifact, device_type)
     config = launcher_config(artifact, device_type, cubin)
-    return launcher_type(config, MissHandler(artifact, binder), stream_handle_for(device_type, artifact.kernel_name))
+    on_miss = MissHandler(artifact, binder, device_type, cubin)
+    return launcher_type(config, on_miss, stream_handle_for(device_type, artifact.kernel_name))

@@ -198,6 +198,38 @@ _LOADED: dict[str, ModuleType] = {}
 _LOAD_LOCK = threading.Lock()
 
 
+def _package_library(package: str, folder: str, name: str, env_var: str | None = None) -> None:
+    """Load ``lib<name>.so`` of an installed package RTLD_GLOBAL without importing the
+    package: from ``$env_var``, else ``<package>/<folder>``. The package's own import later
+    opens the same file, which the dynamic loader shares rather than loads twice."""
+    import ctypes
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise CompileError(f"the cython launcher needs {package}'s shared library; pip install {package}")
+    folders = [Path(os.environ[env_var])] if env_var and os.environ.get(env_var) else []
+    folders.append(Path(next(iter(spec.submodule_search_locations))) / folder)
+    for candidate in folders:
+        path = candidate / f"lib{name}.so"
+        if path.is_file():
+            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+            return
+    raise CompileError(f"lib{name}.so not found in {', '.join(map(str, folders))}")
+
+
+def load_runtime_libraries(host_kernel: bool) -> None:
+    """What launchers link against, loaded as ``import tvm`` would load it but without
+    importing TVM's packages (1-2 s, most of a cache hit otherwise): every launcher reports
+    errors through libtvm_ffi, and a host kernel's compute function may call TVM's runtime
+    (workspaces, the parallel thread pool). Nothing to do once the packages are imported."""
+    if "tvm" in sys.modules:
+        return
+    if "tvm_ffi" not in sys.modules:
+        _package_library("tvm_ffi", "lib", "tvm_ffi")
+    if host_kernel:
+        _package_library("tvm", "lib", "tvm_runtime", "TVM_LIBRARY_PATH")
+
+
 def load_extension(path: Path) -> ModuleType:
     """Import a launcher extension from ``path``, once per process: its name is the hash
     of its sources, so a module of that name already loaded (from another cache entry) is

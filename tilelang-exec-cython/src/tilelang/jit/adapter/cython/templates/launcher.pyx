@@ -4,7 +4,8 @@
 The per-kernel work (argument checks, symbolic dimensions, outputs, the launch) is the C
 function ``tl_call`` in tl_kernel.h; this module gives it a Python type. A call that the C
 checks do not accept returns the ``miss`` sentinel, and ``on_miss`` (Python) raises the
-shared binder's ArgumentError for it.
+shared binder's ArgumentError for it, or (a launcher made before torch was imported, given
+a torch tensor) reconfigures the launcher and calls it again.
 """
 
 from libc.stdint cimport uintptr_t
@@ -46,5 +47,12 @@ cdef class Launcher:
         else:
             result = tl_call(&self.st, args, 1, <void*><uintptr_t>self.stream_handle(stream))
         if result is self.miss:
-            self.on_miss(args, self.st.miss_code, self.st.miss_arg)
+            return self.on_miss(self, args, stream, self.st.miss_code, self.st.miss_arg)
         return result
+
+    def reconfigure(self, config):
+        """Rebuild the C state from ``config`` (one made after torch was imported)."""
+        tl_state_clear(&self.st)
+        self.config = config
+        self.miss = config.miss
+        tl_state_init(&self.st, config)
