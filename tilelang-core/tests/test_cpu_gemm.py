@@ -101,14 +101,22 @@ def test_gemm_matches_numpy(backend, mnk, block, trans):
     np.testing.assert_allclose(kernel(a, b), reference(a, b, trans_a, trans_b), rtol=1e-5, atol=1e-5 * K)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_float16_inputs_accumulate_in_float32(backend):
+@pytest.mark.parametrize("backend,dtype,accum", [
+    (BACKENDS[0].values[0], "float16", "float32"),
+    (BACKENDS[1].values[0], "float16", "float32"),
+    (BACKENDS[0].values[0], "float64", "float64"),
+    (BACKENDS[0].values[0], "int8", "int32"),
+])
+def test_other_dtypes(backend, dtype, accum):
+    """float16 products are exact in float32, so only the float32 sum rounds; float64 and
+    int8 -> int32 (small integers) are exact up to float64 rounding."""
     M, N, K = 48, 40, 64
-    kernel = compiled(gemm_kernel(M, N, K, 16, 40, 32, dtype="float16", accum="float32"), backend)
-    a = rng.standard_normal((M, K)).astype("float16")
-    b = rng.standard_normal((K, N)).astype("float16")
-    # float16 products are exact in float32: only the float32 sum rounds
-    np.testing.assert_allclose(kernel(a, b), reference(a, b), rtol=1e-5, atol=1e-5 * K)
+    kernel = compiled(gemm_kernel(M, N, K, 16, 40, 32, dtype=dtype, accum=accum), backend)
+    a = (rng.standard_normal((M, K)) * 4).astype(dtype)
+    b = (rng.standard_normal((K, N)) * 4).astype(dtype)
+    out = kernel(a, b)
+    assert out.dtype == np.dtype(accum)
+    np.testing.assert_allclose(out, reference(a, b), rtol=1e-5, atol=1e-4 * K)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
