@@ -45,12 +45,14 @@ CONFIGS = [
     ((128, 128, 32, 128, 4, 8), {"tl.disable_wgmma_swizzle": True}),
     # on sm_90 through tvm_ffi the pipelines load with TMA; these measure cp.async instead
     ((128, 128, 32, 128, 3, 0), {"tl.disable_tma_lower": True}),
+    ((128, 128, 32, 128, 3, 0), {"tl.disable_warp_specialized": True}),  # TMA, thread 0 issuing
+    ((128, 256, 64, 256, 4, 8), {"tl.disable_warp_specialized": True}),
     ((128, 256, 64, 256, 3, 8), {"tl.disable_tma_lower": True}),
     ((128, 128, 64, 128, 3, 8), MMA_SYNC),  # the best mma.sync config
     ((128, 128, 32, 128, 3, 0), MMA_SYNC),
 ]
 SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b",
-         "tl.disable_tma_lower": "cpasync"}
+         "tl.disable_tma_lower": "cpasync", "tl.disable_warp_specialized": "nows"}
 
 
 def instruction_mix(source: str, arch: str) -> dict:

@@ -39,42 +39,85 @@ def boxes(body: str) -> list[tuple[str, str]]:
                       r"\(\(unsigned long long\)\(&\((\w+)\)\)\)", body)
 
 
-def test_canonical_gemm_loads_its_tiles_with_tma_boxes():
+def test_canonical_gemm_loads_its_tiles_with_tma_boxes_from_a_producer_warp():
     artifact = lower(tile_gemm(1024, 1024, 1024, 128, 128, 32, stages=3))
     body = kernel_body(artifact.device_source)
     assert "const __grid_constant__ CUtensorMap A_tensor_map" in body
     assert "const __grid_constant__ CUtensorMap B_tensor_map" in body
     assert "tl_cp_async" not in body and "tl_fence_proxy_async" not in body
-    # prologue: stages 0 and 1; A (128 x 32 halves, one 64-byte block) is one box, B
-    # (32 x 128, two 128-byte column blocks) two boxes 32 x 64 apart
-    prologue = body[:body.index("for (int k")]
-    assert boxes(prologue) == [("0", "A_tensor_map"), ("12288", "B_tensor_map"), ("14336", "B_tensor_map"),
-                               ("4096", "A_tensor_map"), ("16384", "B_tensor_map"), ("18432", "B_tensor_map")]
-    # 16 KiB per stage: A 128 x 32 + B 32 x 128 halves
-    assert prologue.count("tl_mbarrier_expect_tx((&(tma_barrier_ptr[0])), 16384)") == 1
-    loop = body[body.index("for (int k"):]
-    # every thread waits for full[k % 3]; no block barrier inside the loop
-    assert re.search(r"tl_mbarrier_wait\(\(&\(tma_barrier_ptr\[\(k % 3\)\]\)\), \(\(k % 6\) / 3\)\)", loop)
-    assert "__syncthreads" not in loop[:loop.index("tl_wgmma_wait(0)")]
-    # after the first GEMM's wait, the stage of iteration k - 1 is released (empty barriers
-    # at 3 + stage) and thread 0 refills it two iterations ahead once all 128 threads have
-    assert re.search(r"tl_wgmma_wait\(1\);.*?tl_mbarrier_arrive\(\(&\(tma_barrier_ptr\[\(\(\(k \+ 2\) % 3\) \+ 3\)\]",
-                     loop, re.DOTALL)
-    assert "tl_mbarrier_init((&(tma_barrier_ptr[3])), 128)" in body
-    assert "((k * 32) + 64)" in loop  # the refill is for iteration k + 2
+    # one more warp than the kernel declares; barriers initialized before the roles split
+    assert "__launch_bounds__(160" in body
+    head, consumers = body.split("if (((int)threadIdx.x) < 128) {", 1)
+    assert "tl_mbarrier_init((&(tma_barrier_ptr[3])), 128)" in head and "__syncthreads();" in head
+    consumers, producer = consumers.split("if (((int)threadIdx.x) == 128) {", 1)
+    # consumers: wait for full[k % 3], GEMM, release the previous iteration's stage (empty
+    # barriers at 3 + stage); no box, and named barriers instead of __syncthreads
+    assert re.search(r"tl_mbarrier_wait\(\(&\(tma_barrier_ptr\[\(k % 3\)\]\)\), \(\(k % 6\) / 3\)\)", consumers)
+    assert re.search(r"tl_wgmma_wait\(1\);\s+if \(\(0 < k\)\) \{\s+tl_mbarrier_arrive\("
+                     r"\(&\(tma_barrier_ptr\[\(\(\(k \+ 2\) % 3\) \+ 3\)\]", consumers)
+    assert "tl_tma_load" not in consumers and "__syncthreads" not in consumers
+    assert "tl_named_barrier_sync(1, 128);" in consumers
+    # the producer: every iteration's boxes, each stage once its consumers released it
+    assert re.search(r"if \(\(3 <= k_1\)\) \{\s+tl_mbarrier_wait\(\(&\(tma_barrier_ptr\[\(\(k_1 % 3\) \+ 3\)\]\)\), "
+                     r"\(\(\(k_1 / 3\) \+ 1\) & 1\)\)", producer)
+    assert "tl_mbarrier_expect_tx((&(tma_barrier_ptr[(k_1 % 3)])), 16384)" in producer  # A + B halves
+    # A (128 x 32 halves, one 64-byte block) is one box, B (32 x 128, two 128-byte column
+    # blocks) two boxes 32 x 64 halves apart
+    assert [offset for offset, _ in boxes(producer)] == ["((k_1 % 3) * 4096)", "(((k_1 % 3) * 4096) + 12288)",
+                                                          "(((k_1 % 3) * 4096) + 14336)"]
+    assert [tmap for _, tmap in boxes(producer)] == ["A_tensor_map", "B_tensor_map", "B_tensor_map"]
     assert "extern __shared__ __align__(1024) uchar buf_dyn_shmem_ptr[]" in artifact.device_source
     # the host code encodes both maps before the launch
     assert artifact.host_source.count("runtime.cuTensorMapEncodeTiled") >= 1
     assert "A_tensor_map" in artifact.host_source and "B_tensor_map" in artifact.host_source
 
 
+def test_single_issuer_ring_without_warp_specialization():
+    body = kernel_body(lower(tile_gemm(1024, 1024, 1024, 128, 128, 32, stages=3),
+                             **{"tl.disable_warp_specialized": True}).device_source)
+    assert "__launch_bounds__(128" in body and "tl_named_barrier" not in body
+    prologue = body[:body.index("for (int k")]
+    assert [offset for offset, _ in boxes(prologue)] == ["0", "12288", "14336", "4096", "16384", "18432"]
+    loop = body[body.index("for (int k"):]
+    assert "__syncthreads" not in loop[:loop.index("tl_wgmma_wait(0)")]
+    # after the first GEMM's wait the previous stage is released, and thread 0 refills it
+    # for iteration k + 2 once all 128 threads have
+    assert re.search(r"tl_wgmma_wait\(1\);.*?tl_mbarrier_arrive\(\(&\(tma_barrier_ptr\[\(\(\(k \+ 2\) % 3\) \+ 3\)\]",
+                     loop, re.DOTALL)
+    assert "((k * 32) + 64)" in loop
+
+
 def test_edge_tiles_need_no_predicates():
     # 1000 is no multiple of 128: the hardware zero-fills boxes outside the tensor
     body = kernel_body(lower(tile_gemm(1000, 1000, 1000, 128, 128, 32, stages=3)).device_source)
     assert "tl_tma_load_2d" in body and "tl_cp_async" not in body
-    # four stages: three iterations ahead
-    body = kernel_body(lower(tile_gemm(1024, 1024, 1024, 128, 128, 32, stages=4)).device_source)
+    # without a producer warp: four stages, three iterations ahead
+    body = kernel_body(lower(tile_gemm(1024, 1024, 1024, 128, 128, 32, stages=4),
+                             **{"tl.disable_warp_specialized": True}).device_source)
     assert "((k * 32) + 96)" in body
+
+
+def test_a_ring_inside_another_loop_keeps_a_single_issuer():
+    import tilelang.language as T
+
+    @T.prim_func
+    def batched(A: T.Tensor((2, 256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+                C: T.Tensor((2, 256, 256), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            for b in T.serial(2):
+                T.clear(Cl)
+                for k in T.Pipelined(8, num_stages=3):
+                    T.copy(A[b, by * 128, k * 32], As)
+                    T.copy(B[k * 32, bx * 128], Bs)
+                    T.gemm(As, Bs, Cl)
+                T.copy(Cl, C[b, by * 128, bx * 128])
+
+    body = kernel_body(lower(batched).device_source)
+    # the producer warp would have to replay the outer loop: thread 0 issues instead
+    assert "tl_tma_load_3d" in body and "tl_named_barrier" not in body and "__launch_bounds__(128" in body
 
 
 @pytest.mark.parametrize("why,kwargs,configs", [

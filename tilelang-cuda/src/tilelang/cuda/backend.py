@@ -41,6 +41,7 @@ BACKEND = BackendModule(
         "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
         "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
         "tl.disable_tma_lower": "sm_90: keep pipelined copies on cp.async instead of TMA boxes and mbarriers",
+        "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
     },
 )
 

@@ -24,7 +24,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
-    from .transform import LowerAtomics, LowerTensorCoreGemm
+    from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
 
     return [
         # TMA tensor maps are encoded by the kernel's host code: only where it runs
@@ -35,6 +35,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
         *gpu_block_passes(VECTOR_BYTES),
+        SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)

@@ -108,6 +108,12 @@ __device__ __forceinline__ void tl_check_swizzle_base(const void* smem) {
   }
 }
 
+// Named barrier 1 over the first n threads (a warp-specialized block's consumers; the
+// producer warp never reaches it). n: a multiple of 32.
+__device__ __forceinline__ void tl_named_barrier_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(n) : "memory");
+}
+
 __device__ __forceinline__ void tl_mbarrier_init(void* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
 }

@@ -35,10 +35,12 @@ from tvm_ffi.structural import WalkResult
 from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
 from .tma import (
     DISABLE_TMA_CONFIG,
+    DISABLE_WS_CONFIG,
     TensorMapLoad,
-    barrier_address,
-    barrier_buffer,
+    TmaRing,
+    free_vars,
     tensor_map_load,
+    top_level,
 )
 
 SHARED_SCOPES = ("shared", "shared.dyn")
@@ -271,66 +273,34 @@ class AsyncCopyPipelines:
 
     def _tma_pipeline(self, loop: Any, stages: int, producers: list[Any], rest: list[Any],
                       loads: list[TensorMapLoad]) -> Any:
-        """The stage ring on TMA boxes (tma.py), with two mbarriers per stage: ``full``
-        (armed by the issuing thread with the bytes its boxes deliver) and ``empty`` (every
-        thread arrives once its wgmma reading the stage has completed). Iteration k waits
-        for full[k], runs its first GEMM, releases the stage of iteration k - 1 (complete
-        after the GEMM's wait, which leaves at most one group in flight), and thread 0
-        refills that stage for iteration k + stages - 1 once every thread has released it:
-        a lookahead of stages - 1 with no block barrier in the loop."""
-        n, k = loop.extent, loop.loop_var
+        """The stage ring on TMA boxes and mbarriers (tma.py): warp-specialized when the
+        loop sits at the top of the block, else issued by thread 0 between GEMMs."""
         first = rest[0] if rest else None
         acc = self._find(first.value.args[2].source, self.accumulators) \
             if first is not None and tile_op_name(first) == "gemm" else None
-        ahead = stages - 1
-        barriers = barrier_buffer(stages)
-
-        def full(stage: Any) -> Any:
-            return barrier_address(barriers, stage)
-
-        def empty(stage: Any) -> Any:
-            return barrier_address(barriers, stage + stages)
-
-        leader = self.tid == 0
-        total = sum(load.bytes for load in loads)
+        ring = TmaRing(loads, [p.value.args[0] for p in producers], loop, stages, self.tid, self.threads)
         for load, p in zip(loads, producers):
             self.host_prologue += load.encode(p.value.args[0].source)
-
-        def issue(k_value: Any, stage: Any) -> Any:
-            bar = full(stage)
-            boxes = [load.issue([substitute(r.min, [(k, k_value)]) for r in p.value.args[0].region], stage, bar)
-                     for load, p in zip(loads, producers)]
-            return seq([extern_call("tl_mbarrier_expect_tx", bar, total), *boxes])
-
-        def parity(iteration: Any) -> Any:
-            return tirx.floormod(tirx.floordiv(iteration, stages), 2)
-
-        s = self.var("s")
-        init = seq([*[extern_call("tl_check_swizzle_base", load.tile.new.access_ptr("r", offset=0, extent=1))
-                      for load in loads],
-                    unrolled(s, stages, seq([extern_call("tl_mbarrier_init", full(s), 1),
-                                             extern_call("tl_mbarrier_init", empty(s), self.threads)])),
-                    extern_call("tl_mbarrier_init_fence")])
-        prologue = [tirx.AllocBuffer(barriers), tirx.IfThenElse(leader, init, None), block_barrier()]
-        for s in range(ahead):
-            stage = tirx.IntImm("int32", s)
-            prologue.append(tirx.IfThenElse(tirx.And(leader, stage < n), issue(stage, stage), None))
-        previous = k - 1
-        released = tirx.floormod(previous, stages)
-        nxt = k + ahead
-        refill = seq([
-            tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive", empty(released)), None),
-            tirx.IfThenElse(tirx.And(leader, nxt < n), seq([
-                tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", empty(released), parity(previous)), None),
-                issue(nxt, tirx.floormod(nxt, stages))]), None),
-        ])
-        if acc is not None:  # after the first GEMM's wait: the stage of iteration k - 1 is read
-            rest = [self._wgmma(acc, first.value.args, after_wait=refill), *rest[1:]]
-            refill = None
-        wait = extern_call("tl_mbarrier_wait", full(tirx.floormod(k, stages)), parity(k))
-        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq([wait, refill, *rest]))
         self.needs_alignment = True
-        return seq([*prologue, main, extern_call("tl_wgmma_wait", 0), block_barrier()])
+        if self._may_specialize(loop, ring):
+            self.block_prologue += ring.prologue(specialized=True)
+            return ring.specialized(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
+                                    if acc is not None else None, rest)
+        return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
+                                  if acc is not None else None, rest)
+
+    def _may_specialize(self, loop: Any, ring: TmaRing) -> bool:
+        """A producer warp can run the loop on its own when the loop is a top-level
+        statement of the block (no enclosing loop or condition) whose trip count and tile
+        corners depend on nothing but the block index and the kernel's parameters."""
+        if pass_config(DISABLE_WS_CONFIG):
+            return False
+        allowed = [*self.block_vars, loop.loop_var, *self.func.params]
+        for param in self.func.params:  # and the symbolic dimensions of tensor parameters
+            allowed += [v for d in getattr(param.ty, "shape", ()) for v in free_vars(d)]
+        if any(not any(v.same_as(a) for a in allowed) for e in ring.expressions() for v in free_vars(e)):
+            return False
+        return top_level(self.func.body, loop)
 
     @staticmethod
     def _plain_reads(stmts: list[Any], buffers: list[Any]) -> bool:

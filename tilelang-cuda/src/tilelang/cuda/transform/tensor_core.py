@@ -69,6 +69,7 @@ from .mma_layout import (
     padded_row,
 )
 from .row_families import RowFamilies
+from .tma import PRODUCER_THREADS
 from .wgmma import WgmmaGemms
 
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
@@ -86,6 +87,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
         self.tensor_maps = tensor_maps  # host code can encode TMA tensor maps (tma.py)
         self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
+        self.block_prologue: list[Any] = []  # statements at the top of the block (TMA barriers)
+        self.block_vars = _block_vars(func)
         self.lane = tirx.floormod(tid, WARP)
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
@@ -220,7 +223,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
-        body = self._launch_bounds(body)
+        body = self._launch_bounds(self._at_block_top(body))
         func = self.func.with_body(seq([*self.host_prologue, body]))
         if self.needs_alignment:
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
@@ -256,8 +259,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                 size *= d
             smem += size + SMEM_RESERVED_PER_BLOCK
 
+        # a TMA ring may get a producer warp (warp_specialize.py): its registers count too
+        threads = self.threads + (PRODUCER_THREADS if self.wgmma and self.tensor_maps and self.pipelined else 0)
+
         def budget(blocks: int) -> int:
-            return min(255, REGISTERS_PER_SM // (blocks * self.threads)) // 8 * 8
+            return min(255, REGISTERS_PER_SM // (blocks * threads)) // 8 * 8
 
         forced = pass_config(MIN_BLOCKS_CONFIG)
         candidates = [int(forced)] if forced else [4, 3, 2]
@@ -280,6 +286,18 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def _shared_buffers(self) -> list[Any]:
         return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b)
                 for b in self._shared_allocations()]
+
+    def _at_block_top(self, body: Any) -> Any:
+        """``block_prologue`` first thing inside the threadIdx.x binding."""
+        if not self.block_prologue:
+            return body
+
+        def on_attr(stmt: Any) -> Any:
+            if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == "threadIdx.x":
+                return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([*self.block_prologue, stmt.body]))
+            return stmt
+
+        return tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre")
 
     def _launch_bounds(self, body: Any) -> Any:
         if not self.min_blocks or self.min_blocks < 2:
@@ -471,6 +489,14 @@ def _thread_binding(func: Any) -> tuple[Any, int] | None:
         return None
     threads = int(found[0].value.value)
     return (found[0].node.var, threads) if threads % WARP == 0 else None
+
+
+def _block_vars(func: Any) -> list[Any]:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: found.append(a.node.var)
+                                        if a.attr_key == "thread_extent" and
+                                        a.node.thread_tag.startswith("blockIdx") else None))
+    return found
 
 
 def _arch(func: Any) -> str:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import tvm
-from tilelang.plugin import dtype_bytes, extern_call, seq
+import tvm_ffi
+from tilelang.plugin import block_barrier, dtype_bytes, extern_call, seq, substitute, unrolled
 from tvm import tirx
 
 from .mma_layout import SwizzledLayout
@@ -117,3 +118,134 @@ def barrier_buffer(stages: int) -> Any:
 
 def barrier_address(barriers: Any, index: Any) -> Any:
     return tirx.address_of(tirx.BufferLoad(barriers, [index]))
+
+
+DISABLE_WS_CONFIG = "tl.disable_warp_specialized"  # upstream TileLang's pass config
+PRODUCER_ATTR = "tl.tma_producer"  # marks the producer warp's loop until SpecializeWarps moves it
+PROLOGUE_ATTR = "tl.tma_prologue"  # the barriers' initialization, at the top of the block
+PRODUCER_THREADS = 32  # one warp issues every box
+
+
+@dataclass
+class TmaRing:
+    """One pipelined loop's stage ring: ``full[s]`` (armed by the issuing thread with the
+    bytes its boxes deliver) and ``empty[s]`` (each consumer thread arrives once its wgmma
+    reading the stage has completed), for s < stages."""
+
+    loads: list[TensorMapLoad]
+    regions: list[Any]  # the global source region of each load
+    loop: Any
+    stages: int
+    tid: Any
+    threads: int  # the consumer threads: the block's threads as the kernel declares them
+
+    def __post_init__(self) -> None:
+        self.barriers = barrier_buffer(self.stages)
+
+    def full(self, stage: Any) -> Any:
+        return barrier_address(self.barriers, stage)
+
+    def empty(self, stage: Any) -> Any:
+        return barrier_address(self.barriers, stage + self.stages)
+
+    def parity(self, iteration: Any) -> Any:
+        """The phase an mbarrier is in while iteration ``iteration``'s use of it runs."""
+        return tirx.floormod(tirx.floordiv(iteration, self.stages), 2)
+
+    def expressions(self) -> list[Any]:
+        """What the issuing code reads: the trip count and every region bound."""
+        return [self.loop.extent, *[x for region in self.regions for r in region.region for x in (r.min, r.extent)]]
+
+    def issue(self, k_value: Any, stage: Any) -> Any:
+        k = self.loop.loop_var
+        bar = self.full(stage)
+        boxes = [load.issue([substitute(r.min, [(k, k_value)]) for r in region.region], stage, bar)
+                 for load, region in zip(self.loads, self.regions)]
+        total = sum(load.bytes for load in self.loads)
+        return seq([extern_call("tl_mbarrier_expect_tx", bar, total), *boxes])
+
+    def _init(self) -> Any:
+        s = tirx.Var("s", "int32")
+        inits = seq([extern_call("tl_mbarrier_init", self.full(s), 1),
+                     extern_call("tl_mbarrier_init", self.empty(s), self.threads)])
+        return seq([unrolled(s, self.stages, inits), extern_call("tl_mbarrier_init_fence")])
+
+    def _checks(self) -> Any:
+        """Thread 0 checks the tiles' 1 KiB alignment once, where the tiles are allocated."""
+        return tirx.IfThenElse(self.tid == 0, seq([
+            extern_call("tl_check_swizzle_base", load.tile.new.access_ptr("r", offset=0, extent=1))
+            for load in self.loads]), None)
+
+    def prologue(self, specialized: bool) -> list[Any]:
+        """Thread 0 initializes the barriers; a block barrier publishes them. Specialized:
+        marked, so that SpecializeWarps keeps it ahead of the split into warp roles."""
+        init = [tirx.IfThenElse(self.tid == 0, self._init(), None), block_barrier()]
+        if specialized:
+            return [tirx.AllocBuffer(self.barriers),
+                    tirx.AttrStmt(tirx.IntImm("int32", 0), PROLOGUE_ATTR, self.threads, seq(init))]
+        return [tirx.AllocBuffer(self.barriers), *init]
+
+    def _consumer_loop(self, first_gemm: Any, rest: list[Any], refill: Any) -> Any:
+        """Each iteration waits for its stage, runs its GEMMs and, after the first GEMM's
+        wait (at most one wgmma group stays in flight), releases the stage of the previous
+        iteration (``refill`` follows: the single issuer's next boxes)."""
+        k = self.loop.loop_var
+        previous = k - 1
+        release = seq([tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive",
+                                                          self.empty(tirx.floormod(previous, self.stages))), None),
+                       refill])
+        gemm = first_gemm(release)
+        if gemm is not None:
+            rest = [gemm, *rest[1:]]
+            release = None
+        wait = extern_call("tl_mbarrier_wait", self.full(tirx.floormod(k, self.stages)), self.parity(k))
+        return tirx.For(k, self.loop.min, self.loop.extent, tirx.ForKind.SERIAL, seq([wait, release, *rest]))
+
+    def single_issuer(self, first_gemm: Any, rest: list[Any]) -> Any:
+        """Thread 0 issues: stages - 1 iterations ahead, refilling the stage of iteration
+        k - 1 once every thread has released it."""
+        k, n = self.loop.loop_var, self.loop.extent
+        leader = self.tid == 0
+        issued = [tirx.IfThenElse(tirx.And(leader, tirx.IntImm("int32", s) < n),
+                                  self.issue(tirx.IntImm("int32", s), tirx.IntImm("int32", s)), None)
+                  for s in range(self.stages - 1)]
+        previous, nxt = k - 1, k + self.stages - 1
+        refill = tirx.IfThenElse(tirx.And(leader, nxt < n), seq([
+            tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", self.empty(tirx.floormod(previous, self.stages)),
+                                               self.parity(previous)), None),
+            self.issue(nxt, tirx.floormod(nxt, self.stages))]), None)
+        main = self._consumer_loop(first_gemm, rest, refill)
+        return seq([*self.prologue(specialized=False), self._checks(), *issued, main,
+                    extern_call("tl_wgmma_wait", 0), block_barrier()])
+
+    def specialized(self, first_gemm: Any, rest: list[Any]) -> Any:
+        """A producer warp of its own issues every iteration's boxes as soon as its stage
+        is released (the first ``stages`` at once); the consumers only wait and release.
+        The producer's loop is marked for SpecializeWarps, which gives it the warp."""
+        k, n = self.loop.loop_var, self.loop.extent
+        pk = tirx.Var("k", "int32")
+        wait = tirx.IfThenElse(pk >= self.stages, extern_call(
+            "tl_mbarrier_wait", self.empty(tirx.floormod(pk, self.stages)), self.parity(pk - self.stages)), None)
+        issue = substitute(self.issue(pk, tirx.floormod(pk, self.stages)), [(k, pk)])
+        producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq([wait, issue]))
+        marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
+        main = self._consumer_loop(first_gemm, rest, None)
+        return seq([self._checks(), marked, main, extern_call("tl_wgmma_wait", 0), block_barrier()])
+
+
+def free_vars(expr: Any) -> list[Any]:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return found
+
+
+def top_level(body: Any, loop: Any) -> bool:
+    """Whether ``loop`` is reached from ``body`` through sequences, attributes and
+    allocations alone (no enclosing loop, condition or binding)."""
+    if body.same_as(loop):
+        return True
+    if isinstance(body, tirx.SeqStmt):
+        return any(top_level(s, loop) for s in body)
+    if isinstance(body, tirx.AttrStmt):
+        return top_level(body.body, loop)
+    return False
