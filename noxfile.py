@@ -61,7 +61,8 @@ MUTANTS = {
     },
     "loader": {
         "code": ["tilelang-core/src/tilelang/plugins/loader.py"],
-        "tests": ["tilelang-core/tests/test_coexistence.py", "tilelang-core/tests/test_routing.py"],
+        "tests": ["tilelang-core/tests/test_plugin_loader.py", "tilelang-core/tests/test_coexistence.py",
+                  "tilelang-core/tests/test_routing.py"],
     },
     "tile_ops": {  # copies, fills, reductions, scans, atomics (gemm: the CPU's micro-kernels)
         "code": [("tilelang-core/src/tilelang/transform/lower_tile_ops.py::reduce_identity,reduce_operand,"
