@@ -217,6 +217,7 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
 
+
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Mutation testing: for each group of MUTANTS, every mutant (or a fixed-seed sample of
