@@ -134,6 +134,19 @@ def test_llvm_gemm_is_vector_code():
     assert any(f"<{lanes} x float>" in source for lanes in (4, 8, 16)), "no float vector type in the LLVM IR"
 
 
+def test_llvm_target_without_a_cpu_is_this_cpu():
+    """target="llvm" alone would be baseline x86-64 (SSE2) for LLVM; it gets the host CPU,
+    as target="cpu" does, and one named CPU is kept."""
+    from tvm.target import codegen
+
+    kernel = compiled(gemm_kernel(16, 16, 16, 16, 16, 16), ("llvm", "tvm_ffi"))
+    assert kernel.context.target.export()["mcpu"] == codegen.llvm_get_system_cpu()
+    kernel = compiled(gemm_kernel(16, 16, 16, 16, 16, 16), ({"kind": "llvm", "mcpu": "x86-64"}, "tvm_ffi"))
+    assert kernel.context.target.export()["mcpu"] == "x86-64"
+    a, b = rng.standard_normal((16, 16), dtype="float32"), rng.standard_normal((16, 16), dtype="float32")
+    np.testing.assert_allclose(kernel(a, b), reference(a, b), rtol=1e-5, atol=1e-5 * 16)
+
+
 def test_thread_count_knob(monkeypatch):
     for name in ("TILELANG_CPU_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)

@@ -35,6 +35,7 @@ BACKEND = BackendModule(
     accepts_external_execution_backends=True,
     aliases=("cpu",),
     default_target=target.default_cpu_target,
+    canonicalize_target=target.canonicalize,
     unavailable_reason=target.unavailable_reason,
     description="CPU kernels through TVM's LLVM (or C) codegen; blocks run on the thread pool",
     pass_configs={

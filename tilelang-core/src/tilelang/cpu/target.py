@@ -22,6 +22,26 @@ def default_cpu_target() -> dict[str, Any]:
     return {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
 
 
+def canonicalize(target: Any) -> Any:
+    """An llvm target that names no CPU, for this machine's triple (TVM fills in the host's
+    when none is given), gets the host CPU, as the default target does. Without ``mcpu``
+    LLVM targets the baseline of the triple (x86-64: SSE2, 128-bit vectors, no FMA), and
+    the GEMM micro-kernels size themselves from the target's vector width
+    (transform/gemm.py). A cross target (another triple) is left as written."""
+    if str(target.kind.name) != "llvm":
+        return target
+    from tvm.target import Target, codegen
+
+    config = dict(target.export())
+    if config.get("mcpu") or str(config.get("mtriple") or codegen.llvm_get_system_triple()) != str(
+            codegen.llvm_get_system_triple()):
+        return target
+
+    config["mcpu"] = codegen.llvm_get_system_cpu()
+    host = config.pop("host", None)
+    return Target(config, host=host) if host else Target(config)
+
+
 def is_c_target(target: Any) -> bool:
     """Targets whose host code is C source (the kind TVM's C codegen emits)."""
     return str(target.kind.name) == "c"
