@@ -11,9 +11,11 @@ micro-kernels do (Van Zee & van de Geijn, "BLIS", ACM TOMS 41(3), 2015):
   registers (8 x 32 float32 on AVX-512: 16 zmm accumulators).
 * Each k step loads NR contiguous elements of B once (converted to the accumulator type)
   and, for each of the MR rows, broadcasts one element of A and adds the product to the
-  row: MR x NR/lanes independent FMAs (LLVM contracts the multiply-add; TVM's LLVM target
-  allows FP contraction, so no fast-math flag is needed and no sum is reassociated: each
-  C element still adds its k products in order).
+  row: MR x NR/lanes independent FMAs. TVM's LLVM codegen writes ``acc + a * b`` as
+  ``llvm.fmuladd``, which LLVM emits as one FMA (one rounding instead of two). No
+  fast-math flag is set and nothing is reassociated: each C element still adds its k
+  products in order, as LowerTileOps' loop does, so results match numpy's within float32
+  rounding of a length-k sum (tests/test_cpu_gemm.py states the tolerance).
 * The N loop of each row is T.vectorized, so the vector width is explicit in the IR
   (ramp loads of B, broadcasts of A) instead of left to LLVM's loop vectorizer.
 * Edge blocks (a tile extent that MR or NR does not divide) run the same kernel with
