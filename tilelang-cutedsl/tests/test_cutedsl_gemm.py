@@ -1,7 +1,8 @@
-"""T.gemm on CuTe MMA atoms (tilelang.cutedsl.gemm): which GEMMs take them, the CuTe DSL
-they print, the operand swizzles, and — where NVIDIA CuTe DSL is installed — that
-``cute.compile`` turns the source into PTX with mma.sync, ldmatrix and cp.async for sm_90a
-(CuTe DSL compiles for an arch given by CUTE_DSL_ARCH without a GPU)."""
+"""T.gemm on CuTe MMA atoms (tilelang.cutedsl.gemm): which GEMMs take them (warpgroup MMA on
+sm_90 for stage rings of whole tiles, warp-level mma.sync otherwise), the CuTe DSL they
+print, the operand swizzles, and — where NVIDIA CuTe DSL is installed — that
+``cute.compile`` turns the source into PTX with wgmma or mma.sync + ldmatrix, and cp.async,
+for sm_90a (CuTe DSL compiles for an arch given by CUTE_DSL_ARCH without a GPU)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from tilelang.testing.kernels import tile_gemm
 CUTE = importlib.util.find_spec("cutlass") is not None
 
 
-def source(kernel) -> str:
-    return tilelang.lower(kernel, target="cutedsl").device_source
+def source(kernel, arch: str = "sm_80", **configs) -> str:
+    target = {"kind": "cuda", "arch": arch, "keys": ["cutedsl", "cuda", "gpu"]}
+    return tilelang.lower(kernel, target=target, pass_configs=configs or None).device_source
 
 
 def test_warp_grid_is_the_squarest_fit() -> None:
@@ -64,7 +66,7 @@ def test_fp16_gemm_prints_tiled_mma_ldmatrix_and_cp_async() -> None:
     assert ("As = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(2, 3, 3), 0, "
             "cute.make_layout(12288)), byte_alignment=1024)") in src
     assert "Bs = smem.allocate_tensor(cutlass.Float16, cute.make_composed_layout(cute.make_swizzle(3, 3, 4)" in src
-    assert ("cute.make_tensor((Bs.iterator + ((_tl_floormod(k, 3) * 4096))).align(1024), cute.make_composed_layout("
+    assert ("cute.make_tensor((Bs.iterator + ((_tl_floormod(k, 3)) * 4096)).align(1024), cute.make_composed_layout("
             "cute.make_swizzle(3, 3, 4), 0, cute.make_layout((128, 32), stride=(1, 128))))") in src
     # whole tiles: no bounds checks on the result
     assert "tDc_" not in src and "tDg_" in src
@@ -107,13 +109,41 @@ def test_clear_accum_fills_before_the_product() -> None:
     assert src.index("Cl.fill(cutlass.Float32(0.0))") < src.index("cute.gemm(")
 
 
+def test_sm90_stage_rings_take_warpgroup_mma() -> None:
+    src = source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90")
+    assert ("tiled_mma_0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, "
+            "cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.MN, cutlass.Float32, (1, 1, 1), "
+            "tiler_mn=(64, 128))") in src
+    assert "tiled_mma_0.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)" in src
+    assert ("As_layout = sm90_utils.make_smem_layout_a(utils.LayoutEnum.ROW_MAJOR, (128, 128, 32), "
+            "cutlass.Float16, 3)") in src
+    assert ("Bs_layout = sm90_utils.make_smem_layout_b(utils.LayoutEnum.COL_MAJOR, (128, 128, 32), "
+            "cutlass.Float16, 3)") in src
+    assert "swizzle=As_layout.inner" in src and "partition_D(Bs[None, None, _tl_floormod((k + 2), 3)])" in src
+    # cp.async writes through the generic proxy, wgmma reads through the async one
+    wait = src.index("cute.arch.cp_async_wait_group(1)")
+    assert src.index('cute.arch.fence_proxy("async.shared", space="cta")', wait) < src.index("sync_threads()", wait)
+    assert src.count("cute.nvgpu.warpgroup.wait_group(0)") == 1 and "LdMatrix" not in src
+
+
+def test_sm90_falls_back_to_mma_sync() -> None:
+    assert "MmaF16BF16Op" in source(tile_gemm(200, 136, 72, 64, 64, 32), arch="sm_90")  # edge tiles: no ring
+    assert "MmaF16BF16Op" in source(tile_gemm(256, 256, 128, 64, 64, 32, threads=64, stages=3), arch="sm_90")
+    assert "MmaF16BF16Op" in source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90",
+                                    **{"tl.disable_wgmma": True})
+    assert "wgmma" not in source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_100")
+
+
 @pytest.mark.skipif(not CUTE, reason="NVIDIA CuTe DSL (nvidia-cutlass-dsl) is not installed")
-@pytest.mark.parametrize("shape", [(256, 256, 128, 128, 128, 32, False, False), (200, 136, 72, 64, 64, 32, False, False),
-                                   (128, 128, 64, 64, 64, 32, True, True)])
+@pytest.mark.parametrize("shape", [(256, 256, 128, 128, 128, 32, False, False, "sm_80"),
+                                   (200, 136, 72, 64, 64, 32, False, False, "sm_90"),
+                                   (128, 128, 64, 64, 64, 32, True, True, "sm_80"),
+                                   (512, 384, 256, 128, 128, 64, True, True, "sm_90"),
+                                   (256, 256, 128, 64, 64, 32, False, True, "sm_90")])
 def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
     """In a subprocess: CUTE_DSL_ARCH is read when cutlass is imported."""
-    *dims, ta, tb = shape
-    (tmp_path / "kernel_cute.py").write_text(source(tile_gemm(*dims, trans_a=ta, trans_b=tb)))
+    *dims, ta, tb, arch = shape
+    (tmp_path / "kernel_cute.py").write_text(source(tile_gemm(*dims, trans_a=ta, trans_b=tb, stages=3), arch=arch))
     script = textwrap.dedent(f"""
         import cuda.bindings.driver as cuda, cutlass
         from cutlass import cute
@@ -126,11 +156,17 @@ def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
     """)
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path),
                CUTE_DSL_CACHE_DIR=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
+    whole = dims[0] % dims[3] == 0 and dims[1] % dims[4] == 0 and dims[2] % dims[5] == 0
     assert ".target sm_90a" in ptx
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
-    assert ("cp.async.cg.shared.global" in ptx) == (dims[0] % dims[3] == 0 and dims[2] % dims[5] == 0)
+    if arch == "sm_90" and whole:
+        assert f"wgmma.mma_async.sync.aligned.m64n{dims[4]}k16.f32.f16.f16" in ptx and "mma.sync" not in ptx
+        assert "fence.proxy.async.shared::cta" in ptx
+    else:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "wgmma" not in ptx
+        assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
+    assert ("cp.async.cg.shared.global" in ptx) == whole
     assert "ld.local" not in ptx and "st.local" not in ptx  # the accumulator stays in registers

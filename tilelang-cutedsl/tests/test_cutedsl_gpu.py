@@ -25,8 +25,8 @@ def routed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILELANG_ROUTE", "cutedsl")
 
 
-def compile_cuda(func, out_idx=-1):
-    return tilelang.compile(func, out_idx=[out_idx], target="cuda")
+def compile_cuda(func, out_idx=-1, **configs):
+    return tilelang.compile(func, out_idx=[out_idx], target="cuda", pass_configs=configs or None)
 
 
 def test_mixed_routing_in_one_process(routed: None) -> None:
@@ -95,16 +95,23 @@ GEMMS = [(1024, 1024, 1024, 128, 128, 32, False, False), (256, 256, 128, 64, 64,
          (1000, 520, 264, 128, 64, 32, False, True)]
 
 
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma_sync"])
 @pytest.mark.parametrize("shape", GEMMS, ids=lambda s: "x".join(map(str, s[:3])) + "".join("T" if t else "N" for t in s[6:]))
-def test_gemm_on_cute_mma_atoms(routed: None, shape) -> None:
+def test_gemm_on_cute_mma_atoms(routed: None, shape, wgmma: bool) -> None:
     """fp16 in, fp32 accumulated: against torch's fp32 product of the same fp16 values; the
-    tolerance covers fp32 summation order over K (<= 1024 terms of magnitude ~1)."""
+    tolerance covers fp32 summation order over K (<= 1024 terms of magnitude ~1). On the
+    H200, whole tiles take warpgroup MMA (edge shapes mma.sync); tl.disable_wgmma forces
+    mma.sync everywhere."""
     from tilelang.testing.kernels import tile_gemm
 
     m, n, k, bm, bn, bk, ta, tb = shape
-    kernel = compile_cuda(tile_gemm(m, n, k, bm, bn, bk, trans_a=ta, trans_b=tb, stages=3))
+    configs = {} if wgmma else {"tl.disable_wgmma": True}
+    kernel = compile_cuda(tile_gemm(m, n, k, bm, bn, bk, trans_a=ta, trans_b=tb, stages=3), **configs)
     assert kernel.context.module.name == "cutedsl"
-    assert "make_tiled_mma" in kernel.get_kernel_source()
+    source = kernel.get_kernel_source()
+    assert "cute.gemm(" in source
+    whole = m % bm == 0 and n % bn == 0 and k % bk == 0
+    assert ("warpgroup" in source) == (wgmma and whole and torch.cuda.get_device_capability() == (9, 0))
     a = torch.randn(*((k, m) if ta else (m, k)), device="cuda", dtype=torch.float16)
     b = torch.randn(*((n, k) if tb else (k, n)), device="cuda", dtype=torch.float16)
     want = (a.t() if ta else a).float() @ (b.t() if tb else b).float()

@@ -7,7 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilelang.plugin import CompileError
+
 COPY_BITS = 128
+DTYPES = {
+    "float16": "cutlass.Float16", "bfloat16": "cutlass.BFloat16", "float32": "cutlass.Float32",
+    "float64": "cutlass.Float64", "int8": "cutlass.Int8", "int16": "cutlass.Int16", "int32": "cutlass.Int32",
+    "int64": "cutlass.Int64", "uint8": "cutlass.Uint8", "uint16": "cutlass.Uint16", "uint32": "cutlass.Uint32",
+    "uint64": "cutlass.Uint64", "bool": "cutlass.Boolean",
+}
+
+
+def dtype_of(dtype: Any, where: str) -> str:
+    name = str(dtype)
+    if name not in DTYPES:
+        raise CompileError(f"cutedsl codegen: {where} has dtype {name}, which this backend does not map to CuTe DSL")
+    return DTYPES[name]
 
 
 def smem_layout(shape: tuple[int, int], stride: tuple[int, int], swizzle: list[int] | None) -> str:
@@ -22,7 +37,17 @@ def smem_layout(shape: tuple[int, int], stride: tuple[int, int], swizzle: list[i
 
 def tiled_mma(name: str, config: dict[str, Any], dtype: str) -> list[str]:
     """The tiled MMA of one accumulator: m16n8k16 atoms over a wm x wn warp grid, N permuted
-    to 16 per warp so that one ldmatrix.x4 loads B for two atoms."""
+    to 16 per warp so that one ldmatrix.x4 loads B for two atoms; or on sm_90 (wgmma) a
+    64 x N warpgroup atom per warpgroup along M, accumulating (C += A B: C starts as the
+    kernel's T.clear/T.fill left it)."""
+    if config.get("kind") == "wgmma":
+        major = {True: "cute.nvgpu.OperandMajorMode.K", False: "cute.nvgpu.OperandMajorMode.MN"}
+        return [
+            (f"{name} = sm90_utils.make_trivial_tiled_mma({dtype}, {dtype}, {major[config['a_k_major']]}, "
+             f"{major[config['b_k_major']]}, cutlass.Float32, ({config['wg']}, 1, 1), tiler_mn=(64, {config['n']}))"),
+            f"{name}.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)",
+            f"{name}_thr = {name}.get_slice(cute.arch.thread_idx()[0])",
+        ]
     wm, wn = config["wm"], config["wn"]
     return [
         (f"{name} = cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op({dtype}, cutlass.Float32, (16, 8, 16)), "
@@ -108,3 +133,52 @@ def copy_g2s(site: str, dst: str, src: str, offset: str, tile: tuple[int, int], 
         f"cp_{site}.get_slice(cute.arch.thread_idx()[0]).partition_D(sS_{site}))"),
     ]
 
+
+def wgmma_tile(name: str, tile: dict[str, Any], dtype: str) -> list[str]:
+    """A staged wgmma operand tile in CuTe's canonical GMMA layout (sm90_utils picks the
+    widest swizzle the major extent allows), the swizzle on the pointer as wgmma wants it."""
+    layout = "ROW_MAJOR" if tile["k_major"] else "COL_MAJOR"  # ROW_MAJOR: K-major, for A and B
+    return [
+        (f"{name}_layout = sm90_utils.make_smem_layout_{tile['role']}(utils.LayoutEnum.{layout}, "
+         f"{tuple(tile['mnk'])}, {dtype}, {tile['stages']})"),
+        f"{name} = smem.allocate_tensor({dtype}, {name}_layout.outer, byte_alignment=1024, swizzle={name}_layout.inner)",
+    ]
+
+
+def copy_g2s_wgmma(site: str, tile: str, stage: str, src: str, offset: str, shape: tuple[int, int], ld: int,
+                   threads: int, k_major: bool, dtype: str, bits: int) -> list[str]:
+    """A whole global tile into a stage of a wgmma tile, in CuTe's (M or N, K) coordinates:
+    16-byte cp.async atoms along whichever mode is contiguous in memory (the tile's rows)."""
+    rows, cols = shape
+    unit = COPY_BITS // bits
+    if k_major:  # the tile is (M or N, K) as CuTe sees it: rows contiguous along mode 1
+        dims, stride, per = (rows, cols), (ld, 1), cols // unit
+        threads_layout = f"cute.make_layout(({threads // per}, {per}), stride=({per}, 1))"
+        values = f"cute.make_layout((1, {unit}))"
+    else:  # stored (K, M or N): mode 0 is contiguous
+        dims, stride, per = (cols, rows), (1, ld), cols // unit
+        threads_layout = f"cute.make_layout(({per}, {threads // per}), stride=(1, {per}))"
+        values = f"cute.make_layout(({unit}, 1))"
+    atom = (f"cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), "
+            f"{dtype}, num_bits_per_copy={COPY_BITS})")
+    tid = "cute.arch.thread_idx()[0]"
+    return [
+        f"gS_{site} = cute.make_tensor(({src}.iterator + ({offset})).align(16), cute.make_layout({dims}, stride={stride}))",
+        f"cp_{site} = cute.make_tiled_copy_tv({atom}, {threads_layout}, {values})",
+        (f"cute.copy(cp_{site}, cp_{site}.get_slice({tid}).partition_S(gS_{site}), "
+         f"cp_{site}.get_slice({tid}).partition_D({tile}[None, None, {stage}]))"),
+    ]
+
+
+def gemm_wgmma(site: str, mma: str, a: str, b: str, c: str, k: int, stage: str) -> list[str]:
+    """C += A @ B from a stage of the two wgmma tiles: descriptors for every 16-deep k block,
+    issued together, then waited for (the next stage's copy may overwrite this one)."""
+    return [
+        f"rA_{site} = {mma}.make_fragment_A({mma}_thr.partition_A({a}))",
+        f"rB_{site} = {mma}.make_fragment_B({mma}_thr.partition_B({b}))",
+        "cute.nvgpu.warpgroup.fence()",
+        f"for kb_{site} in cutlass.range_constexpr({k // 16}):",
+        f"    cute.gemm({mma}, {c}, rA_{site}[None, None, kb_{site}, {stage}], rB_{site}[None, None, kb_{site}, {stage}], {c})",
+        "cute.nvgpu.warpgroup.commit_group()",
+        "cute.nvgpu.warpgroup.wait_group(0)",
+    ]

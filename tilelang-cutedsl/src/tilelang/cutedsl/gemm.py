@@ -36,12 +36,13 @@ from tilelang.plugin import (
     FRAGMENT_SCOPE,
     extern_call,
     is_full_region,
+    pass_config,
     prim_func_pass,
     static_ints,
     tile_op_name,
 )
 
-from .stages import STAGES_ATTR, extern_only, pipeline
+from .stages import STAGES_ATTR, extern_name, extern_only, pipeline
 
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
 MMA_ATTR = "tilelang.cutedsl.mma"
@@ -50,6 +51,14 @@ SHARED_SCOPES = ("shared", "shared.dyn")
 WARP = 32
 ATOM_M, ATOM_N, ATOM_K = 16, 16, 16  # m16n8k16, two atoms along N (one ldmatrix.x4 of B)
 COPY_BYTES = 16  # one cp.async
+WARPGROUP = 128
+WGMMA_ARCHS = ("sm_90", "sm_90a")  # warpgroup MMA is Hopper's alone
+#: the CUDA backend's pass config, honoured here too: mma.sync on sm_90
+DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
+#: PrimFunc/module attribute: wgmma operand tile name -> role, major mode, tile, stages
+WGMMA_ATTR = "tilelang.cutedsl.wgmma"
+#: argument counts of the staged statements (the stage index is the last)
+STAGED_ARITY = {"tl_cute_g2s": 7, "tl_cute_gemm": 9}
 
 
 def warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
@@ -289,7 +298,68 @@ def _rewrite(plan: _Plan) -> Any:
         plan.stages.update(ring[1])
         return ring[0]
 
-    return tvm_ffi.structural_map(body, (tirx.For, on_loop), order="post")
+    staged = tvm_ffi.structural_map(body, (tirx.For, on_loop), order="post")
+    if plan.stages and _unstaged_uses(staged, set(plan.stages)):
+        plan.stages.clear()  # a copy or GEMM outside the ring uses a ring's tile: no ring
+        return body
+    return staged
+
+
+def _unstaged_uses(body: Any, staged: set[str]) -> bool:
+    """A g2s or GEMM statement that touches a staged tile without naming the stage."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found = [False]
+
+    def visit(stmt: Any) -> None:
+        name = extern_name(stmt)
+        if name in STAGED_ARITY and len(stmt.value.args) - 1 == STAGED_ARITY[name] - 1:
+            tiles = stmt.value.args[1:2] if name == "tl_cute_g2s" else stmt.value.args[1:3]
+            found[0] = found[0] or any(str(t.source.name) in staged for t in tiles)
+
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, visit))
+    return found[0]
+
+
+def _arch(func: Any) -> str:
+    target = func.attrs.get("target") if func.attrs is not None else None
+    return str(target.export().get("arch", "")) if target is not None else ""
+
+
+def _choose_wgmma(plan: _Plan) -> dict[str, dict[str, Any]]:
+    """On sm_90, the GEMMs move to warpgroup MMA when all of them can: both operands are
+    tiles of a stage ring (so only this backend's copies write them, in the GMMA layout),
+    the block is whole warpgroups, M splits into 64-row pieces per warpgroup and N is a
+    wgmma N (8..256). Returns each operand tile's layout (role, major mode, tile, stages),
+    and marks the accumulators' configs; empty (mma.sync) otherwise."""
+    threads = _thread_count(plan.func.body) or 0
+    if _arch(plan.func) not in WGMMA_ARCHS or pass_config(DISABLE_WGMMA_CONFIG) or threads % WARPGROUP:
+        return {}
+    groups = threads // WARPGROUP
+    tiles: dict[str, dict[str, Any]] = {}
+    kinds: dict[str, dict[str, Any]] = {}
+    for name, args in plan.ops:
+        key = plan.find(args[2].source, plan.accumulators) if name == "gemm" else None
+        if key is None:
+            continue
+        config = plan.accumulators[key]
+        a, b = str(args[0].source.name), str(args[1].source.name)
+        m, n = config["m"], config["n"]
+        if a not in plan.stages or b not in plan.stages or a == b or m % (64 * groups) or n % 8 or n > 256:
+            return {}
+        trans_a, trans_b = bool(args[3].value), bool(args[4].value)
+        k = static_ints(args[0].source.shape)[0 if trans_a else 1]
+        for tile, role, k_major in ((a, "a", not trans_a), (b, "b", trans_b)):
+            entry = {"role": role, "k_major": k_major, "mnk": [m, n, k], "stages": plan.stages[tile]}
+            if tiles.setdefault(tile, entry) != entry:
+                return {}
+        kind = {"kind": "wgmma", "wg": groups, "a_k_major": not trans_a, "b_k_major": trans_b}
+        if kinds.setdefault(str(key.name), kind) != kind:
+            return {}
+    for key, config in plan.accumulators.items():
+        config.update(kinds[str(key.name)])
+    return tiles
 
 
 def _g2s_name(stmt: Any) -> bool:
@@ -335,6 +405,9 @@ def _lower(func: Any, mod: Any, ctx: Any) -> Any:
         swizzle = operand_swizzle(int(tile.shape[1]))
         if swizzle is not None:
             swizzles.setdefault(str(tile.name), swizzle)  # the user's T.ext.swizzled_shared wins
+    wgmma = _choose_wgmma(plan)
+    if wgmma:
+        func = func.with_attr(WGMMA_ATTR, json.dumps(wgmma, sort_keys=True))
     mma = {str(c.name): config for c, config in plan.accumulators.items()}
     if "tl_cute_g2s" in str(func.body):  # 16-byte cp.async from the tensors: the binder checks
         current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs is not None else None

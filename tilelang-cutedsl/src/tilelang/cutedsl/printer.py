@@ -20,16 +20,12 @@ from typing import Any
 from tilelang.plugin import CompileError
 
 from . import cute_emit
-from .gemm import MMA_ATTR
+from .cute_emit import dtype_of
+from .cute_statements import CuteStatements
+from .gemm import MMA_ATTR, WGMMA_ATTR
 from .stages import STAGES_ATTR
 from .transform import SWIZZLE_ATTR
 
-DTYPES = {
-    "float16": "cutlass.Float16", "bfloat16": "cutlass.BFloat16", "float32": "cutlass.Float32",
-    "float64": "cutlass.Float64", "int8": "cutlass.Int8", "int16": "cutlass.Int16", "int32": "cutlass.Int32",
-    "int64": "cutlass.Int64", "uint8": "cutlass.Uint8", "uint16": "cutlass.Uint16", "uint32": "cutlass.Uint32",
-    "uint64": "cutlass.Uint64", "bool": "cutlass.Boolean",
-}
 THREAD_TAGS = {
     "threadIdx.x": "cute.arch.thread_idx()[0]", "threadIdx.y": "cute.arch.thread_idx()[1]",
     "threadIdx.z": "cute.arch.thread_idx()[2]", "blockIdx.x": "cute.arch.block_idx()[0]",
@@ -77,20 +73,16 @@ def _literal(value: float) -> str:
     return repr(value) if math.isfinite(value) else f"float('{value}')"
 
 
-def dtype_of(dtype: Any, where: str) -> str:
-    name = str(dtype)
-    if name not in DTYPES:
-        raise CompileError(f"cutedsl codegen: {where} has dtype {name}, which this backend does not map to CuTe DSL")
-    return DTYPES[name]
-
-
-class KernelPrinter:
+class KernelPrinter(CuteStatements):
     """Prints one device PrimFunc as a ``@cute.kernel`` function."""
 
     def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]],
-                 mma: dict[str, dict[str, Any]] | None = None, stages: dict[str, int] | None = None) -> None:
+                 mma: dict[str, dict[str, Any]] | None = None, stages: dict[str, int] | None = None,
+                 wgmma_tiles: dict[str, dict[str, Any]] | None = None) -> None:
         self.name, self.func = name, func
         self.stages = stages or {}  # staged tile name -> stages (stages.py)
+        self.wgmma_tiles = wgmma_tiles or {}  # tile name -> its GMMA layout (gemm.py)
+        self.stage_sizes: dict[str, int] = {}  # printed tile name -> elements of one stage
         self.stage_align: dict[str, int] = {}  # printed tile name -> alignment of each of its stages
         self.mma = mma or {}  # accumulator buffer name -> its tiled MMA (gemm.py)
         self.mma_names: dict[str, str] = {}  # accumulator buffer name -> tiled MMA variable
@@ -165,7 +157,16 @@ class KernelPrinter:
         if scope in LOCAL and str(buffer.name) in self.mma:
             self.emit(depth, cute_emit.accumulator(name, self.tiled_mma(str(buffer.name)), self.mma[str(buffer.name)]))
             return
+        if scope in SHARED and str(buffer.name) in self.wgmma_tiles:
+            tile = self.wgmma_tiles[str(buffer.name)]
+            size *= tile["stages"]
+            self.has_smem = True
+            self.smem_bytes = -(-self.smem_bytes // 1024) * 1024 + size * buffer.dtype.bits // 8
+            for line in cute_emit.wgmma_tile(name, tile, dtype):
+                self.emit(depth, line)
+            return
         if scope in SHARED:
+            self.stage_sizes[name] = size
             size *= self.stages.get(str(buffer.name), 1)
             layout = f"cute.make_layout({size})"
             align = SMEM_ALIGN
@@ -206,6 +207,8 @@ class KernelPrinter:
         # short constant loops unroll while tracing, so that a register tensor's index is a
         # constant (a dynamic index would put the tensor in local memory)
         short = start.isdigit() and extent.isdigit() and int(extent) <= UNROLL_LIMIT
+        # a main loop of CuTe copies and GEMMs stays a loop: unrolled, it is compiled per trip
+        short = short and "tl_cute_" not in str(node.body)
         loop = "cutlass.range_constexpr" if short else "range"
         self.emit(depth, f"for {self.bind(node.loop_var)} in {loop}({start}, {stop}):")
         self.body(node.body, depth + 1)
@@ -233,66 +236,6 @@ class KernelPrinter:
                 self.emit(depth, line)
             return
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: statement {value} is not supported")
-
-    # -- LowerCuteGemm's statements (gemm.py), expanded by cute_emit ---------------------
-    def tiled_mma(self, accumulator: str) -> str:
-        if accumulator not in self.mma_names:
-            name = f"tiled_mma_{len(self.mma_names)}"
-            config = self.mma[accumulator]
-            self.prologue += cute_emit.tiled_mma(name, config, DTYPES[config["dtype"]])
-            self.mma_names[accumulator] = name
-        return self.mma_names[accumulator]
-
-    def operand(self, load: Any) -> tuple[str, str]:
-        """(printed name, flat offset) of a buffer load that stands for a tile's origin."""
-        kind = type(load).__name__
-        if kind not in ("BufferLoad", "TensorLoad") or len(load.indices) != 1:
-            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: a CuTe statement's operand is {load}")
-        buffer = getattr(load, "buffer", None) or load.source
-        name = self.names.get(hash(buffer))
-        if name is None:
-            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
-                               "before it is declared")
-        return name, self.expr(load.indices[0])
-
-    def staged(self, tile: str, offset: Any = None) -> str:
-        """The iterator of a tile, or of its stage ``offset`` elements in (a swizzled tile's
-        stages start at 1024-byte multiples where they are that large, so each has the
-        bank pattern of the first)."""
-        if offset is None:
-            return f"{tile}.iterator"
-        # a dynamic offset loses the allocation's alignment, which copy atoms check
-        return f"({tile}.iterator + ({self.expr(offset)})).align({self.stage_align[tile]})"
-
-    def cute_statement(self, op: str, args: list[Any]) -> list[str]:
-        site = str(len(self.lines))
-        ints = [int(a.value) if type(a).__name__ == "IntImm" else None for a in args]
-        if op == "tl_cute_fill":
-            return [f"{self.operand(args[0])[0]}.fill({self.expr(args[1])})"]
-        if op == "tl_cute_cp_async_commit":
-            return ["cute.arch.cp_async_commit_group()"]
-        if op == "tl_cute_cp_async_wait":
-            return [f"cute.arch.cp_async_wait_group({ints[0]})"]
-        if op == "tl_cute_gemm":
-            (a, _), (b, _), (c, _) = (self.operand(x) for x in args[:3])
-            swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
-            dtype = dtype_of(self.dtypes[a], "a GEMM operand")
-            a, b = (self.staged(t, args[8 + i] if len(args) > 8 else None) for i, t in enumerate((a, b)))
-            return cute_emit.gemm(site, self.tiled_mma(self.buffer_names[c]), a, b, c, tuple(ints[3:6]),
-                                  (bool(ints[6]), bool(ints[7])), swizzles, dtype)
-        if op == "tl_cute_store_acc":
-            (c, _), (dst, offset) = self.operand(args[0]), self.operand(args[1])
-            return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,
-                                               (self.expr(args[2]), self.expr(args[3])), tuple(ints[4:6]),
-                                               tuple(ints[6:8]), dtype_of(self.dtypes[dst], "a GEMM result"))
-        if op == "tl_cute_g2s":
-            (dst, _), (src, offset) = self.operand(args[0]), self.operand(args[1])
-            dtype = self.dtypes[dst]
-            staged = self.staged(dst, args[6] if len(args) > 6 else None)
-            return cute_emit.copy_g2s(site, staged, src, offset, tuple(ints[2:4]), ints[4], ints[5],
-                                      self.swizzles.get(self.buffer_names[dst]), dtype_of(dtype, "a copied tile"),
-                                      dtype.bits)
-        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
 
     def body(self, node: Any, depth: int) -> None:
         before = len(self.lines)
@@ -425,8 +368,12 @@ def generate(mod: Any) -> str:
     mma = json.loads(str(raw)) if raw is not None else {}
     raw = mod.attrs.get(STAGES_ATTR) if mod.attrs is not None else None
     stages = json.loads(str(raw)) if raw is not None else {}
+    raw = mod.attrs.get(WGMMA_ATTR) if mod.attrs is not None else None
+    wgmma_tiles = json.loads(str(raw)) if raw is not None else {}
+    if wgmma_tiles:
+        out[-1:-1] = ["import cutlass.utils as utils", "import cutlass.utils.hopper_helpers as sm90_utils"]
     for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
-        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages)
+        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages, wgmma_tiles)
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
     launches = _launches(mod)

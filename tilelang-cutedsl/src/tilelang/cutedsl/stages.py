@@ -41,15 +41,10 @@ def _is_barrier(stmt: Any) -> bool:
     return getattr(getattr(value, "op", None), "name", None) == "tirx.tvm_storage_sync"
 
 
-def _staged(stmt: Any, stage: Any, sizes: dict[str, int]) -> Any:
-    """A g2s/gemm call whose operand tiles are read at ``stage`` (its last argument)."""
-    from tvm import tirx
-
+def _staged(stmt: Any, stage: Any) -> Any:
+    """A g2s/gemm call that writes/reads its shared tiles' ``stage`` (a last argument)."""
     call = stmt.value
-    name = str(call.args[0].value)
-    tiles = [call.args[1]] if name == "tl_cute_g2s" else [call.args[1], call.args[2]]
-    offsets = [tirx.Mul(stage, tirx.const(sizes[str(t.source.name)], "int32")) for t in tiles]
-    return extern_call(name, *list(call.args[1:]), *offsets)
+    return extern_call(str(call.args[0].value), *list(call.args[1:]), stage)
 
 
 def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | None:
@@ -74,12 +69,11 @@ def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | N
     read = {str(t.source.name) for g in gemms for t in g.value.args[1:3]}
     if not read <= written or not written <= set(tiles):
         return None  # a GEMM operand that the ring does not fill, or a tile something else uses
-    sizes = {name: _size(tiles[name]) for name in written}
     k, i32 = loop.loop_var, "int32"
 
     def at(trip: Any) -> list[Any]:
         # the loop variable first, then the stage (whose expression holds the variable too)
-        return [_staged(substitute(c, [(k, trip)]), tirx.floormod(trip, stages), sizes) for c in copies]
+        return [_staged(substitute(c, [(k, trip)]), tirx.floormod(trip, stages)) for c in copies]
 
     prologue = []
     for t in range(min(stages - 1, trips)):
@@ -90,17 +84,10 @@ def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | N
     main = [extern_call("tl_cute_cp_async_wait", stages - 2), block_barrier(),
             tirx.IfThenElse(ahead < trips, tirx.SeqStmt(at(ahead)) if len(copies) > 1 else at(ahead)[0], None),
             extern_call("tl_cute_cp_async_commit"),
-            *[_staged(g, tirx.floormod(k, stages), sizes) for g in gemms]]
+            *[_staged(g, tirx.floormod(k, stages)) for g in gemms]]
     ring = tirx.For(k, loop.min, loop.extent, loop.kind, tirx.SeqStmt(main), loop.thread_binding)
     drain = extern_call("tl_cute_cp_async_wait", 0)  # no copy outlives the loop
     return tirx.SeqStmt([*prologue, ring, drain]), {name: stages for name in written}
-
-
-def _size(buffer: Any) -> int:
-    size = 1
-    for d in buffer.shape:
-        size *= int(d)
-    return size
 
 
 def extern_only(body: Any, buffer: Any) -> bool:

@@ -72,10 +72,10 @@ def _swizzles_to_module(mod: Any, ctx: Any) -> Any:
     """Right after SplitHostDevice: the device kernels are new functions without the
     kernel's attributes, so the swizzles, the accumulators' tiled MMAs and the tiles' stages move to the module
     (which the device module keeps, as it keeps the launch metadata)."""
-    from .gemm import MMA_ATTR
+    from .gemm import MMA_ATTR, WGMMA_ATTR
     from .stages import STAGES_ATTR
 
-    for attr in (SWIZZLE_ATTR, MMA_ATTR, STAGES_ATTR):
+    for attr in (SWIZZLE_ATTR, MMA_ATTR, STAGES_ATTR, WGMMA_ATTR):
         merged: dict[str, Any] = {}
         for func in mod.functions.values():
             raw = func.attrs.get(attr) if func.attrs is not None else None

@@ -1,0 +1,90 @@
+"""The printer's half for LowerCuteGemm's ``tl_cute_*`` statements (gemm.py, stages.py):
+which tiled MMA an accumulator has, where a tile (or its stage) starts, and which emitter of
+cute_emit.py writes each statement. Mixed into KernelPrinter; uses its ``names``, ``expr``,
+``mma``, ``mma_names``, ``prologue``, ``swizzles``, ``buffer_names``, ``dtypes``,
+``stage_align``, ``stage_sizes``, ``wgmma_tiles`` and ``name``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilelang.plugin import CompileError
+
+from . import cute_emit
+from .cute_emit import DTYPES, dtype_of
+
+
+class CuteStatements:
+    def tiled_mma(self, accumulator: str) -> str:
+        if accumulator not in self.mma_names:
+            name = f"tiled_mma_{len(self.mma_names)}"
+            config = self.mma[accumulator]
+            self.prologue += cute_emit.tiled_mma(name, config, DTYPES[config["dtype"]])
+            self.mma_names[accumulator] = name
+        return self.mma_names[accumulator]
+
+    def operand(self, load: Any) -> tuple[str, str]:
+        """(printed name, flat offset) of a buffer load that stands for a tile's origin."""
+        kind = type(load).__name__
+        if kind not in ("BufferLoad", "TensorLoad") or len(load.indices) != 1:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: a CuTe statement's operand is {load}")
+        buffer = getattr(load, "buffer", None) or load.source
+        name = self.names.get(hash(buffer))
+        if name is None:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
+                               "before it is declared")
+        return name, self.expr(load.indices[0])
+
+    def staged(self, tile: str, stage: Any = None) -> str:
+        """The iterator of a tile, or of its stage ``stage`` (a swizzled tile's stages start
+        at 1024-byte multiples where they are that large, so each has the bank pattern of
+        the first)."""
+        if stage is None:
+            return f"{tile}.iterator"
+        # a dynamic offset loses the allocation's alignment, which copy atoms check
+        offset = f"({self.expr(stage)}) * {self.stage_sizes[tile]}"
+        return f"({tile}.iterator + ({offset})).align({self.stage_align[tile]})"
+
+    def cute_statement(self, op: str, args: list[Any]) -> list[str]:
+        site = str(len(self.lines))
+        ints = [int(a.value) if type(a).__name__ == "IntImm" else None for a in args]
+        if op == "tl_cute_fill":
+            return [f"{self.operand(args[0])[0]}.fill({self.expr(args[1])})"]
+        if op == "tl_cute_cp_async_commit":
+            return ["cute.arch.cp_async_commit_group()"]
+        if op == "tl_cute_cp_async_wait":
+            wait = [f"cute.arch.cp_async_wait_group({ints[0]})"]
+            # wgmma reads shared memory through the async proxy, cp.async wrote it through the
+            # generic one: order them (PTX ISA, "Proxies"), before the barrier that publishes
+            return wait + ['cute.arch.fence_proxy("async.shared", space="cta")'] if self.wgmma_tiles else wait
+        if op == "tl_cute_gemm":
+            return self.gemm(site, args, ints)
+        if op == "tl_cute_store_acc":
+            (c, _), (dst, offset) = self.operand(args[0]), self.operand(args[1])
+            return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,
+                                               (self.expr(args[2]), self.expr(args[3])), tuple(ints[4:6]),
+                                               tuple(ints[6:8]), dtype_of(self.dtypes[dst], "a GEMM result"))
+        if op == "tl_cute_g2s":
+            (dst, _), (src, offset) = self.operand(args[0]), self.operand(args[1])
+            dtype = self.dtypes[dst]
+            tile = self.wgmma_tiles.get(self.buffer_names[dst])
+            if tile is not None:
+                return cute_emit.copy_g2s_wgmma(site, dst, self.expr(args[6]), src, offset, tuple(ints[2:4]),
+                                                ints[4], ints[5], tile["k_major"], dtype_of(dtype, "a copied tile"),
+                                                dtype.bits)
+            staged = self.staged(dst, args[6] if len(args) > 6 else None)
+            return cute_emit.copy_g2s(site, staged, src, offset, tuple(ints[2:4]), ints[4], ints[5],
+                                      self.swizzles.get(self.buffer_names[dst]), dtype_of(dtype, "a copied tile"),
+                                      dtype.bits)
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
+
+    def gemm(self, site: str, args: list[Any], ints: list[int | None]) -> list[str]:
+        (a, _), (b, _), (c, _) = (self.operand(x) for x in args[:3])
+        mma = self.tiled_mma(self.buffer_names[c])
+        if self.mma[self.buffer_names[c]].get("kind") == "wgmma":
+            return cute_emit.gemm_wgmma(site, mma, a, b, c, ints[5], self.expr(args[8]))
+        swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
+        dtype = dtype_of(self.dtypes[a], "a GEMM operand")
+        stage = args[8] if len(args) > 8 else None
+        return cute_emit.gemm(site, mma, self.staged(a, stage), self.staged(b, stage), c, tuple(ints[3:6]),
+                              (bool(ints[6]), bool(ints[7])), swizzles, dtype)
