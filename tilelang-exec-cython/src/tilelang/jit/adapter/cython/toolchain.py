@@ -42,8 +42,10 @@ MODULE_PREFIX = "_tl_cython_"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 # -fno-strict-aliasing: TVM's C codegen reinterprets float bits through pointer casts
 # (bfloat16), and CPython builds its own extensions with it too
+# CYTHON_COMPRESS_STRINGS=0: the string table stays plain text, so the module name can be
+# written into a translation made once for every kernel (translated_launcher)
 CFLAGS = ("-O2", "-fPIC", "-shared", "-std=gnu11", "-fno-strict-aliasing", "-fvisibility=hidden",
-          "-Wl,-Bsymbolic")
+          "-Wl,-Bsymbolic", "-DCYTHON_COMPRESS_STRINGS=0")
 LIBS = ("-ldl", "-lm")
 TEMPLATES = ("launcher.pyx", "tl_runtime.h", "tl_cuda.h")
 
@@ -182,12 +184,49 @@ def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes
     return final.name, data
 
 
+#: the module name launcher.pyx is translated under once; as long as every real one
+#: (MODULE_PREFIX + 32 hex digits), and made of letters no real one holds
+PLACEHOLDER = MODULE_PREFIX + "T" * 32
+
+
+def translated_launcher(pyx: str, kernel: str) -> str:
+    """Cython's C for ``pyx`` under the PLACEHOLDER module name. Every kernel's launcher.pyx
+    is the same text (what differs is in the tl_kernel.h it includes, which Cython does not
+    read), so the translation (half a cold cython build) runs once per template and Cython
+    version, cached in the ``cython`` folder like the extensions."""
+    import Cython
+    from tilelang.plugin import cache_subdir, read_file, write_file
+
+    key = hashlib.sha256(f"{pyx}\0cython={Cython.__version__}\0{sys.version}".encode()).hexdigest()[:32]
+    directory = cache_subdir("cython")
+    path = None if directory is None else directory / f"translated-{key}.c"
+    cached = None if path is None else read_file(path, repair=True)
+    if cached is not None:
+        return cached.decode()
+    with tempfile.TemporaryDirectory(prefix="tilelang-cython-") as tmp:
+        (Path(tmp) / f"{PLACEHOLDER}.pyx").write_text(pyx)
+        _run([sys.executable, "-m", "cython", "-3", "-o", f"{PLACEHOLDER}.c", f"{PLACEHOLDER}.pyx"],
+             "Cython", kernel, Path(tmp))
+        text = (Path(tmp) / f"{PLACEHOLDER}.c").read_text()
+    if path is not None:
+        try:
+            write_file(path, text.encode())
+        except OSError:
+            pass  # translated again next time
+    return text
+
+
 def _compile(sources: Mapping[str, str], name: str, command: list[str], kernel: str, work: Path) -> bytes:
-    """Cython + the C compiler in ``work``; the extension's bytes."""
+    """Cython (its translation, made once) + the C compiler in ``work``; the extension's bytes."""
+    if len(name) != len(PLACEHOLDER):
+        raise CompileError(f"kernel {kernel!r}: launcher module name {name!r} is not {len(PLACEHOLDER)} "
+                           "characters long")
     for file_name, text in sources.items():
-        target = work / (f"{name}.pyx" if file_name == "launcher.pyx" else file_name)
-        target.write_text(text)
-    _run([sys.executable, "-m", "cython", "-3", "-o", f"{name}.c", f"{name}.pyx"], "Cython", kernel, work)
+        if file_name == "launcher.pyx":
+            # the same length, so the string table's recorded lengths stay right
+            (work / f"{name}.c").write_text(translated_launcher(text, kernel).replace(PLACEHOLDER, name))
+        else:
+            (work / file_name).write_text(text)
     built = work / f"{name}{SUFFIX}"
     _run([*command, *CFLAGS, *[f"-I{d}" for d in [str(work), *_include_dirs()]],
           "-o", str(built), f"{name}.c", *LIBS], "the C compiler", kernel, work)
