@@ -231,6 +231,13 @@ def test_the_emulator_reads_the_accumulator_pointers_of_the_ir():
         run(device_mod, a, b, c)
         assert np.array_equal(c, a_values @ b_values) == equal
 
+    def past_the_end(call):
+        load = call.args[1].args[0]
+        return with_args(call, a1=tirx.address_of(tirx.BufferLoad(load.source, [load.indices[0] + 32])))
+
+    with pytest.raises(EmulationError, match=r"accesses bytes \d+\.\.\d+ of Cl \(128 bytes\)"):
+        run(mutated(mod, "tl_mma_m16n8k16_f16_f32", past_the_end), a, b, np.zeros((m, n), np.float32))
+
 
 def test_the_emulator_reads_the_shuffle_operands_of_the_ir():
     """The row reductions' shuffles with other lane offsets or a narrower width give other
