@@ -120,6 +120,30 @@ def test_a_ring_inside_another_loop_keeps_a_single_issuer():
     assert "tl_tma_load_3d" in body and "tl_named_barrier" not in body and "__launch_bounds__(128" in body
 
 
+@pytest.mark.parametrize("host_code,copy", [(True, "tl_tma_load_2d"), (False, "tl_cp_async_16")])
+def test_a_name_assigned_in_the_pipelined_loop_keeps_the_pipeline(host_code, copy):
+    import tilelang.language as T
+
+    # upstream's examples name the tile's offset inside the loop (a one-element local)
+    @T.prim_func
+    def named(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+              C: T.Tensor((1024, 1024), "float32")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(32, num_stages=3):
+                start = k * 32
+                T.copy(A[by * 128, start], As)
+                T.copy(B[start, bx * 128], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[by * 128, bx * 128])
+
+    body = kernel_body(lower(named, host_code=host_code).device_source)
+    assert copy in body and "tl_wgmma_m64n128k16" in body and "tl_mma_m16n8k16" not in body
+
+
 @pytest.mark.parametrize("why,kwargs,configs", [
     ("execution backend without host code", {"host_code": False}, {}),
     ("tl.disable_tma_lower", {}, {"tl.disable_tma_lower": True}),

@@ -44,6 +44,7 @@ from .tma import (
 )
 
 SHARED_SCOPES = ("shared", "shared.dyn")
+SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
 
 
 @dataclass
@@ -118,15 +119,29 @@ class AsyncCopyPipelines:
         after other work count when they may move to the top of the iteration (as in
         flash-attention, whose V tile is copied after the first GEMM): nothing before
         them touches their shared tile, and the loop writes no global tensor they read.
-        Otherwise no producers."""
+        Otherwise no producers. Names assigned in the body before a copy (``start = k *
+        bK``, as upstream's examples write: a one-element local buffer, or a binding) are
+        inlined into the copy, which then moves with its bounds spelled out (the
+        assignment stays for the statements that use it)."""
         body = list(loop.body) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
         written: list[Any] = []
         tvm_ffi.structural_walk(loop.body, (tirx.BufferStore, lambda s: written.append(s.buffer)
                                             if s.buffer.scope() == "global" else None))
-        producers, rest = [], []
+        producers, rest, bound = [], [], []
+        scalars: list[tuple[Any, Any]] = []  # (one-element local buffer, the value stored)
         for stmt in body:
+            if isinstance(stmt, tirx.Bind):
+                bound.append((stmt.var, substitute(stmt.value, bound) if bound else stmt.value))
+            elif _scalar_store(stmt):
+                scalars = [(b, v) for b, v in scalars if not b.same_as(stmt.buffer)]
+                if not _loads_in(stmt.value):
+                    scalars.append((stmt.buffer, substitute(stmt.value, bound) if bound else stmt.value))
             is_copy = tile_op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
                 stmt.value.args[1].source.scope() in SHARED_SCOPES
+            if is_copy and bound:
+                stmt = substitute(stmt, bound)
+            if is_copy and scalars:
+                stmt = _inline_scalars(stmt, scalars)
             if is_copy and (not rest or AsyncCopyPipelines._may_hoist(stmt, rest, written)):
                 producers.append(stmt)
             elif is_copy:
@@ -232,11 +247,10 @@ class AsyncCopyPipelines:
         nxt = k + ahead
         issue = self._issue(producers, k, n, nxt, tirx.floormod(nxt, stages))
         issue = seq([tirx.IfThenElse(nxt < n, issue, None), extern_call("tl_cp_async_commit")])
-        first = rest[0] if rest else None
-        acc = self._find(first.value.args[2].source, self.accumulators) \
-            if first is not None and tile_op_name(first) == "gemm" else None
+        at, first = _first_gemm(rest)
+        acc = self._find(first.value.args[2].source, self.accumulators) if first is not None else None
         if acc is not None:  # the copies go out behind the first fragment loads
-            rest = [self._mma(acc, first.value.args, after_first_load=issue), *rest[1:]]
+            rest = [*rest[:at], self._mma(acc, first.value.args, after_first_load=issue), *rest[at + 1:]]
             issue = None
         # wgmma reads shared memory through the async proxy: the copies' writes are made
         # visible to it (by each writer, before the barrier that publishes them)
@@ -255,8 +269,7 @@ class AsyncCopyPipelines:
         # flight that GEMM must come first, and every other reader of a staged tile must
         # be a GEMM too (plain loads read through the generic proxy, which TMA's writes
         # would race without a proxy fence)
-        first = rest[0] if rest else None
-        if self.wgmma_pending and tile_op_name(first) != "gemm":
+        if self.wgmma_pending and _first_gemm(rest)[1] is None:
             return None
         if self._plain_reads(rest, [self._find(p.value.args[1].source, self.tiles).old for p in producers]):
             return None
@@ -275,9 +288,8 @@ class AsyncCopyPipelines:
                       loads: list[TensorMapLoad]) -> Any:
         """The stage ring on TMA boxes and mbarriers (tma.py): warp-specialized when the
         loop sits at the top of the block, else issued by thread 0 between GEMMs."""
-        first = rest[0] if rest else None
-        acc = self._find(first.value.args[2].source, self.accumulators) \
-            if first is not None and tile_op_name(first) == "gemm" else None
+        at, first = _first_gemm(rest)
+        acc = self._find(first.value.args[2].source, self.accumulators) if first is not None else None
         ring = TmaRing(loads, [p.value.args[0] for p in producers], loop, stages, self.tid, self.threads)
         for load, p in zip(loads, producers):
             self.host_prologue += load.encode(p.value.args[0].source)
@@ -285,15 +297,21 @@ class AsyncCopyPipelines:
         if self._may_specialize(loop, ring):
             self.block_prologue += ring.prologue(specialized=True)
             return ring.specialized(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
-                                    if acc is not None else None, rest)
+                                    if acc is not None else None, rest, at)
         return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
-                                  if acc is not None else None, rest)
+                                  if acc is not None else None, rest, at)
 
     def _may_specialize(self, loop: Any, ring: TmaRing) -> bool:
         """A producer warp can run the loop on its own when the loop is a top-level
         statement of the block (no enclosing loop or condition) whose trip count and tile
         corners depend on nothing but the block index and the kernel's parameters."""
         if pass_config(DISABLE_WS_CONFIG):
+            return False
+        # attention-like kernels (a row family) hold two blocks per SM where shared memory
+        # allows, and the producer warp's registers can cost one of them (H200, flash-
+        # attention, head dim 64, 128 x 128 tiles: 414 TFLOP/s specialized, 512 not);
+        # GEMMs gained in every configuration measured
+        if self.rows and self.smem_per_block and 2 * self.smem_per_block <= SMEM_PER_SM:
             return False
         allowed = [*self.block_vars, loop.loop_var, *self.func.params]
         for param in self.func.params:  # and the symbolic dimensions of tensor parameters
@@ -359,3 +377,38 @@ class AsyncCopyPipelines:
         if vectors % self.threads:
             copy = tirx.IfThenElse(q < vectors, copy, None)
         return unrolled(it, iterations, copy)
+
+
+def _scalar_store(stmt: Any) -> bool:
+    """A store into a one-element local buffer: a name assigned in the kernel."""
+    return isinstance(stmt, tirx.BufferStore) and stmt.buffer.scope() == "local" and \
+        static_ints(stmt.buffer.shape) in ([1], [])
+
+
+def _loads_in(expr: Any) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (TensorLoad, found.append))
+    return bool(found)
+
+
+def _inline_scalars(stmt: Any, scalars: list[tuple[Any, Any]]) -> Any:
+    def on_load(load: Any) -> Any:
+        for buffer, value in scalars:
+            if isinstance(load.source, tirx.Buffer) and load.source.same_as(buffer):
+                return value
+        return load
+
+    return tvm_ffi.structural_map(stmt, (TensorLoad, on_load), order="post")
+
+
+def _first_gemm(stmts: list[Any]) -> tuple[int, Any]:
+    """(index, statement) of the first T.gemm of ``stmts`` when only assignments (names,
+    bindings) come before it, else (0, None)."""
+    for i, stmt in enumerate(stmts):
+        if tile_op_name(stmt) == "gemm":
+            return i, stmt
+        local = isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() == "local"
+        if not (local or _scalar_store(stmt) or isinstance(stmt, tirx.Bind)):
+            break
+    return 0, None
+

@@ -59,7 +59,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
-from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
+from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
 from .mma_layout import (
     CHUNK_BYTES,
     WARP,
@@ -74,7 +74,6 @@ from .wgmma import WgmmaGemms
 
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
-SMEM_PER_SM = 228 * 1024  # shared memory of one sm_80/sm_90 SM (blocks on it share it)
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
 REGISTERS_PER_SM = 65536
 MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
@@ -89,6 +88,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
         self.block_prologue: list[Any] = []  # statements at the top of the block (TMA barriers)
         self.block_vars = _block_vars(func)
+        self.smem_per_block = 0  # the occupancy plan's estimate (0: unknown)
         self.lane = tirx.floormod(tid, WARP)
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
@@ -258,6 +258,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
             for d in shape:
                 size *= d
             smem += size + SMEM_RESERVED_PER_BLOCK
+        self.smem_per_block = smem
 
         # a TMA ring may get a producer warp (warp_specialize.py): its registers count too
         threads = self.threads + (PRODUCER_THREADS if self.wgmma and self.tensor_maps and self.pipelined else 0)

@@ -185,7 +185,7 @@ class TmaRing:
                     tirx.AttrStmt(tirx.IntImm("int32", 0), PROLOGUE_ATTR, self.threads, seq(init))]
         return [tirx.AllocBuffer(self.barriers), *init]
 
-    def _consumer_loop(self, first_gemm: Any, rest: list[Any], refill: Any) -> Any:
+    def _consumer_loop(self, first_gemm: Any, rest: list[Any], at: int, refill: Any) -> Any:
         """Each iteration waits for its stage, runs its GEMMs and, after the first GEMM's
         wait (at most one wgmma group stays in flight), releases the stage of the previous
         iteration (``refill`` follows: the single issuer's next boxes)."""
@@ -196,12 +196,12 @@ class TmaRing:
                        refill])
         gemm = first_gemm(release)
         if gemm is not None:
-            rest = [gemm, *rest[1:]]
+            rest = [*rest[:at], gemm, *rest[at + 1:]]
             release = None
         wait = extern_call("tl_mbarrier_wait", self.full(tirx.floormod(k, self.stages)), self.parity(k))
         return tirx.For(k, self.loop.min, self.loop.extent, tirx.ForKind.SERIAL, seq([wait, release, *rest]))
 
-    def single_issuer(self, first_gemm: Any, rest: list[Any]) -> Any:
+    def single_issuer(self, first_gemm: Any, rest: list[Any], at: int) -> Any:
         """Thread 0 issues: stages - 1 iterations ahead, refilling the stage of iteration
         k - 1 once every thread has released it."""
         k, n = self.loop.loop_var, self.loop.extent
@@ -214,11 +214,11 @@ class TmaRing:
             tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", self.empty(tirx.floormod(previous, self.stages)),
                                                self.parity(previous)), None),
             self.issue(nxt, tirx.floormod(nxt, self.stages))]), None)
-        main = self._consumer_loop(first_gemm, rest, refill)
+        main = self._consumer_loop(first_gemm, rest, at, refill)
         return seq([*self.prologue(specialized=False), self._checks(), *issued, main,
                     extern_call("tl_wgmma_wait", 0), block_barrier()])
 
-    def specialized(self, first_gemm: Any, rest: list[Any]) -> Any:
+    def specialized(self, first_gemm: Any, rest: list[Any], at: int) -> Any:
         """A producer warp of its own issues every iteration's boxes as soon as its stage
         is released (the first ``stages`` at once); the consumers only wait and release.
         The producer's loop is marked for SpecializeWarps, which gives it the warp."""
@@ -229,7 +229,7 @@ class TmaRing:
         issue = substitute(self.issue(pk, tirx.floormod(pk, self.stages)), [(k, pk)])
         producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq([wait, issue]))
         marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
-        main = self._consumer_loop(first_gemm, rest, None)
+        main = self._consumer_loop(first_gemm, rest, at, None)
         return seq([self._checks(), marked, main, extern_call("tl_wgmma_wait", 0), block_barrier()])
 
 
