@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..errors import LanguageError
 
 _PIPELINE_ADVICE = ("write the copies as T.copy inside a T.Pipelined(n, num_stages=s) loop: the CUDA "
-                    "backend pipelines them with cp.async stage rings (and wgmma on sm_90)")
+                    "backend pipelines them itself (on sm_90 with TMA boxes, mbarriers, a producer warp "
+                    "and wgmma; cp.async stage rings elsewhere)")
 _HOPPER = "a Hopper (sm_90) primitive this TileLang does not implement yet"
 _BLACKWELL = "a Blackwell (sm_100) primitive this TileLang does not implement yet"
 
