@@ -46,6 +46,35 @@ class _Tensor:
         self.data[self._offset(index)] = value
 
 
+class _Iter:
+    """A tensor's iterator: its storage and an element offset; ``align`` checks the claim."""
+
+    def __init__(self, data: np.ndarray, offset: int = 0) -> None:
+        self.data, self.offset = data, offset
+
+    def __add__(self, k: Any) -> _Iter:
+        return _Iter(self.data, self.offset + int(k))
+
+    def align(self, nbytes: int) -> _Iter:
+        if (self.data.ctypes.data + self.offset * self.data.itemsize) % nbytes:
+            raise AssertionError(f"element offset {self.offset} is not {nbytes}-byte aligned")
+        return self
+
+
+def _make_tensor(data: Any, layout: _Layout) -> _Tensor:
+    if isinstance(data, _Iter):
+        return _Tensor(data.data[data.offset:data.offset + layout.size], layout)
+    return _Tensor(data, layout)
+
+
+def _autovec_copy(src: _Tensor, dst: _Tensor) -> None:
+    for i in range(dst.layout.size):
+        dst[i] = src[i]
+
+
+_Tensor.iterator = property(lambda self: _Iter(self.data))
+
+
 class _Block(threading.local):
     pass
 
@@ -120,7 +149,7 @@ def _modules() -> dict[str, Any]:
         kernel=_kernel, jit=lambda fn: fn, arch=arch, math=math, Tensor=_Tensor, Pointer=np.ndarray,
         make_layout=lambda n: _Layout(int(n)), make_swizzle=_swizzle,
         make_composed_layout=lambda swz, offset, layout: _Layout(layout.size, swz),
-        make_tensor=lambda data, layout: _Tensor(data, layout),
+        make_tensor=_make_tensor, autovec_copy=_autovec_copy,
         make_rmem_tensor=lambda layout, dtype: _Tensor(np.zeros(layout.size, dtype=dtype), layout),
     )
     cutlass = types.SimpleNamespace(

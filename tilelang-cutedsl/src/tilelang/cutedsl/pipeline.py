@@ -2,10 +2,11 @@
 
 The declared exception to "plugins import only core": tilelang-cutedsl depends on
 tilelang-cuda and reuses its pass order, minus what emits inline PTX or CUDA C that the
-CuTe DSL printer cannot express (tensor-core GEMMs and cp.async rings, CUDA atomics),
-vectorization (the printer writes scalar accesses; CuTe DSL's own vector copies are the
-next step), and the merge of shared allocations (each shared buffer is its own
-``SmemAllocator`` tensor, typed, so that a swizzled layout can apply to one of them).
+CuTe DSL printer cannot express (tensor-core GEMMs and cp.async rings, which LowerCuteGemm
+maps to CuTe MMA atoms and tiled copies instead; CUDA atomics), TVM's vectorization (the
+vectorized loops reach the printer, which writes CuTe vector copies: vector_access.py),
+and the merge of shared allocations (each shared buffer is its own ``SmemAllocator``
+tensor, typed, so that a swizzled layout can apply to one of them).
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ LEFT_OUT = {
 
 
 def lowering_passes(context: Any) -> Sequence[Any]:
-    """The CUDA backend's lowering passes in its order, less LEFT_OUT, with vectorization off
-    (the printer writes scalar accesses), after this backend's CollectExtensions."""
+    """The CUDA backend's lowering passes in its order, less LEFT_OUT and TVM's VectorizeLoop,
+    after this backend's CollectExtensions and LowerCuteGemm."""
     from tilelang.cuda.pipeline import lowering_passes as cuda_lowering_passes
-    from tvm import tirx
 
     passes: list[Any] = [CollectExtensions(), LowerCuteGemm()]
     for p in cuda_lowering_passes(context):
@@ -45,7 +45,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
             continue
         if name == "tirx.SplitHostDevice":
             passes.append(StaticSharedBuffers())
-        passes.append(tirx.transform.VectorizeLoop(False) if name == "tirx.VectorizeLoop" else p)
+        if name != "tirx.VectorizeLoop":  # vectorized loops reach the printer (vector_access.py)
+            passes.append(p)
         if name == "tirx.SplitHostDevice":
             passes.append(SwizzlesToModule())
     return passes

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from tilelang.plugin import CompileError
+from tilelang.plugin import ALIGNMENT_ATTR, CompileError
 
 from . import cute_emit
 from .cute_emit import dtype_of
@@ -25,6 +25,7 @@ from .cute_statements import CuteStatements
 from .gemm import MMA_ATTR, WGMMA_ATTR
 from .stages import STAGES_ATTR
 from .transform import SWIZZLE_ATTR
+from .vector_access import VectorAccesses
 
 THREAD_TAGS = {
     "threadIdx.x": "cute.arch.thread_idx()[0]", "threadIdx.y": "cute.arch.thread_idx()[1]",
@@ -59,6 +60,7 @@ def _tl_truncmod(a, b):
 '''
 INTEGER_OPS = {"FloorMod": "_tl_floormod", "Div": "_tl_truncdiv", "Mod": "_tl_truncmod"}
 SHARED, LOCAL = ("shared", "shared.dyn"), ("local", "local.fragment", "local.var")
+VECTORIZED = 2  # tirx.ForKind.VECTORIZED (without importing TVM at module import)
 UNROLL_LIMIT = 32  # iterations; longer constant loops stay loops
 SMEM_ALIGN = 128  # bytes; 1024 for swizzled tiles, whose pattern repeats over absolute addresses
 
@@ -73,16 +75,20 @@ def _literal(value: float) -> str:
     return repr(value) if math.isfinite(value) else f"float('{value}')"
 
 
-class KernelPrinter(CuteStatements):
+class KernelPrinter(CuteStatements, VectorAccesses):
     """Prints one device PrimFunc as a ``@cute.kernel`` function."""
 
     def __init__(self, name: str, func: Any, swizzles: dict[str, list[int]],
                  mma: dict[str, dict[str, Any]] | None = None, stages: dict[str, int] | None = None,
-                 wgmma_tiles: dict[str, dict[str, Any]] | None = None) -> None:
+                 wgmma_tiles: dict[str, dict[str, Any]] | None = None, alignment: int = 0) -> None:
         self.name, self.func = name, func
         self.stages = stages or {}  # staged tile name -> stages (stages.py)
         self.wgmma_tiles = wgmma_tiles or {}  # tile name -> its GMMA layout (gemm.py)
         self.stage_sizes: dict[str, int] = {}  # printed tile name -> elements of one stage
+        self.alignment = alignment  # bytes every tensor argument is aligned to (the binder checks)
+        self.vector_loads: dict[tuple[int, str], tuple[str, str]] = {}  # of the vector loop printed now
+        self.vector_var: Any = None
+        self.vector_binds: list[tuple[Any, Any]] = []
         self.stage_align: dict[str, int] = {}  # printed tile name -> alignment of each of its stages
         self.mma = mma or {}  # accumulator buffer name -> its tiled MMA (gemm.py)
         self.mma_names: dict[str, str] = {}  # accumulator buffer name -> tiled MMA variable
@@ -202,6 +208,8 @@ class KernelPrinter(CuteStatements):
         self.stmt(node.body, depth)
 
     def stmt_For(self, node: Any, depth: int) -> None:
+        if node.kind == VECTORIZED and self.vector_loop(node, depth):
+            return
         start, extent = self.expr(node.min), self.expr(node.extent)
         stop = extent if start == "0" else f"{start} + {extent}"
         # short constant loops unroll while tracing, so that a register tensor's index is a
@@ -254,6 +262,9 @@ class KernelPrinter(CuteStatements):
         if name is None:
             raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} is used "
                                "before it is declared")
+        element = self.vector_element(buffer, index)
+        if element is not None:
+            return element
         if self.guards:
             # if_then_else is lazy and select_ is not: under a false guard, read offset 0
             # (always inside the tensor) instead of the offset the guard protects
@@ -368,12 +379,14 @@ def generate(mod: Any) -> str:
     mma = json.loads(str(raw)) if raw is not None else {}
     raw = mod.attrs.get(STAGES_ATTR) if mod.attrs is not None else None
     stages = json.loads(str(raw)) if raw is not None else {}
+    raw = mod.attrs.get(ALIGNMENT_ATTR) if mod.attrs is not None else None
+    alignment = int(raw) if raw is not None else 0
     raw = mod.attrs.get(WGMMA_ATTR) if mod.attrs is not None else None
     wgmma_tiles = json.loads(str(raw)) if raw is not None else {}
     if wgmma_tiles:
         out[-1:-1] = ["import cutlass.utils as utils", "import cutlass.utils.hopper_helpers as sm90_utils"]
     for gvar, func in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
-        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages, wgmma_tiles)
+        printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages, wgmma_tiles, alignment)
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
     launches = _launches(mod)

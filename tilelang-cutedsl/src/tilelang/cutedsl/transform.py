@@ -72,9 +72,16 @@ def _swizzles_to_module(mod: Any, ctx: Any) -> Any:
     """Right after SplitHostDevice: the device kernels are new functions without the
     kernel's attributes, so the swizzles, the accumulators' tiled MMAs and the tiles' stages move to the module
     (which the device module keeps, as it keeps the launch metadata)."""
+    from tilelang.plugin import ALIGNMENT_ATTR
+
     from .gemm import MMA_ATTR, WGMMA_ATTR
     from .stages import STAGES_ATTR
 
+    # the tensors' alignment (what the binder checks): the printer's vector accesses rely on it
+    alignments = [int(f.attrs[ALIGNMENT_ATTR]) for f in mod.functions.values()
+                  if f.attrs is not None and f.attrs.get(ALIGNMENT_ATTR) is not None]
+    if alignments:
+        mod = mod.with_attr(ALIGNMENT_ATTR, max(alignments))
     for attr in (SWIZZLE_ATTR, MMA_ATTR, STAGES_ATTR, WGMMA_ATTR):
         merged: dict[str, Any] = {}
         for func in mod.functions.values():
