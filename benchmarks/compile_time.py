@@ -171,11 +171,21 @@ def new_process(builder: str, sizes: dict, target, backend: str, runs: int) -> d
             "hit_imports_tvm": any(h["tvm"] for h in hits), "hit_imports_torch": any(h["torch"] for h in hits)}
 
 
-def cpu_backends() -> list[str]:
-    from tilelang.backend.registry import REGISTRY
+def usable_execution_backends(target) -> list[str]:
+    """The execution backends the target's backend declares that can run here."""
+    from tilelang.backend.module import create_backend_context
+    from tilelang.backend.resolution import execution_specs
+    from tilelang.errors import TileLangError
 
-    return [name for name in ("tvm_ffi", "cython") if name in REGISTRY.execution_backends
-            and REGISTRY.execution_backends[name].unavailable_reason() is None]
+    module = create_backend_context(target, None, None).module
+    usable = []
+    for spec in execution_specs(module):
+        try:
+            create_backend_context(target, None, spec.name)
+        except TileLangError:
+            continue
+        usable.append(spec.name)
+    return usable
 
 
 def main() -> None:
@@ -191,14 +201,14 @@ def main() -> None:
         target, runnable = gpu
         name = f"gemm {target} ({'default execution backend' if runnable else 'codegen + toolchain only'})"
         results["stages"][name] = stages(gemm, GEMM, target, "auto" if runnable else None)
-    for backend in cpu_backends():
+    for backend in usable_execution_backends("cpu"):
         results["stages"][f"cpu_gemm {backend}"] = stages(cpu_gemm, CPU_GEMM, "cpu", backend)
     base = import_time("tilelang", args.runs)
     results["import_tilelang_s"] = base
     results["import_tvm_s"] = import_time("tvm", args.runs)
-    runs = [("cpu_gemm", CPU_GEMM, "cpu", b) for b in cpu_backends()]
+    runs = [("cpu_gemm", CPU_GEMM, "cpu", b) for b in usable_execution_backends("cpu")]
     if gpu is not None and gpu[1]:
-        runs.insert(0, ("gemm", GEMM, "auto", "auto"))
+        runs[:0] = [("gemm", GEMM, "auto", b) for b in ["auto", *usable_execution_backends(gpu[0])]]
     for builder, sizes, target, backend in runs:
         measured = new_process(builder, sizes, target, backend, args.runs)
         measured["cold_ratio"] = measured["cold_s"] / base
