@@ -148,10 +148,14 @@ def test_llvm_target_without_a_cpu_is_this_cpu():
 
 
 def test_thread_count_knob(monkeypatch):
-    for name in ("TILELANG_CPU_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
+    for name in ("TILELANG_CPU_THREADS", "TVM_NUM_THREADS", "OMP_NUM_THREADS", "TVM_THREAD_POOL_SPIN_COUNT"):
+        monkeypatch.setenv(name, "")  # restored after the test, whether it was set or not
     assert threads.configure_thread_pool() == threads.available_cpus()
     assert os.environ["TVM_NUM_THREADS"] == str(threads.available_cpus())
+    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == str(threads.SPIN_COUNT)
+    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "7")
+    threads.configure_thread_pool()
+    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "7"  # a user's value is kept
     monkeypatch.setenv("TVM_NUM_THREADS", "3")
     assert threads.configure_thread_pool() is None  # TVM's own knob is left as it is
     assert os.environ["TVM_NUM_THREADS"] == "3"

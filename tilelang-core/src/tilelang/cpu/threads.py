@@ -13,6 +13,13 @@ kernel uses: one thread on this project's 2-core CI machine. The pool cannot gro
 * ``TVM_NUM_THREADS`` / ``OMP_NUM_THREADS``: TVM's own knobs, left as they are;
 * neither: every CPU this process may run on (``os.sched_getaffinity``).
 
+After each parallel launch TVM's workers wait for the next one by calling sched_yield up
+to ``TVM_THREAD_POOL_SPIN_COUNT`` times; with TVM's default that kept a core busy for
+0.1-0.2 s after every launch here, stolen from whatever the process does next (a compile,
+numpy, the next test). Unless that variable is set, the backend sets it to ``SPIN_COUNT``
+(under a millisecond of spinning, measured here): a worker still catches a launch that
+follows at once, then sleeps, and a later launch wakes it, which costs microseconds.
+
 Kernels that use atomics run on one thread whatever the count (launch_to_loops.py). An
 invalid ``TILELANG_CPU_THREADS`` leaves the pool alone and makes the backend unavailable,
 with the reason (target.unavailable_reason), rather than breaking ``import tilelang``.
@@ -24,6 +31,8 @@ import os
 
 THREADS_ENV = "TILELANG_CPU_THREADS"
 _TVM_ENV = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
+SPIN_ENV = "TVM_THREAD_POOL_SPIN_COUNT"
+SPIN_COUNT = 1000
 
 
 def available_cpus() -> int:
@@ -50,8 +59,11 @@ def setting_error() -> str | None:
 
 
 def configure_thread_pool() -> int | None:
-    """Set TVM_NUM_THREADS for the pool TVM has not created yet; returns the count set
-    (None when TVM's own variables, or an invalid TILELANG_CPU_THREADS, leave it alone)."""
+    """Set TVM_NUM_THREADS (and the spin count) for the pool TVM has not created yet;
+    returns the thread count set (None when TVM's own variables, or an invalid
+    TILELANG_CPU_THREADS, leave it alone)."""
+    if not os.environ.get(SPIN_ENV, "").strip():
+        os.environ[SPIN_ENV] = str(SPIN_COUNT)
     count = requested_threads()
     if setting_error() is not None:
         return None

@@ -49,8 +49,8 @@ def _serialize_parallel(body: Any) -> Any:
     return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
 
 
-#: a T.Parallel nest of fewer iterations runs serially: waking the thread pool costs
-#: microseconds, more than a small tile takes on one core
+#: a T.Parallel nest (or a whole grid of blocks) of fewer iterations runs serially: waking
+#: the thread pool costs microseconds, more than a small tile takes on one core
 MIN_PARALLEL_EXTENT = 4096
 
 
@@ -63,6 +63,22 @@ def _nest_points(loop: Any) -> float:
         points *= loop.extent.value
         loop = loop.body
     return points
+
+
+def _static_points(stmt: Any) -> float:
+    """Statements a block runs, counting each loop's iterations (inf when an extent is
+    symbolic): the work estimate that decides whether its grid is worth the thread pool."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return sum(_static_points(s) for s in stmt.seq)
+    if isinstance(stmt, tirx.For):
+        if not isinstance(stmt.extent, tirx.IntImm):
+            return float("inf")
+        return stmt.extent.value * _static_points(stmt.body)
+    if isinstance(stmt, tirx.IfThenElse):
+        other = _static_points(stmt.else_case) if stmt.else_case is not None else 0.0
+        return max(_static_points(stmt.then_case), other)
+    body = getattr(stmt, "body", None)
+    return _static_points(body) if isinstance(body, tirx.Stmt) else 1.0
 
 
 def _keep_outermost_parallel(stmt: Any) -> Any:
@@ -106,7 +122,10 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent
-    parallel_blocks = not serial and not (isinstance(total, tirx.IntImm) and total.value == 1)
+    # a grid whose blocks do less work than one T.Parallel nest worth the pool runs serially
+    blocks_static = total.value if isinstance(total, tirx.IntImm) else float("inf")
+    work = blocks_static * max(_static_points(body), 1.0)
+    parallel_blocks = not serial and blocks_static > 1 and work >= MIN_PARALLEL_EXTENT
     if parallel_blocks:
         body = _serialize_parallel(body)
     if not blocks:
