@@ -41,6 +41,9 @@ BACKEND = BackendModule(
         "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
         "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
         "tl.disable_tma_lower": "sm_90: keep pipelined copies on cp.async instead of TMA boxes and mbarriers",
+        "tl.bounds_check": "check every tensor access at run time: an out-of-bounds index prints the "
+                           "access (indices, block, thread, source line) and traps the kernel, which "
+                           "the launch reports; tirx.instrument_bound_checkers does the same",
         "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
     },
 )

@@ -99,6 +99,14 @@ __device__ __forceinline__ void tl_fence_proxy_async() {
 // barrier's phase parity. The tensor map is a __grid_constant__ kernel parameter encoded
 // by the host (cuTensorMapEncodeTiled); coordinates are elements, innermost first, and
 // boxes reaching outside the tensor are zero-filled by the hardware.
+// Where a failed tl.bounds_check happened (core's InstrumentBoundsChecks prints them).
+#define tl_block_x() ((int)blockIdx.x)
+#define tl_block_y() ((int)blockIdx.y)
+#define tl_block_z() ((int)blockIdx.z)
+#define tl_thread_x() ((int)threadIdx.x)
+#define tl_thread_y() ((int)threadIdx.y)
+#define tl_thread_z() ((int)threadIdx.z)
+
 // TMA and wgmma swizzle on absolute shared addresses: a swizzled tile must start on a
 // 1 KiB boundary (the backend lays the dynamic buffer out so; this checks it once).
 __device__ __forceinline__ void tl_check_swizzle_base(const void* smem) {

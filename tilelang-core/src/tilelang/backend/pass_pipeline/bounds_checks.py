@@ -9,6 +9,10 @@ statement makes is inside its axis, with the access and the kernel's source line
 message (an IndexError from tvm_ffi, a LaunchError naming it from a compiled launcher).
 A load that an ``if_then_else`` (or the right side of ``and`` / ``or``) guards is checked
 under that guard, so the zero-filled edges of tiles do not trip it.
+
+In GPU device code an assertion has nowhere to go: there (``trap=``, the dialect's trap
+function, given by the GPU pipelines) a failed check prints the access with its index
+values, block and thread, then traps, which the launch reports as a failed kernel.
 """
 
 from __future__ import annotations
@@ -82,27 +86,48 @@ def _in_range(buffer: Any, indices: Any) -> Any:
     return condition
 
 
-def _check(buffer: Any, indices: Any, guards: list[Any], what: str, span: Any) -> Any:
+def _check(buffer: Any, indices: Any, guards: list[Any], what: str, span: Any, trap: str | None = None) -> Any:
     condition = _in_range(buffer, indices)
     if condition is None:
         return None
     for guard in guards:
         condition = tirx.Or(tirx.Not(guard), condition)
     shape = ", ".join(str(d) for d in buffer.shape)
+    from tvm.ir import StringImm
+
+    if trap is not None:
+        return _device_check(condition, buffer, indices, what, shape, span, trap)
     text = (f"tl.bounds_check: out-of-bounds {what} {buffer.name}[{', '.join(str(i) for i in indices)}] "
             f"(shape ({shape})){_where(span)}")
-    from tvm.ir import StringImm
 
     # positional, as launch_checks.py: the FFI takes (condition, kind, parts) whatever the
     # Python signature's names say
     return tirx.AssertStmt(condition, StringImm("IndexError"), [StringImm(text)])
 
 
-def _instrument(stmt: Any) -> Any:
+def _device_check(condition: Any, buffer: Any, indices: Any, what: str, shape: str, span: Any, trap: str) -> Any:
+    """printf the access (index values, block, thread), then trap."""
+    from tvm.ir import StringImm
+
+    scalar = [i for i in indices if "x" not in str(getattr(i.ty, "dtype", ""))]
+    if len(scalar) != len(indices):
+        return None  # vector indices: the scalar accesses before vectorization were checked
+    holes = ", ".join("%lld" for _ in indices)
+    text = (f"tl.bounds_check: out-of-bounds {what} {buffer.name}[{holes}] (shape ({shape})){_where(span)}, "
+            "block (%d, %d, %d) thread (%d, %d, %d)\\n")  # printed verbatim into C: an escaped newline
+    where = [tirx.call_extern("int32", name) for name in (
+        "tl_block_x", "tl_block_y", "tl_block_z", "tl_thread_x", "tl_thread_y", "tl_thread_z")]
+    report = tirx.Evaluate(tirx.call_extern("int32", "printf", StringImm(text),
+                                            *[tirx.Cast("int64", i) for i in indices], *where))
+    return tirx.IfThenElse(tirx.Not(condition), tirx.SeqStmt([report, tirx.Evaluate(tirx.call_extern("int32", trap))]),
+                           None)
+
+
+def _instrument(stmt: Any, trap: str | None = None) -> Any:
     checks = []
     if isinstance(stmt, tirx.BufferStore):
         exprs = [stmt.value, *stmt.indices]
-        store = _check(stmt.buffer, stmt.indices, [], "write to", stmt.span)
+        store = _check(stmt.buffer, stmt.indices, [], "write to", stmt.span, trap)
         if store is not None:
             checks.append(store)
     elif isinstance(stmt, tirx.Evaluate):
@@ -111,23 +136,24 @@ def _instrument(stmt: Any) -> Any:
         exprs = [stmt.value] if hasattr(stmt, "value") else []
     for expr in exprs:
         for load, guards in _guarded_loads(expr):
-            check = _check(load.source, load.indices, guards, "read of", stmt.span)
+            check = _check(load.source, load.indices, guards, "read of", stmt.span, trap)
             if check is not None:
                 checks.append(check)
     return tirx.SeqStmt([*checks, stmt]) if checks else stmt
 
 
-def _run(func: Any, mod: Any, ctx: Any) -> Any:
+def _run(func: Any, trap: str | None) -> Any:
     if not bounds_check_enabled():
         return func
     # (a Bind's value is not checked: the assert would have to share the Bind's scope)
-    body = tvm_ffi.structural_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.LetStmt), _instrument)],
-                                  order="post")
+    body = tvm_ffi.structural_map(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.LetStmt),
+                                               lambda stmt: _instrument(stmt, trap))], order="post")
     return func.with_body(body)
 
 
-def InstrumentBoundsChecks() -> Any:
-    return prim_func_pass(_run, "tl.InstrumentBoundsChecks")
+def InstrumentBoundsChecks(trap: str | None = None) -> Any:
+    """``trap``: GPU device code's trap function (checks print and trap instead of asserting)."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, trap), "tl.InstrumentBoundsChecks")
 
 
 __all__ = ["CONFIG_KEYS", "InstrumentBoundsChecks", "bounds_check_enabled"]

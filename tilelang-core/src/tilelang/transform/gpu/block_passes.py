@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 
-def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True) -> list[Any]:
+def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap") -> list[Any]:
     """Fragments placed, T.Parallel nests dealt to the block's threads in vectors of at most
     ``max_vector_bytes``, blocks rasterized, TVM's middle end (``flatten_and_vectorize``;
     without its bf16 legalization when ``legalize_bf16`` is False: a backend whose device
     code computes bfloat16 itself), the barriers (ours, then TVM's ThreadSync for static and
     dynamic shared memory), TVM's warp all-reduce (after ThreadSync: it stages through
-    shared memory with barriers of its own), and the shared allocations padded and merged."""
+    shared memory with barriers of its own), and the shared allocations padded and merged.
+    With ``tl.bounds_check``, every access is checked before flattening; a failed check
+    prints and calls the dialect's ``trap``."""
     from tvm import s_tir
 
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
+    from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from .fragments import PlaceFragments
     from .hoist_shared_reads import HoistSharedReads
     from .partition_parallel import PartitionParallelLoops
@@ -29,6 +32,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True) -> list[
         PlaceFragments(),
         PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
         RasterizeBlocks(),
+        InstrumentBoundsChecks(trap=trap),  # only with tl.bounds_check / tirx.instrument_bound_checkers
         *middle,
         SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
