@@ -160,15 +160,28 @@ def new_process(builder: str, sizes: dict, target, backend: str, runs: int) -> d
     with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
         fields = {"builder": builder, "sizes": sizes, "target": target, "backend": backend, "preimport": ""}
         cold = child(cache, **fields)
-        hits = [child(cache, **fields) for _ in range(runs)]
+        if cold["from_cache"]:
+            raise RuntimeError(f"{builder}/{backend}: the first process found the kernel in an empty cache")
+        hits = _hits(cache, fields, runs)
         torch_hits = []
         if importlib.util.find_spec("torch") is not None:
-            torch_hits = [child(cache, **{**fields, "preimport": "import torch"}) for _ in range(runs)]
-    if cold["from_cache"] or not all(h["from_cache"] for h in hits + torch_hits):
-        raise RuntimeError(f"{builder}/{backend}: expected one compile then hits, got {cold}, {hits}")
+            torch_hits = _hits(cache, {**fields, "preimport": "import torch"}, runs)
     return {"cold_s": cold["kernel"], "hit_s": statistics.median(h["kernel"] for h in hits),
             "hit_after_torch_s": statistics.median(h["kernel"] for h in torch_hits) if torch_hits else None,
             "hit_imports_tvm": any(h["tvm"] for h in hits), "hit_imports_torch": any(h["torch"] for h in hits)}
+
+
+def _hits(cache: str, fields: dict, runs: int) -> list[dict]:
+    """``runs`` processes that found the kernel in the cache. A process that compiled instead
+    saw edited compiler sources (a checkout others are editing) and is run again."""
+    hits = []
+    for _ in range(3 * runs):
+        result = child(cache, **fields)
+        if result["from_cache"]:
+            hits.append(result)
+            if len(hits) == runs:
+                return hits
+    raise RuntimeError(f"{fields['builder']}/{fields['backend']}: {3 * runs} processes, {len(hits)} cache hits")
 
 
 def usable_execution_backends(target) -> list[str]:
