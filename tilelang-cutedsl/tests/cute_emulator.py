@@ -73,6 +73,19 @@ def _autovec_copy(src: _Tensor, dst: _Tensor) -> None:
 
 
 _Tensor.iterator = property(lambda self: _Iter(self.data))
+_ATOMIC_LOCK = threading.Lock()
+_ATOMIC_OPS = {"add": lambda a, b: a + b, "max": max, "min": min, "fmax": max, "fmin": min,
+               "or": lambda a, b: a | b, "and": lambda a, b: a & b, "xor": lambda a, b: a ^ b}
+
+
+def _atomic(op: str) -> Callable[..., Any]:
+    def apply(ptr: _Iter, value: Any, sem: str | None = None, scope: str | None = None) -> Any:
+        with _ATOMIC_LOCK:
+            old = ptr.data[ptr.offset]
+            ptr.data[ptr.offset] = _ATOMIC_OPS[op](old, value)
+            return old
+
+    return apply
 
 
 class _Block(threading.local):
@@ -140,6 +153,7 @@ def _modules() -> dict[str, Any]:
     arch = types.SimpleNamespace(
         thread_idx=lambda: _STATE.tidx, block_idx=lambda: _STATE.bidx,
         sync_threads=lambda: _STATE.block["barrier"].wait(),
+        **{f"atomic_{op}": _atomic(op) for op in _ATOMIC_OPS},
     )
     math = types.SimpleNamespace(exp=np.exp, exp2=np.exp2, log=np.log, log2=np.log2, log10=np.log10,
                                  sqrt=np.sqrt, rsqrt=lambda x: 1 / np.sqrt(x), abs=np.abs, tanh=np.tanh,

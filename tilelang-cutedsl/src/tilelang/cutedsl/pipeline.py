@@ -16,13 +16,13 @@ from typing import Any
 
 from tilelang.plugin import PassPipeline
 
+from .atomics import LowerAtomics
 from .gemm import LowerCuteGemm
 from .transform import CollectExtensions, StaticSharedBuffers, SwizzlesToModule
 
 #: CUDA passes left out, and why (pass name -> reason)
 LEFT_OUT = {
     "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings (LowerCuteGemm instead)",
-    "tl.cuda.LowerAtomics": "CUDA C atomic functions (the router keeps atomics on cuda)",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
     "s_tir.LowerThreadAllreduce": "TVM's warp-shuffle builtins",
     "tl.PadTinySharedAllocations": "only needed before MergeSharedMemoryAllocations",
@@ -45,7 +45,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
             continue
         if name == "tirx.SplitHostDevice":
             passes.append(StaticSharedBuffers())
-        if name != "tirx.VectorizeLoop":  # vectorized loops reach the printer (vector_access.py)
+        if name == "tl.cuda.LowerAtomics":  # CuTe DSL's atomic functions instead of CUDA C's
+            passes.append(LowerAtomics())
+        elif name != "tirx.VectorizeLoop":  # vectorized loops reach the printer (vector_access.py)
             passes.append(p)
         if name == "tirx.SplitHostDevice":
             passes.append(SwizzlesToModule())

@@ -19,7 +19,7 @@ from typing import Any
 
 from tilelang.plugin import ALIGNMENT_ATTR, CompileError
 
-from . import cute_emit
+from . import atomics, cute_emit
 from .cute_emit import dtype_of
 from .cute_statements import CuteStatements
 from .gemm import MMA_ATTR, WGMMA_ATTR
@@ -35,7 +35,7 @@ THREAD_TAGS = {
 # FloorDiv is Python's // in both of CuTe DSL's worlds (trace-time ints and arith.floordivsi);
 # % is not (trace-time ints floor, arith.remsi truncates), so FloorMod, Div and Mod on
 # integers go through the helpers of INTEGER_HELPERS
-BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//",
+BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
           "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "And": "&", "Or": "|"}
 CALL_BINARY = {"tirx.shift_right": ">>", "tirx.shift_left": "<<", "tirx.bitwise_and": "&",
                "tirx.bitwise_or": "|", "tirx.bitwise_xor": "^"}
@@ -239,6 +239,9 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         if op == "tirx.tvm_storage_sync":
             self.emit(depth, "cute.arch.sync_threads()")
             return
+        if op == "tirx.call_extern" and str(value.args[0].value).startswith(atomics.PREFIX):
+            self.emit(depth, self.expr(value))  # the previous value, unused
+            return
         if op == "tirx.call_extern" and str(value.args[0].value).startswith("tl_cute_"):
             for line in self.cute_statement(str(value.args[0].value), list(value.args[1:])):
                 self.emit(depth, line)
@@ -297,6 +300,10 @@ class KernelPrinter(CuteStatements, VectorAccesses):
             return f"cutlass.{kind.lower()}({self.expr(node.a)}, {self.expr(node.b)})"
         if kind == "Not":
             return f"(~{self.expr(node.a)})"
+        if kind == "BitwiseNot":  # XOR with all ones: ~ is the printer's Boolean not
+            bits = node.dtype.bits
+            ones = (1 << bits) - 1 if str(node.dtype).startswith("uint") else -1
+            return f"({self.expr(node.a)} ^ {dtype_of(node.dtype, 'a bitwise not')}({ones}))"
         if kind == "Cast":
             target = dtype_of(node.dtype, "a cast")
             inner = node.value
@@ -318,6 +325,12 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         args = list(node.args)
         if op in CALL_BINARY:
             return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
+        if op == "tirx.call_extern" and str(args[0].value).startswith(atomics.PREFIX):
+            name, rest = str(args[0].value), args[1:]
+            if name == atomics.PREFIX + "ordered":  # (order, the atomic call)
+                inner = rest[1]
+                return atomics.atomic_call(self, str(inner.args[0].value), list(inner.args[1:]), int(rest[0].value))
+            return atomics.atomic_call(self, name, rest)
         if op in MATH:
             return f"cute.math.{MATH[op]}({', '.join(self.expr(a) for a in args)})"
         if op == "tirx.if_then_else":
