@@ -174,6 +174,26 @@ def test_invalid_thread_count_is_reported_with_the_fix(monkeypatch):
         tilelang.compile(gemm_kernel(16, 16, 16, 16, 16, 16), target="cpu")
 
 
+def copy_rows(rows, cols):
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(rows, threads=1) as bx:
+            for j in T.Parallel(cols):
+                B[bx, j] = A[bx, j] + 1.0
+
+    return main
+
+
+@pytest.mark.parametrize("rows,cols,parallel", [(4, 8, False), (64, 64, True), (512, 4, False)])
+def test_grids_run_in_parallel_when_their_work_pays_for_it(rows, cols, parallel):
+    """A grid of blocks goes to the thread pool only when it does MIN_PARALLEL_EXTENT
+    iterations or more (waking the pool costs more than a few hundred iterations)."""
+    kernel = compiled(copy_rows(rows, cols), ("cpu", "tvm_ffi"))
+    assert ("closure_loop_parallel" in kernel.get_host_source()) == parallel
+    a = rng.standard_normal((rows, cols), dtype="float32")
+    np.testing.assert_array_equal(kernel(a), a + 1.0)
+
+
 _POOL_SIZE = """
 import tilelang, tvm, tvm_ffi
 print(tvm_ffi.get_global_func("runtime.NumThreads")())
