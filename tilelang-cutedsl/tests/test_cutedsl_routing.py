@@ -99,6 +99,18 @@ def test_the_cuda_backend_refuses_an_extension_kernel(monkeypatch: pytest.Monkey
 
 
 def test_explicit_cutedsl_refuses_what_it_does_not_lower() -> None:
+    """Atomics compile on cutedsl (CuTe DSL's atomic functions) for the types those take."""
+    import tilelang.language as T
+
+    assert "cute.arch.atomic_add(" in tilelang.lower(atomic_sum(), target="cutedsl").device_source
+
+    @T.prim_func
+    def half_sum(A: T.Tensor((128,), "float16"), B: T.Tensor((1,), "float16")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                T.atomic_add(B[0], A[i])
+
     with pytest.raises(LanguageError, match=re.escape(
-            "kernel 'main': target backend 'cutedsl' did not lower ['tl.atomic_rmw_element']")):
-        tilelang.lower(atomic_sum(), target="cutedsl")
+            "kernel 'half_sum': T.atomic_add on B (float16): CuTe DSL has atomic adds for float32, int32, uint32; "
+            "use one of those types")):
+        tilelang.lower(half_sum, target="cutedsl")
