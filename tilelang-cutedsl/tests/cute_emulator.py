@@ -203,4 +203,4 @@ def load(source: str) -> dict[str, Any]:
 
 def run(source: str, *arrays: np.ndarray) -> None:
     """``launch(*arrays)`` of generated source on the CPU (flat views of the arrays)."""
-    load(source)["launch"](*[a.reshape(-1) for a in arrays], 0)
+    load(source)["launch"](*[a.reshape(-1) if isinstance(a, np.ndarray) else a for a in arrays], 0)

@@ -114,3 +114,15 @@ def test_explicit_cutedsl_refuses_what_it_does_not_lower() -> None:
             "kernel 'half_sum': T.atomic_add on B (float16): CuTe DSL has atomic adds for float32, int32, uint32; "
             "use one of those types")):
         tilelang.lower(half_sum, target="cutedsl")
+
+
+def test_scalar_parameters_are_taken() -> None:
+    """A float scalar is passed by value to the CuTe DSL launch (after the pointers)."""
+    from tilelang.cutedsl.router import unsupported_reason
+    from tilelang.testing.kernels import saxpy
+
+    func = saxpy(200)
+    assert unsupported_reason(func) is None
+    source = tilelang.lower(func, target="cutedsl").device_source
+    assert "def launch(p0: cute.Pointer, p1: cute.Pointer, s_a: cutlass.Float32, stream: cuda.CUstream):" in source
+    assert "def main_kernel(X_ptr: cute.Tensor, Y_ptr: cute.Tensor, a: cutlass.Float32):" in source

@@ -90,6 +90,16 @@ class CuTeDSLLauncher(KernelLauncher):
         self._binder = ArgumentBinder(artifact, device_type)
         self._indices = launch_indices(artifact)
         self._dtypes = [getattr(cutlass, _DSL_TYPES[artifact.params[i].dtype]) for i in self._indices]
+        from .printer import scalar_args
+
+        # scalar parameters, after the pointers, in the order the generated launch takes them
+        by_name = {p.name: i for i, p in enumerate(artifact.params)}
+        self._scalars = []
+        for name in scalar_args([launch.args for launch in artifact.launches]):
+            if name not in by_name:
+                raise CompileError(f"kernel {self.kernel!r}: the launch passes {name!r}, which is not a parameter")
+            index = by_name[name]
+            self._scalars.append((index, getattr(cutlass, _DSL_TYPES[artifact.params[index].dtype])))
         self._single = len(artifact.out_idx) == 1
         self._module = import_source(source, self.kernel)
         self._compiled: Any = None
@@ -112,7 +122,7 @@ class CuTeDSLLauncher(KernelLauncher):
             anchor = call[self._indices[0]] if self._indices else None
             stream = torch.cuda.current_stream(anchor.device if anchor is not None else None).cuda_stream
         handle = cuda.CUstream(int(getattr(stream, "cuda_stream", stream)))
-        pointers = self._pointers(call)
+        pointers = self._pointers(call) + [dtype(call[i]) for i, dtype in self._scalars]
         try:
             if self._compiled is None:
                 with self._lock:

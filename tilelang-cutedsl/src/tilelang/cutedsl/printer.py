@@ -349,7 +349,9 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: call to {op} is not supported")
 
     def print(self) -> list[str]:
-        header = [f"@cute.kernel\ndef {self.name}({', '.join(f'{p}: cute.Tensor' for p in self.params)}):"]
+        types = [f"{dtype_of(p.ty.dtype, f'parameter {p.name!r}')}" if type(p.ty).__name__ == "PrimType"
+                 else "cute.Tensor" for p in self.func.params]
+        header = [f"@cute.kernel\ndef {self.name}({', '.join(f'{p}: {t}' for p, t in zip(self.params, types))}):"]
         self.stmt(self.func.body, 1)
         self.lines[0:0] = ["    " + line for line in self.prologue]
         if self.has_smem:
@@ -357,6 +359,15 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         if not self.lines:
             self.lines.append("    pass")
         return header + self.lines
+
+
+def scalar_args(launch_args: Any) -> list[str]:
+    """The scalar operands of the launches (host parameter names), in order of first use:
+    ``launch``'s parameters after the pointers (the execution backend passes them so)."""
+    seen: list[str] = []
+    for args in launch_args:
+        seen += [a for a in args if not a.startswith("param:") and a not in seen]
+    return seen
 
 
 def _launches(mod: Any) -> list[dict[str, Any]]:
@@ -403,12 +414,19 @@ def generate(mod: Any) -> str:
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
     launches = _launches(mod)
+    scalar_types = {}  # scalar operand -> its CuTe DSL type, from the kernel that takes it
+    for launch in launches:
+        kernel = printers.get(launch["symbol"])
+        for arg, param in zip(launch["args"], kernel.func.params if kernel is not None else ()):
+            if not arg.startswith("param:"):
+                scalar_types[arg] = dtype_of(param.ty.dtype, f"scalar operand {arg!r}")
     params = sorted({int(a.split(":")[1]) for launch in launches for a in launch["args"] if a.startswith("param:")})
     names = [f"p{i}" for i in params]
     out.append("@cute.jit")
     # pointers, not tensors: make_ptr per call is the cheapest conversion of a torch tensor
     # (from_dlpack costs about 4x more per call, measured on the H200: issue 12)
-    out.append(f"def launch({', '.join(f'{n}: cute.Pointer' for n in names)}, stream: cuda.CUstream):")
+    scalars = [f"s_{name}: {scalar_types[name]}" for name in scalar_args([launch["args"] for launch in launches])]
+    out.append(f"def launch({', '.join([*(f'{n}: cute.Pointer' for n in names), *scalars])}, stream: cuda.CUstream):")
     for launch in launches:
         out.extend(_launch_lines(launch, printers))
     if not launches:
@@ -424,8 +442,11 @@ def _launch_lines(launch: dict[str, Any], printers: dict[str, KernelPrinter]) ->
     operands = []
     for arg, param in zip(launch["args"], printer.params):
         if not arg.startswith("param:"):
-            raise CompileError(f"cutedsl codegen: kernel {symbol!r} takes the scalar operand {arg!r}; "
-                               "this backend passes tensors only")
+            if not arg.isidentifier():
+                raise CompileError(f"cutedsl codegen: kernel {symbol!r} takes the scalar operand {arg!r}; "
+                                   "this backend passes scalar parameters as they are, not expressions of them")
+            operands.append(f"s_{arg}")
+            continue
         host = f"p{arg.split(':')[1]}"
         size = printer.param_sizes.get(param, (1, ""))[0]
         # a flat view: TIR indexes every buffer by its row-major offset

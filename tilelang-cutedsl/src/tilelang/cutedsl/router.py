@@ -46,7 +46,9 @@ def unsupported_reason(kernel: Any) -> str | None:
     for param in kernel.params:
         buffer = param.ty
         if not isinstance(buffer, tirx.BufferType):
-            return f"scalar parameter {param.name!r} (scalar arguments are not passed to CuTe DSL kernels yet)"
+            if str(getattr(buffer, "dtype", "")) not in DTYPES:
+                return f"scalar parameter {param.name!r} of type {buffer}"
+            continue  # passed by value, as its CuTe DSL type
         if str(buffer.dtype) not in DTYPES:
             return f"parameter {param.name!r} of dtype {buffer.dtype}"
         if not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
