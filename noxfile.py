@@ -69,7 +69,8 @@ MUTANTS = {
                   "reduce_combine,TileOpLowering.in_bounds,TileOpLowering.tile_axes,TileOpLowering.indices,"
                   "TileOpLowering.copy,TileOpLowering.fill,TileOpLowering._reduce_layout,TileOpLowering.reduce,"
                   "TileOpLowering.cumsum,TileOpLowering.atomic")],
-        "tests": ["tilelang-core/tests/test_tile_ops.py", "-k", "not gemm"],
+        "tests": ["tilelang-core/tests/test_tile_op_lowering.py", "tilelang-core/tests/test_tile_ops.py",
+                  "tilelang-core/tests/test_atomics_reductions.py", "-k", "not gemm"],
     },
     "mma_layout": {
         "code": ["tilelang-cuda/src/tilelang/cuda/transform/mma_layout.py",

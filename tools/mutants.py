@@ -31,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: operators left out: VariableReplacer/Inserter put random names and numbers in (a new
-#: sample each init, so no fixed-seed run could be repeated)
+#: sample each init, so no fixed-seed run could be repeated). Mutants inside annotations
+#: are left out too (annotation_spans).
 EXCLUDED_OPERATORS = ("core/VariableReplacer", "core/VariableInserter")
 
 
@@ -64,6 +65,25 @@ def scope_lines(path: Path, names: list[str]) -> list[tuple[int, int]]:
     if missing:
         sys.exit(f"mutants: {path}: no function or class {missing} (the plan in noxfile.py names them)")
     return [found[n] for n in names]
+
+
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every annotation in a module with ``from __future__ import
+    annotations``: never evaluated there, so a mutant inside one cannot change behaviour."""
+    module = ast.parse(path.read_text())
+    lazy = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+               any(a.name == "annotations" for a in n.names) for n in module.body)
+    if not lazy:
+        return []
+    found = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.arg):
+            found.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [((a.lineno, a.col_offset), (a.end_lineno or a.lineno, a.end_col_offset or 0)) for a in found if a]
 
 
 def parse_code(spec: str, tree: Path) -> tuple[Path, list[tuple[int, int]] | None]:
@@ -117,9 +137,13 @@ def select(db_path: Path, scopes: dict[Path, list[tuple[int, int]] | None], samp
         items = sorted(db.pending_work_items, key=lambda w: [(str(m.module_path), m.start_pos, m.operator_name,
                                                                m.occurrence) for m in w.mutations])
 
+        annotations = {path: annotation_spans(path) for path in scopes}
+
         def in_scope(item: object) -> bool:
             for m in item.mutations:  # type: ignore[attr-defined]
                 if m.operator_name in EXCLUDED_OPERATORS:
+                    return False
+                if any(lo <= tuple(m.start_pos) < hi for lo, hi in annotations[Path(m.module_path).resolve()]):
                     return False
                 ranges = scopes[Path(m.module_path).resolve()]
                 if ranges is not None and not any(lo <= m.start_pos[0] <= hi for lo, hi in ranges):
