@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--m", type=int, default=1024)
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--k", type=int, default=1024)
-    parser.add_argument("--block", type=int, nargs=3, default=(64, 64, 64), metavar=("BM", "BN", "BK"))
+    parser.add_argument("--block", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"))
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args()
