@@ -33,6 +33,7 @@ CANONICAL = ((128, 128, 32, 128, 3, 0), {})
 MMA_SYNC = {"tl.disable_wgmma": True}
 CONFIGS = [
     CANONICAL,
+    ((128, 128, 32, 128, 3, 8), {}),  # the canonical tile, rasterized: what the panel alone buys
     ((128, 128, 32, 128, 4, 8), {}),
     ((128, 128, 32, 128, 5, 8), {}),
     ((128, 128, 64, 128, 3, 8), {}),
