@@ -90,18 +90,13 @@ class CuTeDSLLauncher(KernelLauncher):
         self._binder = ArgumentBinder(artifact, device_type)
         self._indices = launch_indices(artifact)
         self._dtypes = [getattr(cutlass, _DSL_TYPES[artifact.params[i].dtype]) for i in self._indices]
-        from .printer import scalar_args
-
-        # scalar parameters, after the pointers, in the order the generated launch takes them
-        by_name = {p.name: i for i, p in enumerate(artifact.params)}
-        self._scalars = []
-        for name in scalar_args([launch.args for launch in artifact.launches]):
-            if name not in by_name:
-                raise CompileError(f"kernel {self.kernel!r}: the launch passes {name!r}, which is not a parameter")
-            index = by_name[name]
-            self._scalars.append((index, getattr(cutlass, _DSL_TYPES[artifact.params[index].dtype])))
         self._single = len(artifact.out_idx) == 1
         self._module = import_source(source, self.kernel)
+        # the scalars launch takes after the pointers (launch_source.py): a scalar parameter's
+        # value, or a symbolic dimension's, as the CuTe DSL type the module names
+        by_name = {p.name: i for i, p in enumerate(artifact.params) if not p.is_tensor}
+        self._scalars = [(name, by_name.get(name), getattr(cutlass, dsl))
+                         for name, dsl in getattr(self._module, "LAUNCH_SCALARS", ())]
         self._compiled: Any = None
         self._lock = threading.Lock()
 
@@ -115,14 +110,15 @@ class CuTeDSLLauncher(KernelLauncher):
     def __call__(self, *args: Any, stream: Any = None) -> Any:
         import cuda.bindings.driver as cuda
 
-        call, outputs, _ = self._binder.bind(args)
+        call, outputs, symbols = self._binder.bind(args)
         if stream is None:
             import torch
 
             anchor = call[self._indices[0]] if self._indices else None
             stream = torch.cuda.current_stream(anchor.device if anchor is not None else None).cuda_stream
         handle = cuda.CUstream(int(getattr(stream, "cuda_stream", stream)))
-        pointers = self._pointers(call) + [dtype(call[i]) for i, dtype in self._scalars]
+        pointers = self._pointers(call) + [dtype(call[i] if i is not None else symbols[name])
+                                           for name, i, dtype in self._scalars]
         try:
             if self._compiled is None:
                 with self._lock:

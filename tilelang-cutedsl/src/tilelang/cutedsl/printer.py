@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from tilelang.plugin import ALIGNMENT_ATTR, CompileError
@@ -23,6 +22,7 @@ from . import atomics, cute_emit
 from .cute_emit import dtype_of
 from .cute_statements import CuteStatements
 from .gemm import MMA_ATTR, WGMMA_ATTR
+from .launch_source import flat_size, launch_function
 from .stages import STAGES_ATTR
 from .transform import SWIZZLE_ATTR
 from .vector_access import VectorAccesses
@@ -88,6 +88,7 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         self.alignment = alignment  # bytes every tensor argument is aligned to (the binder checks)
         self.vector_loads: dict[tuple[int, str], tuple[str, str]] = {}  # of the vector loop printed now
         self.vector_var: Any = None
+        self.constexpr_vars: set[int] = set()  # loop variables that are Python ints while tracing
         self.vector_binds: list[tuple[Any, Any]] = []
         self.stage_align: dict[str, int] = {}  # printed tile name -> alignment of each of its stages
         self.mma = mma or {}  # accumulator buffer name -> its tiled MMA (gemm.py)
@@ -146,10 +147,7 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         if data is None or data not in self.params:
             raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} views memory "
                                "that is not a kernel parameter")
-        size = 1
-        for d in buffer.shape:
-            size *= int(d)
-        self.param_sizes[data] = (size, str(buffer.dtype))
+        self.param_sizes[data] = (flat_size(buffer, self.name), str(buffer.dtype))
         self.names[hash(buffer)] = data
         self.dtypes[data] = buffer.dtype
 
@@ -218,6 +216,8 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         # a main loop of CuTe copies and GEMMs stays a loop: unrolled, it is compiled per trip
         short = short and "tl_cute_" not in str(node.body)
         loop = "cutlass.range_constexpr" if short else "range"
+        if short:
+            self.constexpr_vars.add(hash(node.loop_var))
         self.emit(depth, f"for {self.bind(node.loop_var)} in {loop}({start}, {stop}):")
         self.body(node.body, depth + 1)
 
@@ -309,12 +309,23 @@ class KernelPrinter(CuteStatements, VectorAccesses):
             inner = node.value
             if type(inner).__name__ in ("IntImm", "FloatImm"):
                 return f"{target}({_literal(inner.value)})"
+            if self.trace_time(inner):  # a Python int while tracing: no .to
+                return f"{target}({self.expr(inner)})"
             return f"({self.expr(inner)}).to({target})"
         if kind == "Select":
             return self.select(node.dtype, node.condition, node.true_value, node.false_value)
         if kind == "Call":
             return self.call(node)
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: expression {kind} is not supported: {node}")
+
+    def trace_time(self, expr: Any) -> bool:
+        """Every variable of ``expr`` is a range_constexpr loop's (so it is a Python int)."""
+        import tvm_ffi
+        from tvm import tirx
+
+        found: list[bool] = []
+        tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(hash(v) in self.constexpr_vars)))
+        return bool(found) and all(found)
 
     def select(self, dtype: Any, cond: Any, a: Any, b: Any) -> str:
         return (f"{dtype_of(dtype, 'a select')}(cutlass.select_({self.expr(cond)}, {self.expr(a)}, "
@@ -361,29 +372,12 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         return header + self.lines
 
 
-def scalar_args(launch_args: Any) -> list[str]:
-    """The scalar operands of the launches (host parameter names), in order of first use:
-    ``launch``'s parameters after the pointers (the execution backend passes them so)."""
-    seen: list[str] = []
-    for args in launch_args:
-        seen += [a for a in args if not a.startswith("param:") and a not in seen]
-    return seen
-
-
 def _launches(mod: Any) -> list[dict[str, Any]]:
     attrs = mod.attrs
     raw = attrs.get("tilelang.launches") if attrs is not None else None
     if raw is None:
         raise CompileError("cutedsl codegen: the device module has no launch metadata (CaptureLaunchMetadata)")
     return json.loads(str(raw))
-
-
-def _static(expr: str, what: str, symbol: str) -> int:
-    try:
-        return int(expr)
-    except ValueError:
-        raise CompileError(f"cutedsl codegen: kernel {symbol!r} has a {what} of {expr!r}; this backend "
-                           "launches kernels of static sizes only") from None
 
 
 def launch_params(mod: Any) -> list[int]:
@@ -413,46 +407,5 @@ def generate(mod: Any) -> str:
         printer = KernelPrinter(gvar.name_hint, func, swizzles, mma, stages, wgmma_tiles, alignment)
         out += [*printer.print(), "", ""]
         printers[gvar.name_hint] = printer
-    launches = _launches(mod)
-    scalar_types = {}  # scalar operand -> its CuTe DSL type, from the kernel that takes it
-    for launch in launches:
-        kernel = printers.get(launch["symbol"])
-        for arg, param in zip(launch["args"], kernel.func.params if kernel is not None else ()):
-            if not arg.startswith("param:"):
-                scalar_types[arg] = dtype_of(param.ty.dtype, f"scalar operand {arg!r}")
-    params = sorted({int(a.split(":")[1]) for launch in launches for a in launch["args"] if a.startswith("param:")})
-    names = [f"p{i}" for i in params]
-    out.append("@cute.jit")
-    # pointers, not tensors: make_ptr per call is the cheapest conversion of a torch tensor
-    # (from_dlpack costs about 4x more per call, measured on the H200: issue 12)
-    scalars = [f"s_{name}: {scalar_types[name]}" for name in scalar_args([launch["args"] for launch in launches])]
-    out.append(f"def launch({', '.join([*(f'{n}: cute.Pointer' for n in names), *scalars])}, stream: cuda.CUstream):")
-    for launch in launches:
-        out.extend(_launch_lines(launch, printers))
-    if not launches:
-        out.append("    pass")
+    out += launch_function(_launches(mod), printers)
     return "\n".join(out) + "\n"
-
-
-def _launch_lines(launch: dict[str, Any], printers: dict[str, KernelPrinter]) -> Iterator[str]:
-    symbol = launch["symbol"]
-    printer = printers.get(symbol)
-    if printer is None:
-        raise CompileError(f"cutedsl codegen: launch of {symbol!r}, which is not a device kernel of this module")
-    operands = []
-    for arg, param in zip(launch["args"], printer.params):
-        if not arg.startswith("param:"):
-            if not arg.isidentifier():
-                raise CompileError(f"cutedsl codegen: kernel {symbol!r} takes the scalar operand {arg!r}; "
-                                   "this backend passes scalar parameters as they are, not expressions of them")
-            operands.append(f"s_{arg}")
-            continue
-        host = f"p{arg.split(':')[1]}"
-        size = printer.param_sizes.get(param, (1, ""))[0]
-        # a flat view: TIR indexes every buffer by its row-major offset
-        operands.append(f"cute.make_tensor({host}, cute.make_layout({size}))")
-    grid = [_static(g, "grid", symbol) for g in launch["grid"]]
-    block = [_static(b, "block", symbol) for b in launch["block"]]
-    smem = printer.smem_bytes + (1024 if printer.has_smem else 0)  # room to align the first tile
-    yield (f"    {symbol}({', '.join(operands)}).launch(grid={grid}, block={block}, smem={smem}, "
-           "stream=stream)")

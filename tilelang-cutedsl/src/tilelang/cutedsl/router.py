@@ -51,8 +51,8 @@ def unsupported_reason(kernel: Any) -> str | None:
             continue  # passed by value, as its CuTe DSL type
         if str(buffer.dtype) not in DTYPES:
             return f"parameter {param.name!r} of dtype {buffer.dtype}"
-        if not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
-            return f"parameter {param.name!r} has a symbolic shape (CuTe DSL kernels are compiled for static shapes here)"
+        if not all(isinstance(d, (tirx.IntImm, tirx.Var)) for d in buffer.shape):
+            return f"parameter {param.name!r} has an extent that is an expression (static or symbolic extents only)"
     found: list[str] = []
 
     def visit(call: Any) -> None:
