@@ -2,8 +2,10 @@
 
 The root is TILELANG_CACHE_DIR (default: the per-user cache directory). Each cache is a
 subfolder that ``cache_subdir(name)`` creates and checks: ``kernels`` (this module's
-KernelCache), and those of plugins (``cython`` extensions, CUDA ``cubin``s); the autotuner
-keeps its results in ``autotuner``. Nothing is ever written next to the root.
+KernelCache), ``requests`` (RequestIndex: which kernel key a builder call compiled to),
+``fingerprints`` (compiler source hashes by stat signature, tilelang.jit.fingerprint), and
+those of plugins (``cython`` extensions and ``cython-translations``, CUDA ``cubin``s); the
+autotuner keeps its results in ``autotuner``. Nothing is ever written next to the root.
 
 A kernel entry is ``kernels/<key[:2]>/<key>/``: ``artifact.json`` (the serializable
 CompiledArtifact), the files the execution backend built, and ``files.txt``, the integrity

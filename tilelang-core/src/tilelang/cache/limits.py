@@ -27,7 +27,7 @@ from ..errors import CacheError
 STALE_AFTER = 3600.0
 #: the subfolders of the root that the size limit covers: sharded entries, then single files
 SHARDED = ("kernels", "requests")
-LIMITED = ("cython", "cubin", "fingerprints")
+LIMITED = ("cython", "cubin", "fingerprints", "cython-translations")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 

@@ -40,12 +40,13 @@ def load_tvm_runtime_library() -> None:
     from tvm_ffi import libinfo
 
     spec = importlib.util.find_spec("tvm")
-    if spec is None or not spec.submodule_search_locations:
-        raise TileLangError("the tvm_ffi execution backend needs apache-tvm's runtime library; "
-                            "pip install apache-tvm")
     paths = [Path(os.environ["TVM_LIBRARY_PATH"])] if os.environ.get("TVM_LIBRARY_PATH") else []
-    paths.append(Path(next(iter(spec.submodule_search_locations))) / "lib")
-    libinfo.load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=paths)
+    if spec is not None and spec.submodule_search_locations:
+        paths.append(Path(next(iter(spec.submodule_search_locations))) / "lib")
+    try:
+        libinfo.load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=paths)
+    except (OSError, RuntimeError):  # another layout: the package loads it its own way
+        import tvm  # noqa: F401
 
 
 class TVMFFILauncher(KernelLauncher):

@@ -184,6 +184,8 @@ def build_extension(sources: Mapping[str, str], kernel: str) -> tuple[str, bytes
     return final.name, data
 
 
+#: the cache folder of launcher.pyx's translation (beside ``cython``, which holds extensions only)
+TRANSLATIONS = "cython-translations"
 #: the module name launcher.pyx is translated under once; as long as every real one
 #: (MODULE_PREFIX + 32 hex digits), and made of letters no real one holds
 PLACEHOLDER = MODULE_PREFIX + "T" * 32
@@ -193,12 +195,12 @@ def translated_launcher(pyx: str, kernel: str) -> str:
     """Cython's C for ``pyx`` under the PLACEHOLDER module name. Every kernel's launcher.pyx
     is the same text (what differs is in the tl_kernel.h it includes, which Cython does not
     read), so the translation (half a cold cython build) runs once per template and Cython
-    version, cached in the ``cython`` folder like the extensions."""
+    version, cached in the ``cython-translations`` folder (digest-checked like the extensions)."""
     import Cython
     from tilelang.plugin import cache_subdir, read_file, write_file
 
     key = hashlib.sha256(f"{pyx}\0cython={Cython.__version__}\0{sys.version}".encode()).hexdigest()[:32]
-    directory = cache_subdir("cython")
+    directory = cache_subdir(TRANSLATIONS)
     path = None if directory is None else directory / f"translated-{key}.c"
     cached = None if path is None else read_file(path, repair=True)
     if cached is not None:
@@ -237,36 +239,39 @@ _LOADED: dict[str, ModuleType] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _package_library(package: str, folder: str, name: str, env_var: str | None = None) -> None:
+def _package_library(package: str, folder: str, name: str, env_var: str | None = None) -> bool:
     """Load ``lib<name>.so`` of an installed package RTLD_GLOBAL without importing the
     package: from ``$env_var``, else ``<package>/<folder>``. The package's own import later
-    opens the same file, which the dynamic loader shares rather than loads twice."""
+    opens the same file, which the dynamic loader shares rather than loads twice. False
+    when it is not there (another layout, another platform's suffix)."""
     import ctypes
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise CompileError(f"the cython launcher needs {package}'s shared library; pip install {package}")
+        return False
     folders = [Path(os.environ[env_var])] if env_var and os.environ.get(env_var) else []
     folders.append(Path(next(iter(spec.submodule_search_locations))) / folder)
     for candidate in folders:
         path = candidate / f"lib{name}.so"
         if path.is_file():
             ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-            return
-    raise CompileError(f"lib{name}.so not found in {', '.join(map(str, folders))}")
+            return True
+    return False
 
 
 def load_runtime_libraries(host_kernel: bool) -> None:
     """What launchers link against, loaded as ``import tvm`` would load it but without
     importing TVM's packages (1-2 s, most of a cache hit otherwise): every launcher reports
     errors through libtvm_ffi, and a host kernel's compute function may call TVM's runtime
-    (workspaces, the parallel thread pool). Nothing to do once the packages are imported."""
+    (workspaces, the parallel thread pool). Where a library is not found by path, the
+    package is imported, which loads it its own way."""
     if "tvm" in sys.modules:
         return
-    if "tvm_ffi" not in sys.modules:
-        _package_library("tvm_ffi", "lib", "tvm_ffi")
-    if host_kernel:
-        _package_library("tvm", "lib", "tvm_runtime", "TVM_LIBRARY_PATH")
+    found = "tvm_ffi" in sys.modules or _package_library("tvm_ffi", "lib", "tvm_ffi")
+    if found and host_kernel:
+        found = _package_library("tvm", "lib", "tvm_runtime", "TVM_LIBRARY_PATH")
+    if not found:
+        import tvm  # noqa: F401
 
 
 def load_extension(path: Path) -> ModuleType:
