@@ -57,7 +57,8 @@ MUTANTS = {
                  "tilelang-core/src/tilelang/jit/fingerprint.py",
                  "tilelang-core/src/tilelang/backend/context.py::BackendContext.fingerprint"],
         "tests": ["tilelang-core/tests/test_cache_key.py", "tilelang-core/tests/test_plugin_cache_key.py",
-                  "tilelang-core/tests/test_cache.py", "-k", "key or fingerprint"],
+                  "tilelang-core/tests/test_request_index.py", "tilelang-core/tests/test_cache.py", "-k",
+                  "key or fingerprint"],
     },
     "loader": {
         "code": ["tilelang-core/src/tilelang/plugins/loader.py"],

@@ -1,15 +1,19 @@
 """The kernel cache key, one input at a time: two compiles that differ in exactly one thing
 (the target with the same host, the execution backend with the same target and host) must
 not share a key. test_cache.py varies target and host together (llvm vs c), so a key that
-dropped the target alone would still pass there (issue 15, item 8)."""
+dropped the target alone would still pass there (issue 15, item 8). And the plugin code an
+editable install hashes into the key is found where its .pth file points."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from tilelang.backend import create_backend_context
 from tilelang.backend.registry import REGISTRY, origin
+from tilelang.jit import fingerprint
 from tilelang.jit.adapter.tvm_ffi.backend import TVMFFIExecutionBackend
 from tilelang.jit.kernel import _kernel_key
 from tilelang.testing.kernels import elementwise_add
@@ -61,3 +65,41 @@ def test_tvm_ffi_and_cython_on_one_target_get_different_keys() -> None:
     assert str(tvm_ffi.target) == str(cython.target) and str(tvm_ffi.target_host) == str(cython.target_host)
     assert tvm_ffi.fingerprint() != cython.fingerprint()
     assert key(tvm_ffi) != key(cython)
+
+
+class _File:
+    """A file of an installed distribution, as importlib.metadata lists it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.suffix = path.suffix
+
+    def locate(self) -> Path:
+        return self.path
+
+
+class _Dist:
+    def __init__(self, direct_url: dict | None, files: list[Path]) -> None:
+        self.direct_url = direct_url
+        self.files = [_File(f) for f in files]
+
+    def read_text(self, name: str) -> str | None:
+        return json.dumps(self.direct_url) if name == "direct_url.json" and self.direct_url else None
+
+
+def test_an_editable_plugins_sources_are_the_folders_its_pth_names(tmp_path: Path) -> None:
+    """The key hashes an editable plugin's code where its .pth puts it on sys.path (which
+    need not be <project>/src); only when no .pth names a folder, the project's src/ or the
+    project itself."""
+    project, elsewhere, other = tmp_path / "project", tmp_path / "checkout" / "python", tmp_path / "other"
+    for folder in (project / "src", elsewhere, other):
+        folder.mkdir(parents=True)
+    pth, cfg = tmp_path / "_acme.pth", tmp_path / "acme.cfg"
+    pth.write_text(f"# a comment\nimport acme_hook\n{elsewhere}\n{tmp_path / 'missing'}\n")
+    cfg.write_text(f"{other}\n")  # not a .pth: never read, though it names a folder
+    url = {"dir_info": {"editable": True}, "url": project.as_uri()}
+    assert fingerprint.editable_source_roots(_Dist(url, [pth, cfg])) == [elsewhere]
+    assert fingerprint.editable_source_roots(_Dist(url, [cfg])) == [project / "src"]
+    (project / "src").rmdir()
+    assert fingerprint.editable_source_roots(_Dist(url, [])) == [project]
+    assert fingerprint.editable_source_roots(_Dist({"url": project.as_uri()}, [pth])) is None  # a wheel install
