@@ -89,8 +89,49 @@ def test_edge_tiles_keep_guarded_copies_and_bounded_stores() -> None:
 
 def test_other_gemms_keep_the_simt_lowering() -> None:
     assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, dtype="float32"))  # no fp32 atom
-    assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, relu=True))  # C read by a T.Parallel
     assert "make_tiled_mma" not in source(tile_gemm(48, 48, 32, 48, 48, 32))  # no warp grid fits
+
+    @T.prim_func
+    def row_sum_of_product(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+                           S: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((32, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            Sl = T.alloc_fragment((64,), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(Cl)
+            T.gemm(As, Bs, Cl)
+            T.reduce_sum(Cl, Sl, dim=1)  # reads across the MMA layout
+            T.copy(Sl, S)
+
+    assert "make_tiled_mma" not in source(row_sum_of_product)
+
+
+def test_epilogue_nests_walk_the_accumulator_registers() -> None:
+    """relu(A @ B + bias[j]) in a T.Parallel nest at the nest's own indices: a loop over the
+    thread's accumulator elements, each at its (row, column) in the MMA layout."""
+
+    @T.prim_func
+    def gemm_bias_relu(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+                       bias: T.Tensor((128,), "float32"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((128, 64), "float16")
+            Bs = T.alloc_shared((64, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            T.clear(Cl)
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, Cl)
+            for i, j in T.Parallel(128, 128):
+                Cl[i, j] = T.max(Cl[i, j] + bias[j], 0.0)
+            T.copy(Cl, C)
+
+    src = source(gemm_bias_relu)
+    assert "Cl_coord = tiled_mma_0_thr.partition_C(cute.make_identity_tensor((128, 128)))" in src
+    assert "for e in cutlass.range_constexpr(0, 128):" in src  # 128 x 128 over 128 threads, unrolled
+    assert "j = Cl_coord[e][1]" in src and "Cl[e] = cutlass.max((Cl[e] + bias_ptr[j])" in src
 
 
 def test_clear_accum_fills_before_the_product() -> None:
@@ -136,6 +177,7 @@ def test_sm90_falls_back_to_mma_sync() -> None:
 
 @pytest.mark.skipif(not CUTE, reason="NVIDIA CuTe DSL (nvidia-cutlass-dsl) is not installed")
 @pytest.mark.parametrize("shape", [(256, 256, 128, 128, 128, 32, False, False, "sm_80"),
+                                   (256, 256, 128, 128, 128, 32, False, False, "sm_90-relu"),
                                    (200, 136, 72, 64, 64, 32, False, False, "sm_90"),
                                    (128, 128, 64, 64, 64, 32, True, True, "sm_80"),
                                    (512, 384, 256, 128, 128, 64, True, True, "sm_90"),
@@ -143,7 +185,9 @@ def test_sm90_falls_back_to_mma_sync() -> None:
 def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
     """In a subprocess: CUTE_DSL_ARCH is read when cutlass is imported."""
     *dims, ta, tb, arch = shape
-    (tmp_path / "kernel_cute.py").write_text(source(tile_gemm(*dims, trans_a=ta, trans_b=tb, stages=3), arch=arch))
+    arch, relu = arch.split("-")[0], arch.endswith("-relu")
+    kernel = tile_gemm(*dims, trans_a=ta, trans_b=tb, stages=3, relu=relu)
+    (tmp_path / "kernel_cute.py").write_text(source(kernel, arch=arch))
     script = textwrap.dedent(f"""
         import cuda.bindings.driver as cuda, cutlass
         from cutlass import cute

@@ -131,10 +131,15 @@ def test_explicit_target_simt_gemm_and_flash_attention() -> None:
     """What the MMA atoms do not take still runs on cutedsl (SIMT GEMM loops)."""
     from tilelang.testing.kernels import flash_attention, tile_gemm
 
-    gemm = tilelang.compile(tile_gemm(256, 256, 128, relu=True), out_idx=[-1], target="cutedsl")
-    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
-    b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
-    torch.testing.assert_close(gemm(a, b), torch.relu(a.float() @ b.float()), rtol=1e-3, atol=1e-3)
+    gemm = tilelang.compile(tile_gemm(256, 256, 128, dtype="float32"), out_idx=[-1], target="cutedsl")
+    a, b = torch.randn(256, 128, device="cuda"), torch.randn(128, 256, device="cuda")
+    torch.testing.assert_close(gemm(a, b), a @ b, rtol=1e-3, atol=1e-3)
+    # a relu epilogue on the accumulator: CuTe MMA atoms, the epilogue on their registers
+    relu = tilelang.compile(tile_gemm(256, 256, 128, 128, 128, 32, stages=3, relu=True), out_idx=[-1],
+                            target="cutedsl")
+    assert "Cl_coord" in relu.get_kernel_source()
+    a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((256, 128), (128, 256)))
+    torch.testing.assert_close(relu(a, b), torch.relu(a.float() @ b.float()), rtol=1e-3, atol=1e-2)
     attention = tilelang.compile(flash_attention(1, 2, 256, 64), out_idx=[-1], target="cutedsl")
     q, k, v = (torch.randn(1, 256, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     want = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),

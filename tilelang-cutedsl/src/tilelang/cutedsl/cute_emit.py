@@ -56,8 +56,11 @@ def tiled_mma(name: str, config: dict[str, Any], dtype: str) -> list[str]:
     ]
 
 
-def accumulator(name: str, mma: str, config: dict[str, Any]) -> str:
-    return f"{name} = {mma}.make_fragment_C({mma}.partition_shape_C(({config['m']}, {config['n']})))"
+def accumulator(name: str, mma: str, config: dict[str, Any]) -> list[str]:
+    """The accumulator fragment, and the (row, column) of each of its elements."""
+    shape = f"({config['m']}, {config['n']})"
+    return [f"{name} = {mma}.make_fragment_C({mma}.partition_shape_C({shape}))",
+            f"{name}_coord = {mma}_thr.partition_C(cute.make_identity_tensor({shape}))"]
 
 
 def gemm(site: str, mma: str, a: str, b: str, c: str, dims: tuple[int, int, int], trans: tuple[bool, bool],

@@ -42,6 +42,7 @@ from tilelang.plugin import (
     tile_op_name,
 )
 
+from .epilogue import own_index_nests, rewrite_nests
 from .stages import STAGES_ATTR, extern_name, extern_only, pipeline
 
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
@@ -182,8 +183,9 @@ class _Plan:
         """C is filled, multiplied into, and copied whole to a global tile, nothing else."""
         from tilelang.plugin import buffer_accesses
 
-        if any(buffer.same_as(c) for buffer, _, _ in buffer_accesses(self.func.body)):
-            return False
+        touched = any(buffer.same_as(c) for buffer, _, _ in buffer_accesses(self.func.body))
+        if touched and not own_index_nests(self.func.body, c):
+            return False  # a T.Parallel nest at its own indices is fine (epilogue.py)
         for name, args in self.ops:
             regions = [a for a in args if hasattr(a, "region") and hasattr(a, "source")]
             ours = [r for r in regions if r.source.same_as(c)]
@@ -286,7 +288,12 @@ def _rewrite(plan: _Plan) -> Any:
         r = reg(node.buffer)
         return tirx.AllocBuffer(r) if r is not None else node
 
-    body = tvm_ffi.structural_map(plan.func.body, (tirx.Evaluate, on_op), order="post")
+    threads = _thread_count(plan.func.body) or 1
+    body = plan.func.body
+    for c, r in regs.items():
+        config = plan.accumulators[c]
+        body = rewrite_nests(body, c, r, config["m"] * config["n"] // threads)
+    body = tvm_ffi.structural_map(body, (tirx.Evaluate, on_op), order="post")
     body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
     body = tvm_ffi.structural_map(body, (tirx.SeqStmt, _fence_g2s_runs), order="post")
     own = {str(t.name): t for t in plan.operands if extern_only(body, t)}

@@ -60,7 +60,7 @@ def _tl_truncmod(a, b):
 '''
 INTEGER_OPS = {"FloorMod": "_tl_floormod", "Div": "_tl_truncdiv", "Mod": "_tl_truncmod"}
 SHARED, LOCAL = ("shared", "shared.dyn"), ("local", "local.fragment", "local.var")
-VECTORIZED = 2  # tirx.ForKind.VECTORIZED (without importing TVM at module import)
+VECTORIZED, UNROLLED = 2, 3  # tirx.ForKind's (without importing TVM at module import)
 UNROLL_LIMIT = 32  # iterations; longer constant loops stay loops
 SMEM_ALIGN = 128  # bytes; 1024 for swizzled tiles, whose pattern repeats over absolute addresses
 
@@ -159,7 +159,8 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         name, dtype = self.bind(buffer), dtype_of(buffer.dtype, f"buffer {buffer.name!r}")
         self.buffer_names[name], self.dtypes[name] = str(buffer.name), buffer.dtype
         if scope in LOCAL and str(buffer.name) in self.mma:
-            self.emit(depth, cute_emit.accumulator(name, self.tiled_mma(str(buffer.name)), self.mma[str(buffer.name)]))
+            for line in cute_emit.accumulator(name, self.tiled_mma(str(buffer.name)), self.mma[str(buffer.name)]):
+                self.emit(depth, line)
             return
         if scope in SHARED and str(buffer.name) in self.wgmma_tiles:
             tile = self.wgmma_tiles[str(buffer.name)]
@@ -214,7 +215,7 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         # constant (a dynamic index would put the tensor in local memory)
         short = start.isdigit() and extent.isdigit() and int(extent) <= UNROLL_LIMIT
         # a main loop of CuTe copies and GEMMs stays a loop: unrolled, it is compiled per trip
-        short = short and "tl_cute_" not in str(node.body)
+        short = short and "tl_cute_" not in str(node.body) or node.kind == UNROLLED
         loop = "cutlass.range_constexpr" if short else "range"
         if short:
             self.constexpr_vars.add(hash(node.loop_var))
@@ -336,6 +337,9 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         args = list(node.args)
         if op in CALL_BINARY:
             return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
+        if op == "tirx.call_extern" and str(args[0].value) == "tl_cute_acc_coord":  # epilogue.py
+            accumulator = self.operand(args[1])[0]
+            return f"{accumulator}_coord[{self.expr(args[2])}][{self.expr(args[3])}]"
         if op == "tirx.call_extern" and str(args[0].value).startswith(atomics.PREFIX):
             name, rest = str(args[0].value), args[1:]
             if name == atomics.PREFIX + "ordered":  # (order, the atomic call)
