@@ -126,3 +126,17 @@ def test_scalar_parameters_are_taken() -> None:
     source = tilelang.lower(func, target="cutedsl").device_source
     assert "def launch(p0: cute.Pointer, p1: cute.Pointer, s_a: cutlass.Float32, stream: cuda.CUstream):" in source
     assert "def main_kernel(X_ptr: cute.Tensor, Y_ptr: cute.Tensor, a: cutlass.Float32):" in source
+
+
+def test_gemms_that_would_take_simt_loops_stay_on_cuda() -> None:
+    """Tensor-core GEMMs are taken; one whose accumulator feeds a reduction (flash-attention)
+    would run SIMT loops here, tens of times slower: its reason says what MMA atoms need."""
+    from tilelang.cutedsl.router import unsupported_reason
+    from tilelang.testing.kernels import flash_attention, tile_gemm
+
+    assert unsupported_reason(tile_gemm(256, 256, 128, relu=True)) is None
+    assert unsupported_reason(flash_attention(1, 2, 128, 64)) == (
+        "T.gemm into 'acc_s' on CuTe MMA atoms (it needs float16/bfloat16 shared operands and an accumulator "
+        "that is only filled, multiplied into, updated at its own indices and copied whole to global memory; "
+        "else it takes SIMT loops)")
+    assert "T.gemm into 'Cl'" in unsupported_reason(tile_gemm(256, 256, 128, dtype="float32"))

@@ -67,7 +67,25 @@ def unsupported_reason(kernel: Any) -> str | None:
             found.append(f"the op {name}")
 
     tvm_ffi.structural_walk(kernel.body, (tvm.ir.Call, visit))
-    return found[0] if found else None
+    if found:
+        return found[0]
+    return simt_gemm_reason(kernel)
+
+
+def simt_gemm_reason(kernel: Any) -> str | None:
+    """Why a T.gemm of ``kernel`` would take the SIMT loops (tens of times slower than
+    tensor cores: such a kernel is better left on cuda), or None. ``target="cutedsl"``
+    still compiles it."""
+    from .gemm import _Plan
+
+    plan = _Plan(kernel)
+    plan.analyze()
+    for name, args in plan.ops:
+        if name == "gemm" and plan.find(args[2].source, plan.accumulators) is None:
+            return (f"T.gemm into {args[2].source.name!r} on CuTe MMA atoms (it needs float16/bfloat16 shared "
+                    "operands and an accumulator that is only filled, multiplied into, updated at its own "
+                    "indices and copied whole to global memory; else it takes SIMT loops)")
+    return None
 
 
 def route(request: RouteRequest) -> RouteDecision | None:
