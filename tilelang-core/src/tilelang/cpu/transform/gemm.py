@@ -67,7 +67,7 @@ class GemmOperands:
 
     @classmethod
     def of(cls, call: Any) -> GemmOperands:
-        a, b, c, trans_a, trans_b, clear = call.args
+        a, b, c, trans_a, trans_b, clear = list(call.args)[:6]
         return cls(a, b, c, bool(trans_a.value), bool(trans_b.value), bool(clear.value))
 
 
