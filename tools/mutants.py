@@ -201,8 +201,11 @@ def run_group(name: str, group: dict[str, list[str]], tree: Path, work: Path, en
     began = time.monotonic()
     baseline = subprocess.run(shlex.split(command), check=False, cwd=tree, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - began
-    if baseline.returncode != 0:
-        sys.exit(f"mutants: group {name!r}: the tests fail without any mutant:\n{baseline.stdout[-3000:]}")
+    if baseline.returncode != 0:  # reported, and the other groups still run
+        print(f"mutants: group {name!r}: the tests fail without any mutant:\n{baseline.stdout[-3000:]}", flush=True)
+        return {"code": group["code"], "tests": group["tests"], "baseline_failed": True, "mutants_in_scope": 0,
+                "mutants_run": 0, "baseline_s": round(seconds, 1), "seconds": round(time.monotonic() - start),
+                "killed": 0, "survived": 0, "incompetent": 0, "survivors": [], "kill_rate": None}
     config, db = work / f"{name}.toml", work / f"{name}.sqlite"
     db.unlink(missing_ok=True)
     write_config(config, list(scopes), command, timeout=max(30.0, 3 * seconds))
@@ -266,6 +269,9 @@ def main() -> None:
               f"{percent(g['kill_rate']):>10}")
     print(f"{'overall':<12} {'':>5} {killed:>7} {survived:>9} {'':>12} {percent(report['kill_rate']):>10}")
     print(f"mutants: {report['seconds']} s; reports: {out / 'report.md'}, {out / 'report.json'}")
+    failed = [name for name, g in groups.items() if g.get("baseline_failed")]
+    if failed:
+        sys.exit(f"mutants: the tests of {failed} fail without any mutant: no kill rate for them")
 
 
 if __name__ == "__main__":
