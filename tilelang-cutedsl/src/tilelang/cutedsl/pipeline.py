@@ -23,6 +23,7 @@ from .transform import CollectExtensions, StaticSharedBuffers, SwizzlesToModule
 #: CUDA passes left out, and why (pass name -> reason)
 LEFT_OUT = {
     "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings (LowerCuteGemm instead)",
+    "tl.cuda.SpecializeWarps": "a producer warp for tilelang-cuda's TMA rings, which this backend has none of",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
     "s_tir.LowerThreadAllreduce": "TVM's warp-shuffle builtins",
     "tl.PadTinySharedAllocations": "only needed before MergeSharedMemoryAllocations",
