@@ -214,3 +214,35 @@ def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
         assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
     assert ("cp.async.cg.shared.global" in ptx) == whole
     assert "ld.local" not in ptx and "st.local" not in ptx  # the accumulator stays in registers
+
+
+def staged_epilogue_gemm(M=256, N=256, K=128, bM=128, bN=128, bK=32):
+    """Upstream's epilogue through shared memory: T.copy(C_local, C_shared), then to global."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared((bM, bK), "float16")
+            Bs = T.alloc_shared((bK, bN), "float16")
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            Cs = T.alloc_shared((bM, bN), "float16")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=3):
+                T.copy(A[by * bM, k * bK], As)
+                T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, Cs)
+            T.copy(Cs, C[by * bM, bx * bN])
+
+    return main
+
+
+def test_accumulator_copied_to_a_shared_tile() -> None:
+    src = source(staged_epilogue_gemm(), arch="sm_90")
+    assert "warpgroup" in src  # the GEMM stays on MMA atoms
+    store = src.index("sD_")
+    assert src.rindex("cute.arch.sync_threads()", 0, store) > src.rindex("wait_group(0)", 0, store)
+    assert "sD_" in src and "= cute.make_tensor(Cs.iterator, cute.make_layout((128, 128), stride=(128, 1)))" in src
+    assert "] = Cl[e_" in src and ".to(cutlass.Float16)" in src
+    after = src[store:]
+    assert after.index("cute.arch.sync_threads()") < after.index("Cs[")  # published before T.copy reads it

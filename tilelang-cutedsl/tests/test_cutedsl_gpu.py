@@ -186,3 +186,17 @@ def test_examples_run_on_cutedsl(routed: None, name: str, kwargs: dict) -> None:
         assert "stays on 'cuda' (router 'cutedsl': cutedsl does not lower T.gemm into 'acc_s'" in described, described
     else:
         assert "routed 'cuda' -> 'cutedsl'" in described, described
+
+
+def test_gemm_with_a_shared_epilogue(routed: None) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_cutedsl_gemm import staged_epilogue_gemm
+
+    kernel = compile_cuda(staged_epilogue_gemm(512, 384, 256))
+    assert kernel.context.module.name == "cutedsl"
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 384, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-2)

@@ -117,6 +117,20 @@ def store_accumulator(site: str, mma: str, c: str, dst: str, offset: str, origin
     ]
 
 
+def store_accumulator_shared(site: str, mma: str, c: str, tile: str, dims: tuple[int, int],
+                             swizzle: list[int] | None, dtype: str) -> list[str]:
+    """The accumulator into a whole shared tile of its shape, through the tile's own
+    row-major (maybe swizzled) offsets, converted to ``dtype``."""
+    m, n = dims
+    value = f"{c}[e_{site}]" if dtype == "cutlass.Float32" else f"{c}[e_{site}].to({dtype})"
+    return [
+        f"sD_{site} = cute.make_tensor({tile}, {smem_layout((m, n), (n, 1), swizzle)})",
+        f"tDs_{site} = {mma}_thr.partition_C(sD_{site})",
+        f"for e_{site} in cutlass.range_constexpr(cute.size({c})):",
+        f"    tDs_{site}[e_{site}] = {value}",
+    ]
+
+
 def copy_g2s(site: str, dst: str, src: str, offset: str, tile: tuple[int, int], ld: int, threads: int,
              swizzle: list[int] | None, dtype: str, bits: int) -> list[str]:
     """A whole global tile into a shared tile: a tiled copy of 16-byte ``cp.async`` atoms,

@@ -64,6 +64,13 @@ class CuteStatements:
             return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,
                                                (self.expr(args[2]), self.expr(args[3])), tuple(ints[4:6]),
                                                tuple(ints[6:8]), dtype_of(self.dtypes[dst], "a GEMM result"))
+        if op == "tl_cute_store_acc_shared":
+            (c, _), (tile, _) = self.operand(args[0]), self.operand(args[1])
+            config = self.mma[self.buffer_names[c]]
+            return cute_emit.store_accumulator_shared(site, self.tiled_mma(self.buffer_names[c]), c, f"{tile}.iterator",
+                                                      (config["m"], config["n"]),
+                                                      self.swizzles.get(self.buffer_names[tile]),
+                                                      dtype_of(self.dtypes[tile], "a GEMM result"))
         if op == "tl_cute_g2s":
             (dst, _), (src, offset) = self.operand(args[0]), self.operand(args[1])
             dtype = self.dtypes[dst]

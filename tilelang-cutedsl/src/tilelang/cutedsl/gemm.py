@@ -5,7 +5,8 @@ other uses).
 
 A GEMM qualifies when A and B are whole shared tiles of float16/bfloat16, C a whole float32
 fragment, K a multiple of 16 and M, N multiples of the warp grid's 16-row/16-column steps.
-C may only be cleared/filled, multiplied into and copied whole to a global tile: then C
+C may only be cleared/filled, multiplied into, updated by T.Parallel nests at their own
+indices (epilogue.py) and copied whole to a global or shared tile: then C
 lives as the tiled MMA's accumulator fragment (``make_fragment_C``), in a register layout
 no other TileLang lowering knows. The rewritten ops are ``call_extern`` statements that the
 printer expands into CuTe code (cute_emit.py), with the buffers as loads at their origin:
@@ -14,7 +15,9 @@ printer expands into CuTe code (cute_emit.py), with the buffers as loads at thei
   shared memory into the A/B fragments (``make_tiled_copy_A/B``) and ``cute.gemm`` per
   16-deep k block;
 * ``tl_cute_store_acc(C[0], D[r0, c0], r0, c0, M, N, rows, cols)``: the accumulator to a
-  global tile, elements outside the tensor not written;
+  global tile, elements outside the tensor not written; ``tl_cute_store_acc_shared(C[0],
+  S[0])`` to a whole shared tile of C's shape (its offsets as every other access sees them),
+  between barriers;
 * ``tl_cute_g2s(S[0], G[r0, c0], rows, cols, ld)``: a whole global tile into an operand
   tile by a 16-byte ``cp.async`` tiled copy, when the tensor holds every tile whole and
   16-byte aligned rows (else T.copy keeps its lowering); the pass puts a barrier before a
@@ -34,6 +37,7 @@ from typing import Any
 from tilelang.plugin import (
     ALIGNMENT_ATTR,
     FRAGMENT_SCOPE,
+    block_barrier,
     extern_call,
     is_full_region,
     pass_config,
@@ -199,7 +203,13 @@ class _Plan:
                     return False
             elif name == "copy":
                 src, dst = regions[0], regions[1]
-                if not src.source.same_as(c) or not is_full_region(src) or dst.source.scope() != "global":
+                if not src.source.same_as(c) or not is_full_region(src):
+                    return False
+                if dst.source.scope() in SHARED_SCOPES:  # a whole shared tile of C's shape
+                    if not is_full_region(dst) or static_ints(dst.source.shape) != static_ints(c.shape):
+                        return False
+                    continue
+                if dst.source.scope() != "global":
                     return False
                 if static_ints(dst.source.shape) is None or len(dst.source.shape) != 2:
                     return False
@@ -271,6 +281,11 @@ def _rewrite(plan: _Plan) -> Any:
             if bool(args[5].value):  # clear_accum
                 return tirx.SeqStmt([fill(r, tirx.const(0.0, "float32")), call])
             return call
+        if name == "copy" and reg(args[0].source) is not None and args[1].source.scope() in SHARED_SCOPES:
+            # the tile keeps its row-major (maybe swizzled) offsets, which T.copy and T.Parallel
+            # read after; the barriers publish writes ThreadSync cannot see
+            store = extern_call("tl_cute_store_acc_shared", _origin(reg(args[0].source)), _origin(args[1].source))
+            return tirx.SeqStmt([block_barrier(), store, block_barrier()])
         if name == "copy" and reg(args[0].source) is not None:
             r, dst = reg(args[0].source), args[1]
             rows, cols = static_ints(dst.source.shape)
@@ -380,7 +395,6 @@ def _g2s_name(stmt: Any) -> bool:
 def _fence_g2s_runs(seq: Any) -> Any:
     """A barrier before each run of cp.async copies (the tile may still be read from the
     previous iteration) and a wait + barrier after it (ThreadSync cannot see these writes)."""
-    from tilelang.plugin import block_barrier
     from tvm import tirx
 
     stmts = list(seq.seq)
