@@ -20,10 +20,11 @@ SM90 = {"kind": "cuda", "arch": "sm_90"}
 
 def lower(func, host_code: bool = True, **configs):
     """The artifact for an execution backend that runs the kernel's host code (tvm_ffi's
-    spec: it is what encodes tensor maps) or, ``host_code=False``, for one that launches
-    the kernel itself (nvrtc's)."""
+    spec: that code encodes the tensor maps) or, ``host_code=False``, for one that launches
+    the kernel itself and encodes no tensor maps (cython's; nvrtc's encodes them from the
+    launch metadata, tilelang-exec-nvrtc's tests)."""
     context = create_backend_context(SM90, execution_backend=None)
-    name = "tvm_ffi" if host_code else "nvrtc"
+    name = "tvm_ffi" if host_code else "cython"
     spec = next(s for s in execution_specs(context.module) if s.name == name)
     context = dataclasses.replace(context, execution_spec=spec)
     return lower_artifact(func, context, out_idx=[-1], pass_configs=configs or None)
@@ -145,7 +146,7 @@ def test_a_name_assigned_in_the_pipelined_loop_keeps_the_pipeline(host_code, cop
 
 
 @pytest.mark.parametrize("why,kwargs,configs", [
-    ("execution backend without host code", {"host_code": False}, {}),
+    ("execution backend without host code or tensor-map operands", {"host_code": False}, {}),
     ("tl.disable_tma_lower", {}, {"tl.disable_tma_lower": True}),
     ("unswizzled tiles", {}, {"tl.disable_wgmma_swizzle": True}),
 ])

@@ -35,6 +35,10 @@ class ExecutionBackendSpec:
     supports_target: predicate on the normalized target; None means every target.
     requires_host_codegen: the execution backend loads host code produced by codegen_host.
     requires_device_compile: device code must be compiled eagerly (binary, not source).
+    operand_kinds: kinds of launch-metadata operand, beyond data pointers and scalars, that
+        the execution backend supplies when it launches kernels itself (e.g. "tensormap":
+        it encodes TMA tensor maps from their recipe); a pipeline may emit such operands
+        only for an execution backend that lists them (or runs the host code).
     target_backends / target_kinds: for a spec an execution backend offers itself (its
         ``serves``), the target backends and/or target kinds it serves; empty in a spec a
         target backend lists. A spec with kinds serves targets of those kinds only.
@@ -45,6 +49,7 @@ class ExecutionBackendSpec:
     supports_target: Callable[[Any], bool] | None = None
     requires_host_codegen: bool = True
     requires_device_compile: bool = True
+    operand_kinds: tuple[str, ...] = ()
     target_backends: tuple[str, ...] = ()
     target_kinds: tuple[str, ...] = ()
 
@@ -57,7 +62,7 @@ class ExecutionBackendSpec:
             value = getattr(self, field)
             if value is not None and not callable(value):
                 raise ManifestError(f"ExecutionBackendSpec({self.name!r}).{field} must be callable")
-        for field in ("target_backends", "target_kinds"):
+        for field in ("target_backends", "target_kinds", "operand_kinds"):
             value = getattr(self, field)
             if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
                 raise ManifestError(

@@ -25,7 +25,8 @@ BACKEND = BackendModule(
     execution_backends=(
         ExecutionBackendSpec("tvm_ffi", is_available=target.driver_unavailable_reason),
         ExecutionBackendSpec("nvrtc", is_available=target.driver_unavailable_reason,
-                             requires_host_codegen=False, requires_device_compile=False),
+                             requires_host_codegen=False, requires_device_compile=False,
+                             operand_kinds=("tensormap",)),  # it encodes TMA tensor maps itself
         ExecutionBackendSpec("cython", is_available=target.driver_unavailable_reason,
                              requires_host_codegen=False, requires_device_compile=False),
     ),

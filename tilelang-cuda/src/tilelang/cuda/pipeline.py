@@ -27,8 +27,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
 
     return [
-        # TMA tensor maps are encoded by the kernel's host code: only where it runs
-        LowerTensorCoreGemm(tensor_maps=context.execution_spec.requires_host_codegen),
+        # TMA tensor maps are encoded by the kernel's host code, or by a launcher that
+        # reads them from the launch metadata
+        LowerTensorCoreGemm(tensor_maps=context.execution_spec.requires_host_codegen or
+                            "tensormap" in context.execution_spec.operand_kinds),
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerAtomics(),

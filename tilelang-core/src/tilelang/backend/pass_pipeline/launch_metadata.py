@@ -11,7 +11,13 @@ pointer or a Python expression over the parameter and symbol names, with ``arg_t
 the host function allocates itself (a ``T.alloc_global`` workspace shared by two kernels,
 as upstream's split-KV decoding writes its partial outputs) is ``"workspace:<name>"``: only
 an execution backend that runs the host code (tvm_ffi) can supply it, and launchers that
-read this metadata refuse such operands.
+read this metadata refuse such operands. A TMA tensor map the host code encodes before the
+launch (``tirx.tensormap_encode_tiled``) is ``"tensormap:<json>"`` with arg type
+``"tensormap"``: the JSON holds the tensor parameter, the descriptor's element type and
+rank, its dimensions and byte strides as Python expressions, and its box, element
+strides, interleave, swizzle, L2 promotion and out-of-bounds fill (the arguments of the
+CUDA driver's cuTensorMapEncodeTiled, innermost dimension first); a launcher that reads
+this metadata encodes the 128-byte map itself and passes it by value.
 
 With ``host_calls=True`` it also records direct calls of module functions from the host
 function: a CPU pipeline that outlines its compute function (SplitHostDevice on a
@@ -73,6 +79,7 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
             calls.append(call)
 
     tvm_ffi.structural_walk(func.body, (tvm.ir.Call, visit))
+    maps = _tensor_maps(func, names)
     launches = []
     for call in calls:
         if isinstance(call.op, tvm.ir.GlobalVar):
@@ -81,7 +88,10 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
             symbol, operands, by_tag = _ffi_kernel_call(call)
         encoded, types = [], []
         for operand in operands:
-            if getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
+            if any(operand.same_as(var) for var in maps):
+                encoded.append("tensormap:" + next(text for var, text in maps.items() if operand.same_as(var)))
+                types.append("tensormap")
+            elif getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
                 name = operand.args[0].name
                 encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
@@ -97,6 +107,35 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
             "dynamic_smem": python_expr(by_tag[_DYN_SMEM]) if _DYN_SMEM in by_tag else "0",
         })
     return launches
+
+
+def _tensor_maps(func: Any, names: list[str]) -> dict[Any, str]:
+    """Every tensor map the host function encodes -> its recipe (JSON, see the module
+    docstring)."""
+    import tvm
+    import tvm_ffi
+
+    calls: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, lambda c: calls.append(c)
+                                        if getattr(c.op, "name", None) == "tirx.tensormap_encode_tiled" else None))
+    maps = {}
+    for call in calls:
+        attrs, args = call.attrs, list(call.args)
+        rank = int(attrs.rank)
+        base = args[1]
+        if getattr(getattr(base, "op", None), "name", None) != "tirx.buffer_data" or \
+                base.args[0].name not in names:
+            raise CompileError(f"tensor map {args[0].name} is not encoded over a tensor parameter")
+        dims, strides = args[2:2 + rank], args[2 + rank:1 + 2 * rank]
+        box, elements = args[1 + 2 * rank:1 + 3 * rank], args[1 + 3 * rank:1 + 4 * rank]
+        maps[args[0]] = json.dumps({
+            "param": names.index(base.args[0].name), "dtype": str(attrs.descriptor_dtype), "rank": rank,
+            "dims": [python_expr(d) for d in dims], "strides": [python_expr(d) for d in strides],
+            "box": [int(b.value) for b in box], "element_strides": [int(e.value) for e in elements],
+            "interleave": int(attrs.interleave), "swizzle": int(attrs.swizzle),
+            "l2_promotion": int(attrs.l2_promotion), "oob_fill": int(attrs.oob_fill),
+        }, sort_keys=True)
+    return maps
 
 
 def _ffi_kernel_call(call: Any) -> tuple[str, list[Any], dict[str, Any]]:

@@ -53,6 +53,7 @@ ARG_FORMATS: dict[str, str] = {
     "bfloat16": "H",  # the bits, from _bfloat16_bits
     "float32": "f",
     "float64": "d",
+    "tensormap": "128s",  # a TMA CUtensorMap, by value (tensor_map.py)
 }
 
 # The builtins generated code may call, under names no kernel parameter takes.
@@ -169,7 +170,11 @@ def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchVal
                                "(symbolic strides?)") from None
 
     operands = []
+    encoders: dict[str, Any] = {}  # generated name -> TensorMapEncoder
     for k, (arg, arg_type) in enumerate(zip(launch.args, launch.arg_types)):
+        if arg_type == "tensormap":
+            operands.append(_tensor_map_operand(arg, k, artifact, signature, expr, encoders, where))
+            continue
         if arg_type not in ARG_FORMATS:
             raise CompileError(f"{where}: operand #{k} ({arg}) has type {arg_type!r}, which nvrtc "
                                f"cannot pass; supported: {', '.join(ARG_FORMATS)}")
@@ -188,6 +193,7 @@ def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchVal
     source = _emit(signature, extents, smem, operands)
     filename = f"<tilelang-nvrtc {artifact.kernel_name}:{launch.symbol}>"
     namespace = dict(_GLOBALS)
+    namespace.update(encoders)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - see the module docstring
     # tracebacks through the generated function show its source
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -196,6 +202,30 @@ def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchVal
         constant = int(eval(smem, dict(_GLOBALS)))  # checked above: no names, no calls but min/max/int/float
     return LaunchValues(launch.symbol, source, namespace["_launch_values"], tuple(launch.arg_types),
                         tuple(launch.args), constant)
+
+
+def _tensor_map_operand(arg: str, k: int, artifact: CompiledArtifact, signature: list[str],
+                        expr: Callable[[str, str], str], encoders: dict[str, Any], where: str) -> str:
+    """The generated call that encodes operand #k's tensor map (a ``"tensormap:<json>"``
+    operand of core's launch metadata) from its tensor's address, dimensions and strides."""
+    import json
+
+    from .tensor_map import TensorMapEncoder
+
+    try:
+        recipe = json.loads(arg.removeprefix("tensormap:"))
+        index, rank = int(recipe["param"]), int(recipe["rank"])
+        dims, strides = list(recipe["dims"]), list(recipe["strides"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise CompileError(f"{where}: operand #{k} is a corrupt tensor-map recipe ({err})") from None
+    if not 0 <= index < len(artifact.params) or not artifact.params[index].is_tensor or \
+            len(dims) != rank or len(strides) != rank - 1:
+        raise CompileError(f"{where}: operand #{k}'s tensor map names no tensor parameter or has the wrong rank")
+    name = f"{_PREFIX}tensor_map{k}"
+    encoders[name] = TensorMapEncoder(recipe, where)
+    dims_text = ", ".join(expr(str(d), f"operand #{k} dimension") for d in dims)
+    strides_text = ", ".join(expr(str(d), f"operand #{k} stride") for d in strides)
+    return f"{name}({signature[index]}.data_ptr(), ({dims_text},), ({strides_text}{',' if strides else ''}))"
 
 
 def _emit(signature: list[str], extents: list[str], smem: str, operands: list[str]) -> str:
