@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -44,6 +45,24 @@ def test_elementwise_loads_and_stores_16_bytes(dtype: str, lanes: int) -> None:
 def test_tile_copies_vectorize_their_global_side() -> None:
     src = body(tile_copy_scale(256, 256))
     assert "cute.autovec_copy(cute.make_tensor((A_ptr.iterator + (" in src and ".align(16)" in src
+
+
+def test_in_place_vectors_read_before_they_write() -> None:
+    """y = a x + y on vectors: y's register is loaded, updated and stored back."""
+
+    @T.prim_func
+    def axpy(X: T.Tensor((1024,), "float32"), Y: T.Tensor((1024,), "float32"), a: T.float32):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(512):
+                Y[bx * 512 + i] = a * X[bx * 512 + i] + Y[bx * 512 + i]
+
+    source = tilelang.lower(axpy, target="cutedsl").device_source
+    assert source.count("cute.autovec_copy(") == 3  # X in, Y in, Y out
+    assert len(set(re.findall(r"Y_ptr_v\d+", source))) == 1  # one register for Y
+    x, y = RNG.standard_normal(1024).astype("float32"), RNG.standard_normal(1024).astype("float32")
+    want = np.float32(1.5) * x + y
+    cute_emulator.run(source, x, y, 1.5)
+    np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
 def test_unaligned_vectors_stay_scalar() -> None:

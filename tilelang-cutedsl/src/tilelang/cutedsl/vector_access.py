@@ -116,13 +116,17 @@ class VectorAccesses:
             name, dtype = self.names[hash(buffer)], dtype_of(buffer.dtype, f"buffer {buffer.name!r}")
             bytes_ = lanes * buffer.dtype.bits // 8
             view = f"cute.make_tensor(({name}.iterator + ({self.expr(base)})).align({bytes_}), cute.make_layout({lanes}))"
-            reg = f"{name}_v{len(self.lines)}"
-            self.emit(depth, f"{reg} = cute.make_rmem_tensor(cute.make_layout({lanes}), {dtype})")
+            key = (hash(buffer), str(base))
+            if key in self.vector_loads:  # read and written in place (Y = a X + Y): one register
+                reg = self.vector_loads[key][0]
+            else:
+                reg = f"{name}_v{len(self.lines)}"
+                self.emit(depth, f"{reg} = cute.make_rmem_tensor(cute.make_layout({lanes}), {dtype})")
+                if not is_store:
+                    self.emit(depth, f"cute.autovec_copy({view}, {reg})")
             if is_store:
                 stored = (reg, view)
-            else:
-                self.emit(depth, f"cute.autovec_copy({view}, {reg})")
-            self.vector_loads[(hash(buffer), str(base))] = (reg, x)
+            self.vector_loads[key] = (reg, x)
         self.emit(depth, f"for {x} in cutlass.range_constexpr({lanes}):")
         self.body(node.body, depth + 1)
         if stored is not None:
