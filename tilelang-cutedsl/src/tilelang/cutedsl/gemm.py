@@ -1,7 +1,7 @@
 """LowerCuteGemm: ``T.gemm`` on CuTe MMA atoms (warp-level ``mma.sync`` m16n8k16 through
-``cute.make_tiled_mma``), before the shared LowerTileOps, which lowers whatever this pass
-leaves (the SIMT GEMM: other dtypes, shapes that do not fit the atoms, accumulators with
-other uses).
+``cute.make_tiled_mma``; on sm_90 warpgroup MMA for the GEMMs of a stage ring, see
+_choose_wgmma), before the shared LowerTileOps, which lowers whatever this pass leaves (the
+SIMT GEMM: other dtypes, shapes that do not fit the atoms, accumulators with other uses).
 
 A GEMM qualifies when A and B are whole shared tiles of float16/bfloat16, C a whole float32
 fragment, K a multiple of 16 and M, N multiples of the warp grid's 16-row/16-column steps.
