@@ -13,6 +13,12 @@ TILELANG_DISABLE_CACHE=1         compile every time; read and write no cache ent
 TILELANG_PRINT_ON_COMPILATION=0  log compilations at DEBUG instead of INFO level
 TILELANG_DEFAULT_TARGET=spec     what target="auto" means (a kind, an alias or a JSON dict)
 TILELANG_EXECUTION_BACKEND=name  what execution_backend="auto" means
+TILELANG_JIT_REQUEST_CACHE=0     always build a kernel's IR before looking it up (see
+                                 tilelang.jit.request_key: the TVM-free hit path)
+
+Read where they apply: TILELANG_CPU_THREADS=n (the CPU backend's thread pool),
+TILELANG_RAY_ADDRESS=addr (the autotuner's RayExecutor), TILELANG_ROUTE=name /
+TILELANG_USE_CUTEDSL=1 (per-kernel routing), TILELANG_CUDA_TOOLCHAIN=nvrtc|nvcc|auto.
 
 Upstream TileLang exposes these as attributes of ``tilelang.env``
 (``tilelang.env.TILELANG_CACHE_DIR``): each reads the variable live, and assigning one
