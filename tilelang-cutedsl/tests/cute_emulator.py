@@ -17,6 +17,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import cute_mma_emulator
 import numpy as np
 
 _DTYPES = {"Float16": np.float16, "BFloat16": np.float32, "Float32": np.float32, "Float64": np.float64,
@@ -44,6 +45,18 @@ class _Tensor:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self.data[self._offset(index)] = value
+
+    def fill(self, value: Any) -> None:
+        self.data[:] = value
+
+
+def _aligned(size: int, dtype: Any, nbytes: int = 1024) -> np.ndarray:
+    """Uninitialized-looking storage starting at an ``nbytes`` boundary (shared memory's)."""
+    raw = np.full(size * np.dtype(dtype).itemsize + nbytes, 0x5A, np.uint8)
+    start = -raw.ctypes.data % nbytes
+    out = raw[start:start + size * np.dtype(dtype).itemsize].view(dtype)
+    out[:] = np.array(12345).astype(dtype)
+    return out
 
 
 class _Iter:
@@ -102,8 +115,7 @@ class _SmemAllocator:
             k = _STATE.allocations
             _STATE.allocations += 1
             if k == len(block["smem"]):
-                garbage = np.full(layout.size, 12345, dtype=dtype)  # uninitialized memory
-                block["smem"].append(garbage)
+                block["smem"].append(_aligned(layout.size, dtype))  # uninitialized memory
             return _Tensor(block["smem"][k], layout)
 
 
@@ -127,6 +139,7 @@ def _run_block(fn: Callable[..., None], args: tuple, bidx: tuple, block: list[in
 
     def body(tidx: tuple) -> None:
         _STATE.block, _STATE.allocations, _STATE.tidx, _STATE.bidx = shared, 0, tidx, bidx
+        _STATE.threads = threads
         try:
             fn(*args)
         except BaseException as err:  # noqa: BLE001 - re-raised after the block
@@ -153,7 +166,7 @@ def _modules() -> dict[str, Any]:
     arch = types.SimpleNamespace(
         thread_idx=lambda: _STATE.tidx, block_idx=lambda: _STATE.bidx,
         sync_threads=lambda: _STATE.block["barrier"].wait(),
-        **{f"atomic_{op}": _atomic(op) for op in _ATOMIC_OPS},
+        **{f"atomic_{op}": _atomic(op) for op in _ATOMIC_OPS}, **cute_mma_emulator.ARCH,
     )
     math = types.SimpleNamespace(exp=np.exp, exp2=np.exp2, log=np.log, log2=np.log2, log10=np.log10,
                                  sqrt=np.sqrt, rsqrt=lambda x: 1 / np.sqrt(x), abs=np.abs, tanh=np.tanh,
@@ -166,6 +179,7 @@ def _modules() -> dict[str, Any]:
         make_tensor=_make_tensor, autovec_copy=_autovec_copy,
         make_rmem_tensor=lambda layout, dtype: _Tensor(np.zeros(layout.size, dtype=dtype), layout),
     )
+    vars(cute).update(cute_mma_emulator.namespace())  # the warp-level MMA path
     cutlass = types.SimpleNamespace(
         **_DTYPES, min=min, max=max, range_constexpr=range,
         select_=lambda c, a, b: a if c else b, memory=types.SimpleNamespace(SmemAllocator=_SmemAllocator),

@@ -87,7 +87,7 @@ def test_edge_tiles_keep_guarded_copies_and_bounded_stores() -> None:
     assert "A_ptr[cutlass.select_(" in src
 
 
-def test_other_gemms_keep_the_simt_lowering() -> None:
+def test_other_gemms_keep_the_simt_lowering_or_are_staged() -> None:
     assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, dtype="float32"))  # no fp32 atom
     assert "make_tiled_mma" not in source(tile_gemm(48, 48, 32, 48, 48, 32))  # no warp grid fits
 
@@ -106,7 +106,9 @@ def test_other_gemms_keep_the_simt_lowering() -> None:
             T.reduce_sum(Cl, Sl, dim=1)  # reads across the MMA layout
             T.copy(Sl, S)
 
-    assert "make_tiled_mma" not in source(row_sum_of_product)
+    # an accumulator read by a reduction: MMA atoms through shared memory (staged.py)
+    src = source(row_sum_of_product)
+    assert "Cl_stage = smem.allocate_tensor(cutlass.Float32" in src and "cute.gemm(tiled_mma_0, acc_" in src
 
 
 def test_epilogue_nests_walk_the_accumulator_registers() -> None:
@@ -246,3 +248,41 @@ def test_accumulator_copied_to_a_shared_tile() -> None:
     assert "] = Cl[e_" in src and ".to(cutlass.Float16)" in src
     after = src[store:]
     assert after.index("cute.arch.sync_threads()") < after.index("Cs[")  # published before T.copy reads it
+
+
+# (M, N, K, bM, bN, bK, trans_A, trans_B, stages, relu): whole tiles with a stage ring, edge
+# tiles, transposed operands, an epilogue on the registers
+EMULATED = [(64, 64, 96, 32, 32, 32, False, False, 3, False), (72, 40, 48, 32, 32, 32, False, False, 2, False),
+            (64, 64, 64, 32, 32, 32, True, True, 2, False), (64, 32, 64, 32, 32, 16, False, True, 1, True)]
+
+
+@pytest.mark.parametrize("case", EMULATED, ids=lambda c: "x".join(map(str, c[:3])) + ("T" if c[6] else "N") +
+                         ("T" if c[7] else "N") + f"s{c[8]}" + ("relu" if c[9] else ""))
+def test_mma_path_on_the_emulator(case) -> None:
+    """The generated mma.sync code run by cute_emulator (its MMA stand-ins model views,
+    swizzles, stages and fragments, not CuTe's thread mapping) against numpy."""
+    import cute_emulator
+    import numpy as np
+
+    m, n, k, bm, bn, bk, ta, tb, stages, relu = case
+    src = source(tile_gemm(m, n, k, bm, bn, bk, trans_a=ta, trans_b=tb, stages=stages, relu=relu))
+    assert "cute.gemm(" in src
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype("float16")
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype("float16")
+    c = np.zeros((m, n), "float32")
+    cute_emulator.run(src, a, b, c)
+    want = (a.T if ta else a).astype("float32") @ (b.T if tb else b).astype("float32")
+    np.testing.assert_allclose(c, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
+
+
+def test_shared_epilogue_on_the_emulator() -> None:
+    import cute_emulator
+    import numpy as np
+
+    src = source(staged_epilogue_gemm(64, 64, 64, 32, 32, 32))
+    rng = np.random.default_rng(6)
+    a, b = (rng.standard_normal((64, 64)).astype("float16") for _ in range(2))
+    c = np.zeros((64, 64), "float16")
+    cute_emulator.run(src, a, b, c)
+    np.testing.assert_allclose(c.astype("float32"), a.astype("float32") @ b.astype("float32"), rtol=2e-3, atol=2e-2)

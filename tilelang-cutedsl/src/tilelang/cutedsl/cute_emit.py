@@ -117,6 +117,16 @@ def store_accumulator(site: str, mma: str, c: str, dst: str, offset: str, origin
     ]
 
 
+def staged_accumulator_in(site: str, mma: str, acc: str, stage: str, dims: tuple[int, int], clear: bool) -> list[str]:
+    """A staged GEMM's accumulator: loaded from its float32 stage (row-major), or zero."""
+    m, n = dims
+    lines = [f"{acc} = {mma}.make_fragment_C({mma}.partition_shape_C(({m}, {n})))",
+             f"tCs_{site} = {mma}_thr.partition_C(cute.make_tensor({stage}, cute.make_layout(({m}, {n}), stride=({n}, 1))))"]
+    if clear:
+        return [*lines, f"{acc}.fill(cutlass.Float32(0.0))"]
+    return [*lines, f"for e_{site} in cutlass.range_constexpr(cute.size({acc})):", f"    {acc}[e_{site}] = tCs_{site}[e_{site}]"]
+
+
 def store_accumulator_shared(site: str, mma: str, c: str, tile: str, dims: tuple[int, int],
                              swizzle: list[int] | None, dtype: str) -> list[str]:
     """The accumulator into a whole shared tile of its shape, through the tile's own

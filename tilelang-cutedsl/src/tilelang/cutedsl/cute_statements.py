@@ -59,6 +59,17 @@ class CuteStatements:
             return wait + ['cute.arch.fence_proxy("async.shared", space="cta")'] if self.wgmma_tiles else wait
         if op == "tl_cute_gemm":
             return self.gemm(site, args, ints)
+        if op == "tl_cute_gemm_staged":  # staged.py
+            (a, _), (b, _), (c_stage, _) = (self.operand(x) for x in args[:3])
+            mma = self.tiled_mma(self.buffer_names[c_stage])
+            m, n, k = ints[3:6]
+            swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
+            acc = f"acc_{site}"
+            lines = cute_emit.staged_accumulator_in(site, mma, acc, f"{c_stage}.iterator", (m, n), bool(ints[8]))
+            lines += cute_emit.gemm(site, mma, f"{a}.iterator", f"{b}.iterator", acc, (m, n, k),
+                                    (bool(ints[6]), bool(ints[7])), swizzles, dtype_of(self.dtypes[a], "a GEMM operand"))
+            return lines + [f"for e_{site} in cutlass.range_constexpr(cute.size({acc})):",
+                            f"    tCs_{site}[e_{site}] = {acc}[e_{site}]"]
         if op == "tl_cute_store_acc":
             (c, _), (dst, offset) = self.operand(args[0]), self.operand(args[1])
             return cute_emit.store_accumulator(site, self.tiled_mma(self.buffer_names[c]), c, dst, offset,

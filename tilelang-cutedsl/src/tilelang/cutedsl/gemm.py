@@ -47,6 +47,7 @@ from tilelang.plugin import (
 )
 
 from .epilogue import own_index_nests, rewrite_nests
+from .staged import Staging
 from .stages import STAGES_ATTR, extern_name, extern_only, pipeline
 
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
@@ -117,6 +118,8 @@ class _Plan:
         self.operands: list[Any] = []  # shared tiles read by a qualifying GEMM
         self.ops: list[tuple[str, Any]] = []
         self.stages: dict[str, int] = {}  # operand tile name -> stages of its T.Pipelined ring
+        self.staged: list[Any] = []  # the args of GEMMs whose C stays a TileLang fragment
+        self.staged_mma: dict[str, dict[str, Any]] = {}  # C stage name -> its tiled MMA
 
     def find(self, buffer: Any, table: Any) -> Any:
         for key in table:
@@ -124,12 +127,15 @@ class _Plan:
                 return key
         return None
 
-    def gemm_config(self, args: Any, threads: int) -> dict[str, Any] | None:
+    def gemm_config(self, args: Any, threads: int, fragment_a: bool = False) -> dict[str, Any] | None:
+        """The MMA config of a GEMM, or None; ``fragment_a``: A may be a register fragment
+        (staged GEMMs copy it to shared memory first)."""
         a, b, c = args[0], args[1], args[2]
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         if not all(is_full_region(r) for r in (a, b, c)):
             return None
-        if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
+        a_scopes = (*SHARED_SCOPES, FRAGMENT_SCOPE) if fragment_a else SHARED_SCOPES
+        if a.source.scope() not in a_scopes or b.source.scope() not in SHARED_SCOPES:
             return None
         if c.source.scope() != FRAGMENT_SCOPE or str(c.source.dtype) != "float32":
             return None
@@ -182,6 +188,8 @@ class _Plan:
                 for region in args[:2]:
                     if self.find(region.source, self.operands) is None:
                         self.operands.append(region.source)
+            elif name == "gemm" and self.gemm_config(args, threads, fragment_a=True) is not None:
+                self.staged.append(args)  # staged.py: C (and a fragment A) through shared memory
 
     def _only_tile_uses(self, c: Any) -> bool:
         """C is filled, multiplied into, and copied whole to a global tile, nothing else."""
@@ -271,6 +279,8 @@ def _rewrite(plan: _Plan) -> Any:
         args = stmt.value.args
         if name == "fill" and reg(args[0].source) is not None:
             return fill(reg(args[0].source), args[1])
+        if name == "gemm" and reg(args[2].source) is None and staging.takes(args):
+            return staging.gemm(args)
         if name == "gemm" and reg(args[2].source) is not None:
             r = reg(args[2].source)
             config = plan.accumulators[plan.find(args[2].source, regs)]
@@ -304,12 +314,14 @@ def _rewrite(plan: _Plan) -> Any:
         return tirx.AllocBuffer(r) if r is not None else node
 
     threads = _thread_count(plan.func.body) or 1
+    staging = Staging(plan, threads)
     body = plan.func.body
     for c, r in regs.items():
         config = plan.accumulators[c]
         body = rewrite_nests(body, c, r, config["m"] * config["n"] // threads)
     body = tvm_ffi.structural_map(body, (tirx.Evaluate, on_op), order="post")
     body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
+    body = staging.allocate(body)
     body = tvm_ffi.structural_map(body, (tirx.SeqStmt, _fence_g2s_runs), order="post")
     own = {str(t.name): t for t in plan.operands if extern_only(body, t)}
 
@@ -417,12 +429,12 @@ def _lower(func: Any, mod: Any, ctx: Any) -> Any:
 
     plan = _Plan(func)
     plan.analyze()
-    if not plan.accumulators:
+    if not plan.accumulators and not plan.staged:
         return func
     func = func.with_body(_rewrite(plan))
     raw = func.attrs.get(SWIZZLE_ATTR) if func.attrs is not None else None
     swizzles = json.loads(str(raw)) if raw is not None else {}
-    for tile in plan.operands:
+    for tile in plan.operands:  # the staged GEMMs' operand tiles were added by _rewrite
         swizzle = operand_swizzle(int(tile.shape[1]))
         if swizzle is not None:
             swizzles.setdefault(str(tile.name), swizzle)  # the user's T.ext.swizzled_shared wins
@@ -430,6 +442,7 @@ def _lower(func: Any, mod: Any, ctx: Any) -> Any:
     if wgmma:
         func = func.with_attr(WGMMA_ATTR, json.dumps(wgmma, sort_keys=True))
     mma = {str(c.name): config for c, config in plan.accumulators.items()}
+    mma.update(plan.staged_mma)  # staged GEMMs' tiled MMAs, by their C stage's name
     if "tl_cute_g2s" in str(func.body):  # 16-byte cp.async from the tensors: the binder checks
         current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs is not None else None
         func = func.with_attr(ALIGNMENT_ATTR, max(COPY_BYTES, int(current or 0)))

@@ -81,10 +81,11 @@ def simt_gemm_reason(kernel: Any) -> str | None:
     plan = _Plan(kernel)
     plan.analyze()
     for name, args in plan.ops:
-        if name == "gemm" and plan.find(args[2].source, plan.accumulators) is None:
-            return (f"T.gemm into {args[2].source.name!r} on CuTe MMA atoms (it needs float16/bfloat16 shared "
-                    "operands and an accumulator that is only filled, multiplied into, updated at its own "
-                    "indices and copied whole to global memory; else it takes SIMT loops)")
+        staged = any(a.same_as(args) for a in plan.staged)  # MMA atoms through shared memory
+        if name == "gemm" and plan.find(args[2].source, plan.accumulators) is None and not staged:
+            return (f"T.gemm into {args[2].source.name!r} on CuTe MMA atoms (it needs float16/bfloat16 operands, "
+                    "B in shared memory, a float32 accumulator and tiles the warps divide; else it takes SIMT "
+                    "loops)")
     return None
 
 
