@@ -4,9 +4,9 @@ cutedsl is faster) and a correctness check of each against torch. Families: GEMM
 elementwise, softmax (row max + exp), row sums, flash-attention forward. A kernel one path
 cannot compile is reported with the reason instead of a time.
 
-cutedsl lowers fp16/bf16 T.gemm on CuTe MMA atoms (warp-level mma.sync m16n8k16, ldmatrix,
-cp.async stage rings for T.Pipelined); flash-attention's GEMMs, whose accumulators feed
-reductions, still take the shared SIMT loops there, so its ratio measures that.
+cutedsl lowers fp16/bf16 T.gemm on CuTe MMA atoms (warpgroup MMA on sm_90 for T.Pipelined
+stage rings of whole tiles, warp-level mma.sync + ldmatrix otherwise); flash-attention's
+GEMMs, whose accumulators feed reductions, go through shared memory around the MMA.
 
 Usage: python benchmarks/routing.py [--quick] [--json out.json]
 """
