@@ -40,7 +40,11 @@ class View:
 
     def block(self, kb: int) -> np.ndarray:
         """Columns kb*16 .. kb*16+15 (a k block of an (M or N, K) operand view)."""
-        return np.array([[self[r, kb * 16 + c] for c in range(16)] for r in range(self.shape[0])], np.float32)
+        rows, cols = np.meshgrid(np.arange(self.shape[0]), kb * 16 + np.arange(16), indexing="ij")
+        if cols.max() >= self.shape[1]:
+            raise IndexError(f"k block {kb} outside a {self.shape} view")
+        off = rows * self.layout.stride[0] + cols * self.layout.stride[1]
+        return self.data[self.offset + (self.layout.swizzle(off) if self.layout.swizzle else off)].astype(np.float32)
 
 
 class Layout2:
