@@ -109,13 +109,15 @@ _STATE = _Block()
 
 
 class _SmemAllocator:
-    def allocate_tensor(self, dtype: Any, layout: _Layout, byte_alignment: int = 1) -> _Tensor:
+    def allocate_tensor(self, dtype: Any, layout: Any, byte_alignment: int = 1, swizzle: Any = None) -> Any:
         block = _STATE.block
         with block["lock"]:
             k = _STATE.allocations
             _STATE.allocations += 1
             if k == len(block["smem"]):
                 block["smem"].append(_aligned(layout.size, dtype))  # uninitialized memory
+            if isinstance(layout, cute_mma_emulator.StagedLayout):  # a wgmma operand tile
+                return cute_mma_emulator.StagedTensor(block["smem"][k], layout)
             return _Tensor(block["smem"][k], layout)
 
 
@@ -185,7 +187,7 @@ def _modules() -> dict[str, Any]:
         select_=lambda c, a, b: a if c else b, memory=types.SimpleNamespace(SmemAllocator=_SmemAllocator),
     )
     cuda = types.SimpleNamespace(CUstream=int)
-    return {"cute": cute, "cutlass": cutlass, "cuda": cuda, "__to": lambda x, t: t(x)}
+    return {"cute": cute, "cutlass": cutlass, "cuda": cuda, "__to": lambda x, t: t(x), **cute_mma_emulator.MODULES}
 
 
 class _Rewrite(ast.NodeTransformer):

@@ -7,8 +7,10 @@ uses was copied into its fragment first — not how CuTe deals elements to threa
 partition gives thread ``t`` the elements ``t, t + T, t + 2T, ...`` of the tile in row-major
 order (T threads), the same for every partition of the same shape, so the generated code is
 correct here exactly when it is consistent. Copies land at once (cp.async groups and
-proxy fences are no-ops: the stage ring's schedule is checked in test_cutedsl_stages.py).
-The warpgroup (sm_90) path is not modelled."""
+proxy fences are no-ops: the stage ring's schedule is checked in test_cutedsl_stages.py). For
+the warpgroup (sm_90) path, a GMMA-layout tile is stored stage by stage in row-major order
+of CuTe's (M or N, K) coordinates — any layout does, as long as the copies and the MMA
+agree on the coordinates — and the MMA reads it directly (no fragments to load)."""
 
 from __future__ import annotations
 
@@ -122,7 +124,39 @@ class ThrMma:
         return Partition(tile, self.tid)
 
 
+class StagedLayout:
+    """sm90_utils.make_smem_layout_a/b: (M or N, K, stages)."""
+
+    def __init__(self, rows: int, k: int, stages: int) -> None:
+        self.rows, self.k, self.stages = rows, k, stages
+        self.size = rows * k * stages
+        self.outer, self.inner = self, None
+
+
+class StagedTensor:
+    def __init__(self, data: np.ndarray, layout: StagedLayout) -> None:
+        self.data, self.layout = data, layout
+
+    def __getitem__(self, index: Any) -> View:
+        stage = int(index[2])
+        size = self.layout.rows * self.layout.k
+        return View(self.data, stage * size, Layout2((self.layout.rows, self.layout.k), (self.layout.k, 1)))
+
+
+class Descriptors:
+    """A wgmma operand: the staged tile itself, indexed [None, None, k block, stage]."""
+
+    def __init__(self, tile: StagedTensor) -> None:
+        self.tile = tile
+
+    def __getitem__(self, index: Any) -> tuple[str, View, int]:
+        return "smem", self.tile[None, None, index[3]], int(index[2])
+
+
 class TiledMma:
+    def set(self, field: Any, value: Any) -> None:
+        pass
+
     def get_slice(self, tid: Any) -> ThrMma:
         return ThrMma(self, tid)
 
@@ -135,8 +169,8 @@ class TiledMma:
         size = shape[0] * shape[1] // _threads()
         return _Tensor(np.zeros(size, np.float32), _Layout(size))
 
-    def make_fragment_A(self, view: View) -> Fragment:
-        return Fragment(view)
+    def make_fragment_A(self, view: Any) -> Any:
+        return Descriptors(view) if isinstance(view, StagedTensor) else Fragment(view)
 
     make_fragment_B = make_fragment_A
 
@@ -166,11 +200,17 @@ def _copy(atom: Any, src: Any, dst: Any) -> None:
     fragment.loaded[kb] = view.block(kb)
 
 
-def _gemm(mma: Any, d: Any, a: tuple[Fragment, int], b: tuple[Fragment, int], c: Any) -> None:
-    (fa, ka), (fb, kb) = a, b
-    if ka not in fa.loaded or kb not in fb.loaded:
-        raise AssertionError(f"cute.gemm reads k block {ka} of a fragment that was never copied into")
-    product = fa.loaded[ka] @ fb.loaded[kb].T  # (M, 16) x (N, 16)^T
+def _operand(x: Any) -> np.ndarray:
+    if x[0] == "smem":  # wgmma: straight from the tile
+        return x[1].block(x[2])
+    fragment, kb = x
+    if kb not in fragment.loaded:
+        raise AssertionError(f"cute.gemm reads k block {kb} of a fragment that was never copied into")
+    return fragment.loaded[kb]
+
+
+def _gemm(mma: Any, d: Any, a: Any, b: Any, c: Any) -> None:
+    product = _operand(a) @ _operand(b).T  # (M, 16) x (N, 16)^T
     tid, threads, cols = _tid(), _threads(), product.shape[1]
     for e in range(len(d.data)):
         linear = tid + e * threads
@@ -207,7 +247,8 @@ def namespace() -> dict[str, Any]:
     nvgpu = types.SimpleNamespace(
         warp=types.SimpleNamespace(MmaF16BF16Op=lambda *a, **k: None, LdMatrix8x8x16bOp=lambda *a, **k: None),
         cpasync=types.SimpleNamespace(CopyG2SOp=lambda *a, **k: None),
-        LoadCacheMode=types.SimpleNamespace(GLOBAL=None),
+        LoadCacheMode=types.SimpleNamespace(GLOBAL=None), warpgroup=WARPGROUP,
+        OperandMajorMode=types.SimpleNamespace(K="K", MN="MN"),
     )
     return {
         "nvgpu": nvgpu, "make_layout": make_layout, "make_composed_layout": make_composed_layout,
@@ -219,5 +260,19 @@ def namespace() -> dict[str, Any]:
     }
 
 
+def _smem_layout(role: str) -> Any:
+    def make(layout: Any, mnk: tuple[int, int, int], dtype: Any, stages: int) -> StagedLayout:
+        return StagedLayout(mnk[0] if role == "a" else mnk[1], mnk[2], stages)
+
+    return make
+
+
+MODULES = {
+    "sm90_utils": types.SimpleNamespace(make_trivial_tiled_mma=lambda *a, **k: TiledMma(),
+                                        make_smem_layout_a=_smem_layout("a"), make_smem_layout_b=_smem_layout("b")),
+    "utils": types.SimpleNamespace(LayoutEnum=types.SimpleNamespace(ROW_MAJOR="K", COL_MAJOR="MN")),
+}
+WARPGROUP = types.SimpleNamespace(fence=lambda: None, commit_group=lambda: None, wait_group=lambda n: None,
+                                  Field=types.SimpleNamespace(ACCUMULATE=None))
 ARCH = {"cp_async_commit_group": lambda: None, "cp_async_wait_group": lambda n: None,
         "fence_proxy": lambda *a, **k: None}

@@ -276,6 +276,26 @@ def test_mma_path_on_the_emulator(case) -> None:
     np.testing.assert_allclose(c, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("case", [(128, 128, 96, 64, 64, 32, False, False), (128, 64, 64, 64, 64, 32, True, True),
+                                  (128, 128, 64, 64, 128, 16, False, True)],
+                         ids=lambda c: "x".join(map(str, c[:3])) + ("T" if c[6] else "N") + ("T" if c[7] else "N"))
+def test_wgmma_path_on_the_emulator(case) -> None:
+    """sm_90's warpgroup MMA code (stage ring of cp.async into GMMA-layout tiles) against numpy."""
+    import cute_emulator
+    import numpy as np
+
+    m, n, k, bm, bn, bk, ta, tb = case
+    src = source(tile_gemm(m, n, k, bm, bn, bk, trans_a=ta, trans_b=tb, stages=3), arch="sm_90")
+    assert "cute.nvgpu.warpgroup.fence()" in src
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype("float16")
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype("float16")
+    c = np.zeros((m, n), "float32")
+    cute_emulator.run(src, a, b, c)
+    want = (a.T if ta else a).astype("float32") @ (b.T if tb else b).astype("float32")
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
 def test_shared_epilogue_on_the_emulator() -> None:
     import cute_emulator
     import numpy as np
