@@ -48,7 +48,8 @@ EXTRAS_PRESENT = [extra for extra, dist in (("cuda", "tilelang-cuda"), ("nvrtc",
 MUTANTS = {
     "binders": {
         "code": ["tilelang-core/src/tilelang/jit/fastbind.py", "tilelang-core/src/tilelang/jit/arguments.py"],
-        "tests": ["tilelang-core/tests/test_fast_binder.py", "tilelang-core/tests/test_reliability_arguments.py",
+        "tests": ["tilelang-core/tests/test_fast_binder.py", "tilelang-core/tests/test_binder_contract.py",
+                  "tilelang-core/tests/test_reliability_arguments.py",
                   "tilelang-core/tests/test_cpu_kernels.py::TestArgumentErrors", "-k", "not cython"],
     },
     "cache_key": {

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 import tilelang
-from fake_plugins import FakeDist, FakeEntryPoint
+from fake_plugins import FakeDist, FakeEntryPoint, plugin
 from tilelang.errors import PluginError
+from tilelang.jit.adapter.tvm_ffi.backend import TVMFFIExecutionBackend
 from tilelang.plugins import loader
 
 
@@ -74,3 +75,18 @@ def test_strict_errors_during_import_are_printed_as_their_lines(monkeypatch: pyt
     sys.excepthook(ValueError, bug, None)
     assert seen == [other, bug]
     assert capsys.readouterr().err == ""
+
+
+class _DuplicateExecutionBackend(TVMFFIExecutionBackend):
+    name = "dup_exec"
+
+
+def test_a_plugin_providing_one_name_twice_is_refused(counted_entry_points: list[int],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    twice = FakeEntryPoint("twice", FakeDist("twice-dist"), plugin(
+        "twice", tilelang_execution_backends=lambda: [_DuplicateExecutionBackend(), _DuplicateExecutionBackend()]))
+    with_core = loader._entry_points
+    monkeypatch.setattr(loader, "_entry_points", lambda: [*with_core(), twice])
+    records = {r.name: r for r in tilelang.load_plugins(force=True)}
+    assert (records["twice"].status, records["twice"].error) == (
+        "failed", "ManifestError: it provides the execution backend name(s) ('dup_exec', 'dup_exec') more than once")
