@@ -177,3 +177,19 @@ def test_the_launcher_checks_arguments_before_any_launch(tmp_path) -> None:
     launcher = CuTeDSLLauncher(artifact, tmp_path / SOURCE)
     with pytest.raises(ArgumentError, match="kernel 'main', argument 'A'"):
         launcher(np.zeros((64, 64), "float16"))
+
+
+def test_a_dynamic_size_reaches_the_launch_as_an_expression_of_its_symbols():
+    """A kernel over (M, 128) tensors: the launch builds their views from M alone (TVM's CSE
+    used to bind M * 128 in host code, which the launch never runs: a KeyError per call)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    try:
+        import softmax
+    finally:
+        sys.path.pop(0)
+    source = tilelang.lower(softmax.softmax.get_tir(N=128), target="cutedsl").device_source
+    assert "LAUNCH_SCALARS = (('M', 'Int32'),)" in source
+    assert "cute.make_layout((M * 128))" in source and "cse_v" not in source.split("def launch")[1]

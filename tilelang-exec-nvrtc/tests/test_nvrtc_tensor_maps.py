@@ -68,9 +68,13 @@ def test_the_launch_function_encodes_each_map_once_per_tensor(gemm, monkeypatch)
     calls = []
 
     def encode(dtype, rank, address, dims, strides, box, elements, interleave, swizzle, l2, oob):
-        calls.append((int(address), list(dims), list(strides), list(box), int(swizzle)))
         from cuda.bindings import driver
 
+        # the arrays hold cuda-bindings' integer wrappers (a plain int is refused by the real call)
+        assert all(isinstance(d, driver.cuuint64_t) for d in [*dims, *strides])
+        assert all(isinstance(b, driver.cuuint32_t) for b in [*box, *elements])
+        calls.append((int(address), [int(d) for d in dims], [int(s) for s in strides], [int(b) for b in box],
+                      int(swizzle)))
         return driver.CUresult.CUDA_SUCCESS, FakeMap(len(calls))
 
     monkeypatch.setattr("cuda.bindings.driver.cuTensorMapEncodeTiled", encode)

@@ -25,6 +25,10 @@ LEFT_OUT = {
     "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings (LowerCuteGemm instead)",
     "tl.cuda.SpecializeWarps": "a producer warp for tilelang-cuda's TMA rings, which this backend has none of",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
+    # it binds a parameter's flattened size (M * N) in the host function, and the device
+    # function's buffers then name a variable the launch cannot see; CuTe DSL's compiler
+    # eliminates common subexpressions itself
+    "tirx.CommonSubexprElim": "binds parameter sizes in host code the launch does not run",
     "s_tir.LowerThreadAllreduce": "TVM's warp-shuffle builtins",
     "tl.PadTinySharedAllocations": "only needed before MergeSharedMemoryAllocations",
     "s_tir.MergeSharedMemoryAllocations": "each shared buffer is its own typed SmemAllocator tensor",

@@ -37,8 +37,10 @@ class TensorMapEncoder:
         self.where = where
         self.rank = int(recipe["rank"])
         self.dtype = getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}")
-        self.box = [int(b) for b in recipe["box"]]
-        self.element_strides = [int(e) for e in recipe["element_strides"]]
+        # cuda-bindings takes its own integer wrappers in these arrays, not Python ints
+        self._u64 = driver.cuuint64_t
+        self.box = [driver.cuuint32_t(int(b)) for b in recipe["box"]]
+        self.element_strides = [driver.cuuint32_t(int(e)) for e in recipe["element_strides"]]
         self.interleave = driver.CUtensorMapInterleave(int(recipe["interleave"]))
         self.swizzle = driver.CUtensorMapSwizzle(int(recipe["swizzle"]))
         self.l2_promotion = driver.CUtensorMapL2promotion(int(recipe["l2_promotion"]))
@@ -52,7 +54,9 @@ class TensorMapEncoder:
         made = self._made.get(key)
         if made is not None:
             return made
-        err, tensor_map = self._encode(self.dtype, self.rank, address, list(dims), list(strides), self.box,
+        u64 = self._u64
+        err, tensor_map = self._encode(self.dtype, self.rank, address, [u64(d) for d in dims],
+                                       [u64(s) for s in strides], self.box,
                                        self.element_strides, self.interleave, self.swizzle, self.l2_promotion,
                                        self.oob_fill)
         if err != self._success:
