@@ -79,8 +79,10 @@ class TileOpLowering:
     instructions for some ops use it for the rest, e.g. the copies around a tensor-core
     accumulator)."""
 
-    def __init__(self, func: Any, kernel: str) -> None:
+    def __init__(self, func: Any, kernel: str, cross_thread: bool = False) -> None:
         self.kernel = kernel
+        self.cross_thread = cross_thread  # may rows be reduced by the whole block (GPU)
+        self.threads: tuple[Any, int] | None = None  # (threadIdx.x, its constant extent) alone
         self.analyzer = Analyzer()
         self.counter = 0
         self.swizzle: list[int] | None = None
@@ -95,6 +97,12 @@ class TileOpLowering:
         tvm_ffi.structural_walk(func.body, collect)
         for var, lo, extent in bounds:
             self.analyzer.bind(var, Range.from_min_extent(lo, extent))
+        tags: list[Any] = []
+        tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: tags.append(a) if a.attr_key == "thread_extent"
+                                            and a.node.thread_tag.startswith("threadIdx") else None))
+        if len(tags) == 1 and tags[0].node.thread_tag == "threadIdx.x" and isinstance(tags[0].value, tirx.IntImm) \
+                and int(tags[0].value.value) >= 32:
+            self.threads = (tags[0].node.var, int(tags[0].value.value))
 
     # -- helpers -------------------------------------------------------------------------
     def error(self, op: str, message: str) -> LanguageError:
@@ -248,6 +256,9 @@ class TileOpLowering:
         kept, d_axes = self._reduce_layout(f"reduce_{kind}", src, dst, axis)
         dtype = d_buf.dtype
         init = reduce_identity(kind, dtype)
+        across = self._across_threads(s_buf, s_ext, kept, axis, clear, kind)
+        if across is not None:
+            return self._reduce_across_threads(across, src, dst, kind, axis, kept, d_axes)
 
         def body(outer: list[Any]) -> Any:
             acc = self.local_scalar(dtype)
@@ -269,6 +280,77 @@ class TileOpLowering:
             ])
 
         return self.nest([s_ext[a] for a in kept], body)
+
+    # Rows of a tile reduced by the whole block (GPU pipelines ask for it: cross_thread):
+    # the generic form gives each row to one thread, which walks it alone (a 4096-wide
+    # softmax row: 4096 dependent loads by one thread while the rest of the block waits);
+    # here every thread combines a strided slice of the row and TVM's thread all-reduce
+    # (tvm_thread_allreduce, lowered by LowerThreadAllreduce to warp shuffles and one
+    # shared-memory stage) combines the threads. Rows go one after another, so it is taken
+    # when rows are few and long: at most MAX_ACROSS_ROWS rows of at least the block's
+    # thread count. Accumulating reductions (clear=False) keep the generic form, whose
+    # destination each row's own thread reads and writes.
+    MAX_ACROSS_ROWS = 8
+
+    def _across_threads(self, s_buf: Any, s_ext: list[Any], kept: list[int], axis: int, clear: bool,
+                        kind: str) -> tuple[Any, int] | None:
+        if not self.cross_thread or self.threads is None or not clear or s_buf.scope() == "global":
+            return None
+        if kind not in ("sum", "max", "min", "abssum", "absmax"):
+            return None
+        tid, threads = self.threads
+        rows = 1
+        for a in kept:
+            if not isinstance(s_ext[a], tirx.IntImm):
+                return None
+            rows *= int(s_ext[a].value)
+        extent = s_ext[axis]
+        if rows > self.MAX_ACROSS_ROWS or not isinstance(extent, tirx.IntImm) or int(extent.value) < threads:
+            return None
+        return tid, threads
+
+    def _reduce_across_threads(self, across: tuple[Any, int], src: Any, dst: Any, kind: str, axis: int,
+                               kept: list[int], d_axes: list[int]) -> Any:
+        tid, threads = across
+        s_buf, s_min, s_ext = self.parts(src)
+        d_buf, d_min, _ = self.parts(dst)
+        dtype = d_buf.dtype
+        init = reduce_identity(kind, dtype)
+        n = int(s_ext[axis].value)
+
+        def body(outer: list[Any]) -> Any:
+            part, whole = self.local_scalar(dtype), self.local_scalar(dtype)
+            step = self.fresh("r")
+            j = step * threads + tid
+            s_idx = list(s_min)
+            for a, v in zip(kept, outer):
+                s_idx[a] = s_min[a] + v
+            s_idx[axis] = s_min[axis] + j
+            d_idx = list(d_min)
+            for a, v in zip(d_axes, outer):
+                d_idx[a] = d_min[a] + v
+            value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
+            update = tirx.BufferStore(part, reduce_combine(kind, tirx.BufferLoad(part, [0]), value), [0])
+            if n % threads:
+                update = tirx.IfThenElse(j < n, update, None)
+            x, y = tirx.Var("x", dtype), tirx.Var("y", dtype)
+            reducer = tirx.CommReducer([x], [y], [reduce_combine("max" if kind == "absmax" else
+                                                                 "sum" if kind == "abssum" else kind, x, y)], [init])
+            allreduce = tirx.AttrStmt(reducer, "reduce_scope", tirx.reinterpret("handle", tirx.IntImm("uint64", 0)),
+                                      tirx.Evaluate(tirx.tvm_thread_allreduce(
+                                          tirx.IntImm("uint32", 1), tirx.BufferLoad(part, [0]), tirx.const(True),
+                                          tirx.BufferLoad(whole, [0]), tid)))
+            return tirx.SeqStmt([
+                tirx.AllocBuffer(part),
+                tirx.AllocBuffer(whole),
+                tirx.BufferStore(part, init, [0]),
+                tirx.For(step, 0, (n + threads - 1) // threads, tirx.ForKind.SERIAL, update),
+                allreduce,
+                # every thread holds the same total: each stores it (one value, whoever wins)
+                tirx.BufferStore(d_buf, tirx.BufferLoad(whole, [0]), d_idx),
+            ])
+
+        return self.nest([s_ext[a] for a in kept], body, parallel=False)
 
     def cumsum(self, src: Any, dst: Any, axis: int, reverse: bool, kind: str = "sum") -> Any:
         """Inclusive scan along ``axis``: running sum, max or min (T.cumsum / cummax / cummin)."""
@@ -400,9 +482,9 @@ class TileOpLowering:
         return self.cumsum(args[0], args[1], int(args[2].value), bool(args[3].value), kind)
 
 
-def _run(func: Any, mod: Any, ctx: Any) -> Any:
+def _run(func: Any, cross_thread: bool) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    lowering = TileOpLowering(func, kernel)
+    lowering = TileOpLowering(func, kernel, cross_thread)
     errors: list[LanguageError] = []
 
     def on_evaluate(stmt: Any) -> Any:
@@ -421,5 +503,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def LowerTileOps() -> Any:
-    return prim_func_pass(_run, "tl.LowerTileOps")
+def LowerTileOps(cross_thread: bool = False) -> Any:
+    """``cross_thread``: long rows are reduced by the whole block through TVM's thread
+    all-reduce (a GPU pipeline that runs LowerThreadAllreduce asks for it)."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, cross_thread), "tl.LowerTileOps")

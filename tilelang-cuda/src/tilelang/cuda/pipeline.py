@@ -31,7 +31,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # reads them from the launch metadata
         LowerTensorCoreGemm(tensor_maps=context.execution_spec.requires_host_codegen or
                             "tensormap" in context.execution_spec.operand_kinds),
-        LowerTileOps(),
+        LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerAtomics(),
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:

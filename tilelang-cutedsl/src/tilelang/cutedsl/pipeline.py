@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline
+from tilelang.plugin import LowerTileOps, PassPipeline
 
 from .atomics import LowerAtomics
 from .gemm import LowerCuteGemm
@@ -52,6 +52,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
             passes.append(StaticSharedBuffers())
         if name == "tl.cuda.LowerAtomics":  # CuTe DSL's atomic functions instead of CUDA C's
             passes.append(LowerAtomics())
+        elif name == "tl.LowerTileOps":  # rows reduced one thread each: no thread all-reduce here
+            passes.append(LowerTileOps())
         elif name != "tirx.VectorizeLoop":  # vectorized loops reach the printer (vector_access.py)
             passes.append(p)
         if name == "tirx.SplitHostDevice":
