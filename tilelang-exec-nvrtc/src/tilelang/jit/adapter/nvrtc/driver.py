@@ -164,7 +164,15 @@ class CUDADriver:
         except LaunchError:
             cu.cuModuleUnload(module)
             raise
-        return LoadedImage(device, context, module, functions, [DEFAULT_DYNAMIC_SMEM_LIMIT] * len(functions))
+        # the 48 KiB without opt-in count static shared memory too (a TMA ring's 1 KiB of
+        # mbarriers): dynamic memory beyond 48 KiB less the static size needs the attribute
+        limits = [DEFAULT_DYNAMIC_SMEM_LIMIT - self._static_smem(f) for f in functions]
+        return LoadedImage(device, context, module, functions, limits)
+
+    def _static_smem(self, function: Any) -> int:
+        attr = self._cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        err, value = self._cu.cuFuncGetAttribute(attr, function)
+        return int(value) if int(err) == 0 else 0
 
     def unload_image(self, image: LoadedImage) -> None:
         """Unload from the image's own context, whatever thread the GC runs this on."""

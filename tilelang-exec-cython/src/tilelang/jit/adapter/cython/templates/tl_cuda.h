@@ -16,9 +16,11 @@
 
 #define TL_CUDA_ERROR_INVALID_CONTEXT 201
 #define TL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
-/* up to 48 KiB of dynamic shared memory needs no opt-in (CUDA C++ Programming Guide,
- * "Shared Memory": larger allocations must raise the function's limit first) */
-#define TL_DEFAULT_DYNAMIC_SMEM_LIMIT (48 * 1024)
+/* up to 48 KiB of shared memory needs no opt-in (CUDA C++ Programming Guide, "Shared
+ * Memory": larger allocations must raise the function's limit first); the 48 KiB count a
+ * kernel's static shared memory too, which this launcher does not query, so the limit
+ * starts at 0: the first launch with dynamic shared memory raises it to what it asks */
+#define TL_DEFAULT_DYNAMIC_SMEM_LIMIT 0
 
 static const char* tl_cuda_error_name(tl_state* st, tl_CUresult code) {
   const char* name = NULL;
