@@ -24,7 +24,10 @@ pytest.importorskip("cuda.bindings.driver")
 @pytest.fixture(scope="module")
 def gemm():
     context = create_backend_context({"kind": "cuda", "arch": "sm_90"}, execution_backend=None)
+    # the CUDA manifest does not declare nvrtc's tensor maps yet (architecture note 34): the
+    # spec that would
     spec = next(s for s in execution_specs(context.module) if s.name == "nvrtc")
+    spec = dataclasses.replace(spec, operand_kinds=("tensormap",))
     context = dataclasses.replace(context, execution_spec=spec)
     return lower(tile_gemm(1000, 1000, 1024, 128, 128, 32, stages=3), context, out_idx=[-1])
 
@@ -49,7 +52,7 @@ class FakeMap:
         return ctypes.addressof(self.storage)
 
 
-def test_nvrtc_gets_tma_and_the_launch_metadata_carries_the_recipes(gemm):
+def test_a_tensor_map_launcher_gets_tma_and_the_launch_metadata_carries_the_recipes(gemm):
     assert "tl_tma_load_2d" in gemm.device_source
     (launch,) = gemm.launches
     assert launch.arg_types == ("tensormap", "tensormap", "handle")
