@@ -67,8 +67,9 @@ MUTANTS = {
                   "tilelang-core/tests/test_routing.py"],
     },
     "tile_ops": {  # copies, fills, reductions, scans, atomics (gemm: the CPU's micro-kernels)
-        "code": [("tilelang-core/src/tilelang/transform/lower_tile_ops.py::reduce_identity,reduce_operand,"
-                  "reduce_combine,TileOpLowering.in_bounds,TileOpLowering.tile_axes,TileOpLowering.indices,"
+        "code": ["tilelang-core/src/tilelang/transform/reduce_kinds.py",
+                 ("tilelang-core/src/tilelang/transform/lower_tile_ops.py::"
+                  "TileOpLowering.in_bounds,TileOpLowering.tile_axes,TileOpLowering.indices,"
                   "TileOpLowering.copy,TileOpLowering.fill,TileOpLowering._reduce_layout,TileOpLowering.reduce,"
                   "TileOpLowering.cumsum,TileOpLowering.atomic")],
         "tests": ["tilelang-core/tests/test_tile_op_lowering.py", "tilelang-core/tests/test_tile_ops.py",

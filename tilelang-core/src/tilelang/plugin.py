@@ -75,9 +75,9 @@ _EXPORTS: dict[str, str] = {
     "LowerTileOps": "tilelang.transform",
     "ApplyGlobalLayouts": "tilelang.transform",
     "TileOpLowering": "tilelang.transform.lower_tile_ops",
-    "reduce_combine": "tilelang.transform.lower_tile_ops",
-    "reduce_identity": "tilelang.transform.lower_tile_ops",
-    "reduce_operand": "tilelang.transform.lower_tile_ops",
+    "reduce_combine": "tilelang.transform.reduce_kinds",
+    "reduce_identity": "tilelang.transform.reduce_kinds",
+    "reduce_operand": "tilelang.transform.reduce_kinds",
     # -- shared GPU-neutral passes (tilelang.transform.gpu) --------------------------------
     "PartitionParallelLoops": "tilelang.transform.gpu",
     "PlaceFragments": "tilelang.transform.gpu",

@@ -75,7 +75,7 @@ def reducer_init(reducer: Any, init: Any = None) -> None:
     op = _op_of(reducer, "T.reducer_init")
     dtype = str(reducer.dtype)
     if init is None:
-        from ..transform.lower_tile_ops import reduce_identity
+        from ..transform.reduce_kinds import reduce_identity
 
         init = reduce_identity(op, dtype)
     fill(reducer, init)

@@ -26,6 +26,8 @@ from ..errors import LanguageError
 from ..language.bounds import source_location
 from ..language.ops import ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS, TILE_OPS
 from ..language.tile import REDUCE_KINDS, SCAN_KINDS
+from .block_reduce import across_threads, reduce_across_threads
+from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 _PARALLEL = {"tilelang.parallel": 1}
@@ -38,40 +40,6 @@ ATOMIC_USE_TMA_ATTR = "tilelang.atomic_use_tma"
 
 def _cast(dtype: str, value: Any) -> Any:
     return value if str(value.ty.dtype) == dtype else tirx.Cast(dtype, value)
-
-
-def reduce_identity(kind: str, dtype: Any) -> Any:
-    """The value a cleared reduction starts from: -inf / +inf for floating max / min (as
-    upstream: a row of -inf reduces to -inf), the type's extremes for integers, all ones
-    for bitand, else 0."""
-    dtype = str(dtype)
-    is_float = dtype.startswith(("float", "bfloat"))
-    if kind == "max":
-        return tirx.const(float("-inf"), dtype) if is_float else tirx.min_value(dtype)
-    if kind == "min":
-        return tirx.const(float("inf"), dtype) if is_float else tirx.max_value(dtype)
-    if kind == "bitand":
-        return tirx.max_value(dtype) if dtype.startswith(("uint", "bool")) else tirx.const(-1, dtype)
-    return tirx.const(0, dtype)
-
-
-def reduce_operand(kind: str, value: Any) -> Any:
-    """What a reduction of ``kind`` combines of an element (its magnitude for abs kinds)."""
-    return tirx.abs(value) if kind in ("abssum", "absmax") else value
-
-
-def reduce_combine(kind: str, acc: Any, value: Any) -> Any:
-    if kind in ("max", "absmax"):
-        return tirx.max(acc, value)
-    if kind == "min":
-        return tirx.min(acc, value)
-    if kind == "bitand":
-        return tirx.bitwise_and(acc, value)
-    if kind == "bitor":
-        return tirx.bitwise_or(acc, value)
-    if kind == "bitxor":
-        return tirx.bitwise_xor(acc, value)
-    return acc + value
 
 
 class TileOpLowering:
@@ -256,9 +224,9 @@ class TileOpLowering:
         kept, d_axes = self._reduce_layout(f"reduce_{kind}", src, dst, axis)
         dtype = d_buf.dtype
         init = reduce_identity(kind, dtype)
-        across = self._across_threads(s_buf, s_ext, kept, axis, clear, kind)
+        across = across_threads(self, s_buf, s_ext, kept, axis, clear, kind)
         if across is not None:
-            return self._reduce_across_threads(across, src, dst, kind, axis, kept, d_axes)
+            return reduce_across_threads(self, across, src, dst, kind, axis, kept, d_axes)
 
         def body(outer: list[Any]) -> Any:
             acc = self.local_scalar(dtype)
@@ -280,77 +248,6 @@ class TileOpLowering:
             ])
 
         return self.nest([s_ext[a] for a in kept], body)
-
-    # Rows of a tile reduced by the whole block (GPU pipelines ask for it: cross_thread):
-    # the generic form gives each row to one thread, which walks it alone (a 4096-wide
-    # softmax row: 4096 dependent loads by one thread while the rest of the block waits);
-    # here every thread combines a strided slice of the row and TVM's thread all-reduce
-    # (tvm_thread_allreduce, lowered by LowerThreadAllreduce to warp shuffles and one
-    # shared-memory stage) combines the threads. Rows go one after another, so it is taken
-    # when rows are few and long: at most MAX_ACROSS_ROWS rows of at least the block's
-    # thread count. Accumulating reductions (clear=False) keep the generic form, whose
-    # destination each row's own thread reads and writes.
-    MAX_ACROSS_ROWS = 8
-
-    def _across_threads(self, s_buf: Any, s_ext: list[Any], kept: list[int], axis: int, clear: bool,
-                        kind: str) -> tuple[Any, int] | None:
-        if not self.cross_thread or self.threads is None or not clear or s_buf.scope() == "global":
-            return None
-        if kind not in ("sum", "max", "min", "abssum", "absmax"):
-            return None
-        tid, threads = self.threads
-        rows = 1
-        for a in kept:
-            if not isinstance(s_ext[a], tirx.IntImm):
-                return None
-            rows *= int(s_ext[a].value)
-        extent = s_ext[axis]
-        if rows > self.MAX_ACROSS_ROWS or not isinstance(extent, tirx.IntImm) or int(extent.value) < threads:
-            return None
-        return tid, threads
-
-    def _reduce_across_threads(self, across: tuple[Any, int], src: Any, dst: Any, kind: str, axis: int,
-                               kept: list[int], d_axes: list[int]) -> Any:
-        tid, threads = across
-        s_buf, s_min, s_ext = self.parts(src)
-        d_buf, d_min, _ = self.parts(dst)
-        dtype = d_buf.dtype
-        init = reduce_identity(kind, dtype)
-        n = int(s_ext[axis].value)
-
-        def body(outer: list[Any]) -> Any:
-            part, whole = self.local_scalar(dtype), self.local_scalar(dtype)
-            step = self.fresh("r")
-            j = step * threads + tid
-            s_idx = list(s_min)
-            for a, v in zip(kept, outer):
-                s_idx[a] = s_min[a] + v
-            s_idx[axis] = s_min[axis] + j
-            d_idx = list(d_min)
-            for a, v in zip(d_axes, outer):
-                d_idx[a] = d_min[a] + v
-            value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
-            update = tirx.BufferStore(part, reduce_combine(kind, tirx.BufferLoad(part, [0]), value), [0])
-            if n % threads:
-                update = tirx.IfThenElse(j < n, update, None)
-            x, y = tirx.Var("x", dtype), tirx.Var("y", dtype)
-            reducer = tirx.CommReducer([x], [y], [reduce_combine("max" if kind == "absmax" else
-                                                                 "sum" if kind == "abssum" else kind, x, y)], [init])
-            allreduce = tirx.AttrStmt(reducer, "reduce_scope", tirx.reinterpret("handle", tirx.IntImm("uint64", 0)),
-                                      tirx.Evaluate(tirx.tvm_thread_allreduce(
-                                          tirx.IntImm("uint32", 1), tirx.BufferLoad(part, [0]), tirx.const(True),
-                                          tirx.BufferLoad(whole, [0]), tid)))
-            return tirx.SeqStmt([
-                tirx.AllocBuffer(part),
-                tirx.AllocBuffer(whole),
-                tirx.BufferStore(part, init, [0]),
-                tirx.For(step, 0, (n + threads - 1) // threads, tirx.ForKind.SERIAL, update),
-                allreduce,
-                # every thread holds the same total: each stores it (one value, whoever wins)
-                tirx.BufferStore(d_buf, tirx.BufferLoad(whole, [0]), d_idx),
-            ])
-
-        return self.nest([s_ext[a] for a in kept], body, parallel=False)
 
     def cumsum(self, src: Any, dst: Any, axis: int, reverse: bool, kind: str = "sum") -> Any:
         """Inclusive scan along ``axis``: running sum, max or min (T.cumsum / cummax / cummin)."""
