@@ -100,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "is_full_region": "tilelang.transform.gpu.ir_util",
     "seq": "tilelang.transform.gpu.ir_util",
     "static_ints": "tilelang.transform.gpu.ir_util",
+    "gemm_mnk": "tilelang.transform.gpu.ir_util",
     "substitute": "tilelang.transform.gpu.ir_util",
     "tile_op_name": "tilelang.transform.gpu.ir_util",
     "unrolled": "tilelang.transform.gpu.ir_util",

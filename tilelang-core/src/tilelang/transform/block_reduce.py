@@ -55,13 +55,7 @@ def reduce_across_threads(lowering: Any, across: tuple[Any, int], src: Any, dst:
         part, whole = lowering.local_scalar(dtype), lowering.local_scalar(dtype)
         step = lowering.fresh("r")
         j = step * threads + tid
-        s_idx = list(s_min)
-        for a, v in zip(kept, outer):
-            s_idx[a] = s_min[a] + v
-        s_idx[axis] = s_min[axis] + j
-        d_idx = list(d_min)
-        for a, v in zip(d_axes, outer):
-            d_idx[a] = d_min[a] + v
+        s_idx, d_idx = lowering.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, j)
         value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
         update = tirx.BufferStore(part, reduce_combine(kind, tirx.BufferLoad(part, [0]), value), [0])
         if n % threads:

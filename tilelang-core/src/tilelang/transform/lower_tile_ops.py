@@ -218,6 +218,16 @@ class TileOpLowering:
                                      f"{list(s_ext)} tile reduced over dim {axis} (axis {d} should be {s_ext[a]})")
         return kept, d_axes
 
+    @staticmethod
+    def reduce_indices(s_min: list[Any], d_min: list[Any], kept: list[int], d_axes: list[int],
+                       outer: list[Any], axis: int, j: Any) -> tuple[list[Any], list[Any]]:
+        """(source, destination) indices of element ``j`` of the reduced row at ``outer``."""
+        s_idx, d_idx = list(s_min), list(d_min)
+        for a, d, v in zip(kept, d_axes, outer):
+            s_idx[a], d_idx[d] = s_min[a] + v, d_min[d] + v
+        s_idx[axis] = s_min[axis] + j
+        return s_idx, d_idx
+
     def reduce(self, src: Any, dst: Any, kind: str, axis: int, clear: bool) -> Any:
         s_buf, s_min, s_ext = self.parts(src)
         d_buf, d_min, _ = self.parts(dst)
@@ -231,13 +241,7 @@ class TileOpLowering:
         def body(outer: list[Any]) -> Any:
             acc = self.local_scalar(dtype)
             j = self.fresh("r")
-            s_idx = list(s_min)
-            for a, v in zip(kept, outer):
-                s_idx[a] = s_min[a] + v
-            s_idx[axis] = s_min[axis] + j
-            d_idx = list(d_min)
-            for a, v in zip(d_axes, outer):
-                d_idx[a] = d_min[a] + v
+            s_idx, d_idx = self.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, j)
             value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
             combined = reduce_combine(kind, tirx.BufferLoad(acc, [0]), value)
             return tirx.SeqStmt([

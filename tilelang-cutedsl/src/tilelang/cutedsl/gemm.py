@@ -39,6 +39,7 @@ from tilelang.plugin import (
     FRAGMENT_SCOPE,
     block_barrier,
     extern_call,
+    gemm_mnk,
     is_full_region,
     pass_config,
     prim_func_pass,
@@ -142,14 +143,10 @@ class _Plan:
         dtype = str(a.source.dtype)
         if dtype not in OPERAND_DTYPES or str(b.source.dtype) != dtype:
             return None
-        shapes = [static_ints(r.source.shape) for r in (a, b, c)]
-        if any(s is None or len(s) != 2 for s in shapes):
+        mnk = gemm_mnk(a, b, c, trans_a, trans_b)
+        if mnk is None or mnk[2] % ATOM_K or threads % WARP:
             return None
-        (a0, a1), (b0, b1), (m, n) = shapes
-        ma, ka = (a1, a0) if trans_a else (a0, a1)
-        kb, nb = (b1, b0) if trans_b else (b0, b1)
-        if ma != m or nb != n or ka != kb or ka % ATOM_K or threads % WARP:
-            return None
+        m, n, _ = mnk
         grid = warp_grid(m, n, threads // WARP)
         if grid is None:
             return None

@@ -27,6 +27,18 @@ def static_ints(values: Any) -> list[int] | None:
     return out
 
 
+def gemm_mnk(a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM on 2-d tiles of static shapes that agree (A M x K or, transposed,
+    K x M; B K x N or N x K; C M x N), else None."""
+    shapes = [static_ints(r.source.shape) for r in (a, b, c)]
+    if any(s is None or len(s) != 2 for s in shapes):
+        return None
+    (a0, a1), (b0, b1), (m, n) = shapes
+    ma, ka = (a1, a0) if trans_a else (a0, a1)
+    kb, nb = (b1, b0) if trans_b else (b0, b1)
+    return (m, n, ka) if ma == m and nb == n and ka == kb else None
+
+
 def is_full_region(region: Any) -> bool:
     buffer = region.source
     return all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 and

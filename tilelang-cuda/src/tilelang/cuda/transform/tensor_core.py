@@ -44,6 +44,7 @@ from tilelang.plugin import (
     buffer_accesses,
     dtype_bytes,
     extern_call,
+    gemm_mnk,
     is_full_region,
     parallel_nest,
     pass_config,
@@ -174,14 +175,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         dtype = str(a.source.dtype)
         if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
             return None
-        shapes = [static_ints(r.source.shape) for r in (a, b, c)]
-        if any(s is None or len(s) != 2 for s in shapes):
+        mnk = gemm_mnk(a, b, c, trans_a, trans_b)
+        if mnk is None or mnk[2] % 16:
             return None
-        (a0, a1), (b0, b1), (m, n) = shapes
-        ma, ka = (a1, a0) if trans_a else (a0, a1)
-        kb, nb = (b1, b0) if trans_b else (b0, b1)
-        if ma != m or nb != n or ka != kb or ka % 16:
-            return None
+        m, n, _ = mnk
         return choose_layout(m, n, self.threads // WARP)
 
     def _accumulator_layout(self, fragment: Any, ops: list[tuple[str, Any]]) -> MMALayout | None:
