@@ -20,22 +20,15 @@ from .cute_emit import dtype_of
 RESERVED = {"cute", "cutlass", "cuda", "stream", "launch"}
 
 
-def flat_size(buffer: Any, kernel: str, bound: list[tuple[Any, Any]] = ()) -> str:
+def flat_size(buffer: Any, kernel: str) -> str:
     """The element count of a parameter buffer: an int, or a Python expression over the
-    symbolic dimensions (non-negative, so // and % round alike on device values). A size
-    the kernel computed into a variable (TVM's CSE binds ``M * N`` as ``cse_v1``) is
-    written out from ``bound``, the kernel's bindings: the launch sees only its scalars."""
-    from tilelang.plugin import python_expr, substitute
+    symbolic dimensions (non-negative, so // and % round alike on device values)."""
+    from tilelang.plugin import python_expr
     from tvm import tirx
 
     size: Any = buffer.shape[0] if len(buffer.shape) else tirx.const(1, "int32")
     for d in list(buffer.shape)[1:]:
         size = size * d
-    for _ in range(len(bound)):
-        inlined = substitute(size, list(bound))
-        if inlined.same_as(size):
-            break
-        size = inlined
     try:
         # a cast of a dimension (int(M)) is its value here: the launch's scalars are integers
         return python_expr(tvm_simplify(size)).replace("int(", "(")

@@ -105,7 +105,6 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         self.guards: list[str] = []  # conditions of the if_then_else branches being printed
         self.params = [self.bind(p) for p in func.params]
         self.param_sizes: dict[str, tuple[int, str]] = {}
-        self.bound: list[tuple[Any, Any]] = []  # (var, value) of the kernel's bindings so far
 
     # -- names ----------------------------------------------------------------------------
     def bind(self, var: Any) -> str:
@@ -148,7 +147,7 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         if data is None or data not in self.params:
             raise CompileError(f"cutedsl codegen, kernel {self.name!r}: buffer {buffer.name!r} views memory "
                                "that is not a kernel parameter")
-        self.param_sizes[data] = (flat_size(buffer, self.name, self.bound), str(buffer.dtype))
+        self.param_sizes[data] = (flat_size(buffer, self.name), str(buffer.dtype))
         self.names[hash(buffer)] = data
         self.dtypes[data] = buffer.dtype
 
@@ -200,7 +199,6 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         self.stmt(node.body, depth)
 
     def stmt_Bind(self, node: Any, depth: int) -> None:
-        self.bound.append((node.var, node.value))  # a parameter's size may read it (flat_size)
         value = self.expr(node.value)
         self.emit(depth, f"{self.bind(node.var)} = {value}")
 

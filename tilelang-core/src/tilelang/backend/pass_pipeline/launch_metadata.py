@@ -80,7 +80,6 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
 
     tvm_ffi.structural_walk(func.body, (tvm.ir.Call, visit))
     maps = _tensor_maps(func, names)
-    bound = _host_bindings(func)
     launches = []
     for call in calls:
         if isinstance(call.op, tvm.ir.GlobalVar):
@@ -97,52 +96,17 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
                 encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
             else:
-                encoded.append(python_expr(_inline(operand, bound)))
+                encoded.append(python_expr(operand))
                 types.append(str(operand.ty))
         launches.append({
             "symbol": symbol,
             "args": encoded,
             "arg_types": types,
-            "grid": [python_expr(_inline(by_tag[t], bound)) if t in by_tag else "1" for t in _GRID],
-            "block": [python_expr(_inline(by_tag[t], bound)) if t in by_tag else "1" for t in _BLOCK],
-            "dynamic_smem": python_expr(_inline(by_tag[_DYN_SMEM], bound)) if _DYN_SMEM in by_tag else "0",
+            "grid": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _GRID],
+            "block": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _BLOCK],
+            "dynamic_smem": python_expr(by_tag[_DYN_SMEM]) if _DYN_SMEM in by_tag else "0",
         })
     return launches
-
-
-def _host_bindings(func: Any) -> list[tuple[Any, Any]]:
-    """(variable, value) of every scalar the host function binds: a value the host computes
-    before the launch (common subexpressions of scalar parameters, hoisted by TVM's CSE)
-    reaches the launch as that variable, which a launcher outside the host code cannot
-    see, so operands are written with the bindings inlined."""
-    import tvm
-    import tvm_ffi
-    from tvm import tirx
-
-    found: list[tuple[Any, Any]] = []
-
-    def visit(stmt: Any) -> None:
-        ty = getattr(stmt.var, "ty", None)
-        # scalars only: a tensor map or other handle the host allocates stays a variable
-        if isinstance(ty, tvm.ir.PrimType) and not str(ty.dtype).startswith("handle"):
-            found.append((stmt.var, stmt.value))
-
-    tvm_ffi.structural_walk(func.body, ((tirx.Bind, tirx.LetStmt), visit))
-    return found
-
-
-def _inline(expr: Any, bound: list[tuple[Any, Any]]) -> Any:
-    """``expr`` with host-bound variables replaced by their values (to a fixed point)."""
-    if not bound:
-        return expr
-    from ...language.ops import substitute
-
-    for _ in range(len(bound) + 1):
-        inlined = substitute(expr, bound)
-        if inlined.same_as(expr):
-            return expr
-        expr = inlined
-    return expr
 
 
 def _tensor_maps(func: Any, names: list[str]) -> dict[Any, str]:
