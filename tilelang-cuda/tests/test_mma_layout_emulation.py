@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lowered_instructions import descriptor_address
 from tilelang.cuda.transform.mma_layout import MMALayout, choose_layout
 
 WARP = 32
@@ -132,25 +133,8 @@ def pack_descriptor(start: int, lbo: int, sbo: int, mode: int) -> int:
 def canonical_address(desc: int, mn: int, k: int, k_major: bool, dtype_bytes: int) -> int:
     """The shared byte address the hardware reads for operand element (mn, k) of one
     wgmma, from the descriptor alone: the canonical layouts of the PTX ISA ("Shared Memory
-    Matrix Layout", in CuTe notation with T elements per 16 bytes and C = swizzle width /
-    16), then the swizzle applied to the address bits (Swizzle<log2 C, 4, 3>)."""
-    start, lbo, sbo, mode = descriptor_fields(desc)
-    t = 16 // dtype_bytes
-    width = {0: 16, 1: 128, 2: 64, 3: 32}[mode]
-    c = width // 16
-    lbo, sbo = lbo // dtype_bytes, sbo // dtype_bytes
-    if k_major and mode == 0:  # ((8,m),(T,2k)):((1T,SBO),(1,LBO))
-        offset = mn % 8 * t + mn // 8 * sbo + k % t + k // t * lbo
-    elif k_major:  # ((8,m),(T,2k)):((cT,SBO),(1,T))
-        offset = mn % 8 * c * t + mn // 8 * sbo + k
-    elif mode == 0:  # ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
-        offset = mn % t + mn // t * sbo + k % 8 * t + k // 8 * lbo
-    else:  # ((T,c,m),(8,k)):((1,T,LBO),(cT,SBO))
-        offset = mn % t + mn // t % c * t + mn // (t * c) * lbo + k % 8 * c * t + k // 8 * sbo
-    address = start + offset * dtype_bytes
-    if mode:
-        address ^= ((address >> 7) & (c - 1)) << 4
-    return address
+    Matrix Layout"), as the lowered-IR emulator reads them (lowered_instructions.py)."""
+    return int(descriptor_address(desc, mn, k, k_major, dtype_bytes))
 
 
 LAYOUT_CASES = [  # rows, cols of the shared tile, K along its columns?, the wgmma's M or N extent
