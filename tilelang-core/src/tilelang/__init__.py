@@ -1,7 +1,7 @@
 """TileLang: a tile-level kernel language whose backends are plugins.
 
 ``import tilelang`` stays light: it loads the plugin manifests (no TVM, no SDK). TVM is
-imported by ``tilelang.language`` and on the first compilation.
+imported when a kernel is built (the first ``T.<name>`` read) and on the first compilation.
 """
 
 # Plugin distributions add subpackages (tilelang.cuda, tilelang.jit.adapter.nvrtc, ...)

@@ -3,143 +3,49 @@
 It is TVMScript's ``tirx`` surface plus TileLang's own spelling (``T.Kernel``,
 ``T.Parallel``, ``T.Tensor``, ``T.alloc_shared`` ...). Backend dialects compose it:
 ``from tilelang.cuda import language as T``.
+
+Importing it imports no TVM: the names are defined in ``_surface`` (add new ones there, and
+to ``__all__`` here) and load the first time one is read (PEP 562), so a module that imports
+the language at its top and gets its kernel from the disk cache (tilelang.jit.request_key)
+never imports TVM.
 """
 
-# The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
-from tvm.script.parser.tirx import *
-from tvm.script.parser.tirx import prim_func as _tvm_prim_func
+import importlib as _importlib
+import sys as _sys
 
-from ..layout import Fragment, Layout
-from ..tvm_compat import install as _install_tvm_names
-from .parser_hooks import install as _install_parser_hooks
-from . import ops as _ops  # noqa: F401  (registers TileLang's IR ops)
-from .allocate import alloc_local, alloc_shared
-from .atomic import (
-    atomic_add,
-    atomic_addx2,
-    atomic_addx4,
-    atomic_and,
-    atomic_load,
-    atomic_max,
-    atomic_min,
-    atomic_or,
-    atomic_store,
-    atomic_xor,
-)
-from .casts import reinterpret
-from .conv import c2d_im2col, im2col
-from .dtypes import DTYPES as _DTYPES
-from .dtypes import dtype
-from .eager import const, empty  # the eager @tilelang.jit style's declarations
-from .ext import ext
-from .fastmath import (
-    __cos,
-    __exp,
-    __exp10,
-    __log,
-    __log2,
-    __log10,
-    __sin,
-    __tan,
-    ieee_add,
-    ieee_fdiv,
-    ieee_fmaf,
-    ieee_frcp,
-    ieee_frsqrt,
-    ieee_fsqrt,
-    ieee_mul,
-    ieee_sub,
-)
-from .frontend import normalize as _normalize
-from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
-from .kernel import Kernel, get_block_binding, get_thread_binding
-from .loop import Parallel
-from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
-from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
-from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
-from .symbolic import dynamic, symbolic
-from .tile import (
-    Pipelined,
-    alloc_fragment,
-    annotate_layout,
-    clear,
-    copy,
-    cummax,
-    cummin,
-    cumsum,
-    fill,
-    gemm,
-    reduce,
-    reduce_absmax,
-    reduce_abssum,
-    reduce_bitand,
-    reduce_bitor,
-    reduce_bitxor,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
-    transpose,
-    use_swizzle,
-)
-from .unsupported import __getattr__
-from .variables import alloc_global, alloc_var
+from .unsupported import __getattr__ as _unsupported
 
-_install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
-_install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
-from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
-
-# T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
-# TVMScript's constructors): they replace the tirx namespace's constructors of the same names.
-globals().update(_DTYPES)
+_SURFACE = __name__ + "._surface"
+#: the module's own attributes, which publishing the surface leaves alone
+_OWN = frozenset({"__name__", "__doc__", "__file__", "__loader__", "__spec__", "__package__",
+                  "__builtins__", "__cached__", "__path__", "__all__", "__getattr__", "__dir__"})
 
 
-def prim_func(func=None, **kwargs):
-    """``@T.prim_func``: parse a kernel body into a PrimFunc (TVMScript, then TileLang's
-    frontend normalization)."""
-
-    def wrap(f):
-        try:
-            parsed = _tvm_prim_func(f, **kwargs)
-        except OSError as err:  # inspect could not find the function's source
-            from ..errors import LanguageError
-
-            raise LanguageError(
-                f"T.prim_func {getattr(f, '__name__', f)!r}: its source code cannot be read "
-                f"({err}); kernels are parsed from source, so define them in a file, not in "
-                "`python -c` or an interactive prompt"
-            ) from None
-        except Exception as err:  # TVMScript reports our errors as diagnostics with a location
-            cause = _tilelang_cause(err)
-            if cause is None:
-                from .diagnostics import explain
-
-                explained = explain(err)
-                if explained is None:
-                    raise
-                from ..errors import LanguageError
-
-                raise LanguageError(explained) from err
-            raise type(cause)(str(err)) from err
-        return _normalize(parsed)
-
-    return wrap(func) if func is not None else wrap
+def _load_surface():
+    """The surface module; published into this package once it has loaded completely.
+    While it loads, a submodule that reads a name gets it from the partial module, as it
+    would have from a partial package."""
+    module = _sys.modules.get(_SURFACE)
+    if module is None:
+        module = _importlib.import_module(_SURFACE)
+    if not getattr(module.__spec__, "_initializing", False):
+        # from now on the names are plain attributes: __getattr__ only sees unknown names
+        globals().update((k, v) for k, v in vars(module).items() if k not in _OWN)
+    return module
 
 
-def _tilelang_cause(err: BaseException):
-    """The TileLang error a TVMScript diagnostic wraps, if any."""
-    from ..errors import TileLangError
-
-    seen = err
-    while seen is not None:
-        if isinstance(seen, TileLangError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+def __getattr__(name: str) -> object:
+    if name.startswith("__") and name.endswith("__"):  # protocol probes (T.__cos is a name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        return vars(_load_surface())[name]
+    except KeyError:
+        return _unsupported(name)  # an upstream name with what to write instead, else AttributeError
 
 
-# TVMScript recognizes its decorator by this token when it meets `@T.prim_func` inside
-# another parsed function.
-prim_func.dispatch_token = "tirx"
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(vars(_load_surface())) - _OWN)
+
 
 __all__ = [
     "Fragment",

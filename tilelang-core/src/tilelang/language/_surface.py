@@ -1,0 +1,143 @@
+"""The language's names, loaded on first use: ``tilelang.language`` (``__init__``) imports
+this module the first time a kernel reads ``T.<name>`` and publishes its namespace.
+
+Add a new name here (its import) and to ``__all__`` in ``__init__``: this module imports TVM,
+which a disk-cache hit of a kernel module that imports the language at its top must not pay.
+"""
+
+# ruff: noqa: F401 - every import here is a name of the language, published by ``__init__``
+
+# The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
+from tvm.script.parser.tirx import *
+from tvm.script.parser.tirx import prim_func as _tvm_prim_func
+
+from ..layout import Fragment, Layout
+from ..tvm_compat import install as _install_tvm_names
+from . import ops as _ops  # registers TileLang's IR ops
+from .allocate import alloc_local, alloc_shared
+from .atomic import (
+    atomic_add,
+    atomic_addx2,
+    atomic_addx4,
+    atomic_and,
+    atomic_load,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_store,
+    atomic_xor,
+)
+from .casts import reinterpret
+from .conv import c2d_im2col, im2col
+from .dtypes import DTYPES as _DTYPES
+from .dtypes import dtype
+from .eager import const, empty  # the eager @tilelang.jit style's declarations
+from .ext import ext
+from .fastmath import (
+    __cos,
+    __exp,
+    __exp10,
+    __log,
+    __log2,
+    __log10,
+    __sin,
+    __tan,
+    ieee_add,
+    ieee_fdiv,
+    ieee_fmaf,
+    ieee_frcp,
+    ieee_frsqrt,
+    ieee_fsqrt,
+    ieee_mul,
+    ieee_sub,
+)
+from .frontend import normalize as _normalize
+from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
+from .kernel import Kernel, get_block_binding, get_thread_binding
+from .loop import Parallel
+from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
+from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
+from .parser_hooks import install as _install_parser_hooks
+from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
+from .symbolic import dynamic, symbolic
+from .tile import (
+    Pipelined,
+    alloc_fragment,
+    annotate_layout,
+    clear,
+    copy,
+    cummax,
+    cummin,
+    cumsum,
+    fill,
+    gemm,
+    reduce,
+    reduce_absmax,
+    reduce_abssum,
+    reduce_bitand,
+    reduce_bitor,
+    reduce_bitxor,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+    transpose,
+    use_swizzle,
+)
+from .variables import alloc_global, alloc_var
+
+_install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
+_install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
+from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
+
+# T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
+# TVMScript's constructors): they replace the tirx namespace's constructors of the same names.
+globals().update(_DTYPES)
+
+
+def prim_func(func=None, **kwargs):
+    """``@T.prim_func``: parse a kernel body into a PrimFunc (TVMScript, then TileLang's
+    frontend normalization)."""
+
+    def wrap(f):
+        try:
+            parsed = _tvm_prim_func(f, **kwargs)
+        except OSError as err:  # inspect could not find the function's source
+            from ..errors import LanguageError
+
+            raise LanguageError(
+                f"T.prim_func {getattr(f, '__name__', f)!r}: its source code cannot be read "
+                f"({err}); kernels are parsed from source, so define them in a file, not in "
+                "`python -c` or an interactive prompt"
+            ) from None
+        except Exception as err:  # TVMScript reports our errors as diagnostics with a location
+            cause = _tilelang_cause(err)
+            if cause is None:
+                from .diagnostics import explain
+
+                explained = explain(err)
+                if explained is None:
+                    raise
+                from ..errors import LanguageError
+
+                raise LanguageError(explained) from err
+            raise type(cause)(str(err)) from err
+        return _normalize(parsed)
+
+    return wrap(func) if func is not None else wrap
+
+
+def _tilelang_cause(err: BaseException):
+    """The TileLang error a TVMScript diagnostic wraps, if any."""
+    from ..errors import TileLangError
+
+    seen = err
+    while seen is not None:
+        if isinstance(seen, TileLangError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+# TVMScript recognizes its decorator by this token when it meets `@T.prim_func` inside
+# another parsed function.
+prim_func.dispatch_token = "tirx"
