@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import cute_mma_emulator
+import cute_tma_emulator
 import numpy as np
 
 _DTYPES = {"Float16": np.float16, "BFloat16": np.float32, "Float32": np.float32, "Float64": np.float64,
@@ -120,6 +121,13 @@ class _SmemAllocator:
                 return cute_mma_emulator.StagedTensor(block["smem"][k], layout)
             return _Tensor(block["smem"][k], layout)
 
+    def allocate_array(self, dtype: Any, num_elems: int = 1, byte_alignment: int = 1) -> Any:
+        block = _STATE.block  # mbarriers (the TMA ring's only arrays): cute_tma_emulator.py
+        with block["lock"]:
+            k = _STATE.allocations
+            _STATE.allocations += 1
+            return cute_tma_emulator.allocate_array(block, k, num_elems)
+
 
 def _kernel(fn: Callable[..., None]) -> Callable[..., Any]:
     def bind(*args: Any) -> Any:
@@ -168,7 +176,7 @@ def _modules() -> dict[str, Any]:
     arch = types.SimpleNamespace(
         thread_idx=lambda: _STATE.tidx, block_idx=lambda: _STATE.bidx,
         sync_threads=lambda: _STATE.block["barrier"].wait(),
-        **{f"atomic_{op}": _atomic(op) for op in _ATOMIC_OPS}, **cute_mma_emulator.ARCH,
+        **{f"atomic_{op}": _atomic(op) for op in _ATOMIC_OPS}, **cute_mma_emulator.ARCH, **cute_tma_emulator.ARCH,
     )
     math = types.SimpleNamespace(exp=np.exp, exp2=np.exp2, log=np.log, log2=np.log2, log10=np.log10,
                                  sqrt=np.sqrt, rsqrt=lambda x: 1 / np.sqrt(x), abs=np.abs, tanh=np.tanh,
@@ -182,6 +190,7 @@ def _modules() -> dict[str, Any]:
         make_rmem_tensor=lambda layout, dtype: _Tensor(np.zeros(layout.size, dtype=dtype), layout),
     )
     vars(cute).update(cute_mma_emulator.namespace())  # the warp-level MMA path
+    cute_tma_emulator.extend(cute)  # the TMA stage rings
     cutlass = types.SimpleNamespace(
         **_DTYPES, min=min, max=max, range_constexpr=range,
         select_=lambda c, a, b: a if c else b, memory=types.SimpleNamespace(SmemAllocator=_SmemAllocator),

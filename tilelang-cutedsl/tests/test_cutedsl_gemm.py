@@ -153,7 +153,7 @@ def test_clear_accum_fills_before_the_product() -> None:
 
 
 def test_sm90_stage_rings_take_warpgroup_mma() -> None:
-    src = source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90")
+    src = source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90", **{"tl.disable_tma_lower": True})
     assert ("tiled_mma_0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, "
             "cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.MN, cutlass.Float32, (1, 1, 1), "
             "tiler_mn=(64, 128))") in src
@@ -167,6 +167,28 @@ def test_sm90_stage_rings_take_warpgroup_mma() -> None:
     wait = src.index("cute.arch.cp_async_wait_group(1)")
     assert src.index('cute.arch.fence_proxy("async.shared", space="cta")', wait) < src.index("sync_threads()", wait)
     assert src.count("cute.nvgpu.warpgroup.wait_group(0)") == 1 and "LdMatrix" not in src
+
+
+def test_sm90_stage_rings_load_by_tma() -> None:
+    """tma_ring.py: TMA boxes on full/empty mbarriers, one issuing thread, no block barrier in
+    the main loop, a stage released only after wait_group(1) says its wgmma group is done."""
+    src = source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90")
+    assert "cp_async" not in src and "CopyG2SOp" not in src
+    assert "tma_bar_0 = smem.allocate_array(cutlass.Int64, 6, byte_alignment=8)" in src
+    assert "cute.arch.mbarrier_init(tma_bar_0 + 3 + s_tma_bar_0, 128)" in src  # empty: every thread
+    assert ("main_kernel(A_ptr: cute.Tensor, B_ptr: cute.Tensor, C_ptr: cute.Tensor, tma_0: cute.CopyAtom, "
+            "tma_0_tensor: cute.Tensor, tma_1: cute.CopyAtom, tma_1_tensor: cute.Tensor)") in src
+    assert ("tma_1_view = cute.make_tensor(p1, cute.make_layout((256, 128), stride=(1, 256)))") in src  # B as (N, K)
+    assert "cute.local_tile(tma_1_tensor, (128, 32), (bx, (k + 2)))" in src
+    loop = src[src.index("for k in range"):src.index("cute.nvgpu.warpgroup.wait_group(0)")]
+    assert "sync_threads" not in loop
+    assert loop.index("wait_group(1)") < loop.index("cute.arch.mbarrier_arrive(tma_bar_0 + 3")
+    assert loop.index("mbarrier_wait(tma_bar_0 + 0 +") < loop.index("cute.gemm(")
+    # 2 tiles x 128 x 32 halves per stage
+    assert "cute.arch.mbarrier_arrive_and_expect_tx(tma_bar_0 + (0), 16384)" in src
+    # upstream's pass config keeps the cp.async ring
+    assert "tma_bar" not in source(tile_gemm(256, 256, 128, 128, 128, 32, stages=3), arch="sm_90",
+                                   **{"tl.disable_tma_lower": True})
 
 
 def test_sm90_falls_back_to_mma_sync() -> None:
@@ -210,11 +232,13 @@ def test_cute_compile_gives_tensor_core_ptx_for_sm90(shape, tmp_path) -> None:
     assert ".target sm_90a" in ptx
     if arch == "sm_90" and whole:
         assert f"wgmma.mma_async.sync.aligned.m64n{dims[4]}k16.f32.f16.f16" in ptx and "mma.sync" not in ptx
-        assert "fence.proxy.async.shared::cta" in ptx
+        # the tiles arrive by TMA boxes on mbarriers, no cp.async (tma_ring.py)
+        assert "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes" in ptx and "mbarrier.try_wait" in ptx
+        assert "cp.async.cg.shared.global" not in ptx
     else:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "wgmma" not in ptx
         assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
-    assert ("cp.async.cg.shared.global" in ptx) == whole
+        assert ("cp.async.cg.shared.global" in ptx) == whole
     assert "ld.local" not in ptx and "st.local" not in ptx  # the accumulator stays in registers
 
 

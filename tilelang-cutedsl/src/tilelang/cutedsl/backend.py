@@ -37,7 +37,9 @@ BACKEND = BackendModule(
     description="NVIDIA GPUs through NVIDIA CuTe DSL (cute.kernel Python, cute.compile); "
                 "opt-in per kernel with TILELANG_ROUTE=cutedsl or TILELANG_USE_CUTEDSL=1",
     language_extensions={"swizzled_shared": "tilelang.cutedsl.extensions:swizzled_shared"},
-    pass_configs={"tl.disable_wgmma": "sm_90: keep CuTe GEMMs on warp-level mma.sync instead of warpgroup MMA"},
+    pass_configs={"tl.disable_wgmma": "sm_90: keep CuTe GEMMs on warp-level mma.sync instead of warpgroup MMA",
+                  "tl.disable_tma_lower": "sm_90: keep the warpgroup-MMA stage rings on cp.async instead of TMA "
+                                          "boxes and mbarriers"},
 )
 
 

@@ -161,13 +161,19 @@ def copy_g2s(site: str, dst: str, src: str, offset: str, tile: tuple[int, int], 
     ]
 
 
-def wgmma_tile(name: str, tile: dict[str, Any], dtype: str) -> list[str]:
-    """A staged wgmma operand tile in CuTe's canonical GMMA layout (sm90_utils picks the
-    widest swizzle the major extent allows), the swizzle on the pointer as wgmma wants it."""
+def gmma_layout(tile: dict[str, Any], dtype: str) -> str:
+    """A staged wgmma operand tile's layout, CuTe's canonical GMMA one (sm90_utils picks the
+    widest swizzle the major extent allows); the kernel and a TMA atom's host half both
+    spell it so."""
     layout = "ROW_MAJOR" if tile["k_major"] else "COL_MAJOR"  # ROW_MAJOR: K-major, for A and B
+    return (f"sm90_utils.make_smem_layout_{tile['role']}(utils.LayoutEnum.{layout}, {tuple(tile['mnk'])}, "
+            f"{dtype}, {tile['stages']})")
+
+
+def wgmma_tile(name: str, tile: dict[str, Any], dtype: str) -> list[str]:
+    """A staged wgmma operand tile, the swizzle on the pointer as wgmma wants it."""
     return [
-        (f"{name}_layout = sm90_utils.make_smem_layout_{tile['role']}(utils.LayoutEnum.{layout}, "
-         f"{tuple(tile['mnk'])}, {dtype}, {tile['stages']})"),
+        f"{name}_layout = {gmma_layout(tile, dtype)}",
         f"{name} = smem.allocate_tensor({dtype}, {name}_layout.outer, byte_alignment=1024, swizzle={name}_layout.inner)",
     ]
 
@@ -197,15 +203,16 @@ def copy_g2s_wgmma(site: str, tile: str, stage: str, src: str, offset: str, shap
     ]
 
 
-def gemm_wgmma(site: str, mma: str, a: str, b: str, c: str, k: int, stage: str) -> list[str]:
+def gemm_wgmma(site: str, mma: str, a: str, b: str, c: str, k: int, stage: str, wait: bool = True) -> list[str]:
     """C += A @ B from a stage of the two wgmma tiles: descriptors for every 16-deep k block,
-    issued together, then waited for (the next stage's copy may overwrite this one)."""
-    return [
+    issued together, then waited for (the next stage's copy may overwrite this one) unless
+    the caller waits itself (a TMA ring keeps one group in flight)."""
+    lines = [
         f"rA_{site} = {mma}.make_fragment_A({mma}_thr.partition_A({a}))",
         f"rB_{site} = {mma}.make_fragment_B({mma}_thr.partition_B({b}))",
         "cute.nvgpu.warpgroup.fence()",
         f"for kb_{site} in cutlass.range_constexpr({k // 16}):",
         f"    cute.gemm({mma}, {c}, rA_{site}[None, None, kb_{site}, {stage}], rB_{site}[None, None, kb_{site}, {stage}], {c})",
         "cute.nvgpu.warpgroup.commit_group()",
-        "cute.nvgpu.warpgroup.wait_group(0)",
     ]
+    return [*lines, "cute.nvgpu.warpgroup.wait_group(0)"] if wait else lines

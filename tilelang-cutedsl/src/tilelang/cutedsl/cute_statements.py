@@ -2,7 +2,7 @@
 which tiled MMA an accumulator has, where a tile (or its stage) starts, and which emitter of
 cute_emit.py writes each statement. Mixed into KernelPrinter; uses its ``names``, ``expr``,
 ``mma``, ``mma_names``, ``prologue``, ``swizzles``, ``buffer_names``, ``dtypes``,
-``stage_align``, ``stage_sizes``, ``wgmma_tiles`` and ``name``."""
+``stage_align``, ``stage_sizes``, ``wgmma_tiles``, ``tma_rings``, ``tma_atoms`` and ``name``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from tilelang.plugin import CompileError
 
-from . import cute_emit
+from . import cute_emit, cute_tma, tma_ring
 from .cute_emit import DTYPES, dtype_of
 
 
@@ -57,8 +57,10 @@ class CuteStatements:
             # wgmma reads shared memory through the async proxy, cp.async wrote it through the
             # generic one: order them (PTX ISA, "Proxies"), before the barrier that publishes
             return wait + ['cute.arch.fence_proxy("async.shared", space="cta")'] if self.wgmma_tiles else wait
-        if op == "tl_cute_gemm":
-            return self.gemm(site, args, ints)
+        if op in ("tl_cute_gemm", tma_ring.GEMM_ASYNC):
+            return self.gemm(site, args, ints, wait=op == "tl_cute_gemm")
+        if op.startswith("tl_cute_tma_") or op == tma_ring.WGMMA_WAIT:
+            return self.tma_statement(site, op, args, ints)
         if op == "tl_cute_gemm_staged":  # staged.py
             (a, _), (b, _), (c_stage, _) = (self.operand(x) for x in args[:3])
             mma = self.tiled_mma(self.buffer_names[c_stage])
@@ -96,11 +98,51 @@ class CuteStatements:
                                       dtype.bits)
         raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
 
-    def gemm(self, site: str, args: list[Any], ints: list[int | None]) -> list[str]:
+    def tma_statement(self, site: str, op: str, args: list[Any], ints: list[int | None]) -> list[str]:
+        """A statement of a TMA stage ring (tma_ring.py); its barriers are ``tma_bar_<ring>``."""
+        if op == tma_ring.WGMMA_WAIT:
+            return [f"cute.nvgpu.warpgroup.wait_group({ints[0]})"]
+        if op == tma_ring.INIT:
+            ring, stages, threads = ints[:3]
+            self.tma_rings[ring] = stages
+            self.smem_bytes += 16 * stages  # 2 * stages 8-byte mbarriers
+            return cute_tma.barriers(f"tma_bar_{ring}", stages, threads)
+        if op == tma_ring.COPY:
+            (tile, _), (tensor, _) = self.operand(args[0]), self.operand(args[1])
+            layout = self.wgmma_tiles[self.buffer_names[tile]]
+            atom = self.tma_atom(tensor, tile, layout, ints[4], ints[5])
+            stage = self.expr(args[7])
+            return cute_tma.box(site, atom, f"{atom}_tensor", tile, stage, cute_tma.tile_shape(layout),
+                                (self.expr(args[2]), self.expr(args[3])), f"tma_bar_{ints[6]} + ({stage})")
+        ring = ints[0]
+        if ring not in self.tma_rings:
+            raise CompileError(f"cutedsl codegen, kernel {self.name!r}: {op} of TMA ring {ring} before its barriers")
+        if op == tma_ring.EXPECT:
+            return [f"cute.arch.mbarrier_arrive_and_expect_tx(tma_bar_{ring} + ({self.expr(args[1])}), {ints[2]})"]
+        if op == tma_ring.WAIT:  # full barriers first, then the empty ones
+            offset = ints[1] * self.tma_rings[ring]
+            return [f"cute.arch.mbarrier_wait(tma_bar_{ring} + {offset} + ({self.expr(args[2])}), {self.expr(args[3])})"]
+        if op == tma_ring.ARRIVE:
+            return [f"cute.arch.mbarrier_arrive(tma_bar_{ring} + {self.tma_rings[ring]} + ({self.expr(args[1])}))"]
+        raise CompileError(f"cutedsl codegen, kernel {self.name!r}: CuTe statement {op} is unknown")
+
+    def tma_atom(self, tensor: str, tile: str, layout: dict[str, Any], height: int, ld: int) -> str:
+        """The kernel parameter of the TMA atom that loads ``tile`` from ``tensor`` (the
+        launch function builds it: launch_source.py); ``<atom>_tensor`` is its coordinates."""
+        key = (tensor, tile)
+        if key not in self.tma_atoms:
+            dtype = dtype_of(self.dtypes[tile], "a TMA tile")
+            self.tma_atoms[key] = {"name": f"tma_{len(self.tma_atoms)}", "tensor": tensor,
+                                   "view": cute_tma.global_view(layout, height, ld),
+                                   "smem_layout": cute_emit.gmma_layout(layout, dtype),
+                                   "shape": cute_tma.tile_shape(layout)}
+        return self.tma_atoms[key]["name"]
+
+    def gemm(self, site: str, args: list[Any], ints: list[int | None], wait: bool = True) -> list[str]:
         (a, _), (b, _), (c, _) = (self.operand(x) for x in args[:3])
         mma = self.tiled_mma(self.buffer_names[c])
         if self.mma[self.buffer_names[c]].get("kind") == "wgmma":
-            return cute_emit.gemm_wgmma(site, mma, a, b, c, ints[5], self.expr(args[8]))
+            return cute_emit.gemm_wgmma(site, mma, a, b, c, ints[5], self.expr(args[8]), wait)
         swizzles = (self.swizzles.get(self.buffer_names[a]), self.swizzles.get(self.buffer_names[b]))
         dtype = dtype_of(self.dtypes[a], "a GEMM operand")
         stage = args[8] if len(args) > 8 else None

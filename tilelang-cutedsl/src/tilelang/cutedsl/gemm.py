@@ -50,6 +50,7 @@ from tilelang.plugin import (
 from .epilogue import own_index_nests, rewrite_nests
 from .staged import Staging
 from .stages import STAGES_ATTR, extern_name, extern_only, pipeline
+from .tma_ring import tma_ring
 
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
 MMA_ATTR = "tilelang.cutedsl.mma"
@@ -64,6 +65,8 @@ WGMMA_ARCHS = ("sm_90", "sm_90a")  # warpgroup MMA is Hopper's alone
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 #: PrimFunc/module attribute: wgmma operand tile name -> role, major mode, tile, stages
 WGMMA_ATTR = "tilelang.cutedsl.wgmma"
+#: the CUDA backend's pass config, honoured here too: the stage rings stay on cp.async
+DISABLE_TMA_CONFIG = "tl.disable_tma_lower"
 #: argument counts of the staged statements (the stage index is the last)
 STAGED_ARITY = {"tl_cute_g2s": 7, "tl_cute_gemm": 9}
 
@@ -121,6 +124,7 @@ class _Plan:
         self.stages: dict[str, int] = {}  # operand tile name -> stages of its T.Pipelined ring
         self.staged: list[Any] = []  # the args of GEMMs whose C stays a TileLang fragment
         self.staged_mma: dict[str, dict[str, Any]] = {}  # C stage name -> its tiled MMA
+        self.wgmma: dict[str, dict[str, Any]] = {}  # operand tile name -> its GMMA layout (_choose_wgmma)
 
     def find(self, buffer: Any, table: Any) -> Any:
         for key in table:
@@ -322,18 +326,33 @@ def _rewrite(plan: _Plan) -> Any:
     body = tvm_ffi.structural_map(body, (tirx.SeqStmt, _fence_g2s_runs), order="post")
     own = {str(t.name): t for t in plan.operands if extern_only(body, t)}
 
+    cp_async_rings = [0]
+
     def on_loop(loop: Any) -> Any:
         ring = pipeline(loop, own)
         if ring is None:
             return loop
         plan.stages.update(ring[1])
+        cp_async_rings[0] += 1
         return ring[0]
 
     staged = tvm_ffi.structural_map(body, (tirx.For, on_loop), order="post")
     if plan.stages and _unstaged_uses(staged, set(plan.stages)):
         plan.stages.clear()  # a copy or GEMM outside the ring uses a ring's tile: no ring
         return body
-    return staged
+    plan.wgmma = _choose_wgmma(plan)
+    if not plan.wgmma or pass_config(DISABLE_TMA_CONFIG):
+        return staged
+    rings = [0]
+
+    def on_tma_loop(loop: Any) -> Any:
+        ring = tma_ring(loop, plan.wgmma, threads, rings[0]) if pipeline(loop, own) is not None else None
+        rings[0] += ring is not None
+        return loop if ring is None else ring
+
+    tma = tvm_ffi.structural_map(body, (tirx.For, on_tma_loop), order="post")
+    # every ring on TMA, or none: the wgmma choice above holds for the rings as staged
+    return tma if rings[0] == cp_async_rings[0] else staged
 
 
 def _unstaged_uses(body: Any, staged: set[str]) -> bool:
@@ -435,12 +454,11 @@ def _lower(func: Any, mod: Any, ctx: Any) -> Any:
         swizzle = operand_swizzle(int(tile.shape[1]))
         if swizzle is not None:
             swizzles.setdefault(str(tile.name), swizzle)  # the user's T.ext.swizzled_shared wins
-    wgmma = _choose_wgmma(plan)
-    if wgmma:
-        func = func.with_attr(WGMMA_ATTR, json.dumps(wgmma, sort_keys=True))
+    if plan.wgmma:
+        func = func.with_attr(WGMMA_ATTR, json.dumps(plan.wgmma, sort_keys=True))
     mma = {str(c.name): config for c, config in plan.accumulators.items()}
     mma.update(plan.staged_mma)  # staged GEMMs' tiled MMAs, by their C stage's name
-    if "tl_cute_g2s" in str(func.body):  # 16-byte cp.async from the tensors: the binder checks
+    if "tl_cute_g2s" in str(func.body) or "tl_cute_tma_g2s" in str(func.body):  # 16-byte cp.async or TMA
         current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs is not None else None
         func = func.with_attr(ALIGNMENT_ATTR, max(COPY_BYTES, int(current or 0)))
     if swizzles:

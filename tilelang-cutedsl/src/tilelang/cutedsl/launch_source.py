@@ -14,6 +14,7 @@ from typing import Any
 
 from tilelang.plugin import CompileError
 
+from . import cute_tma
 from .cute_emit import dtype_of
 
 #: names the launch function defines itself
@@ -102,6 +103,13 @@ def _launch_lines(launch: dict[str, Any], printers: dict[str, Any]) -> Iterator[
         size = printer.param_sizes.get(param, ("1", ""))[0]
         # a flat view: TIR indexes every buffer by its row-major offset
         operands.append(f"cute.make_tensor(p{arg.split(':')[1]}, cute.make_layout({size}))")
+    pointers = {param: f"p{arg.split(':')[1]}" for arg, param in zip(launch["args"], printer.params)
+                if arg.startswith("param:")}
+    for atom in printer.tma_atoms.values():  # each launch encodes its tensor maps (cute_tma.py)
+        yield from ("    " + line for line in cute_tma.host_atom(atom["name"], f"{atom['name']}_tensor",
+                                                                 pointers[atom["tensor"]], atom["view"],
+                                                                 atom["smem_layout"], atom["shape"]))
+        operands += [atom["name"], f"{atom['name']}_tensor"]
     grid, block = (f"[{', '.join(launch[k])}]" for k in ("grid", "block"))
     smem = printer.smem_bytes + (1024 if printer.has_smem else 0)  # room to align the first tile
     yield f"    {symbol}({', '.join(operands)}).launch(grid={grid}, block={block}, smem={smem}, stream=stream)"

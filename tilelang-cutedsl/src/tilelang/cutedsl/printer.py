@@ -18,7 +18,7 @@ from typing import Any
 
 from tilelang.plugin import ALIGNMENT_ATTR, CompileError
 
-from . import atomics, cute_emit
+from . import atomics, cute_emit, tma_ring
 from .cute_emit import dtype_of
 from .cute_statements import CuteStatements
 from .gemm import MMA_ATTR, WGMMA_ATTR
@@ -103,6 +103,8 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         self.has_smem = False
         self.swizzles = swizzles
         self.guards: list[str] = []  # conditions of the if_then_else branches being printed
+        self.tma_rings: dict[int, int] = {}  # TMA ring id -> stages (tma_ring.py)
+        self.tma_atoms: dict[tuple[str, str], dict[str, Any]] = {}  # (tensor, tile) -> its TMA atom
         self.params = [self.bind(p) for p in func.params]
         self.param_sizes: dict[str, tuple[int, str]] = {}
 
@@ -337,6 +339,8 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         args = list(node.args)
         if op in CALL_BINARY:
             return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
+        if op == "tirx.call_extern" and str(args[0].value) == tma_ring.THREAD0:
+            return "(cute.arch.thread_idx()[0] == 0)"
         if op == "tirx.call_extern" and str(args[0].value) == "tl_cute_acc_coord":  # epilogue.py
             accumulator = self.operand(args[1])[0]
             return f"{accumulator}_coord[{self.expr(args[2])}][{self.expr(args[3])}]"
@@ -366,8 +370,11 @@ class KernelPrinter(CuteStatements, VectorAccesses):
     def print(self) -> list[str]:
         types = [f"{dtype_of(p.ty.dtype, f'parameter {p.name!r}')}" if type(p.ty).__name__ == "PrimType"
                  else "cute.Tensor" for p in self.func.params]
-        header = [f"@cute.kernel\ndef {self.name}({', '.join(f'{p}: {t}' for p, t in zip(self.params, types))}):"]
         self.stmt(self.func.body, 1)
+        params = [f"{p}: {t}" for p, t in zip(self.params, types)]
+        for atom in self.tma_atoms.values():  # built by the launch function, after the tensors
+            params += [f"{atom['name']}: cute.CopyAtom", f"{atom['name']}_tensor: cute.Tensor"]
+        header = [f"@cute.kernel\ndef {self.name}({', '.join(params)}):"]
         self.lines[0:0] = ["    " + line for line in self.prologue]
         if self.has_smem:
             self.lines.insert(0, "    smem = cutlass.memory.SmemAllocator()")
