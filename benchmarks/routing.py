@@ -8,7 +8,7 @@ cutedsl lowers fp16/bf16 T.gemm on CuTe MMA atoms (warpgroup MMA on sm_90 for T.
 stage rings of whole tiles, warp-level mma.sync + ldmatrix otherwise); flash-attention's
 GEMMs, whose accumulators feed reductions, go through shared memory around the MMA.
 
-Usage: python benchmarks/routing.py [--quick] [--json out.json]
+Usage: python benchmarks/routing.py [--quick] [--only TEXT] [--json out.json]
 """
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ def families(quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], tup
     return [
         (f"gemm {n}^3 fp16", lambda: tile_gemm(n, n, n, 128, 128, 32, stages=3), lambda: (half(n, n), half(n, n)),
          lambda a, b: a.float() @ b.float(), 5e-2),
+        # the cuda path's best tile of benchmarks/matmul.py: two consumer warpgroups, 128 x 256
+        (f"gemm {n}^3 fp16 128x256x64/t256/s3/p8",
+         lambda: tile_gemm(n, n, n, 128, 256, 64, stages=3, threads=256, panel=8),
+         lambda: (half(n, n), half(n, n)), lambda a, b: a.float() @ b.float(), 5e-2),
         (f"elementwise {m}x1024 fp16", lambda: elementwise_add(m, 1024, dtype="float16"),
          lambda: (half(m, 1024), half(m, 1024)), lambda a, b: a + b, 1e-3),
         (f"softmax-exp {m}x256 fp32", lambda: row_max_exp(m, 256), lambda: (single(m, 256),),
@@ -77,9 +81,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", action="append", default=[], help="run the kernels whose name has this text")
     args = parser.parse_args()
     rows = []
     for name, build, inputs_of, reference_of, tol in families(args.quick):
+        if args.only and not any(text in name for text in args.only):
+            continue
         inputs = inputs_of()
         reference = reference_of(*inputs)
         row: dict[str, Any] = {"kernel": name}
