@@ -362,8 +362,8 @@ def test_print_refuses_messages_it_cannot_quote():
 
 # -- upstream names not provided -------------------------------------------------------------
 @pytest.mark.parametrize("name,advice", [
-    ("tma_copy", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
-    ("alloc_barrier", "use T.sync_threads"),
+    ("tma_load", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
+    ("alloc_cluster_barrier", "use T.sync_threads"),
     ("alloc_tmem", "Blackwell"),
     ("shfl_xor", "from tilelang.cuda import language as T"),
 ])
@@ -374,11 +374,11 @@ def test_upstream_only_names_raise_a_language_error(name, advice):
 
 
 def test_upstream_only_name_in_a_kernel_names_itself():
-    with pytest.raises(LanguageError, match=r"T.mbarrier_wait_parity is a Hopper"):
+    with pytest.raises(LanguageError, match=r"T.tma_store_wait is a Hopper"):
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as _:
-                T.mbarrier_wait_parity(0, 0)
+                T.tma_store_wait()
 
 
 def test_nvcc_compiles_the_cuda_of_these_primitives():

@@ -72,6 +72,10 @@ class BackendModule:
     # T.ext.<name> -> "package.module:attribute": language extensions only this backend
     # compiles; a kernel using one is routed here (tilelang.backend.routing)
     language_extensions: Mapping[str, str] = field(default_factory=dict)
+    # optional parts of the backend-neutral language this backend's pipeline lowers (e.g.
+    # "explicit_warp_specialization", tilelang.language.barriers); the engine refuses a kernel
+    # using one for a backend that does not list it, before lowering
+    language_features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"BackendModule({self.name!r})"
@@ -112,6 +116,10 @@ class BackendModule:
                 raise ManifestError(f"{where}.language_extensions[{key!r}]: names are lower_snake_case "
                                     "and values 'package.module:attribute' references")
             refs.check_ref(value, f"{where}.language_extensions[{key!r}]")
+        object.__setattr__(self, "language_features", tuple(self.language_features))
+        if not all(isinstance(f, str) and _NAME.match(f) for f in self.language_features):
+            raise ManifestError(f"{where}: language_features must be lower_snake_case names, "
+                                f"got {self.language_features}")
         self._check_execution_backends(where)
         object.__setattr__(self, "aliases", tuple(self.aliases))
         if not all(isinstance(a, str) and _NAME.match(a) for a in self.aliases):

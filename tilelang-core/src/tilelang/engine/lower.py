@@ -94,6 +94,7 @@ def lower(
     import tvm
     from tvm.tirx.build import split_host_device_mods
 
+    from ..language.barriers import check_lowerable
     from .semantic_check import check_fully_lowered, check_kernel
 
     if name is None:
@@ -101,6 +102,7 @@ def lower(
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
     check_extensions(func, name, context.module, context.route)
+    check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers
     params = kernel_params(func, name)
     out_idx = tuple(i if i >= 0 else len(params) + i for i in out_idx)
     for i in out_idx:

@@ -27,6 +27,21 @@ from .atomic import (
     atomic_store,
     atomic_xor,
 )
+from .barriers import (  # upstream's explicit warp-specialized language (barriers, T.tma_copy, T.ws)
+    alloc_barrier,
+    barrier_arrive,
+    barrier_wait,
+    dec_max_nreg,
+    get_warp_group_idx,
+    inc_max_nreg,
+    mbarrier_arrive,
+    mbarrier_arrive_expect_tx,
+    mbarrier_expect_tx,
+    mbarrier_wait_parity,
+    set_max_nreg,
+    tma_copy,
+    ws,
+)
 from .casts import reinterpret
 from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES

@@ -28,18 +28,15 @@ def _add(names: str, what: str, advice: str) -> None:
         _UNSUPPORTED[name] = (what, advice)
 
 
-_add("tma_copy tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 tma_store_arrive "
+_add("tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 tma_store_arrive "
      "tma_store_wait create_tma_descriptor copy_cluster async_copy fence_proxy_async",
      _HOPPER, _PIPELINE_ADVICE)
-_add("alloc_barrier alloc_cluster_barrier mbarrier_arrive mbarrier_arrive_expect_tx mbarrier_expect_tx "
-     "mbarrier_wait_parity barrier_arrive barrier_wait ptx_arrive_cluster_barrier named_barrier_arrive",
+_add("alloc_cluster_barrier ptx_arrive_cluster_barrier named_barrier_arrive",
      _HOPPER, "use T.sync_threads() for a block-wide barrier; for producer/consumer overlap, " + _PIPELINE_ADVICE)
-_add("ws ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
-     "annotate_ws_schedule set_max_nreg inc_max_nreg dec_max_nreg "
-     "annotate_producer_reg_dealloc annotate_consumer_reg_alloc "
-     "get_warp_group_idx",
+_add("ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
+     "annotate_ws_schedule annotate_producer_reg_dealloc annotate_consumer_reg_alloc",
      f"{_HOPPER} (warp specialization)",
-     "write the kernel without warp roles: " + _PIPELINE_ADVICE)
+     "write the roles with T.ws(k), T.alloc_barrier and T.tma_copy, or without warp roles: " + _PIPELINE_ADVICE)
 _add("wgmma_gemm alloc_descriptor alloc_wgmma_desc increase_descriptor_offset",
      _HOPPER, "use T.gemm on shared tiles inside T.Pipelined: the CUDA backend selects wgmma on sm_90 itself")
 _add("alloc_tmem deallocate_tmem tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_mma_arrive "

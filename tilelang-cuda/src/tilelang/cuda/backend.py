@@ -32,6 +32,8 @@ BACKEND = BackendModule(
                              requires_host_codegen=False, requires_device_compile=False),
     ),
     toolchain="tilelang.cuda.toolchain:TOOLCHAIN",
+    # T.alloc_barrier, T.mbarrier_*, T.tma_copy, T.ws (transform/explicit_sync.py)
+    language_features=("explicit_warp_specialization",),
     aliases=("gpu",),
     default_target=target.default_cuda_target,
     canonicalize_target=target.canonicalize,

@@ -25,12 +25,21 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm.backend.cuda.transforms import LowerIket
 
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
+    from .transform.explicit_sync import (
+        LowerExplicitSync,
+        LowerTmaCopies,
+        NameRoleBarriers,
+    )
 
+    # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
+    # them from the launch metadata
+    tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
     return [
-        # TMA tensor maps are encoded by the kernel's host code, or by a launcher that
-        # reads them from the launch metadata
-        LowerTensorCoreGemm(tensor_maps=context.execution_spec.requires_host_codegen or
-                            "tensormap" in context.execution_spec.operand_kinds),
+        LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
+        LowerTensorCoreGemm(tensor_maps=tensor_maps),
+        # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
+        # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
+        LowerTmaCopies(tensor_maps=tensor_maps or context.execution_backend is None),
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerAtomics(),
@@ -38,6 +47,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
         *gpu_block_passes(VECTOR_BYTES),
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
+        NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)

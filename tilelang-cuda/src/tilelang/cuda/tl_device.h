@@ -137,6 +137,34 @@ __device__ __forceinline__ void tl_mbarrier_expect_tx(void* bar, unsigned bytes)
                :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
 }
 
+// mbarrier.expect_tx without an arrival (upstream's T.mbarrier_expect_tx and T.tma_copy:
+// the role's threads arrive themselves, so the phase still counts exactly their arrivals).
+__device__ __forceinline__ void tl_mbarrier_expect_tx_no_arrive(void* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n"
+               :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// A TMA box's shared destination must be 128-byte aligned (CUDA C++ Programming Guide,
+// "Tensor Memory Access"); T.tma_copy's tiles sit where shared-memory planning put them, so
+// the issuing thread checks: a trap, never a misplaced box.
+__device__ __forceinline__ void tl_check_tma_destination(const void* smem) {
+  if (tl_smem_addr(smem) & 127u) {
+    printf("tilelang: a T.tma_copy destination starts at shared address %u, not on a 128-byte boundary\n",
+           tl_smem_addr(smem));
+    __trap();
+  }
+}
+
+// A warpgroup's register budget (PTX ISA "setmaxnreg", sm_90a only; n: a constant multiple of
+// 8 in [24, 256]). A hint: compiled for plain sm_90 it does nothing.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define tl_setmaxnreg_inc(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(n))
+#define tl_setmaxnreg_dec(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(n))
+#else
+#define tl_setmaxnreg_inc(n) ((void)0)
+#define tl_setmaxnreg_dec(n) ((void)0)
+#endif
+
 __device__ __forceinline__ void tl_mbarrier_arrive(void* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
 }

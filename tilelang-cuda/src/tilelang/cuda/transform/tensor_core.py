@@ -61,6 +61,7 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
+from .explicit_sync import role_threads
 from .mma_layout import (
     CHUNK_BYTES,
     WARP,
@@ -85,6 +86,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "",
                  tensor_maps: bool = False) -> None:
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
+        self.block_threads = threads  # the launch's (occupancy); threads: those a GEMM's C spreads over
         self.tensor_maps = tensor_maps  # host code can encode TMA tensor maps (tma.py)
         self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
         self.block_prologue: list[Any] = []  # statements at the top of the block (TMA barriers)
@@ -258,7 +260,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.smem_per_block = smem
 
         # a TMA ring may get a producer warp (warp_specialize.py): its registers count too
-        threads = self.threads + (PRODUCER_THREADS if self.wgmma and self.tensor_maps and self.pipelined else 0)
+        threads = self.block_threads + (PRODUCER_THREADS if self.wgmma and self.tensor_maps and self.pipelined else 0)
 
         def budget(blocks: int) -> int:
             return min(255, REGISTERS_PER_SM // (blocks * threads)) // 8 * 8
@@ -508,6 +510,9 @@ def _run(func: Any, tensor_maps: bool) -> Any:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     work = _Kernel(func, kernel, *binding, arch=_arch(func), tensor_maps=tensor_maps)
+    role = role_threads(func)
+    if role:  # every T.gemm inside T.ws roles of `role` threads: C spreads over the role's warps
+        work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
     work.analyze()
     if not work.accumulators and not work.tiles:
         return func

@@ -1,0 +1,286 @@
+"""Upstream TileLang's explicit producer/consumer language: ``T.alloc_barrier``,
+``T.mbarrier_*`` / ``T.barrier_*``, ``T.tma_copy``, ``T.ws``, ``T.set_max_nreg`` and
+``T.get_warp_group_idx``.
+
+Kernels written this way manage their own synchronization: a producer warpgroup copies
+tiles and signals a barrier, a consumer warpgroup waits on it, computes and signals back.
+The spelling here is backend-neutral IR: each call is one registered ``tl.*`` op, and
+``T.ws(k)`` is a condition on the thread index around a ``tl.warp_role`` attribute. A
+backend whose hardware has these mechanisms (mbarriers, asynchronous bulk copies, warp
+groups) lists :data:`FEATURE` in its manifest's ``language_features`` and lowers them; the
+engine refuses a kernel that uses them for any other backend before lowering
+(:func:`check_lowerable`), naming the op and its source line.
+
+Semantics (as upstream defines them):
+
+* ``T.alloc_barrier(arrive_count)``: one barrier (an int) or an indexable array of them (a
+  list of counts), each completing a phase once ``arrive_count`` threads arrived and the
+  bytes it expects were delivered; initialized once, before any thread uses it.
+* ``T.mbarrier_wait_parity(mbarrier, parity)`` / ``T.barrier_wait``: every calling thread
+  waits until the phase of parity ``parity`` has completed.
+* ``T.mbarrier_arrive(mbarrier)`` / ``T.barrier_arrive``: every calling thread arrives.
+* ``T.mbarrier_expect_tx(mbarrier, tx)``: the current phase also waits for ``tx`` bytes
+  (no arrival); ``T.mbarrier_arrive_expect_tx``: the same, plus an arrival.
+* ``T.tma_copy(global_tile, shared_tile, barrier=bar)``: one thread of the calling warp
+  role makes ``bar`` expect the tile's bytes and starts the copy; the copy completes on
+  ``bar`` (no arrival: the role's threads arrive themselves).
+* ``T.ws(k, ...)``: the body runs on warpgroups k, ... alone (threads [128 k, 128 k + 128));
+  tile operations inside it (a ``T.gemm``'s accumulator too) are spread over those threads.
+* ``T.set_max_nreg(n, is_inc)``: the calling warpgroup's register budget (a hint).
+* ``T.get_warp_group_idx()``: the calling thread's warpgroup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import tvm
+from tvm import tirx
+from tvm.ir import Range, TensorLoad
+from tvm.script.ir_builder import tirx as _ib
+
+from ..errors import LanguageError
+from .kernel import _ACTIVE
+
+WARP_GROUP_THREADS = 128  # upstream's T.ws unit: four warps of 32 threads
+
+BARRIER_INIT = "tl.barrier_init"  # (barriers region, count_0, ..., count_n-1)
+MBARRIER_WAIT = "tl.mbarrier_wait_parity"  # (barrier element, parity)
+MBARRIER_ARRIVE = "tl.mbarrier_arrive"  # (barrier element)
+MBARRIER_EXPECT_TX = "tl.mbarrier_expect_tx"  # (barrier element, bytes)
+MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_arrive_expect_tx"  # (barrier element, bytes)
+TMA_COPY = "tl.tma_copy"  # (global region, shared region, barrier element)
+SET_MAX_NREG = "tl.set_max_nreg"  # (registers, is_inc)
+WARP_GROUP_IDX = "tl.get_warp_group_idx"  # () -> int32
+#: ``T.ws``: AttrStmt(node=0, WARP_ROLE_ATTR, value=tl.warp_role(first thread, end thread))
+WARP_ROLE = "tl.warp_role"
+WARP_ROLE_ATTR = "tl.warp_role"
+
+#: op -> how a kernel spells it
+EXPLICIT_OPS: dict[str, str] = {
+    BARRIER_INIT: "T.alloc_barrier", MBARRIER_WAIT: "T.mbarrier_wait_parity / T.barrier_wait",
+    MBARRIER_ARRIVE: "T.mbarrier_arrive / T.barrier_arrive", MBARRIER_EXPECT_TX: "T.mbarrier_expect_tx",
+    MBARRIER_ARRIVE_EXPECT_TX: "T.mbarrier_arrive_expect_tx", TMA_COPY: "T.tma_copy",
+    SET_MAX_NREG: "T.set_max_nreg", WARP_GROUP_IDX: "T.get_warp_group_idx", WARP_ROLE: "T.ws",
+}
+
+for _op in EXPLICIT_OPS:
+    tvm.ir.register_op_attr(_op, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
+    tvm.ir.register_op_attr(_op, "TScriptPrinterName", _op.replace(".", "_"))
+
+
+#: the name a backend's manifest lists in ``language_features`` when its pipeline lowers them
+FEATURE = "explicit_warp_specialization"
+
+
+def _first_use(func: Any) -> tuple[str, str]:
+    """(how the kernel spells the first explicit op it uses, where: "file:line" or "")."""
+    import tvm_ffi
+
+    found: list[tuple[str, Any]] = []
+
+    def visit(stmt: Any) -> None:
+        calls: list[Any] = []
+        value = stmt.value if isinstance(stmt, (tirx.Evaluate, tirx.AttrStmt)) else stmt.condition
+        tvm_ffi.structural_walk(value, (tvm.ir.Call, calls.append))
+        for call in calls:
+            name = str(getattr(call.op, "name", ""))
+            if name in EXPLICIT_OPS:
+                found.append((EXPLICIT_OPS[name], stmt.span))
+
+    tvm_ffi.structural_walk(func.body, [(tirx.Evaluate, visit), (tirx.IfThenElse, visit), (tirx.AttrStmt, visit)])
+    if not found:
+        return "", ""
+    spelling, span = found[0]
+    for other, other_span in found:  # T.ws's marker carries no line; its condition does
+        if other == spelling and other_span is not None:
+            span = other_span
+            break
+    where = f"{span.source_name.name}:{span.line}" if span is not None else ""
+    return spelling, where
+
+
+def check_lowerable(func: Any, kernel: str, backend: str, features: tuple[str, ...]) -> None:
+    """Refuse, before lowering, a kernel that uses these ops when ``backend`` does not list
+    :data:`FEATURE` among its manifest's ``language_features``."""
+    if FEATURE in features:
+        return
+    spelling, where = _first_use(func)
+    if not spelling:
+        return
+    from ..backend.registry import REGISTRY
+
+    able = sorted(name for name, module in REGISTRY.backends.items() if FEATURE in module.language_features)
+    instead = (f"target backend {' / '.join(repr(a) for a in able)} does: compile it with target={able[0]!r}"
+               if able else "no installed target backend does")
+    raise LanguageError(
+        f"kernel {kernel!r} uses {spelling}{f' ({where})' if where else ''}: upstream's explicit warp-specialized "
+        f"language (T.alloc_barrier, T.mbarrier_*, T.tma_copy, T.ws), which target backend {backend!r} does not "
+        f"lower; {instead}, or write the kernel without it: T.copy inside T.Pipelined(n, num_stages=s) and "
+        "T.gemm, which every backend pipelines its own way")
+
+
+def _call(op: str, *args: Any, dtype: str = "int32") -> Any:
+    return tvm.ir.Call(tvm.ir.Op.get(op), [tirx.const(a, "int32") if isinstance(a, int) else a for a in args],
+                       ret_ty=dtype)
+
+
+def _emit(op: str, *args: Any) -> None:
+    _ib.evaluate(_call(op, *args))
+
+
+def alloc_barrier(arrive_count: int | list[int] | tuple[int, ...]) -> Any:
+    """``T.alloc_barrier(128)``: one barrier; ``T.alloc_barrier([128, 128, 1])``: an array
+    of them (index it: ``bars[i]``), barrier i completing after ``arrive_count[i]`` arrivals."""
+    counts = [arrive_count] if isinstance(arrive_count, int) else list(arrive_count)
+    if not counts or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts):
+        raise LanguageError(f"T.alloc_barrier({arrive_count!r}): the arrive count is a positive int (the threads "
+                            "that arrive per phase) or a non-empty list of them, one per barrier")
+    if not _ACTIVE:
+        raise LanguageError("T.alloc_barrier is only valid inside a T.Kernel frame")
+    barriers = _ib.alloc_buffer((len(counts),), "uint64", scope="shared")
+    region = tirx.BufferRegion(barriers, [Range.from_min_extent(0, len(counts))])
+    _emit(BARRIER_INIT, region, *counts)
+    return barriers
+
+
+def _barrier(value: Any, what: str) -> Any:
+    """A barrier element ``bars[i]``; a one-barrier buffer stands for its element 0."""
+    if isinstance(value, tirx.Buffer) and len(value.shape) == 1 and str(value.dtype) == "uint64":
+        return tirx.BufferLoad(value, [tirx.const(0, "int32")])
+    if isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer) and \
+            str(value.source.dtype) == "uint64":
+        return value
+    raise LanguageError(f"{what}: expected a barrier from T.alloc_barrier (or one element bars[i] of an "
+                        f"array of them), got {type(value).__name__}")
+
+
+def mbarrier_wait_parity(mbarrier: Any, parity: Any) -> None:
+    """Every calling thread waits for the phase of parity ``parity`` of ``mbarrier``."""
+    _emit(MBARRIER_WAIT, _barrier(mbarrier, "T.mbarrier_wait_parity"), parity)
+
+
+def barrier_wait(mbarrier: Any, parity: Any) -> None:
+    mbarrier_wait_parity(mbarrier, parity)
+
+
+def mbarrier_arrive(mbarrier: Any, cta_id: Any = None) -> None:
+    """Every calling thread arrives on ``mbarrier``."""
+    if cta_id is not None:
+        raise LanguageError("T.mbarrier_arrive(mbarrier, cta_id): arriving on another block's barrier needs "
+                            "thread-block clusters, which this TileLang does not implement; leave cta_id out")
+    _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.mbarrier_arrive"))
+
+
+def barrier_arrive(mbarrier: Any) -> None:
+    mbarrier_arrive(mbarrier)
+
+
+def mbarrier_expect_tx(mbarrier: Any, tx: Any) -> None:
+    """The current phase of ``mbarrier`` also waits for ``tx`` bytes (no arrival)."""
+    _emit(MBARRIER_EXPECT_TX, _barrier(mbarrier, "T.mbarrier_expect_tx"), tx)
+
+
+def mbarrier_arrive_expect_tx(mbarrier: Any, tx: Any) -> None:
+    _emit(MBARRIER_ARRIVE_EXPECT_TX, _barrier(mbarrier, "T.mbarrier_arrive_expect_tx"), tx)
+
+
+def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> None:
+    """One thread of the calling role starts copying global tile ``src`` into shared tile
+    ``dst``; ``barrier``'s current phase completes only once the bytes have landed."""
+    from .tile import _extents, _region
+
+    if unsupported:
+        raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (clusters, "
+                            "multicast and eviction hints are not implemented); supported: barrier=")
+    if barrier is None:
+        raise LanguageError("T.tma_copy(src, dst): a global -> shared copy needs barrier= (from "
+                            "T.alloc_barrier); its phase completes when the bytes have landed")
+    src_region = _region(src, _extents(dst), "T.tma_copy source")
+    dst_region = _region(dst, _extents(src), "T.tma_copy destination")
+    if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
+        raise LanguageError(f"T.tma_copy: copies a global tile into a shared tile; got {src_region.source.name} "
+                            f"({src_region.source.scope()}) -> {dst_region.source.name} "
+                            f"({dst_region.source.scope()}); use T.copy for other copies")
+    _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="))
+
+
+def set_max_nreg(reg_count: int, is_inc: int) -> None:
+    """The calling warpgroup's register budget: raise it to ``reg_count`` (``is_inc`` = 1) or
+    lower it (0). A multiple of 8 in [24, 256]."""
+    if not isinstance(reg_count, int) or not 24 <= reg_count <= 256 or reg_count % 8:
+        raise LanguageError(f"T.set_max_nreg({reg_count!r}, ...): the register count is a multiple of 8 "
+                            "between 24 and 256")
+    if is_inc not in (0, 1, True, False):
+        raise LanguageError(f"T.set_max_nreg(..., is_inc={is_inc!r}): 1 raises the budget, 0 lowers it")
+    _emit(SET_MAX_NREG, reg_count, int(is_inc))
+
+
+def inc_max_nreg(reg_count: int) -> None:
+    set_max_nreg(reg_count, 1)
+
+
+def dec_max_nreg(reg_count: int) -> None:
+    set_max_nreg(reg_count, 0)
+
+
+def get_warp_group_idx(warp_size: Any = None, warps_per_group: Any = None) -> Any:
+    """The calling thread's warpgroup (its linear thread index // 128)."""
+    if warp_size is not None or warps_per_group is not None:
+        raise LanguageError("T.get_warp_group_idx(warp_size, warps_per_group): only the default warpgroup "
+                            "(4 warps of 32 threads) is supported; call it without arguments")
+    return _call(WARP_GROUP_IDX)
+
+
+def _linear_thread() -> Any:
+    if not _ACTIVE:
+        raise LanguageError("T.ws is only valid inside a T.Kernel frame")
+    kernel = _ACTIVE[-1]
+    tid, extent = None, 1
+    for var, threads in zip(kernel.thread_vars, kernel.threads):
+        tid = var if tid is None else tid + var * extent
+        extent = extent * threads
+    return tid
+
+
+class ws:  # upstream's spelling: `with T.ws(1):`
+    """``with T.ws(k, ...):`` the body runs on warpgroups k, ... (contiguous) alone."""
+
+    def __init__(self, *warp_group_idx: int) -> None:
+        groups = sorted(set(warp_group_idx))
+        if not groups or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):
+            raise LanguageError(f"T.ws{tuple(warp_group_idx)!r}: name one or more warpgroups by index "
+                                "(non-negative ints), e.g. T.ws(0) or T.ws(1)")
+        if groups != list(range(groups[0], groups[-1] + 1)):
+            raise LanguageError(f"T.ws{tuple(warp_group_idx)!r}: the warpgroups of one role must be contiguous; "
+                                "write one T.ws block per range")
+        self.lo, self.hi = groups[0] * WARP_GROUP_THREADS, (groups[-1] + 1) * WARP_GROUP_THREADS
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> None:
+        tid = _linear_thread()
+        kernel = _ACTIVE[-1]
+        total = 1
+        for t in kernel.threads:
+            total = total * t if isinstance(t, int) else None
+        if total is not None and self.hi > total:
+            raise LanguageError(f"T.ws: warpgroup {self.hi // WARP_GROUP_THREADS - 1} needs threads up to "
+                                f"{self.hi - 1}, but the kernel has {total}; launch T.Kernel(..., threads="
+                                f"{self.hi}) or more")
+        stack = contextlib.ExitStack()
+        stack.enter_context(_ib.If(tirx.And(tid >= self.lo, tid < self.hi)))
+        stack.enter_context(_ib.Then())
+        stack.enter_context(_ib.attr(tirx.const(0, "int32"), WARP_ROLE_ATTR, _call(WARP_ROLE, self.lo, self.hi)))
+        self._stack = stack
+
+    def __exit__(self, *exc: object) -> bool | None:
+        stack, self._stack = self._stack, None
+        return stack.__exit__(*exc) if stack is not None else None
+
+
+__all__ = [
+    "alloc_barrier", "barrier_arrive", "barrier_wait", "dec_max_nreg", "get_warp_group_idx", "inc_max_nreg",
+    "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_expect_tx", "mbarrier_wait_parity",
+    "set_max_nreg", "tma_copy", "ws",
+]
