@@ -1,21 +1,30 @@
-"""Where a compile's seconds go, and how fast a cached kernel comes back in a new process.
+"""Where a cold compile's seconds go, and how fast a cached kernel comes back in a new process.
 
-    python benchmarks/compile_time.py [--runs 5] [--json results.json]
+    python benchmarks/compile_time.py --quick [--json out.json] [--markdown out.md]
+    python benchmarks/compile_time.py [--runs 5] [--step-timeout 180] [--budget 1800]
 
-1. Stages, in this process (stage, seconds): the canonical GEMM (8192^3 fp16, 128x128x32
-   tiles, 3 stages) on the best target here — the GPU's, else CUDA sm_90 lowered here and
-   compiled by the CUDA toolchain (NVRTC, else nvcc) when tilelang-cuda is installed — and
-   a CPU GEMM (fp32 1024^3, T.gemm) for each CPU execution backend. Stages: building the
-   IR (TVMScript), the backend context, the engine's stages (lowering,
-   host/device split, device codegen, host codegen), the device compile, the execution
-   backend's host build, and the load (tvm_ffi compiles CUDA source as it loads the
-   module: its device compile is in "load"). Nothing is read from a cache (a private, empty one).
-   Importing TVM (which a first compile in a process pays) is measured in new processes.
-2. New processes, as ratios to ``import tilelang`` measured in the same run: a cold compile
-   (empty cache) to a callable kernel, then a disk-cache hit to a callable kernel, for every
-   kernel this machine can run, with each execution backend. The builders import
-   ``tilelang.language`` inside their bodies: ``import tilelang.language`` imports TVM
-   (1-2 s), which a kernel module importing it at its top pays on a hit too.
+Every measurement runs in a new process with its own timeout (``--step-timeout``), and no
+step starts once ``--budget`` seconds are spent, so one slow step (a hung toolchain, a cold
+disk) is recorded as such and cannot eat the run. What is measured:
+
+1. ``import tilelang`` (beyond Python's own start), the median of ``--runs`` processes: the
+   yardstick; every time below is also given as a ratio to it.
+2. The canonical GEMM (8192^3 fp16, 128x128x32 tiles, 3 stages, static shapes) on the best
+   target here, for each usable execution backend of its target backend (the default one
+   marked): a cold compile to a callable kernel in a new process with an empty cache, and
+   where its seconds went — importing TVM and the language (what the first kernel of a
+   process pays), building the IR (TVMScript), the backend context, the engine's stages
+   (lowering, host/device split, device codegen, host codegen), the device compile
+   (NVRTC/nvcc; tvm_ffi runs it inside its load), the execution backend's build (launcher,
+   host module) and load, and the rest (cache keys, checks, storing); then disk hits in new
+   processes (the kernel is written the upstream way, ``import tilelang.language as T`` at
+   module level): the time to a callable, and whether TVM or torch was imported, also in a
+   process that imported torch first (tvm_ffi's own import loads torch).
+   Without a GPU: the CUDA sm_90 code generation and device compile only (no load), and the
+   CPU target's GEMM (fp32 1024^3) as the runnable kernel. ``--quick`` leaves the CPU GEMM
+   out where there is a GPU, and runs 3 hits per backend.
+
+Results: a markdown table on stdout (and ``--markdown``), everything in ``--json``.
 """
 
 from __future__ import annotations
@@ -31,14 +40,17 @@ import tempfile
 import time
 from pathlib import Path
 
+_STARTED = time.perf_counter()
+import tilelang.language as T  # at the top, as upstream kernels import it (no TVM yet)
+
+_IMPORTED = time.perf_counter()
 HERE = Path(__file__).resolve().parent
 GEMM = {"M": 8192, "N": 8192, "K": 8192}
 CPU_GEMM = {"M": 1024, "N": 1024, "K": 1024}
 
 
 def gemm(M, N, K, bM=128, bN=128, bK=32, threads=128, num_stages=3, dtype="float16", accum_dtype="float32"):
-    """The canonical GEMM (examples/gemm.py), with the language imported on first build."""
-    import tilelang.language as T
+    """The canonical GEMM (examples/gemm.py)."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
@@ -61,127 +73,178 @@ def cpu_gemm(M, N, K, bM=64, bN=64, bK=32, dtype="float32"):
 
 
 BUILDERS = {"gemm": gemm, "cpu_gemm": cpu_gemm}
+SIZES = {"gemm": GEMM, "cpu_gemm": CPU_GEMM}
 
 
-# -- 1. stages in this process --------------------------------------------------------
-def stages(builder, sizes: dict, target, execution_backend: str | None) -> dict[str, float]:
-    """(stage -> seconds) of one compile; execution_backend None: code generation plus the
-    device compile only (a target this machine cannot run)."""
+# -- in a child process ---------------------------------------------------------------
+class StageProbe:
+    """Wraps the JIT's steps to time them (exclusive: a device compile inside a build counts
+    as device compile only). The wrappers change no cache or request key."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self._stack: list[float] = []
+        self._wrapped: set[object] = set()
+
+    def timed(self, name: str, fn):
+        def wrapper(*args, **kwargs):
+            self._stack.append(0.0)
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                nested = self._stack.pop()
+                self.times[name] = self.times.get(name, 0.0) + elapsed - nested
+                if self._stack:
+                    self._stack[-1] += elapsed
+        return wrapper
+
+    def install(self) -> None:
+        import importlib
+
+        module = importlib.import_module("tilelang.backend.module")
+        engine = importlib.import_module("tilelang.engine.lower")
+        jit = importlib.import_module("tilelang.jit")  # `tilelang.jit` the attribute is the decorator
+        kernel = importlib.import_module("tilelang.jit.kernel")
+        lower = engine.lower
+
+        def lower_with_timings(*args, **kwargs):
+            kwargs.setdefault("timings", self.times)  # the engine's own stage clock
+            return lower(*args, **kwargs)
+
+        engine.lower = lower_with_timings
+        jit.JITFunction.get_tir = self.timed("build IR (TVMScript)", jit.JITFunction.get_tir)
+        create = self.create_backend_context = module.create_backend_context
+
+        def create_and_wrap(*args, **kwargs):
+            context = self.timed("backend context", create)(*args, **kwargs)
+            self._wrap_context(context)
+            return context
+
+        module.create_backend_context = kernel.create_backend_context = create_and_wrap
+
+    def _wrap_context(self, context) -> None:
+        from tilelang.backend import refs
+        from tilelang.backend.toolchain import declared_toolchain
+
+        backend = context.execution_backend
+        if backend is not None and type(backend) not in self._wrapped:
+            self._wrapped.add(type(backend))
+            kind = type(backend)
+            kind.build = self.timed("execution backend build", kind.build)
+            kind.load = self.timed("load", kind.load)
+        toolchain = declared_toolchain(context.module)
+        if toolchain is None or toolchain in self._wrapped:
+            return
+        self._wrapped.add(toolchain)
+        compile_fn = refs.resolve(toolchain.compile)
+        home = sys.modules[compile_fn.__module__]
+        # CUDA's toolchain: compile_cubin is what every path calls, TVM's runtime callback
+        # (tvm_ffi's load) included; another toolchain is timed where core calls it
+        if hasattr(home, "compile_cubin"):
+            home.compile_cubin = self.timed("device compile", home.compile_cubin)
+        else:
+            object.__setattr__(toolchain, "compile", self.timed("device compile", compile_fn))
+
+
+def child(spec: dict) -> dict:
+    """One measurement in this (new) process; see main's steps."""
+    import tilelang
+
+    result = {"import_tilelang_s": _IMPORTED - _STARTED}  # this module imports the language first
+    if spec.get("preimport") == "torch":
+        import torch  # noqa: F401
+    builder, sizes, target = BUILDERS[spec["builder"]], SIZES[spec["builder"]], spec["target"]
+    probe = None
+    if spec["mode"] != "hit":
+        probe = StageProbe()
+        probe.install()
+    start = time.perf_counter()
+    if probe is not None:  # what the first kernel of a process pays; never on a hit
+        T.Kernel  # noqa: B018 - loads the language (and TVM)
+        probe.times["import TVM + language"] = time.perf_counter() - start
+    if spec["mode"] == "codegen":  # a target this machine cannot run: no execution backend
+        from tilelang.plugin import compile_device_source
+
+        artifact = tilelang.lower(probe.timed("build IR (TVMScript)", builder)(**sizes), target=target,
+                                  out_idx=[-1])
+        context = probe.create_backend_context(target, None, None)  # not timed again
+        compile_device_source(artifact, context, "benchmark")  # the toolchain is timed
+    else:
+        fn = tilelang.jit(out_idx=[-1], target=target, execution_backend=spec["backend"])(builder)
+        kernel = fn(**sizes)
+        result.update(from_cache=kernel.from_cache, execution_backend=kernel.execution_backend)
+    result["total_s"] = time.perf_counter() - start
+    result["tvm"], result["torch"] = "tvm" in sys.modules, "torch" in sys.modules
+    if probe is not None:
+        probe.times["other (keys, checks, cache)"] = result["total_s"] - sum(probe.times.values())
+        result["stages"] = probe.times
+    return result
+
+
+# -- the parent: steps with timeouts ----------------------------------------------------
+class Steps:
+    """Runs children under a per-step timeout and an overall budget; a failed, timed-out
+    or skipped step is recorded as {"error": why}."""
+
+    def __init__(self, step_timeout: float, budget: float) -> None:
+        self.step_timeout, self.deadline = step_timeout, time.monotonic() + budget
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def run(self, argv: list[str], env: dict[str, str] | None = None) -> dict:
+        timeout = min(self.step_timeout, self.left())
+        if timeout <= 1:
+            return {"error": "skipped: the run's budget is spent"}
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, *argv], env={**os.environ, **(env or {})},
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:.0f} s"}
+        if proc.returncode != 0:
+            return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-1500:]}"}
+        lines = proc.stdout.strip().splitlines()
+        return json.loads(lines[-1]) if lines else {"wall_s": time.perf_counter() - start}
+
+    def measurement(self, spec: dict, cache: str) -> dict:
+        return self.run([str(Path(__file__)), "--child", json.dumps(spec)], {"TILELANG_CACHE_DIR": cache})
+
+    def import_time(self, module: str, runs: int) -> float | None:
+        """Median seconds of ``import <module>`` in new processes, beyond Python's start."""
+        walls = {}
+        for code in ("pass", f"import {module}"):
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                if "error" in self.run(["-c", code]):
+                    return None
+                times.append(time.perf_counter() - start)
+            walls[code] = statistics.median(times)
+        return walls[f"import {module}"] - walls["pass"]
+
+
+def best_target() -> tuple[object, bool, str | None] | None:
+    """(target, runnable, default execution backend) of the GPU here; CUDA sm_90 for code
+    generation only when its backend is installed but no GPU is; None otherwise."""
     from tilelang.backend.module import create_backend_context
-    from tilelang.engine.lower import lower
-    from tilelang.plugin import compile_device_source
-
-    times: dict[str, float] = {}
-    start = time.perf_counter()
-    func = builder(**sizes)
-    times["build IR (TVMScript)"] = time.perf_counter() - start
-    start = time.perf_counter()
-    context = create_backend_context(target, None, execution_backend, kernel=func)
-    times["backend context"] = time.perf_counter() - start
-    artifact = lower(func, context, out_idx=[-1], timings=times)
-    backend = context.execution_backend
-    # tvm_ffi compiles embedded device source when it loads the module (see "load")
-    if artifact.device_source and (backend is None or backend.name != "tvm_ffi"):
-        start = time.perf_counter()
-        compile_device_source(artifact, context, "benchmark")
-        times["device compile"] = time.perf_counter() - start
-    if backend is None:
-        return times
-    start = time.perf_counter()
-    files = backend.build(artifact, context)
-    times["host build"] = time.perf_counter() - start
-    with tempfile.TemporaryDirectory() as folder:
-        for name, data in files.items():
-            (Path(folder) / name).write_bytes(data)
-        start = time.perf_counter()
-        backend.load(artifact, Path(folder), context)  # tvm_ffi + CUDA: the device compile is here
-        times["load"] = time.perf_counter() - start
-    return times
-
-
-def gpu_target() -> tuple[object, bool] | None:
-    """(target, runnable): the GPU here, or CUDA sm_90 for code generation; None without
-    a GPU backend."""
     from tilelang.backend.registry import REGISTRY
     from tilelang.backend.resolution import ordered_detectors
+    from tilelang.errors import TileLangError
 
     for detector in ordered_detectors():
         spec = detector.detect()
-        if spec is not None and isinstance(spec, dict) and spec.get("kind") != "llvm":
-            return spec, True
+        if isinstance(spec, dict) and spec.get("kind") != "llvm":
+            try:
+                default = create_backend_context(spec, None, "auto").execution_backend.name
+            except TileLangError:
+                default = None
+            return spec, True, default
     if "cuda" in REGISTRY.backends:
-        return {"kind": "cuda", "arch": "sm_90"}, False
+        return {"kind": "cuda", "arch": "sm_90"}, False, None
     return None
-
-
-# -- 2. new processes -----------------------------------------------------------------
-CHILD = """
-import json, sys, time
-{preimport}
-start = time.perf_counter()
-import tilelang
-imported = time.perf_counter()
-sys.path.insert(0, {here!r})
-import compile_time
-kernel_fn = tilelang.jit(out_idx=[-1], target={target!r}, execution_backend={backend!r})(
-    compile_time.BUILDERS[{builder!r}])
-defined = time.perf_counter()
-kernel = kernel_fn(**{sizes!r})
-done = time.perf_counter()
-print(json.dumps({{"import": imported - start, "kernel": done - defined, "from_cache": kernel.from_cache,
-                  "tvm": "tvm" in sys.modules, "torch": "torch" in sys.modules}}))
-"""
-
-
-def child(cache: str, **fields) -> dict:
-    env = {**os.environ, "TILELANG_CACHE_DIR": cache}
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), **fields)], env=env,
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def import_time(module: str, runs: int) -> float:
-    """Median seconds of ``import <module>`` in new processes, beyond Python's own start."""
-    return statistics.median(_run_python(f"import {module}") for _ in range(runs)) - \
-        statistics.median(_run_python("pass") for _ in range(runs))
-
-
-def _run_python(code: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - start
-
-
-def new_process(builder: str, sizes: dict, target, backend: str, runs: int) -> dict:
-    """A cold compile, then hits: in a bare process, and in one that imported torch first
-    (a torch program; tvm_ffi's own import loads torch when it is installed)."""
-    with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
-        fields = {"builder": builder, "sizes": sizes, "target": target, "backend": backend, "preimport": ""}
-        cold = child(cache, **fields)
-        if cold["from_cache"]:
-            raise RuntimeError(f"{builder}/{backend}: the first process found the kernel in an empty cache")
-        hits = _hits(cache, fields, runs)
-        torch_hits = []
-        if importlib.util.find_spec("torch") is not None:
-            torch_hits = _hits(cache, {**fields, "preimport": "import torch"}, runs)
-    return {"cold_s": cold["kernel"], "hit_s": statistics.median(h["kernel"] for h in hits),
-            "hit_after_torch_s": statistics.median(h["kernel"] for h in torch_hits) if torch_hits else None,
-            "hit_imports_tvm": any(h["tvm"] for h in hits), "hit_imports_torch": any(h["torch"] for h in hits)}
-
-
-def _hits(cache: str, fields: dict, runs: int) -> list[dict]:
-    """``runs`` processes that found the kernel in the cache. A process that compiled instead
-    saw edited compiler sources (a checkout others are editing) and is run again."""
-    hits = []
-    for _ in range(3 * runs):
-        result = child(cache, **fields)
-        if result["from_cache"]:
-            hits.append(result)
-            if len(hits) == runs:
-                return hits
-    raise RuntimeError(f"{fields['builder']}/{fields['backend']}: {3 * runs} processes, {len(hits)} cache hits")
 
 
 def usable_execution_backends(target) -> list[str]:
@@ -201,46 +264,122 @@ def usable_execution_backends(target) -> list[str]:
     return usable
 
 
+def compile_and_hits(steps: Steps, builder: str, target, backend: str, runs: int) -> dict:
+    """A cold compile, then ``runs`` hits, then one hit after ``import torch``."""
+    with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
+        spec = {"builder": builder, "target": target, "backend": backend}
+        cold = steps.measurement({**spec, "mode": "cold"}, cache)
+        out = {"cold": cold}
+        if "error" in cold:
+            return out
+        if cold.get("from_cache"):
+            cold["error"] = "the cold process found the kernel in an empty cache"
+            return out
+        hits, attempts = [], 0
+        while len(hits) < runs and attempts < 3 * runs:  # a process that compiled again saw
+            attempts += 1                                # compiler sources edited meanwhile
+            hit = steps.measurement({**spec, "mode": "hit"}, cache)
+            if "error" in hit:
+                out["hit_error"] = hit["error"]
+                break
+            if hit["from_cache"]:
+                hits.append(hit)
+        out["hits"] = hits
+        if hits and importlib.util.find_spec("torch") is not None:
+            out["hit_after_torch"] = steps.measurement({**spec, "mode": "hit", "preimport": "torch"}, cache)
+    return out
+
+
+def summarize(name: str, measured: dict, base: float | None) -> dict:
+    cold, hits = measured.get("cold", {}), measured.get("hits", [])
+    row = {"name": name, "error": cold.get("error") or measured.get("hit_error")}
+    if "total_s" in cold:
+        row["cold_s"] = cold["total_s"]
+        row["stages"] = cold.get("stages", {})
+    if hits:
+        row["hit_s"] = statistics.median(h["total_s"] for h in hits)
+        row["hit_imports"] = sorted({m for h in hits for m in ("tvm", "torch") if h[m]})
+    torch_hit = measured.get("hit_after_torch", {})
+    if "total_s" in torch_hit:
+        row["hit_after_torch_s"] = torch_hit["total_s"]
+    for key in ("cold_s", "hit_s", "hit_after_torch_s"):
+        if key in row and base:
+            row[key.replace("_s", "_ratio")] = row[key] / base
+    return row
+
+
+def markdown(results: dict) -> str:
+    base = results.get("import_tilelang_s")
+    tvm = results.get("import_tvm_s")
+    head = (f"`import tilelang`: {base * 1e3:.1f} ms" if base else "`import tilelang`: not measured") + \
+        (f"; `import tvm`: {tvm * 1e3:.0f} ms" if tvm else "") + f"; target: {results['device']}\n"
+    columns = "| kernel / execution backend | cold to callable | disk hit | hit after `import torch` | hit imports |"
+    lines = [head, columns, "|---|---|---|---|---|"]
+
+    def cell(row, key):
+        if key not in row:
+            return "-"
+        ratio = row.get(key.replace("_s", "_ratio"))
+        value = f"{row[key]:.2f} s" if key == "cold_s" else f"{row[key] * 1e3:.1f} ms"
+        return value + (f" ({ratio:.1f}x)" if ratio is not None else "")
+
+    for row in results["rows"]:
+        lines.append(f"| {row['name']} | {cell(row, 'cold_s')} | {cell(row, 'hit_s')} | "
+                     f"{cell(row, 'hit_after_torch_s')} | {', '.join(row.get('hit_imports', [])) or '-'} |")
+    for row in results["rows"]:
+        if row.get("error"):
+            lines.append(f"\n{row['name']}: {row['error']}")
+        if row.get("stages"):
+            lines.append(f"\n{row['name']}, where the cold compile's {row.get('cold_s', 0):.2f} s went:\n")
+            lines += ["| stage | seconds |", "|---|---|"]
+            lines += [f"| {stage} | {seconds:.3f} |" for stage, seconds in row["stages"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--quick", action="store_true", help="the best target's GEMM only, 3 hits per backend")
+    parser.add_argument("--runs", type=int, help="hits per backend and import samples (default 5; 3 quick)")
+    parser.add_argument("--step-timeout", type=float, default=180.0, help="seconds one process may take")
+    parser.add_argument("--budget", type=float, help="no step starts after this many seconds (default 1800; 420 quick)")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--markdown", type=Path, help="write the markdown table here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-bench-stages-")
-    import tilelang.language  # noqa: F401 - imports TVM: measured in new processes, not as a stage
-    results: dict = {"stages": {}, "new_process": {}}
-    gpu = gpu_target()
-    if gpu is not None:
-        target, runnable = gpu
-        name = f"gemm {target} ({'default execution backend' if runnable else 'codegen + toolchain only'})"
-        results["stages"][name] = stages(gemm, GEMM, target, "auto" if runnable else None)
-    for backend in usable_execution_backends("cpu"):
-        results["stages"][f"cpu_gemm {backend}"] = stages(cpu_gemm, CPU_GEMM, "cpu", backend)
-    base = import_time("tilelang", args.runs)
-    results["import_tilelang_s"] = base
-    results["import_tvm_s"] = import_time("tvm", args.runs)
-    runs = [("cpu_gemm", CPU_GEMM, "cpu", b) for b in usable_execution_backends("cpu")]
-    if gpu is not None and gpu[1]:
-        runs[:0] = [("gemm", GEMM, "auto", b) for b in ["auto", *usable_execution_backends(gpu[0])]]
-    for builder, sizes, target, backend in runs:
-        measured = new_process(builder, sizes, target, backend, args.runs)
-        measured["cold_ratio"] = measured["cold_s"] / base
-        measured["hit_ratio"] = measured["hit_s"] / base
-        results["new_process"][f"{builder} {target} {backend}"] = measured
-    for name, times in results["stages"].items():
-        print(f"\n{name}: {sum(times.values()):.3f} s")
-        for stage, seconds in times.items():
-            print(f"  {stage:<24} {seconds:8.3f}")
-    print(f"\nimport tilelang (beyond Python's start): {base * 1e3:.1f} ms; import tvm: "
-          f"{results['import_tvm_s'] * 1e3:.0f} ms (a cold compile imports it)")
-    for name, m in results["new_process"].items():
-        after_torch = m["hit_after_torch_s"]
-        print(f"{name}: cold {m['cold_s']:.3f} s ({m['cold_ratio']:.1f}x import), hit {m['hit_s'] * 1e3:.1f} ms "
-              f"({m['hit_ratio']:.2f}x import; imports tvm: {m['hit_imports_tvm']}, torch: {m['hit_imports_torch']})"
-              + (f", hit in a torch program {after_torch * 1e3:.1f} ms ({after_torch / base:.2f}x import)"
-                 if after_torch is not None else ""))
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    runs = args.runs or (3 if args.quick else 5)
+    steps = Steps(args.step_timeout, args.budget or (420.0 if args.quick else 1800.0))
+    best = best_target()
+    plan = []  # (row name, builder, target, backend or None for code generation only)
+    if best is not None:
+        target, runnable, default = best
+        for backend in usable_execution_backends(target) if runnable else [None]:
+            mark = " (default)" if backend is not None and backend == default else ""
+            plan.append((f"gemm {target} {backend or 'codegen + device compile'}{mark}", "gemm", target, backend))
+    if best is None or not best[1] or not args.quick:
+        plan += [(f"cpu_gemm cpu {b}", "cpu_gemm", "cpu", b) for b in usable_execution_backends("cpu")]
+    results = {"device": f"{best[0]}{'' if best and best[1] else ' not runnable here'}" if best else "CPU only",
+               "runs": runs, "import_tilelang_s": steps.import_time("tilelang", runs),
+               "import_tvm_s": steps.import_time("tvm", max(1, runs // 2)), "rows": [], "raw": {}}
+    base = results["import_tilelang_s"]
+    for name, builder, target, backend in plan:
+        if backend is None:
+            with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
+                measured = {"cold": steps.measurement({"builder": builder, "target": target, "mode": "codegen"},
+                                                      cache)}
+        else:
+            measured = compile_and_hits(steps, builder, target, backend, runs)
+        results["raw"][name] = measured
+        results["rows"].append(summarize(name, measured, base))
+        print(f"[{steps.left():.0f} s of budget left] {name}", file=sys.stderr)
+    text = markdown(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    if args.markdown:
+        args.markdown.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
