@@ -149,6 +149,125 @@ def _gemms(body: Any) -> int:
     return len(found)
 
 
+def _is_role(stmt: Any) -> bool:
+    return isinstance(stmt, tirx.IfThenElse) and isinstance(stmt.then_case, tirx.AttrStmt) and \
+        stmt.then_case.attr_key == ROLE_ATTR
+
+
+def _touches_shared(stmt: Any) -> bool:
+    """Whether ``stmt`` reads or writes a shared buffer (a tile op's region or an element)."""
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        source = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+        if isinstance(source, tirx.Buffer) and source.scope().startswith("shared") and str(source.dtype) != "uint64":
+            found.append(node)
+
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, visit), (TensorLoad, visit), (tvm.ir.TensorRegion, visit)])
+    return bool(found)
+
+
+def _fence_block_work(body: Any) -> Any:
+    """Next to warp roles, work of the whole block on shared memory is fenced by block
+    barriers on both sides: the roles' own barriers become named ones (NameRoleBarriers),
+    which order nothing across roles, so a tile the block writes must be complete before
+    any role reads it, and no role may still read it when the block writes it again."""
+
+    def on_seq(stmt: Any) -> Any:
+        stmts = list(stmt)
+        if not any(_is_role(s) for s in stmts):
+            return stmt
+        out: list[Any] = []
+        for s in stmts:
+            if not _is_role(s) and not isinstance(s, tirx.AllocBuffer) and _touches_shared(s):
+                out += [block_barrier(), s, block_barrier()]
+            else:
+                out.append(s)
+        return tirx.SeqStmt(out)
+
+    return tvm_ffi.structural_map(body, (tirx.SeqStmt, on_seq), order="post")
+
+
+def _stage_of(region: Any) -> Any:
+    """The stage index e of a region ``buf[e, 0:R, 0:C]`` covering one whole 2-d stage of a
+    3-d shared buffer, else None."""
+    buf = region.source
+    shape = [int(d.value) if isinstance(d, tirx.IntImm) else None for d in buf.shape]
+    r = list(region.region)
+    if len(shape) != 3 or None in shape or not buf.scope().startswith("shared") or \
+            not (isinstance(r[0].extent, tirx.IntImm) and r[0].extent.value == 1):
+        return None
+    if not all(_zero(x.min) and isinstance(x.extent, tirx.IntImm) and x.extent.value == n
+               for x, n in zip(r[1:], shape[1:])):
+        return None
+    return r[0].min
+
+
+def _split_stages(body: Any) -> Any:
+    """Multi-stage tiles (upstream's ``A_shared[ko % 2, :, :]`` operands) as one 2-d tile per
+    stage, each use choosing its tile by the stage index: the tensor-core pass takes whole
+    2-d tiles (and lays each out for its GEMM), not slices of a 3-d buffer."""
+    allocs: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: allocs.append(a.buffer)
+                                   if len(a.buffer.shape) == 3 and a.buffer.scope().startswith("shared") else None))
+    uses: dict[Any, list[Any]] = {}  # buffer -> the stage of each use (None: not a stage slice)
+    plain: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.ir.TensorRegion):
+            uses.setdefault(node.source, []).append(_stage_of(node))
+        elif isinstance(node, (tirx.BufferStore, TensorLoad)):
+            plain.append(node.buffer if isinstance(node, tirx.BufferStore) else node.source)
+
+    tvm_ffi.structural_walk(body, [(tvm.ir.TensorRegion, visit), (tirx.BufferStore, visit), (TensorLoad, visit)])
+    split: list[tuple[Any, list[Any]]] = []
+    for buf in allocs:
+        stages = next((v for k, v in uses.items() if k.same_as(buf)), [])
+        if not stages or None in stages or any(p.same_as(buf) for p in plain if isinstance(p, tirx.Buffer)):
+            continue
+        n, rows, cols = (int(d.value) for d in buf.shape)
+        split.append((buf, [tirx.decl_buffer((rows, cols), buf.dtype, name=f"{buf.name}_{i}", scope=buf.scope())
+                            for i in range(n)]))
+    if not split:
+        return body
+
+    def tiles_of(buf: Any) -> list[Any] | None:
+        return next((tiles for old, tiles in split if old.same_as(buf)), None)
+
+    def on_eval(stmt: Any) -> Any:
+        regions: list[Any] = []
+        tvm_ffi.structural_walk(stmt, (tvm.ir.TensorRegion, lambda r: regions.append(r)
+                                       if tiles_of(r.source) is not None else None))
+        if not regions:
+            return stmt
+        index = _stage_of(regions[0])
+        count = len(tiles_of(regions[0].source))
+
+        def at(i: int) -> Any:
+            def on_region(r: Any) -> Any:
+                tiles = tiles_of(r.source)
+                if tiles is None:
+                    return r
+                return tirx.BufferRegion(tiles[i], [tvm.ir.Range.from_min_extent(0, d) for d in tiles[i].shape])
+            return tvm_ffi.structural_map(stmt, (tvm.ir.TensorRegion, on_region), order="post")
+
+        if any(not tvm_ffi.structural_equal(_stage_of(r), index) or len(tiles_of(r.source)) != count
+               for r in regions):
+            raise CompileError("a statement uses stages of multi-stage shared tiles at different stage indices "
+                               f"({[str(_stage_of(r)) for r in regions]}); index every tile with the same stage")
+        chosen = at(count - 1)
+        for i in reversed(range(count - 1)):
+            chosen = tirx.IfThenElse(index == i, at(i), chosen)
+        return chosen
+
+    def on_alloc(node: Any) -> Any:
+        tiles = tiles_of(node.buffer)
+        return node if tiles is None else seq([tirx.AllocBuffer(t) for t in tiles])
+
+    body = tvm_ffi.structural_map(body, (tirx.Evaluate, on_eval), order="post")
+    return tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
+
+
 def _run_explicit(func: Any) -> Any:
     used = {n for n in tl_op_names_in(func.body) if n in EXPLICIT_OPS}
     if not used:
@@ -174,9 +293,9 @@ def _run_explicit(func: Any) -> Any:
             return loop
         return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body)
 
-    body = tvm_ffi.structural_map(func.body, (tirx.For, plain_loop), order="post")
+    body = _split_stages(tvm_ffi.structural_map(func.body, (tirx.For, plain_loop), order="post"))
     body = tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="post")
-    body = _lower_ops(body, tid, 0, barriers)  # what no role holds: the whole block
+    body = _fence_block_work(_lower_ops(body, tid, 0, barriers))  # what no role holds: the whole block
     in_roles = sum(n for _, _, n in roles)
     sizes = {hi - lo for lo, hi, n in roles if n}
     if roles and in_roles != _gemms(body):

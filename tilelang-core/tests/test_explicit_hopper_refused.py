@@ -1,0 +1,125 @@
+"""Upstream's explicit warp-specialized language (T.alloc_barrier, T.mbarrier_*, T.tma_copy,
+T.ws, ...; tilelang/language/barriers.py): its spelling errors, and its refusal by a backend
+that does not lower it (the CPU), before lowering, naming the op and the kernel's line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.backend.manifest import BackendModule
+from tilelang.errors import LanguageError, ManifestError
+
+
+def barrier_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            A_shared = T.alloc_shared((128, 64), "float16")
+            ready = T.alloc_barrier(arrive_count=128)  # the line the refusal names
+            with T.ws(0):
+                T.tma_copy(A[0, 0], A_shared, barrier=ready)
+                T.barrier_arrive(ready)
+            with T.ws(1):
+                T.barrier_wait(ready, 0)
+                T.copy(A_shared, B)
+
+    return main
+
+
+def roles_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256):  # noqa: SIM117 (TVMScript takes one frame per `with`)
+            with T.ws(1):  # the line the refusal names
+                for i in T.Parallel(128):
+                    A[128 + i] = A[128 + i] * 2.0
+
+    return main
+
+
+def _line_of(text: str) -> int:
+    import inspect
+
+    source, first = inspect.getsourcelines(barrier_kernel if "alloc_barrier" in text else roles_kernel)
+    return first + next(i for i, line in enumerate(source) if text in line)
+
+
+@pytest.mark.parametrize("build,spelling,marker", [
+    (barrier_kernel, "T.alloc_barrier", "ready = T.alloc_barrier"),
+    (roles_kernel, "T.ws", "with T.ws(1):"),
+])
+def test_the_cpu_refuses_the_explicit_language_naming_the_op_and_its_line(build, spelling, marker):
+    line = _line_of(marker)
+    with pytest.raises(LanguageError, match=(
+            rf"kernel 'main' uses {spelling} \(.*test_explicit_hopper_refused\.py:{line}\): upstream's explicit "
+            r"warp-specialized language .* target backend 'cpu' does not lower; .* T\.copy inside T\.Pipelined")):
+        tilelang.compile(build(), target="cpu")
+
+
+def test_codegen_only_lowering_refuses_it_too():
+    with pytest.raises(LanguageError, match=r"uses T\.alloc_barrier .* target backend 'cpu' does not lower"):
+        tilelang.lower(barrier_kernel(), target="cpu")
+
+
+def kernel_with(body):
+    """A kernel whose body is ``body(A, A_shared)``; spelling errors surface while parsing."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            A_shared = T.alloc_shared((128, 64), "float16")
+            body(A, A_shared)
+
+    return main
+
+
+@pytest.mark.parametrize("body,message", [
+    (lambda A, S: T.alloc_barrier(0), r"T\.alloc_barrier\(0\): the arrive count is a positive int"),
+    (lambda A, S: T.alloc_barrier([]), r"T\.alloc_barrier\(\[\]\): the arrive count"),
+    (lambda A, S: T.mbarrier_wait_parity(0, 0), r"T\.mbarrier_wait_parity: expected a barrier from T\.alloc_barrier"),
+    (lambda A, S: T.tma_copy(A[0, 0], S), r"T\.tma_copy\(src, dst\): a global -> shared copy needs barrier="),
+    (lambda A, S: T.tma_copy(S, A[0, 0], barrier=T.alloc_barrier(1)),
+     r"T\.tma_copy: copies a global tile into a shared tile; got A_shared \(shared\.dyn\) -> A \(global\)"),
+    (lambda A, S: T.tma_copy(A[0, 0], S, barrier=T.alloc_barrier(1), cluster_mask=3),
+     r"T\.tma_copy: keyword\(s\) \['cluster_mask'\] are not supported"),
+    (lambda A, S: T.mbarrier_arrive(T.alloc_barrier(1), cta_id=1), r"needs thread-block clusters"),
+    (lambda A, S: T.set_max_nreg(100, 1), r"T\.set_max_nreg\(100, \.\.\.\): the register count is a multiple of 8"),
+    (lambda A, S: T.set_max_nreg(240, 2), r"is_inc=2\): 1 raises the budget, 0 lowers it"),
+    (lambda A, S: T.get_warp_group_idx(32, 6), r"only the default warpgroup"),
+])
+def test_spelling_errors_are_language_errors(body, message):
+    with pytest.raises(LanguageError, match=message):
+        kernel_with(body)
+
+
+@pytest.mark.parametrize("groups,message", [
+    ((0, 2), r"T\.ws\(0, 2\): the warpgroups of one role must be contiguous"),
+    ((), r"T\.ws\(\): name one or more warpgroups"),
+    ((2,), r"T\.ws: warpgroup 2 needs threads up to 383, but the kernel has 256"),
+])
+def test_roles_must_name_warpgroups_the_block_has(groups, message):
+    def body(A, S):
+        with T.ws(*groups):
+            T.copy(A, S)
+
+    with pytest.raises(LanguageError, match=message):
+        kernel_with(body)
+
+
+def test_outside_a_kernel_is_a_language_error():
+    with pytest.raises(LanguageError, match=r"T\.alloc_barrier is only valid inside a T\.Kernel frame"):
+        T.alloc_barrier(128)
+
+
+def test_a_manifest_declares_language_features_by_name():
+    from tilelang.backend.registry import REGISTRY
+
+    cpu = REGISTRY.backends["cpu"]
+    assert cpu.language_features == ()
+    with pytest.raises(ManifestError, match=r"language_features must be lower_snake_case names"):
+        dataclasses.replace(cpu, language_features=("Explicit Sync",))
+    assert isinstance(dataclasses.replace(cpu, language_features=["explicit_warp_specialization"]).language_features,
+                      tuple)
+    assert BackendModule.__dataclass_fields__["language_features"].default == ()

@@ -1,0 +1,241 @@
+"""Upstream's explicit warp-specialized language on sm_90 (transform/explicit_sync.py),
+checked without a GPU: the barriers, TMA boxes and warp roles in the lowered CUDA of each
+form of upstream's examples/warp_specialize GEMMs, that nvcc compiles it for sm_90a, and
+the errors. The GPU runs against torch are marked `gpu` (at the end)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import explicit_hopper_kernels as kernels
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.backend.module import create_backend_context
+from tilelang.backend.resolution import execution_specs
+from tilelang.cuda import toolchain
+from tilelang.engine.lower import lower as lower_artifact
+from tilelang.errors import CompileError
+
+needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+
+
+def lower(func, arch: str = "sm_90", backend: str = "tvm_ffi"):
+    """The artifact for ``backend``'s spec: tvm_ffi runs the kernel's host code, which
+    encodes the tensor maps; cython launches the kernel itself. (The context keeps no
+    execution backend object, which needs a GPU; a stand-in marks it as not codegen-only.)"""
+    context = create_backend_context({"kind": "cuda", "arch": arch}, execution_backend=None)
+    spec = next(s for s in execution_specs(context.module) if s.name == backend)
+    context = dataclasses.replace(context, execution_spec=spec, execution_backend=object())
+    return lower_artifact(func, context, out_idx=[-1])
+
+
+def kernel_body(source: str) -> str:
+    return source[source.index('extern "C" __global__'):]
+
+
+def role(body: str, condition: str) -> str:
+    """The statements of the first ``if (<condition>) {`` block of ``body`` (braces balanced)."""
+    start = body.index(f"if ({condition}) {{") + len(f"if ({condition}) {{")
+    depth, i = 1, start
+    while depth:
+        depth += {"{": 1, "}": -1}.get(body[i], 0)
+        i += 1
+    return body[start:i - 1]
+
+
+PRODUCER_0 = "((int)threadIdx.x) < 128"
+ROLE_1 = "128 <= ((int)threadIdx.x)"
+
+
+@pytest.mark.parametrize("producer,stages", [(0, 0), (1, 2)])
+def test_producer_and_consumer_roles_keep_their_barriers_and_boxes(producer, stages):
+    consumer = 1 - producer
+    artifact = lower(kernels.copy_gemm_roles(1024, 1024, 1024, producer=producer, consumer=consumer, stages=stages))
+    body = kernel_body(artifact.device_source)
+    # the block keeps its 256 threads: no producer warp of the automatic pipeline, no cp.async ring
+    assert "__launch_bounds__(256)" in body and "tl_cp_async" not in body and "tma_barrier" not in body
+    assert "const __grid_constant__ CUtensorMap A_tensor_map" in body
+    # thread 0 initializes each barrier for 128 arrivals, fenced, then the whole block syncs
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s+tl_mbarrier_init\(\(&\(data_is_ready_ptr\[0\]\)\), "
+                     r"128\);\s+tl_mbarrier_init_fence\(\);\s+\}\s+__syncthreads\(\);", body)
+    loop = body[body.index("for (int ko = 0; ko < 16; ++ko) {"):]
+    producing = role(loop, PRODUCER_0 if producer == 0 else ROLE_1)
+    consuming = role(loop, ROLE_1 if producer == 0 else PRODUCER_0)
+    first = 128 * producer  # the producer role's elected thread
+    assert "tl_mbarrier_wait((&(compute_is_done_ptr[0])), ((ko + 1) & 1));" in producing
+    # the elected thread expects the padded tiles' bytes (A: 128 rows of 64 + 8 halves) and
+    # issues one box each; every producer thread then arrives
+    assert re.search(rf"if \(\(\(int\)threadIdx.x\) == {first}\) \{{\s+tl_mbarrier_expect_tx_no_arrive\("
+                     r"\(&\(data_is_ready_ptr\[0\]\)\), 18432\);\s+tl_check_tma_destination", producing)
+    assert re.search(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[\d+\]\)\), \(\(unsigned long long\)"
+                     r"\(&\(A_tensor_map\)\)\), \(&\(data_is_ready_ptr\[0\]\)\), \(ko \* 64\), "
+                     r"\(\(\(int\)blockIdx.y\) \* 128\)\);", producing)
+    assert "tl_mbarrier_expect_tx_no_arrive((&(data_is_ready_ptr[0])), 17408);" in producing  # B: 64 x (128 + 8)
+    assert producing.rstrip().endswith("tl_mbarrier_arrive((&(data_is_ready_ptr[0])));")
+    assert "tl_mma" not in producing and "__syncthreads" not in producing
+    # the consumers wait, sync among themselves alone (named barrier 1 + their warpgroup), multiply
+    assert "tl_mbarrier_wait((&(data_is_ready_ptr[0])), (ko & 1));" in consuming
+    assert f"tl_named_barrier_sync({1 + consumer}, 128);" in consuming and "__syncthreads" not in consuming
+    assert "tl_mma_m16n8k16_f16_f32" in consuming and "tl_tma_load" not in consuming
+    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(compute_is_done_ptr[0])));")
+    # the host code encodes both maps before the launch
+    assert artifact.host_source.count("A_tensor_map") and artifact.host_source.count("B_tensor_map")
+
+
+def stored_elements(epilogue: str, threads: range) -> list[int]:
+    """The C elements (flat indices, block 0) every thread of ``threads`` stores in
+    ``epilogue``: each ``*(half2*)(C_ptr + <index>) = ...`` evaluated as C would."""
+    stores = re.findall(r"\*\(half2\*\)\(C_ptr \+ (.*?)\) = ", epilogue)
+    assert stores
+    found = []
+    for t in threads:
+        for index in stores:
+            expr = index.replace("((int)threadIdx.x)", str(t)).replace("((int)blockIdx.x)", "0")
+            expr = expr.replace("((int)blockIdx.y)", "0").replace("/", "//")
+            first = eval(expr)  # integer arithmetic from our own generated source
+            found += [first, first + 1]
+    return found
+
+
+def test_the_accumulator_spreads_over_the_consumer_warpgroup():
+    """C (128 x 128) over the consumer warpgroup's 4 warps (2 x 2 warp tiles of 64 x 64): its
+    128 threads store every element of the tile exactly once (a layout over the block's 8
+    warps would hold 64 floats a thread and leave half the tile to the producer)."""
+    body = kernel_body(lower(kernels.copy_gemm_roles(1024, 1024, 1024)).device_source)
+    assert "float C_local_ptr[128];" in body
+    epilogue = role(body[body.rindex(f"if ({ROLE_1}) {{"):], ROLE_1)
+    found = stored_elements(epilogue, range(128, 256))
+    assert sorted(found) == [r * 1024 + c for r in range(128) for c in range(128)]
+
+
+def test_a_ring_of_stage_tiles_and_barrier_arrays():
+    body = kernel_body(lower(kernels.barrier_pipe(1024, 1024, 1024)).device_source)
+    assert [int(i) for i in re.findall(r"tl_mbarrier_init\(\(&\(mbars_ptr\[(\d)\]\)\), 128\);", body)] == [0, 1, 2, 3]
+    loop = body[body.index("for (int ko"):]
+    producing, consuming = role(loop, ROLE_1), role(loop, PRODUCER_0)
+    assert "tl_mbarrier_wait((&(mbars_ptr[((ko & 1) + 2)])), (((ko & 3) >> 1) ^ 1));" in producing
+    # each stage is a tile of its own, chosen by the stage index: two A and two B boxes, each
+    # at its own offset
+    offsets = re.findall(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[(\d+)\]\)\)", producing)
+    assert len(offsets) == 4 and len(set(offsets)) == 4
+    assert "tl_mbarrier_wait((&(mbars_ptr[(ko & 1)])), ((ko & 3) >> 1));" in consuming
+    assert "tl_named_barrier_sync(1, 128);" in consuming
+    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(mbars_ptr[((ko & 1) + 2)])));")
+
+
+def test_roles_sharing_a_block_copy_are_fenced_by_block_barriers():
+    body = kernel_body(lower(kernels.copy_gemm_split(1024, 1024, 1024)).device_source)
+    loop = body[body.index("for (int ko"):]
+    # the block's A copy: complete before either role reads it, and not begun while one still does
+    block_copy = loop[:loop.index(f"if ({ROLE_1})")]
+    assert block_copy.count("__syncthreads();") == 2 and "A_shared_ptr" in block_copy
+    assert "tl_named_barrier_sync(2, 128);" in role(loop, ROLE_1)
+    assert "tl_named_barrier_sync(1, 128);" in role(loop, PRODUCER_0)
+    assert "float C_local_g0_ptr[64];" in body and "float C_local_g1_ptr[64];" in body  # 128 x 64 over 128 threads
+
+
+def warp_group_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "int32")):
+        with T.Kernel(1, threads=256):
+            with T.ws(0):
+                T.set_max_nreg(240, 1)
+            with T.ws(1):
+                T.dec_max_nreg(40)
+            for i in T.Parallel(256):
+                A[i] = T.get_warp_group_idx()
+
+    return main
+
+
+def test_register_budgets_and_the_warp_group_index():
+    body = kernel_body(lower(warp_group_kernel()).device_source)
+    assert "tl_setmaxnreg_inc(240);" in role(body, PRODUCER_0)
+    assert "tl_setmaxnreg_dec(40);" in role(body, ROLE_1)
+    assert "(((int)threadIdx.x) >> 7)" in body
+
+
+def test_explicit_kernels_need_sm_90():
+    with pytest.raises(CompileError, match=r"kernel 'main' uses .*tl\.mbarrier_wait_parity.*: mbarrier phases, TMA "
+                                           r"boxes and warpgroup roles need sm_90 \(Hopper\), the target is sm_80"):
+        lower(kernels.copy_gemm_roles(256, 256, 256), arch="sm_80")
+
+
+def test_tma_copy_needs_host_encoded_tensor_maps():
+    with pytest.raises(CompileError, match=r"T\.tma_copy needs TMA tensor maps, which the kernel's host code encodes"
+                                           r".* compile with execution_backend='tvm_ffi'"):
+        lower(kernels.copy_gemm_roles(256, 256, 256), backend="cython")
+
+
+def test_a_gemm_outside_the_roles_of_a_warp_specialized_kernel_is_refused():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=256):
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            with T.ws(1):
+                T.clear(C_local)
+            T.gemm(A_shared, B_shared, C_local)
+            with T.ws(1):
+                T.copy(C_local, C)
+
+    with pytest.raises(CompileError, match=r"a T\.gemm outside every T\.ws block of a warp-specialized kernel"):
+        lower(main)
+
+
+@pytest.mark.parametrize("shape,message", [
+    ((128, 300), r"a box row is 300 float16 elements; TMA needs .* at most 256 elements"),
+    ((128, 4), r"a box row is 4 float16 elements; TMA needs .* a row of a multiple of 16 bytes"),
+])
+def test_tma_copy_refuses_tiles_no_box_can_write(shape, message):
+    @T.prim_func
+    def main(A: T.Tensor((512, 512), "float16"), B: T.Tensor(shape, "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared(shape, "float16")
+            bar = T.alloc_barrier(1)
+            T.tma_copy(A[0, 0], S, barrier=bar)
+            T.barrier_arrive(bar)
+            T.barrier_wait(bar, 0)
+            T.copy(S, B)
+
+    with pytest.raises(CompileError, match=message):
+        lower(main)
+
+
+FORMS = {
+    "copy_0_gemm_1": lambda: kernels.copy_gemm_roles(1024, 1024, 1024),
+    "copy_1_gemm_0": lambda: kernels.copy_gemm_roles(1024, 1024, 1024, producer=1, consumer=0, stages=2),
+    "barrierpipe_stage2": lambda: kernels.barrier_pipe(1024, 1024, 1024),
+    "copy_gemm_0_1": lambda: kernels.copy_gemm_split(1024, 1024, 1024),
+    "warp_group_idx": warp_group_kernel,
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_nvcc_compiles_every_form_for_sm_90a(name):
+    source = lower(FORMS[name]()).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", name)[:4] == b"\x7fELF"
+
+
+# -- on the GPU (run on the H200) -------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["copy_0_gemm_1", "copy_1_gemm_0", "barrierpipe_stage2", "copy_gemm_0_1"])
+@pytest.mark.parametrize("mnk", [(1024, 1024, 1024), (1000, 1000, 1000)])
+def test_upstream_forms_match_torch(form, mnk):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    build = {"copy_0_gemm_1": kernels.copy_gemm_roles,
+             "copy_1_gemm_0": lambda *s: kernels.copy_gemm_roles(*s, producer=1, consumer=0, stages=2),
+             "barrierpipe_stage2": kernels.barrier_pipe, "copy_gemm_0_1": kernels.copy_gemm_split}[form]
+    kernel = tilelang.compile(build(*mnk), out_idx=[-1], target="cuda", execution_backend="tvm_ffi")
+    M, N, K = mnk
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), a @ b, rtol=1e-2, atol=1e-2)
