@@ -12,7 +12,7 @@ expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_ex
 
 It adds names only, never replaces one: a TVM that has them keeps its own.
 
-Called when ``tilelang.language`` is imported and on ``from tilelang import tvm``.
+Called when the language's names load (tilelang.language._surface) and on ``from tilelang import tvm``.
 Upstream's spelling of the module itself (``tirx``, not ``tir``) is TVM 0.27's too, so no
 module alias is needed.
 """
