@@ -92,7 +92,7 @@ def _init_worker(cache_dir: str) -> None:
     # the parent's cache directory may be set in-process (tilelang.env), which a spawned
     # process would not see: hand it over through the variable
     os.environ[env.CACHE_DIR] = cache_dir
-    import tilelang.language  # noqa: F401  (TVM and the language load before the first task)
+    import tilelang.language._surface  # noqa: F401  (TVM and the language's names load before the first task)
 
 
 def _compile_in_worker(payload: bytes, tasks: Sequence[CompileTask]) -> list[CompileOutcome]:
