@@ -25,11 +25,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm.backend.cuda.transforms import LowerIket
 
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
-    from .transform.explicit_sync import (
-        LowerExplicitSync,
-        LowerTmaCopies,
-        NameRoleBarriers,
-    )
+    from .transform.explicit_sync import LowerExplicitSync, NameRoleBarriers
+    from .transform.tma_copy import LowerTmaCopies
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
     # them from the launch metadata

@@ -11,12 +11,8 @@ Three passes, each at the point of the pipeline where what it needs is known:
   the condition that elects its role's first thread. When every ``T.gemm`` sits in a warp
   role of one size, the kernel is marked with that size (``ROLE_THREADS_ATTR``), which the
   tensor-core pass spreads accumulators over instead of the whole block.
-* ``LowerTmaCopies`` (after the tensor-core pass, which may pad a GEMM operand's rows):
-  each ``T.tma_copy`` becomes ``mbarrier.expect_tx`` of the box bytes plus the boxes
-  (``cp.async.bulk.tensor``), from a tensor map the host code encodes before the launch
-  (CUDA Driver API, cuTensorMapEncodeTiled, unswizzled). A padded tile is written with
-  boxes as wide as its padded row: the extra columns land in the padding, which nothing
-  reads (past the tensor's edge the hardware fills zeros).
+* ``LowerTmaCopies`` (tma_copy.py, after the tensor-core pass, which may pad a GEMM
+  operand's rows): each ``T.tma_copy`` becomes ``mbarrier.expect_tx`` plus TMA boxes.
 * ``NameRoleBarriers`` (after the barrier passes): a block barrier inside a warp role
   would wait for threads that never reach it, so it becomes a named barrier over the
   role's threads (PTX ISA, "bar.sync": id 1 + the role's first warpgroup, 0 stays
@@ -25,16 +21,13 @@ Three passes, each at the point of the pipeline where what it needs is known:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import tvm
 import tvm_ffi
 from tilelang.errors import CompileError
 from tilelang.plugin import (
-    ALIGNMENT_ATTR,
     block_barrier,
-    dtype_bytes,
     extern_call,
     prim_func_pass,
     seq,
@@ -54,17 +47,14 @@ ROLE_ATTR = "tl.warp_role"  # AttrStmt(node=first thread, key, value=end thread)
 ROLE_THREADS_ATTR = "tl.warp_role_threads"  # PrimFunc attr: the threads a T.gemm's accumulator spreads over
 WARP_GROUP = 128
 BARRIER_SLOTS = 128  # a barrier array takes a multiple of 1 KiB of static shared memory (see below)
-BOX_MAX = 256  # a TMA box is at most 256 elements along every dimension
-TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d
 SM90 = ("sm_90", "sm_90a")
-L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 
 
-def _name(call: Any) -> str:
+def op_name(call: Any) -> str:
     return str(getattr(getattr(call, "op", None), "name", ""))
 
 
-def _kernel(func: Any) -> str:
+def kernel_name(func: Any) -> str:
     return str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
 
 
@@ -114,7 +104,7 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers) -> Any:
     device calls; T.tma_copy elected and left for LowerTmaCopies."""
 
     def on_eval(stmt: Any) -> Any:
-        call, name = stmt.value, _name(stmt.value)
+        call, name = stmt.value, op_name(stmt.value)
         args = list(call.args) if name in EXPLICIT_OPS else []
         if name == BARRIER_INIT:
             region = args[0]
@@ -138,15 +128,19 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers) -> Any:
         return stmt
 
     def on_call(call: Any) -> Any:
-        return tirx.floordiv(tid, WARP_GROUP) if _name(call) == WARP_GROUP_IDX else call
+        return tirx.floordiv(tid, WARP_GROUP) if op_name(call) == WARP_GROUP_IDX else call
 
     return tvm_ffi.structural_map(body, [(tirx.Evaluate, on_eval), (tvm.ir.Call, on_call)], order="post")
 
 
 def _gemms(body: Any) -> int:
     found: list[Any] = []
-    tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda c: found.append(c) if _name(c) == "tl.gemm" else None))
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda c: found.append(c) if op_name(c) == "tl.gemm" else None))
     return len(found)
+
+
+def is_zero(expr: Any) -> bool:
+    return isinstance(expr, tirx.IntImm) and expr.value == 0
 
 
 def _is_role(stmt: Any) -> bool:
@@ -197,7 +191,7 @@ def _stage_of(region: Any) -> Any:
     if len(shape) != 3 or None in shape or not buf.scope().startswith("shared") or \
             not (isinstance(r[0].extent, tirx.IntImm) and r[0].extent.value == 1):
         return None
-    if not all(_zero(x.min) and isinstance(x.extent, tirx.IntImm) and x.extent.value == n
+    if not all(is_zero(x.min) and isinstance(x.extent, tirx.IntImm) and x.extent.value == n
                for x, n in zip(r[1:], shape[1:])):
         return None
     return r[0].min
@@ -272,14 +266,14 @@ def _run_explicit(func: Any) -> Any:
     used = {n for n in tl_op_names_in(func.body) if n in EXPLICIT_OPS}
     if not used:
         return func
-    kernel = _kernel(func)
+    kernel = kernel_name(func)
     _check_arch(func, kernel, used)
     tid, threads = _thread(func, kernel)
     barriers = _Barriers()
     roles: list[tuple[int, int, int]] = []  # (first thread, end thread, GEMMs inside)
 
     def on_attr(stmt: Any) -> Any:
-        if stmt.attr_key != ROLE_ATTR or _name(stmt.value) != WARP_ROLE:
+        if stmt.attr_key != ROLE_ATTR or op_name(stmt.value) != WARP_ROLE:
             return stmt
         lo, hi = (int(a.value) for a in stmt.value.args)
         if hi > threads:
@@ -322,133 +316,12 @@ def LowerExplicitSync() -> Any:
     return prim_func_pass(lambda func, mod, ctx: _run_explicit(func), "tl.cuda.LowerExplicitSync")
 
 
-@dataclass(frozen=True)
-class _Box:
-    """The tensor map of one global tensor for boxes of ``rows`` x ``width`` elements along
-    global axes (row_axis, col_axis)."""
-
-    var: Any
-    tensor: Any
-    row_axis: int
-    col_axis: int
-    rows: int
-    width: int
-
-    def encode(self) -> list[Any]:
-        g, rank = self.tensor, len(self.tensor.shape)
-        shape = list(g.shape)
-        dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
-        strides, stride = [], tirx.IntImm("uint64", dtype_bytes(g.dtype))
-        for extent in reversed(shape[1:]):
-            stride = stride * tirx.Cast("uint64", extent)
-            strides.append(stride)
-        box = [1] * rank
-        box[rank - 1 - self.col_axis], box[rank - 1 - self.row_axis] = self.width, self.rows
-        encode = tirx.tensormap_encode_tiled(
-            self.var, g.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
-            *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(g.dtype), rank=rank,
-            l2_promotion=L2_PROMOTION_128B)
-        return [tirx.Bind(self.var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
-
-
-class _TmaCopies:
-    def __init__(self, kernel: str) -> None:
-        self.kernel = kernel
-        self.maps: list[_Box] = []
-
-    def fail(self, why: str) -> CompileError:
-        return CompileError(f"kernel {self.kernel!r}: T.tma_copy {why}")
-
-    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int) -> _Box:
-        for m in self.maps:
-            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width) == (row_axis, col_axis, rows, width):
-                return m
-        suffix = f"_{len([m for m in self.maps if m.tensor.same_as(g)])}" if \
-            any(m.tensor.same_as(g) for m in self.maps) else ""
-        var = tirx.Var(f"{g.name}_tensor_map{suffix}", tvm.ir.PointerType(tirx.TensorMapType()))
-        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width))
-        return self.maps[-1]
-
-    def lower(self, src: Any, dst: Any, barrier: Any) -> Any:
-        g, s = src.source, dst.source
-        rank = len(g.shape)
-        if rank not in TMA_RANKS or list(g.strides):
-            raise self.fail(f"reads {g.name}, a {rank}-d tensor{' with strides' if list(g.strides) else ''}: TMA "
-                            "boxes here read dense 2-d to 4-d tensors")
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
-        shape = [int(d.value) if isinstance(d, tirx.IntImm) else None for d in s.shape]
-        extents = [r.extent for r in dst.region]
-        if len(axes) != 2 or None in shape or len(shape) < 2 or \
-                any(not isinstance(r.extent, tirx.IntImm) or r.extent.value != 1 for r in dst.region[:-2]):
-            raise self.fail(f"into {s.name}: the copy must be a 2-d tile (a slice of rows x columns of the global "
-                            "tensor into the last two dimensions of the shared one)")
-        rows, cols = int(extents[-2].value), int(extents[-1].value)
-        if [src.region[a].extent for a in axes] != [extents[-2], extents[-1]] and \
-                [int(getattr(src.region[a].extent, "value", -1)) for a in axes] != [rows, cols]:
-            raise self.fail(f"from {g.name} into {s.name}: the global tile's rows x columns must match the shared "
-                            f"tile's ({rows} x {cols})")
-        width = shape[-1]  # the shared row, padding included (the tensor-core pass may have padded it)
-        if rows != shape[-2] or cols > width or not _zero(dst.region[-1].min) or not _zero(dst.region[-2].min):
-            raise self.fail(f"into {s.name}{shape}: the tile must fill whole rows of the shared buffer")
-        elem = dtype_bytes(s.dtype)
-        if str(s.dtype) != str(g.dtype) or (width * elem) % 16 or width > BOX_MAX:
-            raise self.fail(f"into {s.name}: a box row is {width} {s.dtype} elements; TMA needs the global and "
-                            f"shared dtypes to agree and a row of a multiple of 16 bytes, at most {BOX_MAX} elements")
-        per_box = next(r for r in range(min(rows, BOX_MAX), 0, -1) if rows % r == 0)
-        tmap = self.box(g, axes[0], axes[1], per_box, width)
-        base = 0
-        for index, extent in zip([r.min for r in dst.region], shape):
-            base = base * extent + index
-        calls = [extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, rows * width * elem)]
-        for j in range(rows // per_box):
-            coords = [r.min for r in src.region]
-            coords[axes[0]] = coords[axes[0]] + j * per_box
-            # declared as a read: the kernel's own mbarriers order these writes, not ThreadSync
-            smem = s.access_ptr("r", offset=base + j * per_box * width, extent=per_box * width)
-            if j == 0:
-                calls.append(extern_call("tl_check_tma_destination", smem))
-            calls.append(extern_call(f"tl_tma_load_{rank}d", smem, tirx.address_of(tmap.var), barrier,
-                                     *[tirx.Cast("int32", c) for c in reversed(coords)]))
-        return seq(calls)
-
-
-def _zero(expr: Any) -> bool:
-    return isinstance(expr, tirx.IntImm) and expr.value == 0
-
-
-def _run_tma(func: Any, tensor_maps: bool) -> Any:
-    if TMA_COPY not in tl_op_names_in(func.body):
-        return func
-    copies = _TmaCopies(_kernel(func))
-    if not tensor_maps:
-        raise copies.fail("needs TMA tensor maps, which the kernel's host code encodes before the launch; this "
-                          "execution backend launches kernels without that host code: compile with "
-                          "execution_backend='tvm_ffi'")
-
-    def on_eval(stmt: Any) -> Any:
-        if _name(stmt.value) != TMA_COPY:
-            return stmt
-        src, dst, barrier = stmt.value.args
-        return copies.lower(src, dst, barrier)
-
-    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
-    host = [s for m in copies.maps for s in m.encode()]
-    func = func.with_body(seq([*host, body]))
-    current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
-    return func.with_attr(ALIGNMENT_ATTR, max(16, int(current or 0)))  # TMA: 16-byte aligned tensors
-
-
-def LowerTmaCopies(tensor_maps: bool) -> Any:
-    """``tensor_maps``: the kernel's host code runs before its launch and encodes them."""
-    return prim_func_pass(lambda func, mod, ctx: _run_tma(func, tensor_maps), "tl.cuda.LowerTmaCopies")
-
-
 def _run_roles(func: Any) -> Any:
     found: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: found.append(a) if a.attr_key == ROLE_ATTR else None))
     if not found:
         return func
-    _, threads = _thread(func, _kernel(func))
+    _, threads = _thread(func, kernel_name(func))
 
     def on_attr(stmt: Any) -> Any:
         if stmt.attr_key != ROLE_ATTR:
@@ -459,7 +332,7 @@ def _run_roles(func: Any) -> Any:
 
         def named(inner: Any) -> Any:
             call = inner.value
-            if _name(call) == "tirx.tvm_storage_sync" and str(call.args[0].value).startswith("shared"):
+            if op_name(call) == "tirx.tvm_storage_sync" and str(call.args[0].value).startswith("shared"):
                 return extern_call("tl_named_barrier_sync", 1 + lo // WARP_GROUP, hi - lo)
             return inner
 
@@ -478,4 +351,4 @@ def role_threads(func: Any) -> int | None:
     return None if value is None else int(value)
 
 
-__all__ = ["LowerExplicitSync", "LowerTmaCopies", "NameRoleBarriers", "role_threads"]
+__all__ = ["TMA_COPY", "LowerExplicitSync", "NameRoleBarriers", "role_threads"]

@@ -1,0 +1,158 @@
+"""LowerTmaCopies: upstream's ``T.tma_copy`` (global tile -> shared tile, completing on an
+mbarrier) as TMA boxes, after the tensor-core pass has laid the tiles out.
+
+The elected thread (explicit_sync.py put each copy under its role's first thread) makes the
+barrier expect the boxes' bytes (``mbarrier.expect_tx``, no arrival: the role's threads
+arrive themselves) and issues the boxes (``cp.async.bulk.tensor``) from a tensor map the
+host code encodes before the launch (CUDA Driver API, cuTensorMapEncodeTiled, unswizzled).
+The tensor-core pass pads a GEMM operand's rows (ldmatrix bank conflicts); such a tile is
+written with boxes as wide as its padded row: the extra columns land in the padding, which
+nothing reads, and past the tensor's edge the hardware fills zeros.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.errors import CompileError
+from tilelang.plugin import (
+    ALIGNMENT_ATTR,
+    dtype_bytes,
+    extern_call,
+    prim_func_pass,
+    seq,
+    tl_op_names_in,
+)
+from tvm import tirx
+
+from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
+
+BOX_MAX = 256  # a TMA box is at most 256 elements along every dimension
+TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d
+L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+
+
+@dataclass(frozen=True)
+class _Box:
+    """The tensor map of one global tensor for boxes of ``rows`` x ``width`` elements along
+    global axes (row_axis, col_axis)."""
+
+    var: Any
+    tensor: Any
+    row_axis: int
+    col_axis: int
+    rows: int
+    width: int
+
+    def encode(self) -> list[Any]:
+        g, rank = self.tensor, len(self.tensor.shape)
+        shape = list(g.shape)
+        dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
+        strides, stride = [], tirx.IntImm("uint64", dtype_bytes(g.dtype))
+        for extent in reversed(shape[1:]):
+            stride = stride * tirx.Cast("uint64", extent)
+            strides.append(stride)
+        box = [1] * rank
+        box[rank - 1 - self.col_axis], box[rank - 1 - self.row_axis] = self.width, self.rows
+        encode = tirx.tensormap_encode_tiled(
+            self.var, g.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
+            *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(g.dtype), rank=rank,
+            l2_promotion=L2_PROMOTION_128B)
+        return [tirx.Bind(self.var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
+
+
+class _TmaCopies:
+    def __init__(self, kernel: str) -> None:
+        self.kernel = kernel
+        self.maps: list[_Box] = []
+
+    def fail(self, why: str) -> CompileError:
+        return CompileError(f"kernel {self.kernel!r}: T.tma_copy {why}")
+
+    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int) -> _Box:
+        for m in self.maps:
+            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width) == (row_axis, col_axis, rows, width):
+                return m
+        suffix = f"_{len([m for m in self.maps if m.tensor.same_as(g)])}" if \
+            any(m.tensor.same_as(g) for m in self.maps) else ""
+        var = tirx.Var(f"{g.name}_tensor_map{suffix}", tvm.ir.PointerType(tirx.TensorMapType()))
+        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width))
+        return self.maps[-1]
+
+    def lower(self, src: Any, dst: Any, barrier: Any) -> Any:
+        g, s = src.source, dst.source
+        rank = len(g.shape)
+        if rank not in TMA_RANKS or list(g.strides):
+            raise self.fail(f"reads {g.name}, a {rank}-d tensor{' with strides' if list(g.strides) else ''}: TMA "
+                            "boxes here read dense 2-d to 4-d tensors")
+        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        shape = [int(d.value) if isinstance(d, tirx.IntImm) else None for d in s.shape]
+        if len(shape) == 1 and len(dst.region) > 1:  # re-laid out as wgmma core matrices
+            raise self.fail(f"into {s.name}, a tile the tensor-core pass laid out for wgmma: TMA boxes here write "
+                            "row-major tiles; set the pass config tl.disable_wgmma for this kernel")
+        extents = [r.extent for r in dst.region]
+        if len(axes) != 2 or None in shape or len(shape) < 2 or \
+                any(not isinstance(r.extent, tirx.IntImm) or r.extent.value != 1 for r in dst.region[:-2]):
+            raise self.fail(f"into {s.name}: the copy must be a 2-d tile (a slice of rows x columns of the global "
+                            "tensor into the last two dimensions of the shared one)")
+        rows, cols = int(extents[-2].value), int(extents[-1].value)
+        if [src.region[a].extent for a in axes] != [extents[-2], extents[-1]] and \
+                [int(getattr(src.region[a].extent, "value", -1)) for a in axes] != [rows, cols]:
+            raise self.fail(f"from {g.name} into {s.name}: the global tile's rows x columns must match the shared "
+                            f"tile's ({rows} x {cols})")
+        width = shape[-1]  # the shared row, padding included (the tensor-core pass may have padded it)
+        if rows != shape[-2] or cols > width or not is_zero(dst.region[-1].min) or not is_zero(dst.region[-2].min):
+            raise self.fail(f"into {s.name}{shape}: the tile must fill whole rows of the shared buffer")
+        elem = dtype_bytes(s.dtype)
+        if str(s.dtype) != str(g.dtype) or (width * elem) % 16 or width > BOX_MAX:
+            raise self.fail(f"into {s.name}: a box row is {width} {s.dtype} elements; TMA needs the global and "
+                            f"shared dtypes to agree and a row of a multiple of 16 bytes, at most {BOX_MAX} elements")
+        per_box = next(r for r in range(min(rows, BOX_MAX), 0, -1) if rows % r == 0)
+        tmap = self.box(g, axes[0], axes[1], per_box, width)
+        base = 0
+        for index, extent in zip([r.min for r in dst.region], shape):
+            base = base * extent + index
+        calls = [extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, rows * width * elem)]
+        for j in range(rows // per_box):
+            coords = [r.min for r in src.region]
+            coords[axes[0]] = coords[axes[0]] + j * per_box
+            # declared as a read: the kernel's own mbarriers order these writes, not ThreadSync
+            smem = s.access_ptr("r", offset=base + j * per_box * width, extent=per_box * width)
+            if j == 0:
+                calls.append(extern_call("tl_check_tma_destination", smem))
+            calls.append(extern_call(f"tl_tma_load_{rank}d", smem, tirx.address_of(tmap.var), barrier,
+                                     *[tirx.Cast("int32", c) for c in reversed(coords)]))
+        return seq(calls)
+
+
+def _run_tma(func: Any, tensor_maps: bool) -> Any:
+    if TMA_COPY not in tl_op_names_in(func.body):
+        return func
+    copies = _TmaCopies(kernel_name(func))
+    if not tensor_maps:
+        raise copies.fail("needs TMA tensor maps, which the kernel's host code encodes before the launch; this "
+                          "execution backend launches kernels without that host code: compile with "
+                          "execution_backend='tvm_ffi'")
+
+    def on_eval(stmt: Any) -> Any:
+        if op_name(stmt.value) != TMA_COPY:
+            return stmt
+        src, dst, barrier = stmt.value.args
+        return copies.lower(src, dst, barrier)
+
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
+    host = [s for m in copies.maps for s in m.encode()]
+    func = func.with_body(seq([*host, body]))
+    current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
+    return func.with_attr(ALIGNMENT_ATTR, max(16, int(current or 0)))  # TMA: 16-byte aligned tensors
+
+
+def LowerTmaCopies(tensor_maps: bool) -> Any:
+    """``tensor_maps``: the kernel's host code runs before its launch and encodes them."""
+    return prim_func_pass(lambda func, mod, ctx: _run_tma(func, tensor_maps), "tl.cuda.LowerTmaCopies")
+
+
+__all__ = ["LowerTmaCopies"]
