@@ -43,11 +43,12 @@ MBARRIER_EXPECT_TX, MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_expect_tx", "tl.mba
 SET_MAX_NREG, WARP_GROUP_IDX = "tl.set_max_nreg", "tl.get_warp_group_idx"
 EXPLICIT_OPS = frozenset({BARRIER_INIT, TMA_COPY, WARP_ROLE, MBARRIER_WAIT, MBARRIER_ARRIVE, MBARRIER_EXPECT_TX,
                           MBARRIER_ARRIVE_EXPECT_TX, SET_MAX_NREG, WARP_GROUP_IDX})
+SPELLING = {BARRIER_INIT: "T.alloc_barrier", WARP_ROLE: "T.ws"}  # the rest: tl.<name> is T.<name>
 ROLE_ATTR = "tl.warp_role"  # AttrStmt(node=first thread, key, value=end thread) after LowerExplicitSync
 ROLE_THREADS_ATTR = "tl.warp_role_threads"  # PrimFunc attr: the threads a T.gemm's accumulator spreads over
 WARP_GROUP = 128
 BARRIER_SLOTS = 128  # a barrier array takes a multiple of 1 KiB of static shared memory (see below)
-SM90 = ("sm_90", "sm_90a")
+MIN_SM = 90  # mbarrier.try_wait, expect_tx and cp.async.bulk.tensor: sm_90 and newer
 
 
 def op_name(call: Any) -> str:
@@ -71,10 +72,11 @@ def _thread(func: Any, kernel: str) -> tuple[Any, int]:
 def _check_arch(func: Any, kernel: str, used: set[str]) -> None:
     target = func.attrs.get("target") if func.attrs else None
     arch = str(target.export().get("arch", "")) if target is not None else ""
-    if arch not in SM90:
-        ops = ", ".join(sorted(used))
+    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
+    if not digits.isdigit() or int(digits) < MIN_SM:
+        ops = ", ".join(sorted({SPELLING.get(n, "T." + n[3:]) for n in used}))
         raise CompileError(f"kernel {kernel!r} uses {ops}: mbarrier phases, TMA boxes and warpgroup roles need "
-                           f"sm_90 (Hopper), the target is {arch or 'unknown'}; compile for "
+                           f"sm_90 (Hopper) or newer, the target is {arch or 'unknown'}; compile for "
                            "{'kind': 'cuda', 'arch': 'sm_90'} or write the kernel with T.Pipelined and T.copy")
 
 
