@@ -8,7 +8,8 @@ barrier's completed-phase count has the other parity). The block's Python thread
 wait on it, so a wrong parity, a stage released too early or never, or a box on the wrong
 barrier shows up as a wrong result or a deadlock (reported after a timeout), not as luck.
 A TMA atom is the global tensor seen in the tile's coordinates; ``local_tile`` picks the
-tile, and the copy moves it into the stage, then completes its bytes on the barrier.
+tile, and the copy (by lane 0 of the warp that reaches it, as ``elect.sync`` picks one) moves
+it into the stage, then completes its bytes on the barrier.
 wgmma runs at once (its groups are no-ops), so the emulator cannot see a stage released
 while a wgmma still reads it: the ring's wait_group(1) before each release is pinned by
 the source tests instead."""
@@ -97,9 +98,19 @@ def local_tile(tensor: Any, shape: tuple[int, int], index: tuple[Any, Any]) -> A
     return cute_mma_emulator.View(tensor.data, offset, cute_mma_emulator.Layout2(shape, layout.stride))
 
 
+def _tid() -> int:
+    from cute_emulator import _STATE
+
+    return int(_STATE.tidx[0])
+
+
 def copy(atom: Any, src: Any, dst: Any, tma_bar_ptr: Any = None) -> None:
+    """A TMA copy is issued by the lane ``elect.sync`` picks of the warp that reaches it (CuTe
+    DSL's lowering): here lane 0, so a copy reached by one lane alone other than 0 is lost."""
     if tma_bar_ptr is None:
         return cute_mma_emulator._copy(atom, src, dst)
+    if _tid() % 32:
+        return None
     if src.shape != dst.shape:
         raise AssertionError(f"a TMA box of {src.shape} into a {dst.shape} stage")
     for r in range(src.shape[0]):
@@ -125,4 +136,5 @@ ARCH = {
     "mbarrier_arrive_and_expect_tx": lambda ptr, nbytes: ptr.get().arrive(nbytes),
     "mbarrier_arrive": lambda ptr: ptr.get().arrive(),
     "mbarrier_wait": lambda ptr, parity: ptr.get().wait(parity),
+    "warp_idx": lambda: _tid() // 32, "lane_idx": lambda: _tid() % 32, "make_warp_uniform": lambda x: x,
 }

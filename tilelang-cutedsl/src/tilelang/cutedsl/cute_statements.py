@@ -118,7 +118,8 @@ class CuteStatements:
         if ring not in self.tma_rings:
             raise CompileError(f"cutedsl codegen, kernel {self.name!r}: {op} of TMA ring {ring} before its barriers")
         if op == tma_ring.EXPECT:
-            return [f"cute.arch.mbarrier_arrive_and_expect_tx(tma_bar_{ring} + ({self.expr(args[1])}), {ints[2]})"]
+            return ["if cute.arch.lane_idx() == 0:",  # one arrival of the issuing warp
+                    f"    cute.arch.mbarrier_arrive_and_expect_tx(tma_bar_{ring} + ({self.expr(args[1])}), {ints[2]})"]
         if op == tma_ring.WAIT:  # full barriers first, then the empty ones
             offset = ints[1] * self.tma_rings[ring]
             return [f"cute.arch.mbarrier_wait(tma_bar_{ring} + {offset} + ({self.expr(args[2])}), {self.expr(args[3])})"]

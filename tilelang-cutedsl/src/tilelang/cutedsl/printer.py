@@ -339,8 +339,9 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         args = list(node.args)
         if op in CALL_BINARY:
             return f"({self.expr(args[0])} {CALL_BINARY[op]} {self.expr(args[1])})"
-        if op == "tirx.call_extern" and str(args[0].value) == tma_ring.THREAD0:
-            return "(cute.arch.thread_idx()[0] == 0)"
+        if op == "tirx.call_extern" and str(args[0].value) == tma_ring.PRODUCER:
+            # a whole warp: CuTe's TMA copy elects its issuing lane itself (elect.sync over all 32)
+            return "(cute.arch.make_warp_uniform(cute.arch.warp_idx()) == 0)"
         if op == "tirx.call_extern" and str(args[0].value) == "tl_cute_acc_coord":  # epilogue.py
             accumulator = self.operand(args[1])[0]
             return f"{accumulator}_coord[{self.expr(args[2])}][{self.expr(args[3])}]"

@@ -3,14 +3,16 @@
 stages.py turns the loop into an sm80-style cp.async ring; when LowerCuteGemm then puts
 every GEMM of the kernel on warpgroup MMA (gemm.py, _choose_wgmma), the tiles live in
 CuTe's GMMA layouts, which the Tensor Memory Accelerator writes directly. The loop is then
-rebuilt as the schedule of CUTLASS's sm90 TMA mainloop with one issuing thread:
+rebuilt as the schedule of CUTLASS's sm90 TMA mainloop with one issuing warp (warp 0: CuTe
+DSL's TMA copy elects one lane with ``elect.sync`` over the full warp, so the whole warp must
+reach it; one lane of it arrives with the expected bytes):
 
     init:      full[s] expects 1 arrival + the stage's bytes, empty[s] one arrival per thread
-    thread 0:  for t < s-1: expect_tx(full[t]); TMA boxes of tile t -> stage t
+    warp 0:    for t < s-1: expect_tx(full[t]); TMA boxes of tile t -> stage t
     for k:     wait full[k % s] (parity (k // s) % 2)
                wgmma on stage k % s; commit; wait until at most 1 group is in flight
                k > 0: every thread arrives on empty[(k-1) % s] (tile k-1's GEMM is done)
-               thread 0, if k+s-1 < n: wait empty[(k-1) % s]; expect_tx; boxes of tile
+               warp 0, if k+s-1 < n: wait empty[(k-1) % s]; expect_tx; boxes of tile
                k+s-1 -> stage (k+s-1) % s (the stage tile k-1 freed)
     after:     wait for every wgmma group
 
@@ -32,7 +34,7 @@ from .stages import STAGES_KEY, extern_name
 #: the ring's statements (the printer's half: cute_statements.py)
 INIT, EXPECT, COPY, WAIT, ARRIVE = ("tl_cute_tma_init", "tl_cute_tma_expect", "tl_cute_tma_g2s",
                                     "tl_cute_tma_wait", "tl_cute_tma_arrive")
-GEMM_ASYNC, WGMMA_WAIT, THREAD0 = "tl_cute_gemm_async", "tl_cute_wgmma_wait", "tl_cute_thread0"
+GEMM_ASYNC, WGMMA_WAIT, PRODUCER = "tl_cute_gemm_async", "tl_cute_wgmma_wait", "tl_cute_producer"
 FULL, EMPTY = 0, 1
 STRIDE_BYTES = 16  # a TMA global stride is a multiple of 16 bytes (cuTensorMapEncodeTiled)
 
@@ -84,7 +86,7 @@ def tma_ring(loop: Any, tiles: dict[str, dict[str, Any]], threads: int, ring: in
         return None
     k, i32 = loop.loop_var, "int32"
     stage_bytes = sum(b["bytes"] for b in boxes)
-    thread0 = tirx.call_extern("bool", THREAD0)
+    producer = tirx.call_extern("bool", PRODUCER)
 
     def issue(trip: Any) -> Any:
         stage = tirx.floormod(trip, stages)
@@ -102,9 +104,9 @@ def tma_ring(loop: Any, tiles: dict[str, dict[str, Any]], threads: int, ring: in
             *[extern_call(GEMM_ASYNC, *list(g.value.args[1:]), tirx.floormod(k, stages)) for g in gemms],
             extern_call(WGMMA_WAIT, 1),
             tirx.IfThenElse(k > 0, extern_call(ARRIVE, ring, tirx.floormod(previous, stages)), None),
-            tirx.IfThenElse(tirx.And(thread0, ahead < trips), refill, None)]
+            tirx.IfThenElse(tirx.And(producer, ahead < trips), refill, None)]
     prologue = [issue(tirx.const(t, i32)) for t in range(min(stages - 1, trips))]
     return seq([extern_call(INIT, ring, stages, threads),
-                tirx.IfThenElse(thread0, seq(prologue), None),
+                tirx.IfThenElse(producer, seq(prologue), None),
                 tirx.For(k, loop.min, loop.extent, loop.kind, tirx.SeqStmt(main), loop.thread_binding),
                 extern_call(WGMMA_WAIT, 0)])
