@@ -17,8 +17,9 @@ TILELANG_JIT_REQUEST_CACHE=0     always build a kernel's IR before looking it up
                                  tilelang.jit.request_key: the TVM-free hit path)
 
 Read where they apply: TILELANG_CPU_THREADS=n (the CPU backend's thread pool),
-TILELANG_RAY_ADDRESS=addr (the autotuner's RayExecutor), TILELANG_ROUTE=name /
-TILELANG_USE_CUTEDSL=1 (per-kernel routing), TILELANG_CUDA_TOOLCHAIN=nvrtc|nvcc|auto.
+TILELANG_RAY_ADDRESS=addr (the autotuner's RayExecutor), TILELANG_ROUTE=name (per-kernel
+routing: the routers of the installed backends read it, and may read switches of their own),
+TILELANG_CUDA_TOOLCHAIN=nvrtc|nvcc|auto.
 
 Upstream TileLang exposes these as attributes of ``tilelang.env``
 (``tilelang.env.TILELANG_CACHE_DIR``): each reads the variable live, and assigning one
