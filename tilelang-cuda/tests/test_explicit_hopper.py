@@ -151,10 +151,14 @@ def warp_group_kernel():
 
 
 def test_register_budgets_and_the_warp_group_index():
-    body = kernel_body(lower(warp_group_kernel()).device_source)
+    from tilelang.cuda.toolchain import arch_for_source
+
+    source = lower(warp_group_kernel()).device_source
+    body = kernel_body(source)
     assert "tl_setmaxnreg_inc(240);" in role(body, PRODUCER_0)
     assert "tl_setmaxnreg_dec(40);" in role(body, ROLE_1)
     assert "(((int)threadIdx.x) >> 7)" in body
+    assert arch_for_source(source, "sm_90") == "sm_90a"  # setmaxnreg exists on sm_90a alone
 
 
 def test_explicit_kernels_need_sm_90():

@@ -2,8 +2,10 @@
 
 ``T.disable_warp_group_reg_alloc()`` (alias ``T.no_set_max_nreg()``) asks upstream's
 warp-specialized lowering not to rebalance registers between warpgroups with
-``setmaxnreg``. No backend here emits ``setmaxnreg`` (warp specialization is not
-implemented), so the request holds by construction and the call emits nothing.
+``setmaxnreg``. The automatic warp specialization here (a producer warp beside the
+consumers) never rebalances registers, and ``setmaxnreg`` is emitted only where a kernel
+writes ``T.set_max_nreg`` itself, so the request holds by construction and the call emits
+nothing.
 """
 
 from __future__ import annotations

@@ -179,11 +179,17 @@ def _compile_nvcc(source: str, arch: str, name: str) -> bytes:
         return out.read_bytes()
 
 
+#: what only sm_90a (not sm_90) compiles: wgmma, and a call of setmaxnreg (T.set_max_nreg),
+#: which tl_device.h emits only under the architecture-specific feature macro (its
+#: definition, tl_setmaxnreg_inc(n), comes with other families and does not count)
+_SM90A_ONLY = re.compile(r"wgmma\.mma_async|tl_setmaxnreg_(?:inc|dec)\(\d+\)")
+
+
 def arch_for_source(source: str, arch: str) -> str:
     """The arch to compile ``source`` for: sm_90's architecture-specific variant sm_90a
-    when the kernel uses wgmma (which only exists there; the cubin then runs on sm_90
-    GPUs alone, which is what an sm_90 target asked for)."""
-    return arch + "a" if arch == "sm_90" and "wgmma.mma_async" in source else arch
+    when the kernel uses what exists only there (the cubin then runs on sm_90 GPUs alone,
+    which is what an sm_90 target asked for)."""
+    return arch + "a" if arch == "sm_90" and _SM90A_ONLY.search(source) else arch
 
 
 def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
