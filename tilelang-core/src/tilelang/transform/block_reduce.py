@@ -1,31 +1,57 @@
 """Rows of a tile reduced by the whole block, for GPU pipelines (LowerTileOps(cross_thread=True)).
 
-Rows of a tile reduced by the whole block (GPU pipelines ask for it: cross_thread):
-the generic form gives each row to one thread, which walks it alone (a 4096-wide
-softmax row: 4096 dependent loads by one thread while the rest of the block waits);
-here every thread combines a strided slice of the row and TVM's thread all-reduce
-(tvm_thread_allreduce, lowered by LowerThreadAllreduce to warp shuffles and one
-shared-memory stage) combines the threads. Rows go one after another, so it is taken
-when rows are few and long: at most MAX_ACROSS_ROWS rows of at least the block's
-thread count. Accumulating reductions (clear=False) keep the generic form, whose
-destination each row's own thread reads and writes.
+The generic form gives each row to one thread, which walks it alone (a 4096-wide softmax
+row: 4096 dependent loads by one thread while the rest of the block waits). Two forms
+here let every thread combine a strided slice of a row instead:
+
+* **grouped** — a tile of R > 1 rows whose block splits into R groups of G threads, G a
+  power-of-two multiple of the 32-lane warp (8 rows x 32, 4 x 64, 2 x 128): all rows at
+  once, thread t on row t // G, columns t % G, t % G + G, ...; butterfly shuffles
+  (TVM's tvm_warp_shuffle_xor, so every lane ends with its warp's total), then, when a
+  group spans W > 1 warps, one shared stage of W values per row that every thread of
+  the group reads. No barrier at all when G is one warp, one otherwise, whatever R is.
+  TVM's tvm_thread_allreduce cannot do this: LowerThreadAllreduce reduces over whole
+  thread dimensions (its reduce set is thread IterVars, the rest are groups), and the
+  block has threadIdx.x alone.
+* **one row after another** — each row by every thread and one tvm_thread_allreduce
+  (LowerThreadAllreduce: warp shuffles and a shared-memory stage with barriers, per row):
+  the single row, and few rows whose block does not split into warp groups.
+
+Both are taken for long rows (at least as many elements as threads reduce one row)
+cleared by the reduction: accumulating reductions (clear=False) keep the generic form,
+whose destination each row's own thread reads and writes. The grouped form writes a row's
+total from that row's threads only, so its destination must be one that every thread
+reads in common (a fragment, which PlaceFragments puts in shared memory since the
+reduction writes it outside a T.Parallel nest, or shared memory); a per-thread ``local``
+destination, where every thread needs every row, goes one row after another.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from tvm import tirx
 
 from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
 
 MAX_ACROSS_ROWS = 8  # rows reduced one after another by the whole block, at most
+WARP = 32  # lanes a shuffle spans (a width-32 shuffle stays in 32-lane segments on wider warps)
+_SHUFFLED_TYPES = ("float16", "float32", "float64", "int32", "uint32", "int64", "uint64")
+
+
+class Across(NamedTuple):
+    """How the block reduces a tile's rows: ``tid`` (threadIdx.x) of ``threads``, ``group``
+    threads per row (== ``threads``: one row after another)."""
+
+    tid: Any
+    threads: int
+    group: int
 
 
 def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int], axis: int, clear: bool,
-                   kind: str) -> tuple[Any, int] | None:
-    """(threadIdx.x, its extent) when ``lowering`` (a TileOpLowering) may reduce this tile's
-    rows with the whole block, else None (the generic one-thread-per-row form)."""
+                   kind: str, d_buf: Any) -> Across | None:
+    """How ``lowering`` (a TileOpLowering) may reduce this tile's rows with the block, or
+    None (the generic one-thread-per-row form)."""
     if not lowering.cross_thread or lowering.threads is None or not clear or s_buf.scope() == "global":
         return None
     if kind not in ("sum", "max", "min", "abssum", "absmax"):
@@ -37,41 +63,132 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
             return None
         rows *= int(s_ext[a].value)
     extent = s_ext[axis]
-    if rows > MAX_ACROSS_ROWS or not isinstance(extent, tirx.IntImm) or int(extent.value) < threads:
+    if not isinstance(extent, tirx.IntImm):
         return None
-    return tid, threads
+    n = int(extent.value)
+    group = _group(rows, threads)
+    if group is not None and n >= group and d_buf.scope() not in ("local", "local.var") \
+            and str(d_buf.dtype) in _SHUFFLED_TYPES:
+        return Across(tid, threads, group)
+    if rows > MAX_ACROSS_ROWS or n < threads:
+        return None
+    return Across(tid, threads, threads)
 
-def reduce_across_threads(lowering: Any, across: tuple[Any, int], src: Any, dst: Any, kind: str, axis: int,
-                           kept: list[int], d_axes: list[int]) -> Any:
-    """The rows one after another, each by every thread and one thread all-reduce."""
-    tid, threads = across
+
+def _group(rows: int, threads: int) -> int | None:
+    """Threads per row when ``threads`` split into ``rows`` groups of a power-of-two number
+    of whole warps (shuffles stay inside a group), else None."""
+    if rows < 2 or threads % rows:
+        return None
+    group = threads // rows
+    warps = group // WARP
+    if group % WARP or warps & (warps - 1):
+        return None
+    return group
+
+
+def reduce_across_threads(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
+                          kept: list[int], d_axes: list[int]) -> Any:
+    if across.group < across.threads:
+        return _reduce_in_groups(lowering, across, src, dst, kind, axis, kept, d_axes)
+    return _reduce_rows_in_turn(lowering, across, src, dst, kind, axis, kept, d_axes)
+
+
+def _combiner(kind: str) -> str:
+    """How partial results combine (an abs kind's partials are already magnitudes)."""
+    return {"absmax": "max", "abssum": "sum"}.get(kind, kind)
+
+
+def _partial(lowering: Any, src: Any, kind: str, axis: int, kept: list[int], d_axes: list[int], dst: Any,
+             outer: list[Any], lane: Any, stride: int) -> tuple[Any, list[Any], list[Any]]:
+    """(this thread's partial result buffer, the statements that compute it, the destination
+    index): elements lane, lane + stride, ... of the row at ``outer``."""
     s_buf, s_min, s_ext = lowering.parts(src)
     d_buf, d_min, _ = lowering.parts(dst)
     dtype = d_buf.dtype
-    init = reduce_identity(kind, dtype)
     n = int(s_ext[axis].value)
+    part = lowering.local_scalar(dtype)
+    step = lowering.fresh("r")
+    j = step * stride + lane
+    s_idx, d_idx = lowering.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, j)
+    value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
+    update = tirx.BufferStore(part, reduce_combine(kind, tirx.BufferLoad(part, [0]), value), [0])
+    if n % stride:
+        update = tirx.IfThenElse(j < n, update, None)
+    stmts = [
+        tirx.AllocBuffer(part),
+        tirx.BufferStore(part, reduce_identity(kind, dtype), [0]),
+        tirx.For(step, 0, (n + stride - 1) // stride, tirx.ForKind.SERIAL, update),
+    ]
+    return part, stmts, d_idx
+
+
+def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
+                      kept: list[int], d_axes: list[int]) -> Any:
+    """All rows at once, row g by threads g * G .. g * G + G - 1."""
+    tid, threads, group = across
+    _, _, s_ext = lowering.parts(src)
+    d_buf = dst.source
+    dtype = d_buf.dtype
+    combine = _combiner(kind)
+    row = tirx.floordiv(tid, group)
+    outer, inner = [], 1  # the row's index on each kept axis, the last one fastest
+    for a in reversed(kept):
+        extent = int(s_ext[a].value)
+        index = row if inner == 1 else tirx.floordiv(row, inner)
+        outer.insert(0, tirx.floormod(index, extent) if inner * extent < threads // group else index)
+        inner *= extent
+    part, stmts, d_idx = _partial(lowering, src, kind, axis, kept, d_axes, dst, outer, tirx.floormod(tid, group),
+                                  group)
+    mask = tirx.decl_buffer((1,), "uint32", name=f"mask{lowering.counter}", scope="local")
+    stmts += [tirx.AllocBuffer(mask),
+              tirx.BufferStore(mask, tirx.call_intrin("uint32", "tirx.tvm_warp_activemask"), [0])]
+    # butterfly within the warp (PTX ISA, shfl.sync.bfly): after log2(32) steps every lane
+    # holds the warp's total, so no broadcast is needed
+    offset = WARP // 2
+    while offset:
+        current = tirx.BufferLoad(part, [0])
+        other = tirx.call_intrin(dtype, "tirx.tvm_warp_shuffle_xor", tirx.BufferLoad(mask, [0]), current,
+                                 tirx.const(offset, "int32"), tirx.const(WARP, "int32"), tirx.const(WARP, "int32"))
+        stmts.append(tirx.BufferStore(part, reduce_combine(combine, current, other), [0]))
+        offset //= 2
+    total: Any = tirx.BufferLoad(part, [0])
+    warps = group // WARP
+    if warps > 1:
+        # one value per warp through shared memory; ThreadSync puts the barrier between the
+        # lane-0 writes and the reads (and before a later reduction overwrites them)
+        staging = tirx.decl_buffer((threads // WARP,), dtype, name=f"row_partials{lowering.counter}",
+                                   scope="shared")
+        first = row * warps
+        stmts += [tirx.AllocBuffer(staging),
+                  tirx.IfThenElse(tirx.floormod(tid, WARP) == 0,
+                                  tirx.BufferStore(staging, total, [tirx.floordiv(tid, WARP)]), None)]
+        total = tirx.BufferLoad(staging, [first])
+        for w in range(1, warps):  # the same order in every thread: one total per row
+            total = reduce_combine(combine, total, tirx.BufferLoad(staging, [first + w]))
+    # every thread of the group holds the same total: each stores it (one value, whoever wins)
+    stmts.append(tirx.BufferStore(d_buf, total, d_idx))
+    return tirx.SeqStmt(stmts)
+
+
+def _reduce_rows_in_turn(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
+                         kept: list[int], d_axes: list[int]) -> Any:
+    """The rows one after another, each by every thread and one thread all-reduce."""
+    tid, threads, _ = across
+    s_ext = lowering.parts(src)[2]
+    d_buf = dst.source
+    dtype = d_buf.dtype
 
     def body(outer: list[Any]) -> Any:
-        part, whole = lowering.local_scalar(dtype), lowering.local_scalar(dtype)
-        step = lowering.fresh("r")
-        j = step * threads + tid
-        s_idx, d_idx = lowering.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, j)
-        value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, s_idx)))
-        update = tirx.BufferStore(part, reduce_combine(kind, tirx.BufferLoad(part, [0]), value), [0])
-        if n % threads:
-            update = tirx.IfThenElse(j < n, update, None)
+        part, stmts, d_idx = _partial(lowering, src, kind, axis, kept, d_axes, dst, outer, tid, threads)
+        whole = lowering.local_scalar(dtype)
         x, y = tirx.Var("x", dtype), tirx.Var("y", dtype)
-        reducer = tirx.CommReducer([x], [y], [reduce_combine("max" if kind == "absmax" else
-                                                             "sum" if kind == "abssum" else kind, x, y)], [init])
+        reducer = tirx.CommReducer([x], [y], [reduce_combine(_combiner(kind), x, y)], [reduce_identity(kind, dtype)])
         allreduce = tirx.AttrStmt(reducer, "reduce_scope", tirx.reinterpret("handle", tirx.IntImm("uint64", 0)),
                                   tirx.Evaluate(tirx.tvm_thread_allreduce(
                                       tirx.IntImm("uint32", 1), tirx.BufferLoad(part, [0]), tirx.const(True),
                                       tirx.BufferLoad(whole, [0]), tid)))
-        return tirx.SeqStmt([
-            tirx.AllocBuffer(part),
-            tirx.AllocBuffer(whole),
-            tirx.BufferStore(part, init, [0]),
-            tirx.For(step, 0, (n + threads - 1) // threads, tirx.ForKind.SERIAL, update),
+        return tirx.SeqStmt(stmts[:1] + [tirx.AllocBuffer(whole)] + stmts[1:] + [
             allreduce,
             # every thread holds the same total: each stores it (one value, whoever wins)
             tirx.BufferStore(d_buf, tirx.BufferLoad(whole, [0]), d_idx),

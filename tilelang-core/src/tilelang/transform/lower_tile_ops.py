@@ -234,7 +234,7 @@ class TileOpLowering:
         kept, d_axes = self._reduce_layout(f"reduce_{kind}", src, dst, axis)
         dtype = d_buf.dtype
         init = reduce_identity(kind, dtype)
-        across = across_threads(self, s_buf, s_ext, kept, axis, clear, kind)
+        across = across_threads(self, s_buf, s_ext, kept, axis, clear, kind, d_buf)
         if across is not None:
             return reduce_across_threads(self, across, src, dst, kind, axis, kept, d_axes)
 

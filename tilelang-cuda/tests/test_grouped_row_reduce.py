@@ -1,0 +1,217 @@
+"""Rows reduced by thread groups at once (core's block_reduce.py, grouped form): a tile of
+R > 1 rows whose block splits into R groups of a power-of-two number of warps is reduced
+by every group at once (thread t on row t // G), butterfly shuffles within warps and one
+shared stage across a group's warps. Checked by running the device IR the CUDA pipeline
+hands to codegen in the numpy interpreter (lowered_emulator.py), by what the lowering
+emits, and by nvcc.
+
+TVM's own lowerings emit ``tirx.cuda.__shfl_*_sync`` / ``__activemask`` ops (not extern
+calls, which is what the interpreter's instruction table serves); ShuffleKernel runs them
+as the PTX ISA defines shfl.sync (bfly and down modes) and activemask.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from lowered_emulator import LoweredKernel
+from lowered_instructions import WARP, _shfl_xor_sync, extern_for
+from tilelang.cuda import toolchain
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def _shfl_down_sync(kernel: LoweredKernel, args: list, call) -> np.ndarray:
+    """shfl.sync.down: lane reads lane + delta when that stays within its width-lane
+    segment, else keeps its own value."""
+    member, value, delta, width = args
+    lane = kernel.tids % WARP
+    segmask = (WARP - width) & 31
+    max_lane = (lane & segmask) | (31 & ~segmask)
+    source = lane + delta
+    source = np.where(source <= max_lane, source, lane)
+    thread = kernel.tids - lane + source
+    if (kernel.mask & (((member >> lane) & 1) == 0)).any():
+        raise AssertionError("__shfl_down_sync: a lane runs the shuffle outside its member mask")
+    return value[thread].astype(value.dtype)
+
+
+def _activemask(kernel: LoweredKernel, args: list, call) -> np.ndarray:
+    """Each lane's view of which lanes of its warp run the instruction."""
+    bits = (kernel.mask.reshape(-1, WARP).astype(np.int64) << np.arange(WARP)).sum(axis=1)
+    return np.repeat(bits, WARP)
+
+
+CUDA_OPS = {"__shfl_xor_sync": _shfl_xor_sync, "__shfl_down_sync": _shfl_down_sync, "__activemask": _activemask}
+
+
+class ShuffleKernel(LoweredKernel):
+    """The interpreter, with TVM's CUDA warp ops run like the extern instructions."""
+
+    def __init__(self, device_mod) -> None:
+        super().__init__(device_mod, extern_for)
+
+    def _eval_Call(self, expr):
+        name = str(expr.op.name).removeprefix("tirx.cuda.")
+        if name not in CUDA_OPS:
+            return super()._eval_Call(expr)
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return CUDA_OPS[name](self, [self.eval(a) for a in expr.args], expr)
+
+
+def run(func, *arrays) -> dict[str, int]:
+    kernel = ShuffleKernel(tilelang.lower(func, target=SM90).device_mod)
+    kernel(*arrays)
+    return kernel.calls
+
+
+def row_reduce(blocks, shape, threads, kind, dtype="float32"):
+    """Each block reduces a ``shape`` tile (rows..., N) over its last axis into a fragment,
+    then stores it."""
+    rows = shape[:-1]
+
+    @T.prim_func
+    def main(X: T.Tensor((blocks, *shape), "float32"), O: T.Tensor((blocks, *rows), dtype)):
+        with T.Kernel(blocks, threads=threads) as bx:
+            x = T.alloc_fragment(shape, "float32")
+            r = T.alloc_fragment(rows, dtype)
+            T.copy(X[(bx, *[0] * len(shape))], x)
+            getattr(T, f"reduce_{kind}")(x, r, dim=len(shape) - 1)
+            T.copy(r, O[(bx, *[0] * len(rows))])
+
+    return main
+
+
+NUMPY = {"sum": lambda x: x.sum(-1), "max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
+         "abssum": lambda x: np.abs(x).sum(-1), "absmax": lambda x: np.abs(x).max(-1)}
+
+
+def small_ints(shape, seed):
+    """Integers in [-8, 8]: every partial sum is exact in fp32, in any order."""
+    return np.random.default_rng(seed).integers(-8, 9, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("rows,threads,n", [(2, 128, 256), (4, 128, 512), (2, 256, 512), (4, 256, 256),
+                                            (8, 256, 1024), (8, 256, 40), (2, 128, 200)])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_grouped_rows_as_lowered_equal_numpy(rows, threads, n, kind):
+    """Groups of one warp (8 x 32), two (4 x 64) and four (2 x 128); rows whose length is
+    no multiple of the group (200, 40: the guarded last step)."""
+    x = small_ints((2, rows, n), rows * threads + n)
+    out = np.full((2, rows), np.nan, np.float32)
+    calls = run(row_reduce(2, (rows, n), threads, kind), x, out)
+    assert calls["__shfl_xor_sync"] == 2 * 5 and "__shfl_down_sync" not in calls  # 5 steps per block
+    np.testing.assert_array_equal(out, NUMPY[kind](x))
+
+
+@pytest.mark.parametrize("kind", ["min", "abssum", "absmax"])
+def test_the_other_kinds_and_a_tile_of_several_row_axes(kind):
+    """A (2, 4, N) tile: 8 rows over two kept axes, each group finds its row on both."""
+    x = small_ints((3, 2, 4, 64), 3)
+    out = np.full((3, 2, 4), np.nan, np.float32)
+    run(row_reduce(3, (2, 4, 64), 256, kind), x, out)
+    np.testing.assert_array_equal(out, NUMPY[kind](x))
+
+
+def test_a_single_row_still_goes_through_the_thread_allreduce():
+    x = small_ints((2, 1, 512), 9)
+    out = np.full((2, 1), np.nan, np.float32)
+    calls = run(row_reduce(2, (1, 512), 128, "sum"), x, out)
+    assert calls["__shfl_down_sync"] > 0 and "__shfl_xor_sync" not in calls
+    np.testing.assert_array_equal(out, NUMPY["sum"](x))
+
+
+def softmax(m, n, rows, threads):
+    """The benchmark family's kernel (benchmarks/families/softmax.py): max, exp2, sum and
+    the division, the T.Parallel nests reading the reduced rows."""
+    log2e = 1.44269504
+
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float16"), Y: T.Tensor((m, n), "float16")):
+        with T.Kernel(T.ceildiv(m, rows), threads=threads) as bx:
+            x = T.alloc_fragment((rows, n), "float32")
+            row_max = T.alloc_fragment((rows,), "float32")
+            row_sum = T.alloc_fragment((rows,), "float32")
+            for i, j in T.Parallel(rows, n):
+                x[i, j] = T.cast(X[bx * rows + i, j], "float32")
+            T.reduce_max(x, row_max, dim=1)
+            for i, j in T.Parallel(rows, n):
+                x[i, j] = T.exp2(x[i, j] * log2e - row_max[i] * log2e)
+            T.reduce_sum(x, row_sum, dim=1)
+            for i, j in T.Parallel(rows, n):
+                Y[bx * rows + i, j] = T.cast(x[i, j] / row_sum[i], "float16")
+
+    return main
+
+
+@pytest.mark.parametrize("rows,threads", [(4, 128), (8, 256), (4, 256)])
+def test_softmax_in_groups_as_lowered_matches_numpy(rows, threads):
+    """The nests around the reductions read every row's max and sum: the grouped totals are
+    where every thread reads them."""
+    m, n = 2 * rows, 256
+    x = (np.random.default_rng(rows + threads).standard_normal((m, n)) * 3).astype(np.float16)
+    y = np.full((m, n), np.nan, np.float16)
+    calls = run(softmax(m, n, rows, threads), x, y)
+    assert calls["__shfl_xor_sync"] == 2 * 2 * 5  # two reductions per block, two blocks
+    xf = x.astype(np.float64)
+    e = np.exp(xf - xf.max(1, keepdims=True))
+    np.testing.assert_allclose(y.astype(np.float64), e / e.sum(1, keepdims=True), rtol=2e-3, atol=1e-6)
+
+
+def kernel_body(func) -> str:
+    source = tilelang.lower(func, target=SM90).device_source
+    return source[source.index('extern "C" __global__'):]
+
+
+def test_one_reduction_for_all_rows_and_one_barrier_across_warps():
+    """8 rows x 32 threads: five shuffles, no staging, no barrier inside the reduction, no
+    loop over the rows; 2 rows x 128: one shared stage of four values per row."""
+    code = kernel_body(row_reduce(1, (8, 1024), 256, "sum"))
+    assert code.count("__shfl_xor_sync(") == 5 and "__shfl_down_sync" not in code
+    assert "red_buf" not in code and "row_partials" not in code
+    assert re.search(r"for \(int r\d+ = 0; r\d+ < 32; \+\+r\d+\)", code)  # 1024 / 32 per thread
+    reduction = code[code.index("__shfl_xor_sync(") - 400:code.rindex("__shfl_xor_sync(")]
+    assert "__syncthreads" not in reduction[reduction.index("__activemask"):]
+
+    code = kernel_body(row_reduce(1, (2, 1024), 256, "max"))
+    assert code.count("__shfl_xor_sync(") == 5 and "__shfl_down_sync" not in code
+    stage = code[code.index("row_partials"):]
+    write, barrier = stage.index("row_partials"), stage.index("__syncthreads()")
+    read = stage.index("row_partials", stage.index("= max(") - 60)
+    assert write < barrier < read  # lane 0 of each warp writes, the barrier, every thread reads
+    assert re.search(r"for \(int r\d+ = 0; r\d+ < 8; \+\+r\d+\)", code)  # 1024 / 128 per thread
+
+
+def test_rows_that_do_not_split_the_block_or_a_local_destination_go_one_after_another():
+    # 3 rows: the block does not split into equal warp groups
+    assert "__shfl_down_sync" in kernel_body(row_reduce(1, (3, 512), 128, "sum"))
+    # rows shorter than their group of 32 keep one thread per row
+    assert "__shfl" not in kernel_body(row_reduce(1, (4, 16), 128, "sum"))
+
+    @T.prim_func
+    def local_destination(X: T.Tensor((4, 256), "float32"), O: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            x = T.alloc_fragment((4, 256), "float32")
+            r = T.alloc_local((4,), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, r, dim=1)
+            for i, j in T.Parallel(4, 4):  # every thread reads every row's total from its own copy
+                O[i, j] = r[j]
+
+    x = small_ints((4, 256), 4)
+    out = np.full((4, 4), np.nan, np.float32)
+    calls = run(local_destination, x, out)
+    assert "__shfl_xor_sync" not in calls and calls["__shfl_down_sync"] > 0
+    np.testing.assert_array_equal(out, np.broadcast_to(x.sum(1), (4, 4)))
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("rows,threads", [(4, 128), (8, 256)])
+def test_nvcc_compiles_the_grouped_softmax(rows, threads):
+    source = tilelang.lower(softmax(65536, 1024, rows, threads), target=SM90).device_source
+    assert "__shfl_xor_sync" in source
+    assert toolchain._compile_nvcc(source, "sm_90", f"softmax_r{rows}_t{threads}")[:4] == b"\x7fELF"
