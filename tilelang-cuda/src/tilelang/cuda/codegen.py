@@ -4,8 +4,11 @@ at build time and the runtime's load-time compile is a cache hit."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +93,67 @@ def _build_cuda(mod: Any, target: Any) -> Any:
     return _build(mod, target)
 
 
+# Where TVM's CUDA runtime library is loaded (a GPU host: `import tvm` loads it),
+# target.build.cuda hands its source to the runtime's module factory, which compiles it at
+# once through the global `tvm_callback_cuda_compile` — TVM's own (tvm.support.nvcc, set at
+# `import tvm`): NVRTC on the untrimmed prelude, no cubin cache, and, with no target scope
+# open, the arch read from the GPU through cudart (a CUDA context: about 1 s on an H200).
+# Elsewhere it keeps the source (a "fallback" module). So a source-only build asks for the
+# fallback (TVM_COMPILE_FORCE_FALLBACK, read at each build), and a compiled build lends the
+# factory this backend's toolchain for the target's arch: one compile, cached, whose cubin
+# the module (and tvm_ffi's library) then embeds.
+_FORCE_FALLBACK = "TVM_COMPILE_FORCE_FALLBACK"
+_COMPILE_CALLBACK = "tvm_callback_cuda_compile"
+
+
+@contextlib.contextmanager
+def _source_only_build() -> Iterator[None]:
+    previous = os.environ.get(_FORCE_FALLBACK)
+    os.environ[_FORCE_FALLBACK] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_FORCE_FALLBACK, None)
+        else:
+            os.environ[_FORCE_FALLBACK] = previous
+
+
+@contextlib.contextmanager
+def _compiling_build(target: Any, name: str) -> Iterator[list[bytes]]:
+    """Routes the factory's compile to the toolchain for ``target``; yields the list of
+    cubins it compiled (empty where the factory kept the source)."""
+    import tvm_ffi
+
+    compiled: list[bytes] = []
+
+    def compile_source(code: str, *_: Any) -> bytes:
+        compiled.append(toolchain.compile_for_target(code, target, name=name))
+        return compiled[-1]
+
+    previous = tvm_ffi.get_global_func(_COMPILE_CALLBACK, allow_missing=True)
+    tvm_ffi.register_global_func(_COMPILE_CALLBACK, compile_source, override=True)
+    try:
+        yield compiled
+    finally:
+        if previous is not None:
+            tvm_ffi.register_global_func(_COMPILE_CALLBACK, previous, override=True)
+        else:
+            tvm_ffi.remove_global_func(_COMPILE_CALLBACK)
+
+
 def cuda_source(mod: Any, target: Any) -> str:
-    return str(_build_cuda(mod, target).inspect_source())
+    with _source_only_build():
+        return str(_build_cuda(mod, target).inspect_source())
 
 
 def cuda_compiled(mod: Any, target: Any) -> Any:
-    module = _build_cuda(mod, target)
     names = [gv.name_hint for gv in mod.functions]
-    toolchain.compile_for_target(str(module.inspect_source()), target, name=names[0] if names else "kernel")
+    name = names[0] if names else "kernel"
+    with _compiling_build(target, name) as compiled:
+        module = _build_cuda(mod, target)
+    if not compiled:  # the factory kept the source: compile it here, so errors surface now
+        toolchain.compile_for_target(str(module.inspect_source()), target, name=name)
     return module
 
 

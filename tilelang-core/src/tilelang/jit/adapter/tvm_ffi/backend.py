@@ -2,18 +2,16 @@
 imported) as a shared library; Load = tvm_ffi.load_module; Launch = call the packed
 function through tvm_ffi, with arguments checked first by the shared ArgumentBinder.
 
-Loading a host (CPU) kernel does not import the ``tvm`` package (1-2 s): the library
-needs only tvm_ffi and TVM's runtime library (the thread pool of parallel blocks,
-workspaces), which is loaded the way ``import tvm`` loads it, so a later import shares it.
-Device kernels still import ``tvm``, whose package loads the device runtimes that
-deserialize the embedded device module.
+Loading a kernel does not import the ``tvm`` package (1-5 s): the library needs only
+tvm_ffi, TVM's runtime library and, for a device kernel, the runtime sidecar that
+deserializes its embedded device module, whose kind the build records beside the library
+(``runtime.py`` says how they are loaded). An entry without that record (an older one)
+imports ``tvm`` for a device kernel, as before.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
+import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,27 +24,23 @@ from ....engine.artifact import CompiledArtifact
 from ....errors import CompileError, LaunchError, TileLangError
 from ...arguments import ArgumentBinder
 from ...fastbind import MISS, build_fast_binder
+from .runtime import load_module_loaders, load_tvm_runtime_library
 
 LIBRARY = "kernel.so"
+MODULES = "modules.json"  # {"embedded": [the kinds of the modules the library embeds]}
 HOST_DEVICE = 1  # DLPack kDLCPU
 
 
-def load_tvm_runtime_library() -> None:
-    """libtvm_runtime, RTLD_GLOBAL, from where ``import tvm`` takes it (TVM_LIBRARY_PATH,
-    then the package's ``lib``): the same file, so the loader shares one copy with a later
-    ``import tvm`` instead of registering TVM's runtime functions twice."""
-    if "tvm" in sys.modules:
-        return  # its package loaded the library already
-    from tvm_ffi import libinfo
-
-    spec = importlib.util.find_spec("tvm")
-    paths = [Path(os.environ["TVM_LIBRARY_PATH"])] if os.environ.get("TVM_LIBRARY_PATH") else []
-    if spec is not None and spec.submodule_search_locations:
-        paths.append(Path(next(iter(spec.submodule_search_locations))) / "lib")
-    try:
-        libinfo.load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=paths)
-    except (OSError, RuntimeError):  # another layout: the package loads it its own way
-        import tvm  # noqa: F401
+def embedded_kinds(directory: Path) -> list[str] | None:
+    """The module kinds a built library embeds, from its record; None for an entry
+    written before the record existed."""
+    path = directory / MODULES
+    if not path.exists():
+        return None
+    kinds = json.loads(path.read_text()).get("embedded")
+    if not isinstance(kinds, list) or not all(isinstance(kind, str) for kind in kinds):
+        raise CompileError(f"{path}: 'embedded' is not a list of module kinds (a damaged cache entry)")
+    return kinds
 
 
 class TVMFFILauncher(KernelLauncher):
@@ -101,11 +95,16 @@ class TVMFFIExecutionBackend(ExecutionBackend):
                 raise CompileError(
                     f"kernel {artifact.kernel_name!r}: linking the shared library failed: {err}"
                 ) from err
-            return {LIBRARY: path.read_bytes()}
+            library = path.read_bytes()
+        kinds = [] if artifact.device_module is None else [str(artifact.device_module.kind)]
+        return {LIBRARY: library, MODULES: json.dumps({"embedded": kinds}).encode()}
 
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         device_type = artifact.device_type or int(context.target.get_target_device_type())
-        if device_type == HOST_DEVICE:
+        kinds = embedded_kinds(directory)
+        if kinds is not None:
+            load_module_loaders(kinds)
+        elif device_type == HOST_DEVICE:
             load_tvm_runtime_library()
         else:
             import tvm  # noqa: F401 - its package loads the device runtimes
