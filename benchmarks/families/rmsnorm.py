@@ -10,6 +10,11 @@ from .common import Case, KernelSpec, Variant
 SHAPES = ((16384, 4096), (65536, 1024))  # M, N
 SMALL_SHAPE = (64, 256)
 CONFIGS = ((1, 256), (2, 256), (4, 512))  # rows per block, threads
+# A block of R > 1 rows whose threads split into R groups of 32, 64, 128 ... reduces all its
+# rows at once, one group per row (tilelang/transform/block_reduce.py; (2, 256) and (4, 512)
+# above too, 128 threads a row). Rows of 1024 are short for a whole block: these give each
+# row one or two warps.
+SHORT_ROW_CONFIGS = ((4, 128), (8, 256), (4, 256))
 EPS = 1e-6
 
 
@@ -58,7 +63,8 @@ def make_case(shape: tuple, configs: tuple, device: str = "cuda") -> Case:
 
 
 def cases(quick: bool) -> list[Case]:
-    return [make_case(shape, CONFIGS[:2] if quick else CONFIGS) for shape in (SHAPES[:1] if quick else SHAPES)]
+    return [make_case(shape, CONFIGS[:2] if quick else CONFIGS + (SHORT_ROW_CONFIGS if shape[1] <= 1024 else ()))
+            for shape in (SHAPES[:1] if quick else SHAPES)]
 
 
 def small_cases() -> list[Case]:

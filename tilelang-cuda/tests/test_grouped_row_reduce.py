@@ -49,11 +49,15 @@ def _activemask(kernel: LoweredKernel, args: list, call) -> np.ndarray:
 CUDA_OPS = {"__shfl_xor_sync": _shfl_xor_sync, "__shfl_down_sync": _shfl_down_sync, "__activemask": _activemask}
 
 
+def _rsqrtf(kernel: LoweredKernel, args: list, call) -> np.ndarray:
+    return (1 / np.sqrt(args[0].astype(np.float64))).astype(np.float32)
+
+
 class ShuffleKernel(LoweredKernel):
     """The interpreter, with TVM's CUDA warp ops run like the extern instructions."""
 
     def __init__(self, device_mod) -> None:
-        super().__init__(device_mod, extern_for)
+        super().__init__(device_mod, lambda name: _rsqrtf if name == "rsqrtf" else extern_for(name))
 
     def _eval_Call(self, expr):
         name = str(expr.op.name).removeprefix("tirx.cuda.")
@@ -160,6 +164,42 @@ def test_softmax_in_groups_as_lowered_matches_numpy(rows, threads):
     xf = x.astype(np.float64)
     e = np.exp(xf - xf.max(1, keepdims=True))
     np.testing.assert_allclose(y.astype(np.float64), e / e.sum(1, keepdims=True), rtol=2e-3, atol=1e-6)
+
+
+def rmsnorm(m, n, rows, threads, eps=1e-6):
+    """The benchmark family's kernel (benchmarks/families/rmsnorm.py): a T.Parallel nest over
+    the reduced rows alone, then one that scales every element by its row's factor."""
+
+    @T.prim_func
+    def main(X: T.Tensor((m, n), "float16"), W: T.Tensor((n,), "float16"), Y: T.Tensor((m, n), "float16")):
+        with T.Kernel(T.ceildiv(m, rows), threads=threads) as bx:
+            x = T.alloc_fragment((rows, n), "float32")
+            sq = T.alloc_fragment((rows, n), "float32")
+            inv = T.alloc_fragment((rows,), "float32")
+            for i, j in T.Parallel(rows, n):
+                x[i, j] = T.cast(X[bx * rows + i, j], "float32")
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, inv, dim=1)
+            for i in T.Parallel(rows):
+                inv[i] = T.rsqrt(inv[i] / n + eps)
+            for i, j in T.Parallel(rows, n):
+                Y[bx * rows + i, j] = T.cast(x[i, j] * inv[i] * T.cast(W[j], "float32"), "float16")
+
+    return main
+
+
+@pytest.mark.parametrize("rows,threads", [(4, 128), (2, 256)])
+def test_rmsnorm_in_groups_as_lowered_matches_numpy(rows, threads):
+    m, n = 2 * rows, 256
+    rng = np.random.default_rng(rows * threads)
+    x = rng.standard_normal((m, n)).astype(np.float16)
+    w = (rng.random(n) + 0.5).astype(np.float16)
+    y = np.full((m, n), np.nan, np.float16)
+    calls = run(rmsnorm(m, n, rows, threads), x, w, y)
+    assert calls["__shfl_xor_sync"] == 2 * 5
+    xf = x.astype(np.float64)
+    expected = xf / np.sqrt((xf * xf).mean(1, keepdims=True) + 1e-6) * w.astype(np.float64)
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=2e-3, atol=2e-3)
 
 
 def kernel_body(func) -> str:
