@@ -121,6 +121,15 @@ def test_the_other_kinds_and_a_tile_of_several_row_axes(kind):
     np.testing.assert_array_equal(out, NUMPY[kind](x))
 
 
+@pytest.mark.parametrize("kind,dtype", [("max", "float16"), ("sum", "int32"), ("min", "float64")])
+def test_destinations_of_other_types_are_shuffled_in_their_type(kind, dtype):
+    x = small_ints((2, 4, 256), 5)
+    out = np.full((2, 4), -1, dtype)
+    calls = run(row_reduce(2, (4, 256), 256, kind, dtype), x, out)
+    assert calls["__shfl_xor_sync"] == 2 * 5
+    np.testing.assert_array_equal(out, NUMPY[kind](x).astype(dtype))
+
+
 def test_a_single_row_still_goes_through_the_thread_allreduce():
     x = small_ints((2, 1, 512), 9)
     out = np.full((2, 1), np.nan, np.float32)
@@ -219,10 +228,10 @@ def test_one_reduction_for_all_rows_and_one_barrier_across_warps():
 
     code = kernel_body(row_reduce(1, (2, 1024), 256, "max"))
     assert code.count("__shfl_xor_sync(") == 5 and "__shfl_down_sync" not in code
-    stage = code[code.index("row_partials"):]
-    write, barrier = stage.index("row_partials"), stage.index("__syncthreads()")
-    read = stage.index("row_partials", stage.index("= max(") - 60)
-    assert write < barrier < read  # lane 0 of each warp writes, the barrier, every thread reads
+    # lane 0 of each warp writes its warp's value, a barrier, every thread reads its row's four
+    write = re.search(r"row_partials\d+_ptr\[\(\(\(int\)threadIdx.x\) >> 5\)\] = ", code).start()
+    read = re.search(r"= max\(max\(max\(row_partials", code).start()
+    assert write < code.index("__syncthreads()", write) < read
     assert re.search(r"for \(int r\d+ = 0; r\d+ < 8; \+\+r\d+\)", code)  # 1024 / 128 per thread
 
 
