@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
-from lowered_emulator import LoweredKernel
+from lowered_emulator import EmulationError, LoweredKernel
 from lowered_instructions import WARP, _shfl_xor_sync, extern_for
 from tilelang.cuda import toolchain
 
@@ -36,7 +36,7 @@ def _shfl_down_sync(kernel: LoweredKernel, args: list, call) -> np.ndarray:
     source = np.where(source <= max_lane, source, lane)
     thread = kernel.tids - lane + source
     if (kernel.mask & (((member >> lane) & 1) == 0)).any():
-        raise AssertionError("__shfl_down_sync: a lane runs the shuffle outside its member mask")
+        raise EmulationError("__shfl_down_sync: a lane runs the shuffle outside its member mask")
     return value[thread].astype(value.dtype)
 
 
