@@ -74,6 +74,7 @@ CHILD = textwrap.dedent(
                if tvm_ffi.get_global_func("ffi.Module.load_from_bytes." + kind, allow_missing=True)]
     print(json.dumps({{"from_cache": kernel.from_cache, "tvm": "tvm" in sys.modules, "loaders": loaders,
                       "key": kernel.cache_key}}))
+    import tvm  # still imports after a hit loaded TVM's runtime libraries without it
     """
 )
 
@@ -84,13 +85,13 @@ def run(code: str, env: dict[str, str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def cold_then_hit(folder: Path, env: dict[str, str]) -> tuple[dict, dict]:
-    """A compiling process, then one that found its kernel in the cache. The request key
-    hashes the compiler's sources: where they changed between the two (others editing
-    this checkout), the pair is run again."""
+def cold_then_hit(folder: Path, env: dict[str, str], cold_env: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """A compiling process (in ``cold_env``, default ``env``), then one that found its
+    kernel in the cache. The request key hashes the compiler's sources: where they changed
+    between the two (others editing this checkout), the pair is run again."""
     code = CHILD.format(folder=str(folder))
     for _ in range(3):
-        cold = run(code, env)
+        cold = run(code, cold_env or env)
         hit = run(code, env)
         if hit["from_cache"]:
             return cold, hit
@@ -130,6 +131,15 @@ def test_a_cuda_hit_loads_the_cuda_runtime_library_not_tvm(tmp_path, fake_driver
     assert cold["tvm"] and not cold["from_cache"]
     assert hit["loaders"] == ["cuda"] and not hit["tvm"], hit
     assert json.loads((entry_of(hit["key"]) / MODULES).read_text()) == {"embedded": ["cuda"]}
+
+
+def test_a_cuda_library_that_embeds_source_loads_after_importing_tvm(tmp_path, fake_driver):
+    """Built where TVM's module factory kept the source (here forced): the load compiles
+    it through the CUDA backend's hook, which needs ``import tvm`` first."""
+    (tmp_path / "kernels.py").write_text(KERNELS.format(target='{"kind": "cuda", "arch": "sm_90"}'))
+    env = {**os.environ, **fake_driver}
+    _, hit = cold_then_hit(tmp_path, env, cold_env={**env, "TVM_COMPILE_FORCE_FALLBACK": "1"})
+    assert hit["tvm"] and hit["loaders"] == ["cuda"], hit
 
 
 def test_a_cuda_build_embeds_the_one_cubin_its_toolchain_compiled(tmp_path, fake_driver):

@@ -5,13 +5,14 @@ function through tvm_ffi, with arguments checked first by the shared ArgumentBin
 Loading a kernel does not import the ``tvm`` package (1-5 s): the library needs only
 tvm_ffi, TVM's runtime library and, for a device kernel, the runtime sidecar that
 deserializes its embedded device module, whose kind the build records beside the library
-(``runtime.py`` says how they are loaded). An entry without that record (an older one)
-imports ``tvm`` for a device kernel, as before.
+(``runtime.py`` says how they are loaded). A device kernel imports ``tvm`` when its entry
+has no record (an older one) or its device module embeds source (``_load_without_tvm``).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -101,10 +102,13 @@ class TVMFFIExecutionBackend(ExecutionBackend):
 
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         device_type = artifact.device_type or int(context.target.get_target_device_type())
+        path = str((directory / LIBRARY).resolve())
         kinds = embedded_kinds(directory)
-        if kinds is not None:
-            load_module_loaders(kinds)
-        elif device_type == HOST_DEVICE:
+        if kinds is not None and "tvm" not in sys.modules:
+            module = _load_without_tvm(path, kinds)
+            if module is not None:
+                return TVMFFILauncher(module, artifact, device_type)
+        if device_type == HOST_DEVICE:
             load_tvm_runtime_library()
         else:
             import tvm  # noqa: F401 - its package loads the device runtimes
@@ -114,5 +118,20 @@ class TVMFFIExecutionBackend(ExecutionBackend):
         prepare_device_runtime(context)
         import tvm_ffi
 
-        module = tvm_ffi.load_module(str((directory / LIBRARY).resolve()))
-        return TVMFFILauncher(module, artifact, device_type)
+        return TVMFFILauncher(tvm_ffi.load_module(path), artifact, device_type)
+
+
+def _load_without_tvm(path: str, kinds: list[str]) -> Any:
+    """The library loaded with TVM's runtime libraries alone, or None where that is not
+    enough. A device module that embeds source (built where TVM's CUDA runtime was not
+    loaded, so TVM's module factory kept the source) compiles at load through the target
+    backend's runtime hook, which has to come after ``import tvm``: tvm.support.nvcc
+    registers its compile callback without ``override``, so a hook registered first would
+    make every later ``import tvm`` in the process fail."""
+    load_module_loaders(kinds)
+    import tvm_ffi
+
+    try:
+        return tvm_ffi.load_module(path)
+    except Exception:  # noqa: BLE001 - no hook, no loader: the full path raises the real error
+        return None
