@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -151,6 +152,18 @@ def test_a_cuda_build_embeds_the_one_cubin_its_toolchain_compiled(tmp_path, fake
     assert len(cubins) == 1, cubins
     library = (entry_of(cold["key"]) / "kernel.so").read_bytes()
     assert cubins[0].read_bytes() in library
+
+
+def test_a_toolchain_error_inside_tvms_module_factory_keeps_its_type(tmp_path, fake_driver):
+    (tmp_path / "kernels.py").write_text(KERNELS.format(target='{"kind": "cuda", "arch": "sm_90"}'))
+    code = (f"import sys, json; sys.path.insert(0, {str(tmp_path)!r}); import tilelang; from kernels import add\n"
+            "from tilelang.engine.callback import register_cuda_postproc\n"
+            "register_cuda_postproc(lambda code, target=None: code + '\\nthis is not CUDA;\\n')\n"
+            "try:\n    add(256, 128)\nexcept Exception as err:\n"
+            "    print(json.dumps({'type': type(err).__name__, 'message': str(err)}))")
+    failure = run(code, {**os.environ, **fake_driver})
+    assert failure["type"] == "CompileError", failure
+    assert re.match(r"(NVRTC compile|nvcc) failed for kernel 'main_kernel' \(sm_90a?\)", failure["message"]), failure
 
 
 def test_a_source_only_cuda_build_compiles_nothing(tmp_path, fake_driver):

@@ -97,7 +97,7 @@ def _build_cuda(mod: Any, target: Any) -> Any:
 # target.build.cuda hands its source to the runtime's module factory, which compiles it at
 # once through the global `tvm_callback_cuda_compile` — TVM's own (tvm.support.nvcc, set at
 # `import tvm`): NVRTC on the untrimmed prelude, no cubin cache, and, with no target scope
-# open, the arch read from the GPU through cudart (a CUDA context: about 1 s on an H200).
+# open, the arch read from GPU 0 through cudart (which makes a CUDA context).
 # Elsewhere it keeps the source (a "fallback" module). So a source-only build asks for the
 # fallback (TVM_COMPILE_FORCE_FALLBACK, read at each build), and a compiled build lends the
 # factory this backend's toolchain for the target's arch: one compile, cached, whose cubin
@@ -122,19 +122,29 @@ def _source_only_build() -> Iterator[None]:
 @contextlib.contextmanager
 def _compiling_build(target: Any, name: str) -> Iterator[list[bytes]]:
     """Routes the factory's compile to the toolchain for ``target``; yields the list of
-    cubins it compiled (empty where the factory kept the source)."""
+    cubins it compiled (empty where the factory kept the source). A toolchain error comes
+    out as itself (its type and log), not as the RuntimeError TVM's FFI turns it into."""
     import tvm_ffi
 
     compiled: list[bytes] = []
+    failed: list[Exception] = []
 
     def compile_source(code: str, *_: Any) -> bytes:
-        compiled.append(toolchain.compile_for_target(code, target, name=name))
+        try:
+            compiled.append(toolchain.compile_for_target(code, target, name=name))
+        except Exception as err:
+            failed.append(err)
+            raise
         return compiled[-1]
 
     previous = tvm_ffi.get_global_func(_COMPILE_CALLBACK, allow_missing=True)
     tvm_ffi.register_global_func(_COMPILE_CALLBACK, compile_source, override=True)
     try:
         yield compiled
+    except Exception:
+        if failed:
+            raise failed[0] from None
+        raise
     finally:
         if previous is not None:
             tvm_ffi.register_global_func(_COMPILE_CALLBACK, previous, override=True)
