@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "DeviceOutput": "tilelang.backend.device_codegen",
     "HostCodegen": "tilelang.backend.device_codegen",
     "tvm_build_function": "tilelang.backend.device_codegen",
+    "tvm_source_only_build": "tilelang.backend.device_codegen",
     # -- the device toolchain (source -> binary) and the code that calls it -------------------
     "DeviceToolchain": "tilelang.backend.toolchain",
     "compile_device_source": "tilelang.backend.toolchain",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +73,28 @@ def tvm_build_function(kind: str) -> Callable[[Any, Any], Any]:
 
     build.__name__ = f"tvm_build_{kind}"
     return build
+
+
+#: read by TVM's runtime module factories at each build: keep the source, compile nothing
+_FORCE_FALLBACK = "TVM_COMPILE_FORCE_FALLBACK"
+
+
+@contextlib.contextmanager
+def tvm_source_only_build() -> Iterator[None]:
+    """Builds inside keep their device source. Where TVM's GPU runtime library is loaded
+    (a GPU host: ``import tvm`` loads it), ``target.build.cuda`` hands its source to the
+    runtime's module factory, which compiles it at once through TVM's own compile callback
+    (and, for CUDA, reads the arch from GPU 0, making a context); a codegen that only wants
+    the source asks for the factory's fallback instead."""
+    previous = os.environ.get(_FORCE_FALLBACK)
+    os.environ[_FORCE_FALLBACK] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_FORCE_FALLBACK, None)
+        else:
+            os.environ[_FORCE_FALLBACK] = previous
 
 
 def inspect_source(module: Any) -> str:

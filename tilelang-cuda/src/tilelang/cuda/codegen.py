@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tilelang.plugin import DeviceCodegen, apply_source_postproc, tvm_build_function
+from tilelang.plugin import (
+    DeviceCodegen,
+    apply_source_postproc,
+    tvm_build_function,
+    tvm_source_only_build,
+)
 
 from . import toolchain
 
@@ -102,21 +106,7 @@ def _build_cuda(mod: Any, target: Any) -> Any:
 # fallback (TVM_COMPILE_FORCE_FALLBACK, read at each build), and a compiled build lends the
 # factory this backend's toolchain for the target's arch: one compile, cached, whose cubin
 # the module (and tvm_ffi's library) then embeds.
-_FORCE_FALLBACK = "TVM_COMPILE_FORCE_FALLBACK"
 _COMPILE_CALLBACK = "tvm_callback_cuda_compile"
-
-
-@contextlib.contextmanager
-def _source_only_build() -> Iterator[None]:
-    previous = os.environ.get(_FORCE_FALLBACK)
-    os.environ[_FORCE_FALLBACK] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(_FORCE_FALLBACK, None)
-        else:
-            os.environ[_FORCE_FALLBACK] = previous
 
 
 @contextlib.contextmanager
@@ -153,7 +143,7 @@ def _compiling_build(target: Any, name: str) -> Iterator[list[bytes]]:
 
 
 def cuda_source(mod: Any, target: Any) -> str:
-    with _source_only_build():
+    with tvm_source_only_build():
         return str(_build_cuda(mod, target).inspect_source())
 
 

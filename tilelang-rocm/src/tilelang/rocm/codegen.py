@@ -18,7 +18,12 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tilelang.plugin import DeviceCodegen, prim_func_pass, tvm_build_function
+from tilelang.plugin import (
+    DeviceCodegen,
+    prim_func_pass,
+    tvm_build_function,
+    tvm_source_only_build,
+)
 
 DEVICE_HEADER = Path(__file__).with_name("hip_device.h")
 MFMA_HEADER = Path(__file__).with_name("hip_mfma.h")
@@ -67,7 +72,9 @@ def hip_source(cuda_c: str) -> str:
 
 
 def rocm_source(mod: Any, target: Any) -> str:
-    return hip_source(str(_build_c(mod, printer_target()).inspect_source()))
+    # the CUDA-C printer's build: on an NVIDIA host TVM's CUDA factory would compile it
+    with tvm_source_only_build():
+        return hip_source(str(_build_c(mod, printer_target()).inspect_source()))
 
 
 ROCM_DEVICE_CODEGEN = DeviceCodegen(source_only=rocm_source)
