@@ -2,12 +2,14 @@
 cache entry (checked by the kernel cache like any file); Load imports it from there;
 the first call compiles ``launch`` with ``cute.compile`` (CuTe DSL's own disk cache lives
 under TileLang's cache root, ``<root>/cutedsl``), later calls launch the compiled function
-on the caller's stream, with each tensor passed as a typed pointer."""
+on the caller's stream, through CuTe DSL's TVM-FFI calling convention (pointers and the
+stream as integers) where it compiles, else with each tensor as a typed pointer."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import logging
 import os
 import sys
 import threading
@@ -28,8 +30,17 @@ from tilelang.plugin import (
 
 from . import target
 
+log = logging.getLogger("tilelang.cutedsl")
 SOURCE = "kernel_cute.py"
 CUDA_DEVICE = 2  # DLPack kDLCUDA
+# CuTe DSL's TVM-FFI calling convention: the compiled launch takes pointers and the stream as
+# plain integers through one tvm_ffi call, instead of CuTe DSL's Python argument adapters
+# (make_ptr per tensor and the JIT executor's conversion, most of the ~28 us a small kernel
+# took per call on the H200: docs/benchmarks/routing-h200-2026-12-01.md)
+TVM_FFI_OPTION = "--enable-tvm-ffi"
+#: "0" keeps CuTe DSL's own calling convention (make_ptr pointers, a CUstream)
+TVM_FFI_ENV = "TILELANG_CUTEDSL_TVM_FFI"
+_PYTHON_SCALARS = {"Boolean": bool, "Float16": float, "BFloat16": float, "Float32": float, "Float64": float}
 
 
 def launch_indices(artifact: CompiledArtifact) -> list[int]:
@@ -95,9 +106,10 @@ class CuTeDSLLauncher(KernelLauncher):
         # the scalars launch takes after the pointers (launch_source.py): a scalar parameter's
         # value, or a symbolic dimension's, as the CuTe DSL type the module names
         by_name = {p.name: i for i, p in enumerate(artifact.params) if not p.is_tensor}
-        self._scalars = [(name, by_name.get(name), getattr(cutlass, dsl))
+        self._scalars = [(name, by_name.get(name), getattr(cutlass, dsl), _PYTHON_SCALARS.get(dsl, int))
                          for name, dsl in getattr(self._module, "LAUNCH_SCALARS", ())]
         self._compiled: Any = None
+        self._ffi = os.environ.get(TVM_FFI_ENV, "1") != "0"  # until a TVM-FFI compile fails
         self._lock = threading.Lock()
 
     def _pointers(self, call: list[Any]) -> list[Any]:
@@ -106,6 +118,26 @@ class CuTeDSLLauncher(KernelLauncher):
 
         return [make_ptr(dtype, call[i].data_ptr(), cute.AddressSpace.gmem, assumed_align=max(1, dtype.width // 8))
                 for i, dtype in zip(self._indices, self._dtypes)]
+
+    def _typed(self, call: list[Any], scalars: list[Any]) -> list[Any]:
+        """The launch's arguments as CuTe DSL values: typed pointers, then typed scalars."""
+        return self._pointers(call) + [dsl(v) for v, (_, _, dsl, _) in zip(scalars, self._scalars)]
+
+    def _compile(self, call: list[Any], scalars: list[Any], handle: Any) -> None:
+        """``cute.compile`` of the launch, for the TVM-FFI calling convention where CuTe DSL
+        offers it here; else (or with TILELANG_CUTEDSL_TVM_FFI=0) for its own."""
+        from cutlass import cute
+
+        typed = self._typed(call, scalars)
+        if self._ffi:
+            try:
+                self._compiled = cute.compile(self._module.launch, *typed, handle, options=TVM_FFI_OPTION)
+                return
+            except Exception as err:  # noqa: BLE001 - CuTe DSL's own convention still works
+                log.debug("kernel %r: CuTe DSL's TVM-FFI compile failed (%s: %s); using its own calling "
+                          "convention", self.kernel, type(err).__name__, err)
+                self._ffi = False
+        self._compiled = cute.compile(self._module.launch, *typed, handle)
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
         import cuda.bindings.driver as cuda
@@ -116,17 +148,18 @@ class CuTeDSLLauncher(KernelLauncher):
 
             anchor = call[self._indices[0]] if self._indices else None
             stream = torch.cuda.current_stream(anchor.device if anchor is not None else None).cuda_stream
-        handle = cuda.CUstream(int(getattr(stream, "cuda_stream", stream)))
-        pointers = self._pointers(call) + [dtype(call[i] if i is not None else symbols[name])
-                                           for name, i, dtype in self._scalars]
+        stream_handle = int(getattr(stream, "cuda_stream", stream))
+        scalars = [call[i] if i is not None else symbols[name] for name, i, _, _ in self._scalars]
         try:
             if self._compiled is None:
                 with self._lock:
                     if self._compiled is None:
-                        from cutlass import cute
-
-                        self._compiled = cute.compile(self._module.launch, *pointers, handle)
-            self._compiled(*pointers, handle)
+                        self._compile(call, scalars, cuda.CUstream(stream_handle))
+            if self._ffi:
+                self._compiled(*[call[i].data_ptr() for i in self._indices],
+                               *[py(v) for v, (_, _, _, py) in zip(scalars, self._scalars)], stream_handle)
+            else:
+                self._compiled(*self._typed(call, scalars), cuda.CUstream(stream_handle))
         except Exception as err:  # CuTe DSL's own errors: name the kernel and the stage
             stage = "compile" if self._compiled is None else "launch"
             raise LaunchError(f"kernel {self.kernel!r}: cutedsl {stage} failed: {type(err).__name__}: {err}") from err
