@@ -49,7 +49,7 @@ from tilelang.plugin import (
 
 from .epilogue import own_index_nests, rewrite_nests
 from .staged import Staging
-from .stages import STAGES_ATTR, extern_name, extern_only, pipeline
+from .stages import STAGES_ATTR, extern_name, extern_only, pipeline, ring_loop
 from .tma_ring import tma_ring
 
 #: PrimFunc/module attribute: accumulator buffer name -> its tiled MMA (dtype, warps, tile)
@@ -346,7 +346,8 @@ def _rewrite(plan: _Plan) -> Any:
     rings = [0]
 
     def on_tma_loop(loop: Any) -> Any:
-        ring = tma_ring(loop, plan.wgmma, threads, rings[0]) if pipeline(loop, own) is not None else None
+        parts = ring_loop(loop, own)
+        ring = tma_ring(parts, plan.wgmma, threads, rings[0]) if parts is not None else None
         rings[0] += ring is not None
         return loop if ring is None else ring
 

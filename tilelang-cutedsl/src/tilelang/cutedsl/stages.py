@@ -17,7 +17,7 @@ follows that every warp has finished the GEMM of iteration k-1, whose stage it o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from tilelang.plugin import block_barrier, extern_call, substitute
 
@@ -47,17 +47,27 @@ def _staged(stmt: Any, stage: Any) -> Any:
     return extern_call(str(call.args[0].value), *list(call.args[1:]), stage)
 
 
-def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | None:
-    """The stage ring of ``loop``, and the stage count of each tile it stages (by name); None
-    when the loop
-    is not a T.Pipelined main loop of cp.async copies and CuTe GEMMs."""
+class RingLoop(NamedTuple):
+    """A T.Pipelined main loop that LowerCuteGemm rewrote into copies, then GEMMs."""
+
+    loop: Any
+    stages: int
+    trips: int
+    copies: list[Any]  # the tl_cute_g2s statements, in order
+    gemms: list[Any]  # the tl_cute_gemm statements, in order
+    written: set[str]  # the names of the tiles the copies write
+
+
+def ring_loop(loop: Any, tiles: dict[str, Any]) -> RingLoop | None:
+    """``loop`` as a stage ring's main loop (a static trip count from 0, at least 2 stages, a
+    body of copies then GEMMs, with the GEMMs reading only tiles the copies fill, and the
+    copies writing only ``tiles``), or None."""
     from tvm import tirx
 
     stages = loop.annotations.get(STAGES_KEY) if loop.annotations is not None else None
     if stages is None or int(stages) < 2 or not isinstance(loop.extent, tirx.IntImm) or \
             not isinstance(loop.min, tirx.IntImm) or int(loop.min.value) != 0:
         return None
-    stages, trips = int(stages), int(loop.extent.value)
     body = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
     work = [s for s in body if not _is_barrier(s) and extern_name(s) not in SYNC_OPS]
     names = [extern_name(s) for s in work]
@@ -69,6 +79,18 @@ def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | N
     read = {str(t.source.name) for g in gemms for t in g.value.args[1:3]}
     if not read <= written or not written <= set(tiles):
         return None  # a GEMM operand that the ring does not fill, or a tile something else uses
+    return RingLoop(loop, int(stages), int(loop.extent.value), copies, gemms, written)
+
+
+def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | None:
+    """The cp.async stage ring of ``loop``, and the stage count of each tile it stages (by
+    name); None when the loop is not a ring's main loop (ring_loop)."""
+    from tvm import tirx
+
+    main_loop = ring_loop(loop, tiles)
+    if main_loop is None:
+        return None
+    stages, trips, copies, gemms = main_loop.stages, main_loop.trips, main_loop.copies, main_loop.gemms
     k, i32 = loop.loop_var, "int32"
 
     def at(trip: Any) -> list[Any]:
@@ -87,7 +109,7 @@ def pipeline(loop: Any, tiles: dict[str, Any]) -> tuple[Any, dict[str, int]] | N
             *[_staged(g, tirx.floormod(k, stages)) for g in gemms]]
     ring = tirx.For(k, loop.min, loop.extent, loop.kind, tirx.SeqStmt(main), loop.thread_binding)
     drain = extern_call("tl_cute_cp_async_wait", 0)  # no copy outlives the loop
-    return tirx.SeqStmt([*prologue, ring, drain]), {name: stages for name in written}
+    return tirx.SeqStmt([*prologue, ring, drain]), {name: stages for name in main_loop.written}
 
 
 def extern_only(body: Any, buffer: Any) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 from tilelang.plugin import extern_call, seq, substitute
 
-from .stages import STAGES_KEY, extern_name
+from .stages import RingLoop
 
 #: the ring's statements (the printer's half: cute_statements.py)
 INIT, EXPECT, COPY, WAIT, ARRIVE = ("tl_cute_tma_init", "tl_cute_tma_expect", "tl_cute_tma_g2s",
@@ -68,21 +68,14 @@ def _box(copy: Any, tiles: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
             "height": height, "ld": ld, "bytes": rows * cols * src.source.dtype.bits // 8}
 
 
-def tma_ring(loop: Any, tiles: dict[str, dict[str, Any]], threads: int, ring: int) -> Any:
-    """The TMA stage ring of ``loop`` (a T.Pipelined loop whose body LowerCuteGemm rewrote,
-    before stages.py staged it), or None where a copy or the loop does not qualify."""
+def tma_ring(main: RingLoop, tiles: dict[str, dict[str, Any]], threads: int, ring: int) -> Any:
+    """The TMA stage ring of a ring's main loop (stages.ring_loop, before stages.py staged
+    it), or None where a copy does not qualify."""
     from tvm import tirx
 
-    stages = loop.annotations.get(STAGES_KEY) if loop.annotations is not None else None
-    if stages is None or int(stages) < 2 or not isinstance(loop.extent, tirx.IntImm) or \
-            not isinstance(loop.min, tirx.IntImm) or int(loop.min.value) != 0:
-        return None
-    stages, trips = int(stages), int(loop.extent.value)
-    body = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
-    copies = [s for s in body if extern_name(s) == "tl_cute_g2s"]
-    gemms = [s for s in body if extern_name(s) == "tl_cute_gemm"]
+    loop, stages, trips, copies, gemms = main.loop, main.stages, main.trips, main.copies, main.gemms
     boxes = [_box(c, tiles) for c in copies]
-    if not copies or not gemms or any(b is None for b in boxes):
+    if any(b is None for b in boxes):
         return None
     k, i32 = loop.loop_var, "int32"
     stage_bytes = sum(b["bytes"] for b in boxes)
