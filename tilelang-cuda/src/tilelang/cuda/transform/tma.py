@@ -34,6 +34,27 @@ SWIZZLE = {32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle per swizzle width in byte
 L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 
 
+def encode_tensor_map(var: Any, buffer: Any, rows: tuple[int, int], cols: tuple[int, int],
+                      swizzle: int | None = None) -> list[Any]:
+    """Host statements that allocate the 128-byte tensor map ``var`` and encode it for the
+    row-major ``buffer``, with boxes of ``rows[1]`` elements along global axis ``rows[0]``
+    by ``cols[1]`` along axis ``cols[0]`` (1 along every other axis)."""
+    shape, rank = list(buffer.shape), len(buffer.shape)
+    dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
+    strides, stride = [], tirx.IntImm("uint64", dtype_bytes(buffer.dtype))
+    for extent in reversed(shape[1:]):  # byte strides of every dimension but the innermost
+        stride = stride * tirx.Cast("uint64", extent)
+        strides.append(stride)
+    box = [1] * rank
+    box[rank - 1 - cols[0]], box[rank - 1 - rows[0]] = cols[1], rows[1]
+    options = {"swizzle": swizzle} if swizzle is not None else {}
+    encode = tirx.tensormap_encode_tiled(
+        var, buffer.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
+        *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(buffer.dtype), rank=rank,
+        l2_promotion=L2_PROMOTION_128B, **options)
+    return [tirx.Bind(var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
+
+
 @dataclass(frozen=True)
 class TensorMapLoad:
     """The boxes that fill one staged tile from one global tensor, and the host code that
@@ -55,21 +76,9 @@ class TensorMapLoad:
 
     def encode(self, buffer: Any) -> list[Any]:
         """Host statements: allocate the 128-byte map and encode it for ``buffer``."""
-        layout, rank = self.layout, self.rank
-        shape = list(buffer.shape)
-        dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
-        strides, stride = [], tirx.IntImm("uint64", dtype_bytes(buffer.dtype))
-        for extent in reversed(shape[1:]):  # byte strides of every dimension but the innermost
-            stride = stride * tirx.Cast("uint64", extent)
-            strides.append(stride)
-        box = [1] * rank
-        box[rank - 1 - self.col_axis] = layout.width // layout.dtype_bytes
-        box[rank - 1 - self.row_axis] = layout.rows
-        encode = tirx.tensormap_encode_tiled(
-            self.var, buffer.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
-            *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(buffer.dtype), rank=rank,
-            swizzle=SWIZZLE[layout.width], l2_promotion=L2_PROMOTION_128B)
-        return [tirx.Bind(self.var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
+        layout = self.layout
+        return encode_tensor_map(self.var, buffer, (self.row_axis, layout.rows),
+                                 (self.col_axis, layout.width // layout.dtype_bytes), SWIZZLE[layout.width])
 
     def issue(self, corner: list[Any], stage: Any, barrier: Any) -> Any:
         """Every box of the tile whose top-left element is global ``corner``, into

@@ -29,10 +29,9 @@ from tilelang.plugin import (
 from tvm import tirx
 
 from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
+from .tma import BOX_MAX, encode_tensor_map
 
-BOX_MAX = 256  # a TMA box is at most 256 elements along every dimension
 TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d
-L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 
 
 @dataclass(frozen=True)
@@ -48,20 +47,8 @@ class _Box:
     width: int
 
     def encode(self) -> list[Any]:
-        g, rank = self.tensor, len(self.tensor.shape)
-        shape = list(g.shape)
-        dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
-        strides, stride = [], tirx.IntImm("uint64", dtype_bytes(g.dtype))
-        for extent in reversed(shape[1:]):
-            stride = stride * tirx.Cast("uint64", extent)
-            strides.append(stride)
-        box = [1] * rank
-        box[rank - 1 - self.col_axis], box[rank - 1 - self.row_axis] = self.width, self.rows
-        encode = tirx.tensormap_encode_tiled(
-            self.var, g.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
-            *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(g.dtype), rank=rank,
-            l2_promotion=L2_PROMOTION_128B)
-        return [tirx.Bind(self.var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
+        """Host statements: the unswizzled map of this tensor (tma.py's encoder)."""
+        return encode_tensor_map(self.var, self.tensor, (self.row_axis, self.rows), (self.col_axis, self.width))
 
 
 class _TmaCopies:
