@@ -26,6 +26,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
     from .transform.explicit_sync import LowerExplicitSync, NameRoleBarriers
+    from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.tma_copy import LowerTmaCopies
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
@@ -45,6 +46,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         *gpu_block_passes(VECTOR_BYTES),
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
+        AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)

@@ -122,6 +122,12 @@ __device__ __forceinline__ void tl_named_barrier_sync(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(n) : "memory");
 }
 
+// Arrives at named barrier id without waiting (PTX ISA "bar.arrive"): hands a turn to the
+// threads that bar.sync on it (transform/pingpong.py); n counts both sides.
+__device__ __forceinline__ void tl_named_barrier_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(n) : "memory");
+}
+
 __device__ __forceinline__ void tl_mbarrier_init(void* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
 }

@@ -1,0 +1,160 @@
+"""AlternateWarpgroupGemms: the two consumer warpgroups of a warp-specialized block take
+turns issuing their GEMMs, so one's softmax (or other register work) runs while the
+other's GEMMs occupy the tensor cores.
+
+Flash attention's loop issues two GEMMs per iteration with register work between them
+(S = Q K^T; the row max, exp and sums over S; O += P V). Without a schedule both
+warpgroups reach each phase together: the tensor cores idle while both run the softmax,
+and the exp units idle during the GEMMs. FlashAttention-3 (Shah et al. 2024, section 3.1,
+"pingpong scheduling") orders the warpgroups' GEMM issues with two named barriers; this
+pass does the same for any consumer loop that issues two or more wgmma groups at its top
+level:
+
+    if (wg == 1) bar.arrive 2, 256           -- warpgroup 0 issues first
+    for (...) {
+      bar.sync 2 + wg, 256                   -- my turn
+      wgmma.fence; ...; wgmma.commit_group    -- one GEMM's issue
+      bar.arrive 2 + (1 - wg), 256            -- the other warpgroup's turn
+      ...
+    }
+    if (wg == 0) bar.sync 2, 256             -- the last turn warpgroup 1 handed over
+
+Every issue region runs unconditionally once per iteration in both warpgroups (checked),
+so the turns alternate WG0, WG1, WG0, ... and each barrier is completed by the 128 threads
+that sync and the 128 that arrive (PTX ISA, "bar.sync / bar.arrive": the expected count is
+the threads of both). A loop with a block or named barrier of its own is left alone: a
+warpgroup waiting for its turn while the other waits at that barrier would never resume.
+Barrier 1 is the consumers' block barrier (warp_specialize.py); 2 and 3 are used only here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq
+from tvm import tirx
+
+DISABLE_CONFIG = "tl.disable_warpgroup_pingpong"
+WARP_GROUP = 128
+FIRST_BARRIER = 2  # warpgroup g waits on barrier 2 + g
+SYNCS = frozenset({"tl_named_barrier_sync", "tl_named_barrier_arrive"})
+
+
+def _extern_name(stmt: Any) -> str | None:
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    call = stmt.value
+    if isinstance(call, tvm.ir.Call) and getattr(call.op, "name", "") == "tirx.call_extern":
+        return str(call.args[0].value)
+    return None
+
+
+def _has_block_barrier(body: Any) -> bool:
+    found = []
+
+    def visit(call: Any) -> None:
+        name = getattr(call.op, "name", "")
+        if name == "tirx.tvm_storage_sync" or (name == "tirx.call_extern" and str(call.args[0].value) in SYNCS):
+            found.append(call)
+
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, visit))
+    return bool(found)
+
+
+def _fences(stmt: Any) -> int:
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e)
+                                   if _extern_name(e) == "tl_wgmma_fence" else None))
+    return len(found)
+
+
+def _unconditional_fences(stmt: Any) -> int:
+    """wgmma fences reached on every path through ``stmt`` (not under an if or an inner loop)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return sum(_extern_name(s) == "tl_wgmma_fence" or _unconditional_fences(s) for s in stmt)
+    if isinstance(stmt, tirx.AttrStmt):  # lets and buffers are flat statements in TVM 0.27
+        return _unconditional_fences(stmt.body)
+    return 0
+
+
+def _regions(stmts: list[Any]) -> list[tuple[int, int]] | None:
+    """[fence, commit] index pairs among ``stmts``; None when a fence has no commit after it."""
+    pairs, start = [], None
+    for i, s in enumerate(stmts):
+        name = _extern_name(s)
+        if name == "tl_wgmma_fence" and start is None:
+            start = i
+        elif name == "tl_wgmma_commit" and start is not None:
+            pairs.append((start, i))
+            start = None
+    return None if start is not None else pairs
+
+
+def _takes_turns(loop: Any) -> bool:
+    fences = _fences(loop.body)
+    return fences >= 2 and _unconditional_fences(loop.body) == fences and not _has_block_barrier(loop.body)
+
+
+def _alternate(loop: Any, wg: Any) -> Any:
+    mine, other = FIRST_BARRIER + wg, FIRST_BARRIER + (1 - wg)
+
+    def on_seq(stmt: Any) -> Any:
+        stmts = list(stmt)
+        regions = _regions(stmts)
+        if not regions:
+            return stmt
+        out, at = [], 0
+        for start, end in regions:
+            out += stmts[at:start]
+            out.append(extern_call("tl_named_barrier_sync", mine, 2 * WARP_GROUP))
+            out += stmts[start:end + 1]
+            out.append(extern_call("tl_named_barrier_arrive", other, 2 * WARP_GROUP))
+            at = end + 1
+        return seq(out + stmts[at:])
+
+    body = tvm_ffi.structural_map(loop.body, (tirx.SeqStmt, on_seq), order="post")
+    first = tirx.IfThenElse(tirx.EQ(wg, 1), extern_call("tl_named_barrier_arrive", FIRST_BARRIER, 2 * WARP_GROUP), None)
+    last = tirx.IfThenElse(tirx.EQ(wg, 0), extern_call("tl_named_barrier_sync", FIRST_BARRIER, 2 * WARP_GROUP), None)
+    return seq([first, tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding,
+                                loop.annotations, loop.step), last])
+
+
+def _consumers(branch: Any) -> tuple[Any, int] | None:
+    """(threadIdx.x, consumer threads) when ``branch`` is SpecializeWarps' role split:
+    ``if (tid < n) consumers else if (tid == n) producer``."""
+    cond, other = branch.condition, branch.else_case
+    if not (isinstance(cond, tirx.LT) and isinstance(cond.b, tirx.IntImm) and isinstance(other, tirx.IfThenElse)):
+        return None
+    producer = other.condition
+    if not (isinstance(producer, tirx.EQ) and producer.a.same_as(cond.a) and isinstance(producer.b, tirx.IntImm)
+            and producer.b.value == cond.b.value):
+        return None
+    return cond.a, int(cond.b.value)
+
+
+def _run(func: Any) -> Any:
+    if pass_config(DISABLE_CONFIG):
+        return func
+
+    def on_if(branch: Any) -> Any:
+        roles = _consumers(branch)
+        if roles is None or roles[1] != 2 * WARP_GROUP:
+            return branch
+        wg = tirx.floordiv(roles[0], WARP_GROUP)
+
+        def on_for(loop: Any) -> Any:
+            return _alternate(loop, wg) if _takes_turns(loop) else loop
+
+        consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")
+        return tirx.IfThenElse(branch.condition, consumers, branch.else_case)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="pre"))
+
+
+def AlternateWarpgroupGemms() -> Any:
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.AlternateWarpgroupGemms")
+
+
+__all__ = ["DISABLE_CONFIG", "AlternateWarpgroupGemms"]

@@ -1,0 +1,129 @@
+"""Pingpong scheduling of two consumer warpgroups (transform/pingpong.py), checked without a
+GPU: which kernels take it, and — by running the generated consumer code's named-barrier
+operations through a model of bar.sync/bar.arrive — that the warpgroups' GEMM issues
+alternate, nothing deadlocks and every barrier ends balanced. The GPU runs are the
+256-thread flash-attention cases of test_gpu_tile.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_tma import kernel_body, lower
+from tilelang.cuda import toolchain
+from tilelang.testing.kernels import flash_attention, tile_gemm
+
+WG = 128
+BARRIER_OP = re.compile(r"tl_named_barrier_(sync|arrive)\((.*), (\d+)\);$")
+
+
+def consumers(source: str, threads: int) -> list[str]:
+    body = kernel_body(source)
+    start = body.index(f"if (((int)threadIdx.x) < {threads}) {{")
+    end = body.index(f"if (((int)threadIdx.x) == {threads}) {{")
+    return [line.strip() for line in body[start:end].splitlines()[1:]]
+
+
+def _eval(expr: str, tid: int) -> int:
+    return int(eval(expr.replace("(int)threadIdx.x", str(tid)).replace("&&", " and ")))
+
+
+def trace(lines: list[str], tid: int, trips: int = 3) -> list[tuple]:
+    """The barrier operations and GEMM issues thread ``tid`` performs, in order: every loop
+    runs ``trips`` times; conditions on anything but threadIdx.x count as true."""
+    ops: list[tuple] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        block_end = _matching_brace(lines, i) if line.endswith("{") else None
+        if line.startswith("for ("):
+            inner = trace(lines[i + 1:block_end], tid, trips)
+            ops += inner * trips
+            i = block_end + 1
+            continue
+        if line.startswith("if ("):
+            cond = line[len("if "):-len(" {")]
+            if "threadIdx" in cond and not _eval(cond, tid):
+                i = block_end + 1
+                continue
+        elif (m := BARRIER_OP.search(line)):
+            ops.append((m.group(1), _eval(m.group(2), tid), int(m.group(3))))
+        elif line.startswith("tl_wgmma_fence()"):
+            ops.append(("gemm", tid // WG))
+        i += 1
+    return ops
+
+
+def _matching_brace(lines: list[str], at: int) -> int:
+    depth = 0
+    for j in range(at, len(lines)):
+        depth += lines[j].count("{") - lines[j].count("}")
+        if depth == 0:
+            return j
+    raise AssertionError("unbalanced braces")
+
+
+def run(traces: list[list[tuple]]) -> list[int]:
+    """Runs the warpgroups' traces against named barriers (each warpgroup moves as one: 128
+    arrivals), always advancing the lowest-numbered warpgroup that can move. Returns the
+    warpgroup of each GEMM issue in order; fails on a deadlock or an unbalanced barrier."""
+    pc, waiting, count, issues = [0] * len(traces), [None] * len(traces), {}, []
+    while True:
+        movable = [g for g in range(len(traces)) if waiting[g] is None and pc[g] < len(traces[g])]
+        if not movable:
+            break
+        g = movable[0]
+        op = traces[g][pc[g]]
+        pc[g] += 1
+        if op[0] == "gemm":
+            issues.append(g)
+            continue
+        kind, bar, expected = op
+        count[bar] = count.get(bar, 0) + WG
+        if kind == "sync":
+            waiting[g] = bar
+        if count[bar] == expected:
+            count[bar] = 0
+            waiting = [None if w == bar else w for w in waiting]
+    assert all(pc[g] == len(traces[g]) for g in range(len(traces))), f"deadlock: {waiting} at {pc}"
+    assert not any(count.values()), f"barriers left with arrivals: {count}"
+    return issues
+
+
+def test_flash_attention_warpgroups_take_turns_issuing_gemms():
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
+    lines = consumers(source, 256)
+    loop = lines[lines.index(next(x for x in lines if x.startswith("for (int k_1"))):]
+    assert sum("tl_named_barrier_sync(((((int)threadIdx.x) >> 7) + 2), 256);" == x for x in loop) == 2
+    assert sum("tl_named_barrier_arrive((3 - (((int)threadIdx.x) >> 7)), 256);" == x for x in loop) == 2
+    issues = run([trace(lines, 0), trace(lines, WG)])
+    assert issues == [0, 1] * 6  # 3 trips x 2 GEMMs, alternating warpgroups
+
+
+def test_the_model_catches_a_missing_first_turn():
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
+    lines = [x for x in consumers(source, 256) if x != "tl_named_barrier_arrive(2, 256);"]
+    with pytest.raises(AssertionError, match="deadlock"):
+        run([trace(lines, 0), trace(lines, WG)])
+
+
+def test_without_pingpong_the_warpgroups_issue_together():
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2),
+                   **{"tl.disable_warpgroup_pingpong": True}).device_source
+    lines = consumers(source, 256)
+    assert "tl_named_barrier_arrive" not in kernel_body(source)
+    assert run([trace(lines, 0), trace(lines, WG)]) == [0] * 6 + [1] * 6
+
+
+@pytest.mark.parametrize("kernel,threads", [
+    (lambda: flash_attention(1, 2, 1024, 64, 64, 64, 128, 2), 128),  # one consumer warpgroup
+    (lambda: tile_gemm(1024, 1024, 1024, 128, 256, 64, threads=256, stages=3), 256),  # one GEMM per iteration
+])
+def test_kernels_with_nothing_to_overlap_are_left_alone(kernel, threads):
+    assert "tl_named_barrier_arrive" not in kernel_body(lower(kernel()).device_source)
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+def test_nvcc_compiles_the_pingpong_kernel():
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", "pingpong")[:4] == b"\x7fELF"
