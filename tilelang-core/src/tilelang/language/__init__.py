@@ -53,6 +53,7 @@ __all__ = [
     "Kernel",
     "Layout",
     "Parallel",
+    "Persistent",
     "Pipelined",
     "Serial",
     "StridedTensor",

@@ -73,6 +73,7 @@ from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
 from .parser_hooks import install as _install_parser_hooks
+from .persistent import Persistent
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .symbolic import dynamic, symbolic
 from .tile import (

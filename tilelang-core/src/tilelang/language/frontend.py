@@ -9,6 +9,7 @@ from tvm import tirx
 
 from .bounds import check_constant_bounds
 from .ops import PARALLEL_EXTENT, is_call_to, substitute
+from .persistent import expand_persistent_loops
 from .reducer import rewrite_reducer_updates
 
 
@@ -44,7 +45,8 @@ def normalize(func: Any) -> Any:
             annotations={"tilelang.parallel": 1},
         )
 
-    body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
+    # T.Persistent nests first: their wave loops are ordinary loops for what follows
+    body = tvm_ffi.structural_map(expand_persistent_loops(func.body), (tirx.For, on_for), order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
     check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates
