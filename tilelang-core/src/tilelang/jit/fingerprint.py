@@ -16,12 +16,14 @@ remembered (git's "racy clean" rule: an edit within the same clock tick keeps th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,17 +46,58 @@ FINGERPRINTS = "fingerprints"
 
 def _source_files(roots: Iterable[Path]) -> list[tuple[Path, str, os.stat_result]]:
     """(root, path relative to it, stat) of every compiler source file, in hashing order:
-    one walk per root (not one per suffix), ``__pycache__`` skipped."""
+    one listing per folder (``__pycache__`` skipped; symbolic links to folders listed but
+    not entered, as ``os.walk`` does), relative paths built while descending."""
     found = []
     for root in sorted(set(roots)):
-        for folder, dirs, names in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in names:
-                if name.endswith(COMPILER_SOURCE_SUFFIXES):
-                    path = os.path.join(folder, name)
-                    found.append((root, os.path.relpath(path, root), os.stat(path)))
+        found += [(root, relative, info) for relative, info in _scan(str(root))]
     found.sort(key=lambda item: (str(item[0]), item[1]))
     return found
+
+
+class _Scans(threading.local):
+    #: folder -> its _scan, while a ``shared_scans()`` block is open in this thread
+    memo: dict[str, list[tuple[str, os.stat_result]]] | None = None
+
+
+_SCANS = _Scans()
+
+
+def _scan(folder: str) -> list[tuple[str, os.stat_result]]:
+    """(path relative to ``folder``, stat) of the compiler sources under ``folder``; a
+    folder that cannot be listed holds none (as ``os.walk`` skips it)."""
+    memo = _SCANS.memo
+    if memo is not None and folder in memo:
+        return memo[folder]
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            listed = list(entries)
+    except OSError:
+        listed = []
+    for entry in listed:
+        if entry.is_dir():  # a link to a folder is listed in os.walk's dirs, not entered
+            if entry.name != "__pycache__" and not entry.is_symlink():
+                found += [(f"{entry.name}{os.sep}{relative}", info) for relative, info in _scan(entry.path)]
+        elif entry.name.endswith(COMPILER_SOURCE_SUFFIXES):
+            found.append((entry.name, os.stat(entry.path)))
+    if memo is not None:
+        memo[folder] = found
+    return found
+
+
+@contextlib.contextmanager
+def shared_scans() -> Iterator[None]:
+    """Within the block a folder is listed and its files stat'ed once, however many trees
+    hold it: core's fingerprint walks every ``tilelang`` package folder, an editable
+    plugin's walks its source folder around one of them again. Only for fingerprints taken
+    together (a request key): a file edited inside the block goes unseen until it ends."""
+    outer = _SCANS.memo
+    _SCANS.memo = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _SCANS.memo = outer
 
 
 def _hash_files(files: list[tuple[Path, str, os.stat_result]]) -> str:

@@ -272,7 +272,7 @@ def request_key(builder: Callable[..., Any], args: tuple, kwargs: Mapping[str, A
     if os.environ.get(REQUEST_CACHE_ENV, "1").strip() == "0":
         return None
     from ..cache import cache_key
-    from .fingerprint import compiler_fingerprint
+    from .fingerprint import compiler_fingerprint, shared_scans
 
     try:
         encoder = _Encoder()
@@ -290,11 +290,12 @@ def request_key(builder: Callable[..., Any], args: tuple, kwargs: Mapping[str, A
         return None
     from .. import env
 
+    with shared_scans():  # core's folders and the editable plugins' around them: listed once
+        code = [f"compiler {compiler_fingerprint()}", f"plugins {_plugins()}"]
     parts += [
         f"execution default {env.get_default_execution_backend()}",
         f"env {_environment()}",
-        f"compiler {compiler_fingerprint()}",
-        f"plugins {_plugins()}",
+        *code,
         f"tilelang {__version__}",
         f"tvm {_tvm_version()}",
         f"python {sys.version}",
