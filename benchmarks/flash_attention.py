@@ -24,15 +24,21 @@ from tilelang.testing.kernels import (
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2 or more: a stage ring)
 # On sm_90 these run on wgmma (16 rows per warp); the last configs measure mma.sync.
-# With 256 threads the two consumer warpgroups take turns issuing their GEMMs (pingpong,
-# tilelang-cuda's transform/pingpong.py); "/lockstep" measures the same tile without it.
+# With 256 threads the two consumer warpgroups take turns issuing their first GEMM
+# (pingpong, tilelang-cuda's transform/pingpong.py); "/pp-every" turns at every GEMM,
+# "/pp-off" runs the same tile without turns.
 MMA_SYNC = {"tl.disable_wgmma": True}
-LOCKSTEP = {"tl.disable_warpgroup_pingpong": True}
-LABELS = {"tl.disable_wgmma": "mma", "tl.disable_warpgroup_pingpong": "lockstep"}
 CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((64, 32, 128, 2), {}),
-           ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {}),
-           ((128, 128, 256, 2), LOCKSTEP), ((128, 64, 256, 2), LOCKSTEP),
-           ((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
+           ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {})]
+CONFIGS += [(tiles, {"tl.warpgroup_pingpong": mode}) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3))
+            for mode in ("every", "off")]
+CONFIGS += [((128, 64, 256, 2), {"tl.warpgroup_pingpong": "off"}), ((64, 64, 128, 2), MMA_SYNC),
+            ((128, 32, 256, 2), MMA_SYNC)]
+
+
+def label(config: tuple, options: dict) -> str:
+    extra = "".join("/mma" if key == "tl.disable_wgmma" else f"/pp-{value}" for key, value in options.items())
+    return "bM{}/bN{}/t{}/s{}".format(*config) + extra
 
 
 def main() -> None:
@@ -52,7 +58,7 @@ def main() -> None:
                                       target="cuda", pass_configs=options or None)
             err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
             t = time_ms(lambda: kernel(q, k, v), repeat=10, inner=3)
-            entry = {"config": "bM{}/bN{}/t{}/s{}".format(*config) + "".join(f"/{LABELS[o]}" for o in options), "TFLOPs": round(flop / t / 1e9, 1),
+            entry = {"config": label(config, options), "TFLOPs": round(flop / t / 1e9, 1),
                      "ratio_vs_torch": round(t_torch / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
             row["tilelang"].append(entry)
             print(json.dumps({"shape": row["shape"], **entry}), flush=True)

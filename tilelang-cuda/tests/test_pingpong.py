@@ -49,7 +49,7 @@ def trace(lines: list[str], tid: int, trips: int = 3) -> list[tuple]:
         elif (m := BARRIER_OP.search(line)):
             ops.append((m.group(1), _eval(m.group(2), tid), int(m.group(3))))
         elif line.startswith("tl_wgmma_fence()"):
-            ops.append(("gemm", tid // WG))
+            ops.append(("gemm", sum(x.startswith("tl_wgmma_fence()") for x in lines[:i])))  # which GEMM
         i += 1
     return ops
 
@@ -66,7 +66,8 @@ def _matching_brace(lines: list[str], at: int) -> int:
 def run(traces: list[list[tuple]]) -> list[int]:
     """Runs the warpgroups' traces against named barriers (each warpgroup moves as one: 128
     arrivals), always advancing the lowest-numbered warpgroup that can move. Returns the
-    warpgroup of each GEMM issue in order; fails on a deadlock or an unbalanced barrier."""
+    (warpgroup, which GEMM of its loop) of each GEMM issue in order; fails on a deadlock or
+    an unbalanced barrier."""
     pc, waiting, count, issues = [0] * len(traces), [None] * len(traces), {}, []
     while True:
         movable = [g for g in range(len(traces)) if waiting[g] is None and pc[g] < len(traces[g])]
@@ -76,7 +77,7 @@ def run(traces: list[list[tuple]]) -> list[int]:
         op = traces[g][pc[g]]
         pc[g] += 1
         if op[0] == "gemm":
-            issues.append(g)
+            issues.append((g, op[1]))
             continue
         kind, bar, expected = op
         count[bar] = count.get(bar, 0) + WG
@@ -90,18 +91,31 @@ def run(traces: list[list[tuple]]) -> list[int]:
     return issues
 
 
-def test_flash_attention_warpgroups_take_turns_issuing_gemms():
-    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
+@pytest.mark.parametrize("mode,turns", [("every", 2), ("first", 1), (None, 1)])
+def test_flash_attention_warpgroups_take_turns_issuing_gemms(mode, turns):
+    configs = {} if mode is None else {"tl.warpgroup_pingpong": mode}
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **configs).device_source
     lines = consumers(source, 256)
     loop = lines[lines.index(next(x for x in lines if x.startswith("for (int k_1"))):]
-    assert sum("tl_named_barrier_sync(((((int)threadIdx.x) >> 7) + 2), 256);" == x for x in loop) == 2
-    assert sum("tl_named_barrier_arrive((3 - (((int)threadIdx.x) >> 7)), 256);" == x for x in loop) == 2
+    assert sum("tl_named_barrier_sync(((((int)threadIdx.x) >> 7) + 2), 256);" == x for x in loop) == turns
+    assert sum("tl_named_barrier_arrive((3 - (((int)threadIdx.x) >> 7)), 256);" == x for x in loop) == turns
+    # the turn comes right before an issue's wgmma.fence
+    assert loop[loop.index("tl_named_barrier_sync(((((int)threadIdx.x) >> 7) + 2), 256);") + 1] == "tl_wgmma_fence();"
     issues = run([trace(lines, 0), trace(lines, WG)])
-    assert issues == [0, 1] * 6  # 3 trips x 2 GEMMs, alternating warpgroups
+    assert len(issues) == 12  # 3 trips x 2 GEMMs x 2 warpgroups
+    if turns == 2:
+        assert [g for g, _ in issues] == [0, 1] * 6  # every issue alternates
+    else:  # the first GEMMs alternate; the second ones as the warpgroups run on
+        assert [g for g, gemm in issues if gemm == 0] == [0, 1] * 3
+
+
+def test_an_unknown_pingpong_mode_is_refused():
+    with pytest.raises(Exception, match=r"'tl.warpgroup_pingpong' is 'both'; expected one of 'first', 'every', 'off'"):
+        lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **{"tl.warpgroup_pingpong": "both"})
 
 
 def test_the_model_catches_a_missing_first_turn():
-    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **{"tl.warpgroup_pingpong": "every"}).device_source
     lines = [x for x in consumers(source, 256) if x != "tl_named_barrier_arrive(2, 256);"]
     with pytest.raises(AssertionError, match="deadlock"):
         run([trace(lines, 0), trace(lines, WG)])
@@ -109,10 +123,10 @@ def test_the_model_catches_a_missing_first_turn():
 
 def test_without_pingpong_the_warpgroups_issue_together():
     source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2),
-                   **{"tl.disable_warpgroup_pingpong": True}).device_source
+                   **{"tl.warpgroup_pingpong": "off"}).device_source
     lines = consumers(source, 256)
     assert "tl_named_barrier_arrive" not in kernel_body(source)
-    assert run([trace(lines, 0), trace(lines, WG)]) == [0] * 6 + [1] * 6
+    assert [g for g, _ in run([trace(lines, 0), trace(lines, WG)])] == [0] * 6 + [1] * 6
 
 
 @pytest.mark.parametrize("kernel,threads", [
@@ -127,3 +141,21 @@ def test_kernels_with_nothing_to_overlap_are_left_alone(kernel, threads):
 def test_nvcc_compiles_the_pingpong_kernel():
     source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source
     assert toolchain._compile_nvcc(source, "sm_90a", "pingpong")[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["first", "every", "off"])
+@pytest.mark.parametrize("dim", [64, 128])
+def test_pingpong_flash_attention_matches_sdpa(mode, dim):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import tilelang
+
+    batch, heads, seq_len = 2, 4, 512
+    kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, 128, 128, 256, 2), out_idx=[3],
+                              target="cuda", pass_configs={"tl.warpgroup_pingpong": mode})
+    q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(kernel(q, k, v), ref, rtol=2e-2, atol=2e-2)
