@@ -94,7 +94,6 @@ class CythonExecutionBackend(ExecutionBackend):
                                f"launcher, found {[p.name for p in found]}")
         device_type = artifact.device_type or _device_type(context)
         cubin = (directory / CUBIN).read_bytes() if device_type == CUDA_DEVICE else None
-        toolchain.load_runtime_libraries(host_kernel=device_type == HOST_DEVICE)
         module = toolchain.load_extension(found[0])
         return make_launcher(module, artifact, device_type, cubin)
 

@@ -30,7 +30,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.resources import files
 from pathlib import Path
 from types import ModuleType
@@ -259,19 +259,26 @@ def _package_library(package: str, folder: str, name: str, env_var: str | None =
     return False
 
 
-def load_runtime_libraries(host_kernel: bool) -> None:
-    """What launchers link against, loaded as ``import tvm`` would load it but without
-    importing TVM's packages (1-2 s, most of a cache hit otherwise): every launcher reports
-    errors through libtvm_ffi, and a host kernel's compute function may call TVM's runtime
-    (workspaces, the parallel thread pool). Where a library is not found by path, the
-    package is imported, which loads it its own way."""
+def _import_tvm() -> bool:
+    import tvm  # noqa: F401 - another layout: the package loads its libraries its own way
+
+    return True
+
+
+def _runtime_library_steps() -> list[Callable[[], object]]:
+    """What a launcher may link against, in the order launchers need it, each loaded as
+    ``import tvm`` would load it but without importing TVM's packages (1-2 s): libtvm_ffi
+    (a host kernel's launcher raises its compute function's errors through it), then
+    libtvm_runtime (a compute function may call TVM's runtime: workspaces, the parallel
+    thread pool). Where a library is not found by path, ``import tvm`` loads it."""
     if "tvm" in sys.modules:
-        return
-    found = "tvm_ffi" in sys.modules or _package_library("tvm_ffi", "lib", "tvm_ffi")
-    if found and host_kernel:
-        found = _package_library("tvm", "lib", "tvm_runtime", "TVM_LIBRARY_PATH")
-    if not found:
-        import tvm  # noqa: F401
+        return []
+    steps: list[Callable[[], object]] = []
+    if "tvm_ffi" not in sys.modules:
+        steps.append(lambda: _package_library("tvm_ffi", "lib", "tvm_ffi") or _import_tvm())
+    steps.append(lambda: "tvm" in sys.modules or _package_library("tvm", "lib", "tvm_runtime", "TVM_LIBRARY_PATH")
+                 or _import_tvm())
+    return steps
 
 
 def load_extension(path: Path) -> ModuleType:
@@ -282,10 +289,37 @@ def load_extension(path: Path) -> ModuleType:
     with _LOAD_LOCK:
         module = _LOADED.get(name)
         if module is None:
-            loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-            spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-            assert spec is not None
-            module = importlib.util.module_from_spec(spec)
-            loader.exec_module(module)
-            _LOADED[name] = module
+            module = _LOADED[name] = _import_linked(path, name)
+    return module
+
+
+def _import_linked(path: Path, name: str) -> ModuleType:
+    """The extension imported once the runtime libraries it names are loaded, and only
+    those: a CUDA launcher names none, a host kernel's names libtvm_ffi and, if its compute
+    function calls TVM's runtime, libtvm_runtime (1-3 ms of a cache hit otherwise). The
+    dynamic loader says which: with immediate binding (CPython's default, RTLD_NOW) an
+    extension naming a symbol nothing loaded provides fails its dlopen (0.1 ms) and is
+    imported again after the next library. Where binding is lazy (``sys.setdlopenflags``)
+    a missing symbol would surface at its first call instead, so every library comes first."""
+    steps = _runtime_library_steps()
+    getflags = getattr(sys, "getdlopenflags", None)
+    if getflags is None or not getflags() & getattr(os, "RTLD_NOW", 0):
+        for step in steps:
+            step()
+        steps = []
+    while True:
+        try:
+            return _import_extension(path, name)
+        except ImportError as err:
+            if not steps or "symbol" not in str(err):  # "undefined symbol: TVMFFI..." (glibc)
+                raise
+            steps.pop(0)()
+
+
+def _import_extension(path: Path, name: str) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
     return module
