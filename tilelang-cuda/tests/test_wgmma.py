@@ -77,9 +77,11 @@ def test_other_gemms_stay_on_mma_sync(why, func, target, configs):
     assert "tl_mma_m16n8k16_f16_f32(" in body and "wgmma" not in body, why
 
 
-def gemm_with_shared_epilogue(M, N, K, bM=128, bN=128, bK=32):
-    """Another shared buffer besides the operand tiles: the swizzle's alignment cannot be
-    promised, so the operands use the unswizzled core-matrix layout."""
+def gemm_with_shared_epilogue(M, N, K, bM=128, bN=128, bK=32, odd=False):
+    """Other shared buffers besides the operand tiles (C's tile; ``odd``: also 3 x 128
+    floats, 1.5 KiB): the swizzle's alignment holds when their sizes are multiples of
+    1 KiB, else the operands use the unswizzled core-matrix layout."""
+    odd_shape = (3, 128) if odd else (8, 128)
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
@@ -87,6 +89,8 @@ def gemm_with_shared_epilogue(M, N, K, bM=128, bN=128, bK=32):
             As = T.alloc_shared((bM, bK), "float16")
             Bs = T.alloc_shared((bK, bN), "float16")
             Cs = T.alloc_shared((bM, bN), "float32")
+            Os = T.alloc_shared(odd_shape, "float32")
+            T.fill(Os, 0.0)
             Cl = T.alloc_fragment((bM, bN), "float32")
             T.clear(Cl)
             for k in T.Pipelined(T.ceildiv(K, bK), num_stages=3):
@@ -99,8 +103,11 @@ def gemm_with_shared_epilogue(M, N, K, bM=128, bN=128, bK=32):
     return main
 
 
-def test_swizzle_needs_shared_memory_of_operand_tiles_alone():
-    assert {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256)))} == {0}
+def test_swizzle_needs_the_other_shared_buffers_in_whole_kib():
+    # upstream's epilogue through a C tile (64 KiB; 4 KiB more) keeps the stages on 1 KiB boundaries
+    assert {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256)))} == {1, 2}
+    # 1.5 KiB more could shift them: core matrices
+    assert {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256, odd=True)))} == {0}
     plain = lower(tile_gemm(256, 256, 256, 128, 128, 32, stages=3), **{"tl.disable_wgmma_swizzle": True})
     # core matrices: 128 bytes apart along the 16-byte chunks, 8 rows x row bytes between groups
     assert set(descriptors(plain)) == {(128, 512, 0), (2048, 128, 0)}

@@ -39,8 +39,8 @@ from .tma import (
     TensorMapLoad,
     TmaRing,
     free_vars,
+    producer_path,
     tensor_map_load,
-    top_level,
 )
 
 SHARED_SCOPES = ("shared", "shared.dyn")
@@ -57,9 +57,14 @@ class SharedTile:
     loop: Any = None  # the pipelined loop that stages it
     mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
     core: CoreMatrixLayout | SwizzledLayout | None = None  # wgmma operands, else padded rows
+    base: Any = None  # a TMA ring running across outer iterations: its iterations before this loop
 
     def stage(self) -> Any:
-        return tirx.floormod(self.loop.loop_var, self.stages) if self.stages else None
+        if not self.stages:
+            return None
+        if self.base is not None:  # (tma.TmaRing.carried) a running count, never negative
+            return tirx.truncmod(self.base + self.loop.loop_var, self.stages)
+        return tirx.floormod(self.loop.loop_var, self.stages)
 
     def indices(self, row: Any, col: Any, stage: Any = None, start: bool = False) -> list[Any]:
         """The new buffer's indices of the tile's element (row, col) (``start``: where a
@@ -302,9 +307,10 @@ class AsyncCopyPipelines:
                                   if acc is not None else None, rest, at)
 
     def _may_specialize(self, loop: Any, ring: TmaRing) -> bool:
-        """A producer warp can run the loop on its own when the loop is a top-level
-        statement of the block (no enclosing loop or condition) whose trip count and tile
-        corners depend on nothing but the block index and the kernel's parameters."""
+        """A producer warp can run the loop on its own when its trip count and tile
+        corners depend on nothing but the block index and the kernel's parameters, and so
+        do the loops, conditions and bindings around it, which the producer replays
+        (tma.producer_path)."""
         if pass_config(DISABLE_WS_CONFIG):
             return False
         # attention-like kernels (a row family) hold two blocks per SM where shared memory
@@ -316,9 +322,12 @@ class AsyncCopyPipelines:
         allowed = [*self.block_vars, loop.loop_var, *self.func.params]
         for param in self.func.params:  # and the symbolic dimensions of tensor parameters
             allowed += [v for d in getattr(param.ty, "shape", ()) for v in free_vars(d)]
-        if any(not any(v.same_as(a) for a in allowed) for e in ring.expressions() for v in free_vars(e)):
+        # inside outer loops/conditions (T.Persistent): the producer replays them (tma.py)
+        path = producer_path(self.func.body, loop, allowed, ring.expressions())
+        if path is None:
             return False
-        return top_level(self.func.body, loop)
+        ring.path = path
+        return True
 
     @staticmethod
     def _plain_reads(stmts: list[Any], buffers: list[Any]) -> bool:

@@ -79,6 +79,7 @@ MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
 REGISTERS_PER_SM = 65536
 MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
+SWIZZLE_BASE_BYTES = 1024  # the 128-byte swizzle repeats every 1 KiB of shared address
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
@@ -282,6 +283,23 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         tvm_ffi.structural_walk(self.func.body, (tirx.AllocBuffer, lambda a: found.append(a.buffer)
                                                  if a.buffer.scope() in SHARED_SCOPES else None))
         return found
+
+    def _others_keep_swizzle_alignment(self, operands: list[SharedTile]) -> bool:
+        """Whether every shared buffer but ``operands`` has a static size that is a
+        multiple of 1 KiB (so the operands' stages stay on 1 KiB boundaries, see
+        wgmma._swizzled_layouts; the kernel traps at run time if that ever breaks)."""
+        for buffer in self._shared_allocations():
+            if any(t.old.same_as(buffer) for t in operands):
+                continue
+            shape = static_ints(buffer.shape)
+            if shape is None:
+                return False
+            size = dtype_bytes(buffer.dtype)
+            for d in shape:
+                size *= d
+            if size % SWIZZLE_BASE_BYTES:
+                return False
+        return True
 
     def _shared_buffers(self) -> list[Any]:
         return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b)

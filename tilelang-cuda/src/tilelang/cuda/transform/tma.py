@@ -17,13 +17,14 @@ execution backends that launch kernels without that host code keep cp.async.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import tvm
 import tvm_ffi
 from tilelang.plugin import block_barrier, dtype_bytes, extern_call, seq, substitute, unrolled
 from tvm import tirx
+from tvm.ir import TensorLoad
 
 from .mma_layout import SwizzledLayout
 
@@ -147,9 +148,23 @@ class TmaRing:
     stages: int
     tid: Any
     threads: int  # the consumer threads: the block's threads as the kernel declares them
+    # what a producer warp replays around the loop (producer_path), outermost first; with a
+    # loop among it the ring runs on across the outer iterations (``carried``)
+    path: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.barriers = barrier_buffer(self.stages)
+        # running iteration counts of the ring, one per role (each thread keeps its own)
+        self.produced = tirx.decl_buffer((1,), "int32", name="tma_produced", scope="local")
+        self.consumed = tirx.decl_buffer((1,), "int32", name="tma_consumed", scope="local")
+
+    @property
+    def carried(self) -> bool:
+        """The ring sits inside an outer loop: stage and parity come from the running count
+        of iterations over every outer iteration, not from ``k`` (which restarts per tile
+        and would desynchronize the phases unless the count per tile were a multiple of
+        2 x stages)."""
+        return any(isinstance(step, tirx.For) for step in self.path)
 
     def full(self, stage: Any) -> Any:
         return barrier_address(self.barriers, stage)
@@ -157,8 +172,18 @@ class TmaRing:
     def empty(self, stage: Any) -> Any:
         return barrier_address(self.barriers, stage + self.stages)
 
+    def stage(self, iteration: Any) -> Any:
+        """The stage iteration ``iteration`` of the ring uses. A carried ring's iteration
+        is a running count (never negative), which the simplifier cannot prove: truncated
+        division spares the sign fix-ups of floor division."""
+        if self.carried:
+            return tirx.truncmod(iteration, self.stages)
+        return tirx.floormod(iteration, self.stages)
+
     def parity(self, iteration: Any) -> Any:
         """The phase an mbarrier is in while iteration ``iteration``'s use of it runs."""
+        if self.carried:
+            return tirx.truncmod(tirx.truncdiv(iteration, self.stages), 2)
         return tirx.floormod(tirx.floordiv(iteration, self.stages), 2)
 
     def expressions(self) -> list[Any]:
@@ -187,27 +212,34 @@ class TmaRing:
 
     def prologue(self, specialized: bool) -> list[Any]:
         """Thread 0 initializes the barriers; a block barrier publishes them. Specialized:
-        marked, so that SpecializeWarps keeps it ahead of the split into warp roles."""
+        marked, so that SpecializeWarps keeps it ahead of the split into warp roles (the
+        running counts start at 0 before it, in every thread)."""
         init = [tirx.IfThenElse(self.tid == 0, self._init(), None), block_barrier()]
         if specialized:
-            return [tirx.AllocBuffer(self.barriers),
+            counts = [] if not self.carried else [
+                tirx.AllocBuffer(self.produced), tirx.AllocBuffer(self.consumed),
+                tirx.BufferStore(self.produced, tirx.IntImm("int32", 0), [0]),
+                tirx.BufferStore(self.consumed, tirx.IntImm("int32", 0), [0])]
+            return [*counts, tirx.AllocBuffer(self.barriers),
                     tirx.AttrStmt(tirx.IntImm("int32", 0), PROLOGUE_ATTR, self.threads, seq(init))]
         return [tirx.AllocBuffer(self.barriers), *init]
 
-    def _consumer_loop(self, first_gemm: Any, rest: list[Any], at: int, refill: Any) -> Any:
+    def _consumer_loop(self, first_gemm: Any, rest: list[Any], at: int, refill: Any, base: Any = None) -> Any:
         """Each iteration waits for its stage, runs its GEMMs and, after the first GEMM's
         wait (at most one wgmma group stays in flight), releases the stage of the previous
-        iteration (``refill`` follows: the single issuer's next boxes)."""
+        iteration (``refill`` follows: the single issuer's next boxes). The ring's
+        iteration is ``base + k`` (``base``: the iterations of earlier outer iterations)."""
         k = self.loop.loop_var
-        previous = k - 1
+        it = k if base is None else base + k
+        previous = it - 1
         release = seq([tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive",
-                                                          self.empty(tirx.floormod(previous, self.stages))), None),
+                                                          self.empty(self.stage(previous))), None),
                        refill])
         gemm = first_gemm(release)
         if gemm is not None:
             rest = [*rest[:at], gemm, *rest[at + 1:]]
             release = None
-        wait = extern_call("tl_mbarrier_wait", self.full(tirx.floormod(k, self.stages)), self.parity(k))
+        wait = extern_call("tl_mbarrier_wait", self.full(self.stage(it)), self.parity(it))
         return tirx.For(k, self.loop.min, self.loop.extent, tirx.ForKind.SERIAL, seq([wait, release, *rest]))
 
     def single_issuer(self, first_gemm: Any, rest: list[Any], at: int) -> Any:
@@ -220,9 +252,9 @@ class TmaRing:
                   for s in range(self.stages - 1)]
         previous, nxt = k - 1, k + self.stages - 1
         refill = tirx.IfThenElse(tirx.And(leader, nxt < n), seq([
-            tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", self.empty(tirx.floormod(previous, self.stages)),
+            tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_wait", self.empty(self.stage(previous)),
                                                self.parity(previous)), None),
-            self.issue(nxt, tirx.floormod(nxt, self.stages))]), None)
+            self.issue(nxt, self.stage(nxt))]), None)
         main = self._consumer_loop(first_gemm, rest, at, refill)
         return seq([*self.prologue(specialized=False), self._checks(), *issued, main,
                     extern_call("tl_wgmma_wait", 0), block_barrier()])
@@ -230,16 +262,38 @@ class TmaRing:
     def specialized(self, first_gemm: Any, rest: list[Any], at: int) -> Any:
         """A producer warp of its own issues every iteration's boxes as soon as its stage
         is released (the first ``stages`` at once); the consumers only wait and release.
-        The producer's loop is marked for SpecializeWarps, which gives it the warp."""
+        The producer's loop is marked for SpecializeWarps, which gives it the warp.
+
+        Carried (inside an outer loop): the producer replays the outer loops, bindings and
+        conditions around the ring (``path``), so it runs ahead into the next outer
+        iteration — the next tile's stages load while the consumers run this tile's
+        epilogue. Both roles count the ring's iterations in a register of their own; the
+        consumers release the last stage after the loop (its wgmma is done then), since the
+        next outer iteration refills it."""
         k, n = self.loop.loop_var, self.loop.extent
         pk = tirx.Var("k", "int32")
-        wait = tirx.IfThenElse(pk >= self.stages, extern_call(
-            "tl_mbarrier_wait", self.empty(tirx.floormod(pk, self.stages)), self.parity(pk - self.stages)), None)
-        issue = substitute(self.issue(pk, tirx.floormod(pk, self.stages)), [(k, pk)])
+        base = tirx.Var("produced", "int32")
+        it = base + pk if self.carried else pk
+        wait = tirx.IfThenElse(it >= self.stages, extern_call(
+            "tl_mbarrier_wait", self.empty(self.stage(it)), self.parity(it - self.stages)), None)
+        issue = substitute(self.issue(pk, self.stage(it)), [(k, pk)])
         producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq([wait, issue]))
-        marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
-        main = self._consumer_loop(first_gemm, rest, at, None)
-        return seq([self._checks(), marked, main, extern_call("tl_wgmma_wait", 0), block_barrier()])
+        drain = extern_call("tl_wgmma_wait", 0)
+        if not self.carried:
+            marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
+            main = self._consumer_loop(first_gemm, rest, at, None)
+            return seq([self._checks(), marked, main, drain, block_barrier()])
+        producer = seq([tirx.Bind(base, tirx.BufferLoad(self.produced, [0])), producer,
+                        tirx.BufferStore(self.produced, base + n, [0])])
+        marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, replay(self.path, producer))
+        consumed = tirx.Var("consumed", "int32")
+        for load in self.loads:  # the GEMMs read the stage of the running count too
+            load.tile.base = consumed
+        main = self._consumer_loop(first_gemm, rest, at, None, consumed)
+        last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1)))
+        return seq([self._checks(), marked, tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
+                    tirx.IfThenElse(n > 0, last, None), tirx.BufferStore(self.consumed, consumed + n, [0]),
+                    block_barrier()])
 
 
 def free_vars(expr: Any) -> list[Any]:
@@ -248,13 +302,135 @@ def free_vars(expr: Any) -> list[Any]:
     return found
 
 
-def top_level(body: Any, loop: Any) -> bool:
-    """Whether ``loop`` is reached from ``body`` through sequences, attributes and
-    allocations alone (no enclosing loop, condition or binding)."""
-    if body.same_as(loop):
-        return True
-    if isinstance(body, tirx.SeqStmt):
-        return any(top_level(s, loop) for s in body)
-    if isinstance(body, tirx.AttrStmt):
-        return top_level(body.body, loop)
-    return False
+@dataclass(frozen=True)
+class ScalarStore:
+    """A step of a producer path: a name the kernel assigns (``tile_id = ...`` in upstream's
+    hand-written wave loop: a one-element local buffer), replayed as a binding."""
+
+    buffer: Any
+    value: Any
+
+
+def _scalar(stmt: Any) -> bool:
+    return isinstance(stmt, tirx.BufferStore) and stmt.buffer.scope() == "local" and \
+        len(stmt.buffer.shape) == 1 and isinstance(stmt.buffer.shape[0], tirx.IntImm) and \
+        stmt.buffer.shape[0].value == 1
+
+
+def _reads_as(expr: Any, names: list[tuple[Any, Any]]) -> Any:
+    """``expr`` with each load of a buffer of ``names`` replaced by that buffer's variable."""
+    def on_load(load: Any) -> Any:
+        for buffer, var in names:
+            if isinstance(load.source, tirx.Buffer) and load.source.same_as(buffer):
+                return var
+        return load
+
+    return tvm_ffi.structural_map(expr, (TensorLoad, on_load), order="post")
+
+
+def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[Any]) -> list[Any] | None:
+    """What lies between the block body and ``loop`` that a producer warp can replay on its
+    own — serial loops, conditions (either branch), bindings and assigned names, outermost
+    first — or None.
+
+    Replayable means: ``loop`` is reached through sequences, attributes and those alone,
+    and every loop bound, condition and assigned value on the way, and every expression in
+    ``expressions`` (the ring's trip count and tile corners), depends only on ``allowed``
+    variables (block indices, parameters), the path's own loop variables and names, and
+    never on other memory; a name must be assigned nowhere else. Then the producer takes
+    the same path as the consumers, and the two agree on every iteration of the ring;
+    anything else (a condition on a value the consumers compute) could send them
+    different ways and hang."""
+    allowed = list(allowed)
+    names: list[tuple[Any, Any]] = []  # assigned name (buffer) -> a variable standing for it
+
+    def pure(expr: Any) -> bool:
+        return all(any(v.same_as(a) for a in allowed) for v in free_vars(_reads_as(expr, names)))
+
+    def find(stmt: Any, trail: list[Any]) -> list[Any] | None:
+        if stmt.same_as(loop):
+            return trail
+        if isinstance(stmt, tirx.SeqStmt):
+            before: list[Any] = []
+            for child in stmt:
+                found = find(child, trail + before)
+                if found is not None:
+                    return found
+                if isinstance(child, tirx.Bind):
+                    before.append(child)
+                elif _scalar(child):
+                    before.append(ScalarStore(child.buffer, child.value))
+            return None
+        if isinstance(stmt, tirx.AttrStmt):
+            return find(stmt.body, trail)
+        if isinstance(stmt, tirx.For) and stmt.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+            return find(stmt.body, [*trail, stmt])
+        if isinstance(stmt, tirx.IfThenElse):
+            found = find(stmt.then_case, [*trail, stmt])
+            if found is None and stmt.else_case is not None:
+                found = find(stmt.else_case, [*trail, tirx.IfThenElse(tirx.Not(stmt.condition), stmt.else_case, None)])
+            return found
+        return None
+
+    found = find(body, [])
+    if found is None:
+        return None
+    stores: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.BufferStore, stores.append))
+    for step in found:
+        if isinstance(step, tirx.For):
+            if not (pure(step.min) and pure(step.extent)):
+                return None
+            allowed.append(step.loop_var)
+        elif isinstance(step, tirx.IfThenElse):
+            if not pure(step.condition):
+                return None
+        elif isinstance(step, ScalarStore):
+            on_path = sum(isinstance(s, ScalarStore) and s.buffer.same_as(step.buffer) for s in found)
+            if not pure(step.value) or sum(s.buffer.same_as(step.buffer) for s in stores) != on_path:
+                return None
+            var = tirx.Var(step.buffer.name, step.buffer.dtype)
+            names = [(b, v) for b, v in names if not b.same_as(step.buffer)] + [(step.buffer, var)]
+            allowed.append(var)
+        else:  # a binding
+            if not pure(step.value):
+                return None
+            allowed.append(step.var)
+    return found if all(pure(e) for e in expressions) else None
+
+
+def replay(path: list[Any], inner: Any) -> Any:
+    """``inner`` inside copies of the loops, conditions and bindings of ``path`` (assigned
+    names become bindings), with variables of their own (a variable is defined once in a
+    function)."""
+    renamed: list[tuple[Any, Any]] = []
+    names: list[tuple[Any, Any]] = []
+
+    def rewrite(node: Any) -> Any:
+        return _reads_as(substitute(node, renamed), names)
+
+    steps = []
+    for step in path:
+        if isinstance(step, tirx.For):
+            var = tirx.Var(step.loop_var.name, step.loop_var.ty)
+            steps.append(("for", var, rewrite(step.min), rewrite(step.extent), step.kind))
+            renamed.append((step.loop_var, var))
+        elif isinstance(step, tirx.IfThenElse):
+            steps.append(("if", rewrite(step.condition)))
+        elif isinstance(step, ScalarStore):
+            var = tirx.Var(step.buffer.name, step.buffer.dtype)
+            steps.append(("bind", var, rewrite(step.value)))
+            names = [(b, v) for b, v in names if not b.same_as(step.buffer)] + [(step.buffer, var)]
+        else:
+            var = tirx.Var(step.var.name, step.var.ty)
+            steps.append(("bind", var, rewrite(step.value)))
+            renamed.append((step.var, var))
+    stmt = rewrite(inner)
+    for step in reversed(steps):
+        if step[0] == "for":
+            stmt = tirx.For(step[1], step[2], step[3], step[4], stmt)
+        elif step[0] == "if":
+            stmt = tirx.IfThenElse(step[1], stmt, None)
+        else:
+            stmt = seq([tirx.Bind(step[1], step[2]), stmt])
+    return stmt

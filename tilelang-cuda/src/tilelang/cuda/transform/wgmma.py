@@ -139,11 +139,11 @@ class WgmmaGemms:
     def _swizzled_layouts(self, operands: list[SharedTile], layouts: dict[Any, WGMMALayout]) -> dict[Any, Any]:
         """Swizzled layouts for every wgmma operand tile, or none: swizzling is applied to
         absolute shared addresses, so it needs every stage on a 1 KiB boundary, which holds
-        when the kernel's shared memory is these staged tiles alone (the dynamic shared
-        buffer starts on a 1 KiB boundary; each stage is a multiple of 1 KiB). Otherwise
+        when the kernel's other shared buffers (a C tile for the epilogue) are multiples of
+        1 KiB too (the dynamic shared buffer starts on a 1 KiB boundary; each stage is a
+        multiple of 1 KiB; merging places buffers at sums of sizes). Otherwise
         the tiles keep the core-matrix layout (which wgmma reads more slowly)."""
-        if pass_config(DISABLE_SWIZZLE_CONFIG) or \
-                len(self._shared_allocations()) != len(operands):
+        if pass_config(DISABLE_SWIZZLE_CONFIG) or not self._others_keep_swizzle_alignment(operands):
             return {}
         chosen: dict[Any, Any] = {}
         for args in self.gemms:
