@@ -344,8 +344,12 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
     allowed = list(allowed)
     names: list[tuple[Any, Any]] = []  # assigned name (buffer) -> a variable standing for it
 
-    def pure(expr: Any) -> bool:
-        return all(any(v.same_as(a) for a in allowed) for v in free_vars(_reads_as(expr, names)))
+    def pure(expr: Any, memory: bool = False) -> bool:
+        """``memory``: loads of parameters may stay (tile corners, as before outer loops)."""
+        expr = _reads_as(expr, names)
+        loads: list[Any] = []
+        tvm_ffi.structural_walk(expr, (TensorLoad, loads.append))
+        return (memory or not loads) and all(any(v.same_as(a) for a in allowed) for v in free_vars(expr))
 
     def find(stmt: Any, trail: list[Any]) -> list[Any] | None:
         if stmt.same_as(loop):
@@ -396,7 +400,7 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
             if not pure(step.value):
                 return None
             allowed.append(step.var)
-    return found if all(pure(e) for e in expressions) else None
+    return found if all(pure(e, memory=True) for e in expressions) else None
 
 
 def replay(path: list[Any], inner: Any) -> Any:

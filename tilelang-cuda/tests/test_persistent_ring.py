@@ -1,0 +1,276 @@
+"""The sm_90 TMA stage ring inside an outer loop (T.Persistent and upstream's hand-written
+wave loop; transform/tma.py), without a GPU: the kernel takes TMA boxes, a producer warp
+that replays the outer loop, and running iteration counts; nvcc assembles it; and the
+ring protocol, with the stage and parity expressions taken from the generated source and
+driven by the loop bounds, neither hangs nor reads a stage before its data arrived or
+after it was refilled. The same model rejects a ring whose stage and parity restart with
+each tile (what a per-tile ``k`` would give), so it can fail.
+
+The GPU runs (correctness against torch) are in test_gpu_persistent.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+
+import pytest
+import tilelang.language as T
+from tilelang.backend.module import create_backend_context
+from tilelang.backend.resolution import execution_specs
+from tilelang.engine.lower import lower as lower_artifact
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def lower(func, **configs):
+    """The artifact for tvm_ffi, whose host code encodes the TMA tensor maps."""
+    context = create_backend_context(SM90, execution_backend=None)
+    spec = next(s for s in execution_specs(context.module) if s.name == "tvm_ffi")
+    context = dataclasses.replace(context, execution_spec=spec)
+    return lower_artifact(func, context, out_idx=[-1], pass_configs=configs or None)
+
+
+def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="persistent", group_size=8):
+    """Upstream's examples/gemm/example_gemm_persistent.py kernel, both spellings."""
+    m_blocks, n_blocks = -(-M // bM), -(-N // bN)
+    waves = -(-(m_blocks * n_blocks) // sm_num)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(sm_num, threads=threads) as block_id:
+            A_shared = T.alloc_shared((bM, bK), "float16")
+            B_shared = T.alloc_shared((bK, bN), "float16")
+            C_local = T.alloc_fragment((bM, bN), "float32")
+            C_shared = T.alloc_shared((bM, bN), "float16")
+            if spelling == "persistent":
+                for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
+                    T.clear(C_local)
+                    for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                        T.copy(A[bx * bM, k * bK], A_shared)
+                        T.copy(B[k * bK, by * bN], B_shared)
+                        T.gemm(A_shared, B_shared, C_local)
+                    T.copy(C_local, C_shared)
+                    T.copy(C_shared, C[bx * bM, by * bN])
+            else:
+                for w in T.serial(waves):
+                    tile_id = sm_num * w + block_id
+                    bx = (tile_id // group_size) % m_blocks
+                    by = (tile_id % group_size) + (tile_id // group_size) // m_blocks * group_size
+                    if bx * bM < M and by * bN < N:
+                        T.clear(C_local)
+                        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                            T.copy(A[bx * bM, k * bK], A_shared)
+                            T.copy(B[k * bK, by * bN], B_shared)
+                            T.gemm(A_shared, B_shared, C_local)
+                        T.copy(C_local, C_shared)
+                        T.copy(C_shared, C[bx * bM, by * bN])
+
+    return main
+
+
+def gated_gemm(M, N, K, sm_num):
+    """A ring under a condition on memory the consumers read (a per-tile flag): a producer
+    warp could take a different path than the consumers, so thread 0 issues instead."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), Flags: T.Tensor((64,), "int32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(sm_num, threads=128) as block_id:
+            A_shared = T.alloc_shared((128, 32), "float16")
+            B_shared = T.alloc_shared((32, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            for bx, by in T.Persistent([T.ceildiv(M, 128), T.ceildiv(N, 128)], sm_num, block_id):
+                if Flags[bx * 8 + by] > 0:
+                    T.clear(C_local)
+                    for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+                        T.copy(A[bx * 128, k * 32], A_shared)
+                        T.copy(B[k * 32, by * 128], B_shared)
+                        T.gemm(A_shared, B_shared, C_local)
+                    T.copy(C_local, C[bx * 128, by * 128])
+
+    return main
+
+
+def kernel_body(source: str) -> str:
+    return source[source.index('extern "C" __global__'):]
+
+
+def roles(body: str, threads: int) -> tuple[str, str]:
+    """(the consumers' code, the producer warp's code)."""
+    consumers = body.split(f"if (((int)threadIdx.x) < {threads}) {{", 1)[1]
+    return tuple(consumers.split(f"if (((int)threadIdx.x) == {threads}) {{", 1))
+
+
+CONFIGS = [pytest.param(4096, 4096, 512, 128, 256, 64, 256, 3, id="128x256x64-t256-s3"),
+           pytest.param(1000, 1400, 520, 128, 128, 32, 128, 3, id="128x128x32-t128-s3-tails")]
+
+
+@pytest.mark.parametrize("spelling", ["persistent", "wave_loop"])
+@pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
+def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, bM, bN, bK, threads, stages,
+                                                                       spelling):
+    body = kernel_body(lower(persistent_gemm(M, N, K, bM, bN, bK, threads, stages, 132, spelling)).device_source)
+    assert "const __grid_constant__ CUtensorMap A_tensor_map" in body and "tl_cp_async" not in body
+    assert f"__launch_bounds__({threads + 32}" in body
+    consumers, producer = roles(body, threads)
+    # the producer replays the wave loop and issues every box; the consumers issue none
+    assert "tl_tma_load_2d" in producer and "tl_tma_load" not in consumers
+    assert re.search(r"for \(int w_\d+ = 0; w_\d+ < \d+; \+\+w_\d+\)", producer)
+    # stage and parity from the running counts, which each role advances per tile
+    k_steps = -(-K // bK)
+    assert f"(consumed + k) % {stages})" in consumers and f"((consumed + k) % {2 * stages}) / {stages})" in consumers
+    assert f"tma_consumed_ptr[0] = (consumed + {k_steps});" in consumers
+    assert f"tma_produced_ptr[0] = (produced + {k_steps});" in producer
+    # the epilogue goes through C's shared tile, synchronized among the consumers alone
+    assert "__syncthreads" not in consumers and f"tl_named_barrier_sync(1, {threads});" in consumers
+
+
+def test_a_condition_on_memory_keeps_a_single_issuer():
+    body = kernel_body(lower(gated_gemm(1024, 1024, 256, 132)).device_source)
+    assert "tl_tma_load_2d" in body and "__launch_bounds__(128" in body and "tma_consumed" not in body
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
+def test_nvcc_assembles_the_persistent_ring_without_spills(tmp_path, M, N, K, bM, bN, bK, threads, stages):
+    src = tmp_path / "persistent.cu"
+    src.write_text(lower(persistent_gemm(M, N, K, bM, bN, bK, threads, stages, 132)).device_source)
+    report = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-Xptxas", "-v", str(src), "-o",
+                             str(tmp_path / "persistent.cubin")], check=True, capture_output=True, text=True).stderr
+    assert (tmp_path / "persistent.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert "0 bytes spill stores" in report, report
+
+
+# -- the ring protocol, driven by the loop bounds ----------------------------------------
+
+_BARRIER = r"\(&\(tma_barrier_ptr\[(.+?)\]\)\)"
+
+
+def _python(c_expr: str) -> str:
+    """A C integer expression of the generated code as Python (operands never negative)."""
+    return c_expr.replace("(int)", "").replace("/", "//")
+
+
+@dataclasses.dataclass
+class RingCode:
+    """The ring's expressions from the generated source, as functions of the role's count
+    before this tile (``base``) and the iteration ``k`` inside it."""
+
+    stages: int
+    full_wait: tuple[str, str]  # consumers: (barrier index, parity) of the full barrier
+    release: str  # consumers: index of the empty barrier released inside the loop (k > 0)
+    release_last: str  # consumers: after the loop
+    empty_wait: tuple[str, str, str]  # producer: (condition, barrier index, parity)
+    fill: str  # producer: the full barrier armed for the boxes
+
+    @classmethod
+    def parse(cls, body: str, threads: int, stages: int) -> RingCode:
+        consumers, producer = roles(body, threads)
+        full = re.search(rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);", consumers)
+        arrives = re.findall(rf"tl_mbarrier_arrive\({_BARRIER}\);", consumers)
+        loop_var = re.search(r"for \(int (k_\d+) = 0;", producer).group(1)
+        empty = re.search(rf"if \((.+?)\) {{\s+tl_mbarrier_wait\({_BARRIER}, (.+?)\);", producer)
+        fill = re.search(rf"tl_mbarrier_expect_tx\({_BARRIER}, \d+\);", producer)
+        rename = {"produced": "base", loop_var: "k", "consumed": "base"}
+
+        def py(text: str) -> str:
+            return re.sub(r"\b(\w+)\b", lambda m: rename.get(m.group(1), m.group(1)), _python(text))
+
+        assert len(arrives) == 2, arrives
+        return cls(stages, (py(full.group(1)), py(full.group(2))), py(arrives[0]), py(arrives[1]),
+                   (py(empty.group(1)), py(empty.group(2)), py(empty.group(3))), py(fill.group(1)))
+
+
+def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> None:
+    """Producer warp and consumers of one block over ``tiles`` tiles of ``steps`` ring
+    iterations each, interleaved greedily (the producer as far ahead as its waits allow,
+    or the consumers first). mbarrier semantics (PTX ISA, mbarrier.try_wait.parity): a
+    wait for parity P passes once the phase of parity P completed, i.e. while the
+    barrier's current phase parity differs from P; the consumers arrive together (the
+    empty barrier counts all of them). Raises AssertionError on a hang or a wrong stage."""
+    stages = code.stages
+    full = [0] * stages  # completed phases per barrier
+    empty = [0] * stages
+    holds = [None] * stages  # which ring iteration's data each stage holds
+    released: set[int] = set()
+
+    def ev(expr: str, base: int, k: int) -> int:
+        return int(eval(expr, {}, {"base": base, "k": k}))  # noqa: S307 - the kernel's own integer expressions
+
+    def producer():
+        for tile in range(tiles):
+            base = tile * steps
+            for k in range(steps):
+                condition, index, parity = code.empty_wait
+                if ev(condition, base, k):
+                    slot = ev(index, base, k) - stages
+                    while empty[slot] % 2 == ev(parity, base, k):
+                        yield False
+                stage = ev(code.fill, base, k)
+                previous = holds[stage]
+                assert previous is None or previous in released, \
+                    f"iteration {base + k} refills stage {stage} while iteration {previous} still reads it"
+                holds[stage] = base + k
+                full[stage] += 1  # the boxes land
+                yield True
+
+    def consumers():
+        for tile in range(tiles):
+            base = tile * steps
+            for k in range(steps):
+                index, parity = code.full_wait
+                stage = ev(index, base, k)
+                while full[stage] % 2 == ev(parity, base, k):
+                    yield False
+                assert holds[stage] == base + k, \
+                    f"iteration {base + k} (tile {tile}, k {k}) reads stage {stage}, which holds {holds[stage]}"
+                if k > 0:
+                    release(ev(code.release, base, k), base + k - 1)
+                yield True
+            release(ev(code.release_last, base, steps), base + steps - 1)
+
+    def release(index: int, iteration: int) -> None:
+        stage = index - stages
+        assert holds[stage] == iteration, f"iteration {iteration} releases stage {stage}, which holds {holds[stage]}"
+        released.add(iteration)
+        empty[stage] += 1
+
+    roles_ = [producer(), consumers()] if producer_first else [consumers(), producer()]
+    done = [False, False]
+    while not all(done):
+        progressed = False
+        for i, role in enumerate(roles_):
+            while not done[i]:
+                try:
+                    if not next(role):
+                        break
+                    progressed = True
+                except StopIteration:
+                    done[i] = progressed = True
+        assert progressed, f"the ring hangs: {tiles} tiles of {steps} iterations, {stages} stages"
+
+
+@pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
+@pytest.mark.parametrize("tiles", [1, 2, 3, 5])
+def test_the_generated_ring_protocol_holds_across_tiles(M, N, K, bM, bN, bK, threads, stages, tiles):
+    body = kernel_body(lower(persistent_gemm(M, N, K, bM, bN, bK, threads, stages, 132)).device_source)
+    code = RingCode.parse(body, threads, stages)
+    for producer_first in (True, False):
+        run_ring(code, tiles, -(-K // bK), producer_first)
+
+
+def test_the_model_rejects_a_ring_that_restarts_per_tile():
+    # stage and parity from k alone: right for one tile, wrong from the second on unless
+    # the tile's iterations are a multiple of 2 x stages (9 iterations, 3 stages)
+    body = kernel_body(lower(persistent_gemm(4096, 4096, 576, 128, 256, 64, 256, 3, 132)).device_source)
+    code = RingCode.parse(body, 256, 3)
+    run_ring(code, 3, 9, producer_first=True)
+    per_tile = dataclasses.replace(code, **{
+        name: tuple(e.replace("base", "0") for e in value) if isinstance(value, tuple) else value.replace("base", "0")
+        for name, value in dataclasses.asdict(code).items() if name != "stages"})
+    run_ring(per_tile, 1, 9, producer_first=True)
+    with pytest.raises(AssertionError, match=r"hangs|reads stage|refills stage|releases stage"):
+        run_ring(per_tile, 3, 9, producer_first=True)
