@@ -76,11 +76,13 @@ class LauncherConfig:
 def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes | None) -> LauncherConfig:
     """The config for the array libraries this process has imported: loading a cached
     kernel imports neither torch (~1 s) nor numpy, since no argument can be a tensor of a
-    library not imported yet; MissHandler reconfigures the launcher when one arrives."""
+    library not imported yet; MissHandler reconfigures the launcher when one arrives. Nor
+    numpy.ma (5-15 ms, a third of a hit in a torch program): masked arrays are refused (the
+    mask would be ignored), and until numpy.ma is imported the C checks send every ndarray
+    subclass to MissHandler, which imports it then."""
     torch = sys.modules.get("torch")
     numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        import numpy.ma  # its arrays are refused (the mask would be ignored): know the type
+    masked = sys.modules.get("numpy.ma") if numpy is not None else None
 
     outputs = [artifact.params[i] for i in artifact.out_idx]
 
@@ -101,7 +103,7 @@ def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes |
         torch_empty=torch.empty if torch is not None else None,
         numpy_empty=numpy.empty if numpy is not None else None,
         torch_kwnames=("dtype", "device"),
-        masked_array=numpy.ma.MaskedArray if numpy is not None else None,
+        masked_array=masked.MaskedArray if masked is not None else None,
         torch_device=torch.device if torch is not None else None,
         device_name=DEVICE_NAMES.get(device_type, "cuda"),
         cubin=cubin,
@@ -120,18 +122,25 @@ class MissHandler:
     call refused after one of them arrived reconfigures it and calls it again."""
 
     def __init__(self, artifact: CompiledArtifact, binder: ArgumentBinder, device_type: int,
-                 cubin: bytes | None) -> None:
+                 cubin: bytes | None, config: LauncherConfig) -> None:
         self.artifact = artifact
         self.binder = binder
         self.device_type = device_type
         self.cubin = cubin
+        self.config = config  # the launcher's current one
         self.missing = [m for m in ARRAY_LIBRARIES if m not in sys.modules and importlib.util.find_spec(m)]
 
     def __call__(self, launcher: Any, args: tuple[Any, ...], stream: Any, code: int, index: int) -> Any:
         arrived = [m for m in self.missing if m in sys.modules]
-        if arrived and code in (NOT_TENSOR, NO_TORCH):
+        # an argument refused as no tensor may be an ndarray subclass, which a launcher
+        # configured before numpy.ma was imported cannot tell from a masked array
+        unsure = code == NOT_TENSOR and self.config.ndarray is not None and self.config.masked_array is None
+        if (arrived and code in (NOT_TENSOR, NO_TORCH)) or unsure:
+            if unsure:
+                import numpy.ma  # noqa: F401 - launcher_config takes it from sys.modules
             self.missing = [m for m in self.missing if m not in arrived]
-            launcher.reconfigure(launcher_config(self.artifact, self.device_type, self.cubin))
+            self.config = launcher_config(self.artifact, self.device_type, self.cubin)
+            launcher.reconfigure(self.config)
             return launcher(*args) if stream is None else launcher(*args, stream=stream)
         self.binder.bind_checked(args)  # raises the shared, detailed ArgumentError
         kernel = self.artifact.kernel_name
@@ -168,5 +177,5 @@ def make_launcher(module: ModuleType, artifact: CompiledArtifact, device_type: i
         KernelLauncher.register(launcher_type)
     binder = ArgumentBinder(artifact, device_type)
     config = launcher_config(artifact, device_type, cubin)
-    on_miss = MissHandler(artifact, binder, device_type, cubin)
+    on_miss = MissHandler(artifact, binder, device_type, cubin, config)
     return launcher_type(config, on_miss, stream_handle_for(device_type, artifact.kernel_name))

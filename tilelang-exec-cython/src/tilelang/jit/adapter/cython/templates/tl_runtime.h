@@ -121,7 +121,8 @@ typedef struct {
   PyTypeObject* torch_tensor; /* torch.Tensor, or NULL without torch */
   const DLPackExchangeAPI* dlpack;
   PyTypeObject* ndarray;      /* numpy.ndarray */
-  PyTypeObject* masked_array; /* numpy.ma.MaskedArray: refused (its mask would be ignored) */
+  PyTypeObject* masked_array; /* numpy.ma.MaskedArray: refused (its mask would be ignored);
+                                NULL before numpy.ma is imported: every ndarray subclass misses */
   PyObject* torch_empty;      /* torch.empty */
   PyObject* numpy_empty;      /* numpy.empty */
   PyObject* torch_kwnames;    /* ("dtype", "device") */
@@ -175,7 +176,10 @@ static inline int tl_view_of(tl_state* st, PyObject* obj, tl_view* v, int writab
     return 0;
   }
   if (st->ndarray != NULL && PyObject_TypeCheck(obj, st->ndarray)) {
-    if (st->masked_array != NULL && PyObject_TypeCheck(obj, st->masked_array)) return -1;
+    if (st->masked_array != NULL ? PyObject_TypeCheck(obj, st->masked_array)
+                                 : Py_TYPE(obj) != st->ndarray) {
+      return -1;
+    }
     if (PyObject_GetBuffer(obj, &v->buffer, writable ? PyBUF_RECORDS : PyBUF_RECORDS_RO) != 0) {
       PyErr_Clear();
       return -1;
