@@ -6,6 +6,11 @@ stages, rasterization panel, pass configs: on sm_90 GEMMs run on wgmma, and the 
 path is measured too); the best is reported per size, with the generated kernel's
 instruction mix (PTX counts and ptxas' register/spill report, where nvcc is installed).
 
+Persistent configs ("persistent/..."): upstream's examples/gemm/example_gemm_persistent.py
+kernel — one block per SM (the SM count from the device) walking the tiles with
+T.Persistent, C written through a shared tile — and its non-persistent twin with the same
+shared epilogue ("shared-epilogue/..."), measured in the same run.
+
 Usage: python benchmarks/matmul.py [--sizes 4096 8192] [--json out]
 """
 
@@ -21,11 +26,13 @@ import tempfile
 from pathlib import Path
 
 import tilelang
+import tilelang.language as T
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import time_ms
 from gemm import matmul
+from tilelang.carver.arch import driver
 
 # (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the
 # pipelined GEMMs run on wgmma; "tl.disable_wgmma" measures the mma.sync path they replace.
@@ -52,8 +59,57 @@ CONFIGS = [
     ((128, 128, 64, 128, 3, 8), MMA_SYNC),  # the best mma.sync config
     ((128, 128, 32, 128, 3, 0), MMA_SYNC),
 ]
+# (bM, bN, bK, threads, num_stages) of the persistent kernel and of its non-persistent twin
+PERSISTENT_CONFIGS = [(128, 256, 64, 256, 3), (128, 256, 64, 256, 4), (128, 128, 64, 128, 4),
+                      (128, 128, 32, 128, 3)]
 SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b",
          "tl.disable_tma_lower": "cpasync", "tl.disable_warp_specialized": "nows"}
+
+
+def persistent_matmul(M, N, K, bM, bN, bK, threads, stages, sm_num, group_size=8):
+    """Upstream's persistent GEMM example: ``sm_num`` blocks walk the tiles with
+    T.Persistent and write C through a shared tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(sm_num, threads=threads) as block_id:
+            A_shared = T.alloc_shared((bM, bK), "float16")
+            B_shared = T.alloc_shared((bK, bN), "float16")
+            C_local = T.alloc_fragment((bM, bN), "float32")
+            C_shared = T.alloc_shared((bM, bN), "float16")
+            for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
+                T.clear(C_local)
+                for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                    T.copy(A[bx * bM, k * bK], A_shared)
+                    T.copy(B[k * bK, by * bN], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C_shared)
+                T.copy(C_shared, C[bx * bM, by * bN])
+
+    return main
+
+
+def shared_epilogue_matmul(M, N, K, bM, bN, bK, threads, stages):
+    """The example's non-persistent twin: a block per tile (rasterized in panels of 10),
+    C through a shared tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(M, bM), T.ceildiv(N, bN), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((bM, bK), "float16")
+            B_shared = T.alloc_shared((bK, bN), "float16")
+            C_local = T.alloc_fragment((bM, bN), "float32")
+            C_shared = T.alloc_shared((bM, bN), "float16")
+            T.use_swizzle(10)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[bx * bM, k * bK], A_shared)
+                T.copy(B[k * bK, by * bN], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C_shared)
+            T.copy(C_shared, C[bx * bM, by * bN])
+
+    return main
 
 
 def instruction_mix(source: str, arch: str) -> dict:
@@ -95,6 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"
+    sm_num = driver.get_num_sms()  # as upstream's persistent example asks the device
     rows = []
     for n in args.sizes:
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -104,14 +161,20 @@ def main() -> None:
         row = {"n": n, "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
         reference = torch.mm(a, b).float()
         best = None
+        jobs = []
         for config, options in CONFIGS:
-            kernel = tilelang.compile(matmul.builder(n, n, n, *config), out_idx=[-1], target="cuda",
-                                      pass_configs=options or None)
+            label = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}/p{config[5]}"
+            label += "".join(f"/{SHORT[k]}" + ("" if v is True else str(v)) for k, v in options.items())
+            jobs.append((label, matmul.builder(n, n, n, *config), options))
+        for config in PERSISTENT_CONFIGS:
+            shape = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}"
+            jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_matmul(n, n, n, *config, sm_num), {}))
+            jobs.append((f"shared-epilogue/{shape}", shared_epilogue_matmul(n, n, n, *config), {}))
+        for label, func, options in jobs:
+            kernel = tilelang.compile(func, out_idx=[-1], target="cuda", pass_configs=options or None)
             c = kernel(a, b)
             err = (c.float() - reference).abs().max().item()
             t = time_ms(lambda: kernel(a, b), repeat=5, inner=2)
-            label = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}/p{config[5]}"
-            label += "".join(f"/{SHORT[k]}" + ("" if v is True else str(v)) for k, v in options.items())
             entry = {"config": label,
                      "TFLOPs": round(flop / t / 1e9, 1), "ratio_vs_torch": round(t_torch / t, 3),
                      "max_abs_err": round(err, 3), "correct": err < 1e-2 * n ** 0.5}

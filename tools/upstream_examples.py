@@ -272,6 +272,16 @@ def _install_cuda_shim() -> None:
     torch.Tensor.cuda = lambda self, *a, **k: self
 
 
+def _declare_num_sms(count: int) -> None:
+    """Without a GPU, tilelang.carver's SM count query answers the recipe's declared count
+    (the kernel is only lowered); with one, the device answers."""
+    import torch
+    from tilelang.carver.arch import driver
+
+    if not torch.cuda.is_available():
+        driver.get_num_sms = lambda device_id=0: count
+
+
 def run_worker(recipe: Recipe, examples: Path, mode: str, arch: str, nvcc: bool) -> dict[str, Any]:
     """Everything for one example, in this (sub)process."""
     result: dict[str, Any] = {"example": recipe.name, "mode": mode}
@@ -279,6 +289,8 @@ def run_worker(recipe: Recipe, examples: Path, mode: str, arch: str, nvcc: bool)
     try:
         if recipe.cuda_shim and mode != "run":
             _install_cuda_shim()
+        if recipe.num_sms and mode != "run":
+            _declare_num_sms(recipe.num_sms)
         if mode == "run" and recipe.run.attr == "__main__":
             import runpy
 

@@ -85,6 +85,9 @@ class Recipe:
     kernels: tuple[Kernel, ...]
     run: Call = Call()
     cuda_shim: bool = False  # the module makes CUDA tensors at import time
+    # the SM count a kernel asks the device for (tilelang.carver.arch.driver.get_num_sms),
+    # declared for lower/cpu modes where no GPU answers (the library itself refuses to guess)
+    num_sms: int | None = None
 
     @property
     def name(self) -> str:
@@ -147,7 +150,8 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("matmul_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
                                                 block_K=64, threads=256, num_stages=3)),
         Kernel("matmul_non_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
-                                                    block_K=64, threads=256, num_stages=3)),)),
+                                                    block_K=64, threads=256, num_stages=3)),),
+        num_sms=132),  # an H200's
     Recipe("gemm/example_gemm_intrinsics.py", (
         Kernel("tl_matmul", kwargs=dict(M=1024, N=1024, K=1024, in_dtype="float16",
                                         out_dtype="float16", accum_dtype="float32")),),
