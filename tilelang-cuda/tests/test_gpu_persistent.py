@@ -84,8 +84,9 @@ def test_persistent_gemm_matches_torch(tile, size, blocks):
 
 @pytest.mark.parametrize("backend", ["tvm_ffi", "nvrtc"])
 def test_upstream_wave_loop_and_execution_backends(backend):
-    # upstream's hand-written spelling; 1024 x 1536 has 6 tile columns of 256 (no group padding)
-    M, N, K = 1024, 1536, 512
+    # upstream's hand-written spelling: its wave count has no term for group padding, so the
+    # tile columns must be a multiple of the group (8 of 256 here) to cover every tile
+    M, N, K = 1024, 2048, 512
     func = matmul_persistent.get_tir(M=M, N=N, K=K, block_M=128, block_N=256, block_K=64, threads=256,
                                      num_stages=3, sm_num=7, use_persistent_primitive=False)
     kernel = tilelang.compile(func, out_idx=[-1], target="cuda", execution_backend=backend)
