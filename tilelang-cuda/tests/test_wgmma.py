@@ -105,7 +105,8 @@ def gemm_with_shared_epilogue(M, N, K, bM=128, bN=128, bK=32, odd=False):
 
 def test_swizzle_needs_the_other_shared_buffers_in_whole_kib():
     # upstream's epilogue through a C tile (64 KiB; 4 KiB more) keeps the stages on 1 KiB boundaries
-    assert {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256)))} == {1, 2}
+    modes = {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256)))}
+    assert modes and 0 not in modes, modes  # swizzled (mode 0: core matrices)
     # 1.5 KiB more could shift them: core matrices
     assert {mode for *_, mode in descriptors(lower(gemm_with_shared_epilogue(256, 256, 256, odd=True)))} == {0}
     plain = lower(tile_gemm(256, 256, 256, 128, 128, 32, stages=3), **{"tl.disable_wgmma_swizzle": True})

@@ -61,6 +61,7 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
+from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
 from .explicit_sync import role_threads
 from .mma_layout import (
     CHUNK_BYTES,
@@ -79,7 +80,6 @@ MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
 REGISTERS_PER_SM = 65536
 MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
-SWIZZLE_BASE_BYTES = 1024  # the 128-byte swizzle repeats every 1 KiB of shared address
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
@@ -153,6 +153,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                     if self._find(region.source, self.tiles) is None:
                         self.tiles[region.source] = SharedTile(region.source)
                     self._find(region.source, self.tiles).mma_operand = True
+        self._pad_epilogue_tiles(ops)
         self._find_pipelines()
         self._choose_wgmma()
         for tile in self.tiles.values():
@@ -167,6 +168,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
             tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
         if self.accumulators:
             self._plan_occupancy()
+
+    def _pad_epilogue_tiles(self, ops: list[tuple[str, Any]]) -> None:
+        for buffer in epilogue_tiles(self.func.body, ops, lambda b: self._find(b, self.accumulators) is not None):
+            if self._find(buffer, self.tiles) is None:
+                self.tiles[buffer] = SharedTile(buffer)
 
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
@@ -285,21 +291,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         return found
 
     def _others_keep_swizzle_alignment(self, operands: list[SharedTile]) -> bool:
-        """Whether every shared buffer but ``operands`` has a static size that is a
-        multiple of 1 KiB (so the operands' stages stay on 1 KiB boundaries, see
-        wgmma._swizzled_layouts; the kernel traps at run time if that ever breaks)."""
-        for buffer in self._shared_allocations():
-            if any(t.old.same_as(buffer) for t in operands):
-                continue
-            shape = static_ints(buffer.shape)
-            if shape is None:
-                return False
-            size = dtype_bytes(buffer.dtype)
-            for d in shape:
-                size *= d
-            if size % SWIZZLE_BASE_BYTES:
-                return False
-        return True
+        """See epilogue.others_keep_swizzle_alignment (the epilogue tiles are padded)."""
+        padded = [t.old for t in self.tiles.values() if not t.mma_operand]
+        return others_keep_swizzle_alignment(self._shared_allocations(), [t.old for t in operands], padded)
 
     def _shared_buffers(self) -> list[Any]:
         return [(self._find(b, self.tiles).new if self._find(b, self.tiles) is not None else b)

@@ -22,7 +22,14 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.plugin import block_barrier, dtype_bytes, extern_call, seq, substitute, unrolled
+from tilelang.plugin import (
+    block_barrier,
+    dtype_bytes,
+    extern_call,
+    seq,
+    substitute,
+    unrolled,
+)
 from tvm import tirx
 from tvm.ir import TensorLoad
 
