@@ -50,6 +50,8 @@ BACKEND = BackendModule(
                            "access (indices, block, thread, source line) and traps the kernel, which "
                            "the launch reports; tirx.instrument_bound_checkers does the same",
         "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
+        "tl.disable_k_step_merge": "sm_90 wgmma pipelines: keep a GEMM's K steps of under 128 bytes as written "
+                                   "instead of loading several into one stage",
         "tl.warpgroup_pingpong": "sm_90: whether a warp-specialized block's two consumer warpgroups take turns "
                                  "issuing GEMMs (flash attention's pingpong): 'first' (default: each iteration's "
                                  "first GEMM), 'every', or 'off'",

@@ -26,6 +26,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
     from .transform.explicit_sync import LowerExplicitSync, NameRoleBarriers
+    from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.tma_copy import LowerTmaCopies
 
@@ -34,6 +35,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
     return [
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
+        MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
         LowerTensorCoreGemm(tensor_maps=tensor_maps),
         # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
         # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
