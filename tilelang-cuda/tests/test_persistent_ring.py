@@ -94,6 +94,36 @@ def gated_gemm(M, N, K, sm_num):
     return main
 
 
+def two_rings(outer: int):
+    """Two pipelined GEMMs inside one outer loop: one producer warp per kernel."""
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
+             C: T.Tensor((512, 512), "float32"), D: T.Tensor((512, 512), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 64), "float16")
+            Bs = T.alloc_shared((64, 128), "float16")
+            A2 = T.alloc_shared((128, 64), "float16")
+            B2 = T.alloc_shared((64, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            Dl = T.alloc_fragment((128, 128), "float32")
+            for r in T.serial(outer):
+                T.clear(Cl)
+                for k in T.Pipelined(8, num_stages=3):
+                    T.copy(A[by * 128, k * 64], As)
+                    T.copy(B[k * 64, bx * 128], Bs)
+                    T.gemm(As, Bs, Cl)
+                T.copy(Cl, C[by * 128, bx * 128])
+                T.clear(Dl)
+                for k in T.Pipelined(8, num_stages=3):
+                    T.copy(B[by * 128, k * 64], A2)
+                    T.copy(A[k * 64, bx * 128], B2)
+                    T.gemm(A2, B2, Dl)
+                T.copy(Dl, D[by * 128, bx * 128])
+
+    return main
+
+
 def kernel_body(source: str) -> str:
     return source[source.index('extern "C" __global__'):]
 
@@ -131,6 +161,13 @@ def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, 
 def test_a_condition_on_memory_keeps_a_single_issuer():
     body = kernel_body(lower(gated_gemm(1024, 1024, 256, 132)).device_source)
     assert "tl_tma_load_2d" in body and "__launch_bounds__(128" in body and "tma_consumed" not in body
+
+
+def test_the_first_ring_of_a_kernel_gets_the_producer_warp_a_second_a_single_issuer():
+    consumers, producer = roles(kernel_body(lower(two_rings(2)).device_source), 128)
+    assert producer.count("tl_mbarrier_expect_tx") == 1 and "tma_consumed" in consumers
+    # the second ring: thread 0 arms its barriers (initialized per outer iteration) and issues
+    assert "tma_barrier_ptr_1" in consumers and "tl_tma_load_2d" in consumers
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

@@ -36,6 +36,7 @@ from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
 from .tma import (
     DISABLE_TMA_CONFIG,
     DISABLE_WS_CONFIG,
+    PROLOGUE_ATTR,
     TensorMapLoad,
     TmaRing,
     free_vars,
@@ -311,7 +312,8 @@ class AsyncCopyPipelines:
         corners depend on nothing but the block index and the kernel's parameters, and so
         do the loops, conditions and bindings around it, which the producer replays
         (tma.producer_path)."""
-        if pass_config(DISABLE_WS_CONFIG):
+        # one producer warp per kernel (SpecializeWarps): a later ring keeps a single issuer
+        if pass_config(DISABLE_WS_CONFIG) or any(_is_ring_prologue(s) for s in self.block_prologue):
             return False
         # attention-like kernels (a row family) hold two blocks per SM where shared memory
         # allows, and the producer warp's registers can cost one of them (H200, flash-
@@ -386,6 +388,10 @@ class AsyncCopyPipelines:
         if vectors % self.threads:
             copy = tirx.IfThenElse(q < vectors, copy, None)
         return unrolled(it, iterations, copy)
+
+
+def _is_ring_prologue(stmt: Any) -> bool:
+    return isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == PROLOGUE_ATTR
 
 
 def _scalar_store(stmt: Any) -> bool:
