@@ -13,6 +13,13 @@ The tensor maps are encoded by the generated host code before the launch (TVM's
 ``tirx.tensormap_encode_tiled``) and passed as ``__grid_constant__`` kernel parameters;
 execution backends that launch kernels without that host code keep cp.async.
 ``tl.disable_tma_lower`` (upstream TileLang's pass config) keeps cp.async too.
+
+A ring inside outer loops (T.Persistent's waves, upstream's hand-written wave loop) runs
+on across their iterations when its producer warp can replay them (``producer_path``):
+stage and parity come from a running count of the ring's iterations, so the producer
+loads the next tile's stages while the consumers run this tile's epilogue. Where it
+cannot (a condition on memory, WS disabled, a second ring), thread 0 issues and the
+barriers are initialized again for each outer iteration.
 """
 
 from __future__ import annotations
