@@ -1,7 +1,7 @@
 """Where a cold compile's seconds go, and how fast a cached kernel comes back in a new process.
 
     python benchmarks/compile_time.py --quick [--json out.json] [--markdown out.md]
-    python benchmarks/compile_time.py [--runs 5] [--step-timeout 180] [--budget 1800]
+    python benchmarks/compile_time.py [--runs 5] [--step-timeout 180] [--budget 1800] [--bytecode]
 
 Every measurement runs in a new process with its own timeout (``--step-timeout``), and no
 step starts once ``--budget`` seconds are spent, so one slow step (a hung toolchain, a cold
@@ -27,6 +27,13 @@ disk) is recorded as such and cannot eat the run. What is measured:
    Without a GPU: the CUDA sm_90 code generation and device compile only (no load), and the
    CPU target's GEMM (fp32 1024^3) as the runnable kernel. ``--quick`` leaves the CPU GEMM
    out where there is a GPU, and runs 3 hits per backend.
+
+Python bytecode: the processes inherit this one's environment. Where it sets
+PYTHONDONTWRITEBYTECODE, every process compiles each module it imports from source, which an
+installed package never does (pip compiles a wheel's modules): ``import tilelang`` and a hit
+both pay it. ``--bytecode`` gives the processes a private bytecode folder instead
+(PYTHONPYCACHEPREFIX), warmed first by one throwaway cold compile per row; the header says
+which way was measured.
 
 Results: a markdown table on stdout (and ``--markdown``), everything in ``--json``.
 """
@@ -238,8 +245,9 @@ class Steps:
     """Runs children under a per-step timeout and an overall budget; a failed, timed-out
     or skipped step is recorded as {"error": why}."""
 
-    def __init__(self, step_timeout: float, budget: float) -> None:
+    def __init__(self, step_timeout: float, budget: float, env: dict[str, str] | None = None) -> None:
         self.step_timeout, self.deadline = step_timeout, time.monotonic() + budget
+        self.env = dict(os.environ) if env is None else env
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -250,7 +258,7 @@ class Steps:
             return {"error": "skipped: the run's budget is spent"}
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, *argv], env={**os.environ, **(env or {})},
+            proc = subprocess.run([sys.executable, *argv], env={**self.env, **(env or {})},
                                   capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:.0f} s"}
@@ -315,7 +323,7 @@ def usable_execution_backends(target) -> list[str]:
 
 
 def compile_and_hits(steps: Steps, builder: str, target, backend: str, runs: int, gpu: bool = False) -> dict:
-    """A cold compile, then ``runs`` hits, then one hit after ``import torch``; on a GPU
+    """A cold compile, then ``runs`` hits, then ``runs`` hits after ``import torch``; on a GPU
     also a cold compile (in a cache of its own) after torch made its CUDA context."""
     spec = {"builder": builder, "target": target, "backend": backend}
     out: dict = {}
@@ -333,8 +341,7 @@ def compile_and_hits(steps: Steps, builder: str, target, backend: str, runs: int
         hits, out["hit_error"] = _hits(steps, {**spec, "mode": "hit"}, cache, runs)
         out["hits"] = hits
         if hits and importlib.util.find_spec("torch") is not None:
-            torch_hits, _ = _hits(steps, {**spec, "mode": "hit", "preimport": "torch"}, cache, 1)
-            out["hit_after_torch"] = torch_hits[0] if torch_hits else {}
+            out["hits_after_torch"], _ = _hits(steps, {**spec, "mode": "hit", "preimport": "torch"}, cache, runs)
     return out
 
 
@@ -371,9 +378,9 @@ def summarize(name: str, measured: dict, base: float | None) -> dict:
         row["cold_after_cuda_s"] = after_cuda["total_s"]
         row["stages_after_cuda"] = after_cuda.get("stages", {})
         row["cuda_context_s"] = after_cuda["preimport_s"]  # import torch + its CUDA context
-    torch_hit = measured.get("hit_after_torch", {})
-    if "total_s" in torch_hit:
-        row["hit_after_torch_s"] = torch_hit["total_s"]
+    torch_hits = measured.get("hits_after_torch", [])
+    if torch_hits:
+        row["hit_after_torch_s"] = statistics.median(h["total_s"] for h in torch_hits)
     for key in ("cold_s", "cold_after_torch_s", "cold_after_cuda_s", "hit_s", "hit_after_torch_s"):
         if key in row and base:
             row[key.replace("_s", "_ratio")] = row[key] / base
@@ -384,7 +391,8 @@ def markdown(results: dict) -> str:
     base = results.get("import_tilelang_s")
     tvm = results.get("import_tvm_s")
     head = (f"`import tilelang`: {base * 1e3:.1f} ms" if base else "`import tilelang`: not measured") + \
-        (f"; `import tvm`: {tvm * 1e3:.0f} ms" if tvm else "") + f"; target: {results['device']}\n"
+        (f"; `import tvm`: {tvm * 1e3:.0f} ms" if tvm else "") + f"; target: {results['device']}; " + \
+        f"Python bytecode: {results['bytecode']}\n"
     columns = ("| kernel / execution backend | cold to callable | cold, torch imported before "
                "| cold, torch + CUDA tensor made before | disk hit | hit, torch imported before | hit imports |")
     lines = [head, columns, "|---|---|---|---|---|---|---|"]
@@ -422,6 +430,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="hits per backend and import samples (default 5; 3 quick)")
     parser.add_argument("--step-timeout", type=float, default=180.0, help="seconds one process may take")
     parser.add_argument("--budget", type=float, help="no step starts after this many seconds (default 1800; 420 quick)")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="processes cache bytecode in a private folder (as an installed package runs)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -430,7 +440,8 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
     runs = args.runs or (3 if args.quick else 5)
-    steps = Steps(args.step_timeout, args.budget or (420.0 if args.quick else 1800.0))
+    env, pycache = bytecode_environment(args.bytecode)
+    steps = Steps(args.step_timeout, args.budget or (420.0 if args.quick else 1800.0), env)
     best = best_target()
     plan = []  # (row name, builder, target, backend or None for code generation only)
     if best is not None:
@@ -440,7 +451,16 @@ def main() -> None:
             plan.append((f"gemm {target} {backend or 'codegen + device compile'}{mark}", "gemm", target, backend))
     if best is None or not best[1] or not args.quick:
         plan += [(f"cpu_gemm cpu {b}", "cpu_gemm", "cpu", b) for b in usable_execution_backends("cpu")]
+    if pycache is not None:  # every module a row imports, compiled once before anything is timed
+        for _, builder, target, backend in plan:
+            with tempfile.TemporaryDirectory(prefix="tilelang-bench-cache-") as cache:
+                mode = "cold" if backend is not None else "codegen"
+                steps.measurement({"builder": builder, "target": target, "backend": backend, "mode": mode}, cache)
+        steps.run(["-c", "import tvm"])
     results = {"device": f"{best[0]}{'' if best and best[1] else ' not runnable here'}" if best else "CPU only",
+               "bytecode": ("cached in a private folder (--bytecode)" if pycache is not None else
+                            "not written (PYTHONDONTWRITEBYTECODE): every process compiles from source"
+                            if env.get("PYTHONDONTWRITEBYTECODE") else "as the environment caches it"),
                "runs": runs, "import_tilelang_s": steps.import_time("tilelang", runs),
                "import_tvm_s": steps.import_time("tvm", max(1, runs // 2)), "rows": [], "raw": {}}
     base = results["import_tilelang_s"]
@@ -460,6 +480,19 @@ def main() -> None:
     if args.markdown:
         args.markdown.write_text(text)
     print(text)
+    if pycache is not None:
+        pycache.cleanup()
+
+
+def bytecode_environment(private: bool) -> tuple[dict[str, str], tempfile.TemporaryDirectory | None]:
+    """The processes' environment, and the private bytecode folder it names (``--bytecode``)."""
+    env = dict(os.environ)
+    if not private:
+        return env, None
+    pycache = tempfile.TemporaryDirectory(prefix="tilelang-bench-pycache-")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = pycache.name
+    return env, pycache
 
 
 if __name__ == "__main__":
