@@ -9,11 +9,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_tma import kernel_body, lower
+from test_tma import kernel_body
+from test_tma import lower as lower_sm90
 from tilelang.cuda import toolchain
 from tilelang.testing.kernels import flash_attention, tile_gemm
 
 WG = 128
+
+
+def lower(func, **configs):
+    """The loop as written, without the second GEMM's overlap (test_gemm_overlap.py has
+    both together)."""
+    return lower_sm90(func, **{"tl.disable_intra_warpgroup_overlap": True, **configs})
 BARRIER_OP = re.compile(r"tl_named_barrier_(sync|arrive)\((.*), (\d+)\);$")
 
 
@@ -107,6 +114,15 @@ def test_flash_attention_warpgroups_take_turns_issuing_gemms(mode, turns):
         assert [g for g, _ in issues] == [0, 1] * 6  # every issue alternates
     else:  # the first GEMMs alternate; the second ones as the warpgroups run on
         assert [g for g, gemm in issues if gemm == 0] == [0, 1] * 3
+
+
+def test_first_gemm_turns_around_the_overlapped_loop():
+    """With OverlapSecondGemm the second GEMM (of the previous iteration) is issued under a
+    condition; the first GEMMs still take turns, and nothing deadlocks."""
+    lines = consumers(lower_sm90(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source, 256)
+    issues = run([trace(lines, 0), trace(lines, WG)])
+    assert [g for g, gemm in issues if gemm == 0] == [0, 1] * 3
+    assert len(issues) == 2 * (3 * 2 + 1)  # per warpgroup: 3 trips x 2 issues, and the drain's
 
 
 def test_an_unknown_pingpong_mode_is_refused():

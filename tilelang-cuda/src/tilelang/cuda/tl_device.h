@@ -83,6 +83,14 @@ __device__ __forceinline__ void tl_wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
+// Operand fence (transform/gemm_overlap.py): after a wgmma group's wait, an empty asm
+// that reads and writes each of its n fp32 accumulators, so the compiler moves no access
+// of them above the wait (CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void tl_wgmma_fence_f32(float* r, int n) {
+#pragma unroll
+  for (int i = 0; i < n; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+
 // Wait until at most n committed wgmma groups are pending (n: a compile-time constant).
 #define tl_wgmma_wait(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory")
 

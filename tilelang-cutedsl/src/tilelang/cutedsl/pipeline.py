@@ -25,6 +25,7 @@ LEFT_OUT = {
     "tl.cuda.LowerTensorCoreGemm": "inline-PTX mma/wgmma and cp.async rings (LowerCuteGemm instead)",
     "tl.cuda.SpecializeWarps": "a producer warp for tilelang-cuda's TMA rings, which this backend has none of",
     "tl.cuda.AlternateWarpgroupGemms": "turns between the consumer warpgroups SpecializeWarps makes",
+    "tl.cuda.OverlapSecondGemm": "works on the consumer loop SpecializeWarps makes",
     "tl.cuda.MergeShortKSteps": "measured on tilelang-cuda's rings only; LowerCuteGemm's keep the kernel's K step",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
     # it binds a parameter's flattened size (M * N) in the host function, and the device

@@ -52,7 +52,7 @@ FIRST_BARRIER = 2  # warpgroup g waits on barrier 2 + g
 SYNCS = frozenset({"tl_named_barrier_sync", "tl_named_barrier_arrive"})
 
 
-def _extern_name(stmt: Any) -> str | None:
+def extern_name(stmt: Any) -> str | None:
     if not isinstance(stmt, tirx.Evaluate):
         return None
     call = stmt.value
@@ -73,27 +73,28 @@ def _has_block_barrier(body: Any) -> bool:
     return bool(found)
 
 
-def _fences(stmt: Any) -> int:
-    found = []
+def _fences(stmt: Any) -> list[Any]:
+    """Every wgmma fence under ``stmt``, in program order (a pre-order walk)."""
+    found: list[Any] = []
     tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e)
-                                   if _extern_name(e) == "tl_wgmma_fence" else None))
-    return len(found)
+                                   if extern_name(e) == "tl_wgmma_fence" else None))
+    return found
 
 
-def _unconditional_fences(stmt: Any) -> int:
+def _unconditional_fences(stmt: Any) -> list[Any]:
     """wgmma fences reached on every path through ``stmt`` (not under an if or an inner loop)."""
     if isinstance(stmt, tirx.SeqStmt):
-        return sum(_extern_name(s) == "tl_wgmma_fence" or _unconditional_fences(s) for s in stmt)
+        return [f for s in stmt for f in ([s] if extern_name(s) == "tl_wgmma_fence" else _unconditional_fences(s))]
     if isinstance(stmt, tirx.AttrStmt):  # lets and buffers are flat statements in TVM 0.27
         return _unconditional_fences(stmt.body)
-    return 0
+    return []
 
 
 def _regions(stmts: list[Any]) -> list[tuple[int, int]] | None:
     """[fence, commit] index pairs among ``stmts``; None when a fence has no commit after it."""
     pairs, start = [], None
     for i, s in enumerate(stmts):
-        name = _extern_name(s)
+        name = extern_name(s)
         if name == "tl_wgmma_fence" and start is None:
             start = i
         elif name == "tl_wgmma_commit" and start is not None:
@@ -102,16 +103,20 @@ def _regions(stmts: list[Any]) -> list[tuple[int, int]] | None:
     return None if start is not None else pairs
 
 
-def _takes_turns(loop: Any) -> bool:
-    fences = _fences(loop.body)
-    return fences >= 2 and _unconditional_fences(loop.body) == fences and not _has_block_barrier(loop.body)
+def _takes_turns(loop: Any, mode: str) -> bool:
+    """Two or more GEMM issues per iteration, and the ones that take turns reached on every
+    path (with "first", a later issue may be conditional: OverlapSecondGemm's)."""
+    fences, unconditional = _fences(loop.body), _unconditional_fences(loop.body)
+    if len(fences) < 2 or _has_block_barrier(loop.body):
+        return False
+    if mode == "first":
+        return any(f.same_as(fences[0]) for f in unconditional)
+    return len(unconditional) == len(fences)
 
 
 def _alternate(loop: Any, wg: Any, mode: str) -> Any:
     mine, other = FIRST_BARRIER + wg, FIRST_BARRIER + (1 - wg)
-    fences: list[Any] = []  # in program order (a pre-order walk)
-    tvm_ffi.structural_walk(loop.body, (tirx.Evaluate, lambda e: fences.append(e)
-                                        if _extern_name(e) == "tl_wgmma_fence" else None))
+    fences = _fences(loop.body)
 
     def on_seq(stmt: Any) -> Any:
         stmts = list(stmt)
@@ -134,7 +139,7 @@ def _alternate(loop: Any, wg: Any, mode: str) -> Any:
                                 loop.annotations, loop.step), last])
 
 
-def _consumers(branch: Any) -> tuple[Any, int] | None:
+def consumer_branch(branch: Any) -> tuple[Any, int] | None:
     """(threadIdx.x, consumer threads) when ``branch`` is SpecializeWarps' role split:
     ``if (tid < n) consumers else if (tid == n) producer``."""
     cond, other = branch.condition, branch.else_case
@@ -162,13 +167,13 @@ def _run(func: Any) -> Any:
         return func
 
     def on_if(branch: Any) -> Any:
-        roles = _consumers(branch)
+        roles = consumer_branch(branch)
         if roles is None or roles[1] != 2 * WARP_GROUP:
             return branch
         wg = tirx.floordiv(roles[0], WARP_GROUP)
 
         def on_for(loop: Any) -> Any:
-            return _alternate(loop, wg, mode) if _takes_turns(loop) else loop
+            return _alternate(loop, wg, mode) if _takes_turns(loop, mode) else loop
 
         consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")
         return tirx.IfThenElse(branch.condition, consumers, branch.else_case)
@@ -180,4 +185,4 @@ def AlternateWarpgroupGemms() -> Any:
     return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.AlternateWarpgroupGemms")
 
 
-__all__ = ["CONFIG", "MODES", "AlternateWarpgroupGemms"]
+__all__ = ["CONFIG", "MODES", "AlternateWarpgroupGemms", "consumer_branch", "extern_name"]

@@ -1,0 +1,190 @@
+"""OverlapSecondGemm: in a consumer loop that issues two wgmma groups per iteration, the
+second GEMM of iteration k - 1 is issued right after the first GEMM of iteration k, so
+that it runs on the tensor cores while the warpgroup does the register work in between.
+
+Flash attention's loop is S = Q K^T; the softmax over S (max, exp, sum); O *= rescale;
+P = S as fp16; O += P V. As written, the exp and sums wait for nothing but S, yet the
+tensor cores idle through them. FlashAttention-3 (Shah et al. 2024, section 3.2,
+"intra-warpgroup overlapping") software-pipelines the loop instead; so does this pass, on
+the lowered consumer loop of a warp-specialized block:
+
+    S_0 = ...; softmax; P_0                      (iteration 0 issues no second GEMM)
+    for k:  issue S_k;  issue O += P_{k-1} V_{k-1}     (one fence/commit each)
+            wait until S_k is done (wgmma.wait_group 1; 0 at k = 0)
+            early: what touches neither O nor P (max, exp, sums)
+            wait for the second GEMM; release stage k - 1 (its V)
+            late: what touches O or P (the rescale, the fp16 copy of P)
+    issue O += P_{n-1} V_{n-1}; wait
+
+It is the same arithmetic in the same order for every element. The statements move only
+when (all checked, else the loop stays as it was): the loop body is one flat sequence with
+exactly two issue regions, each followed by wgmma.wait_group 0; nothing after the second
+GEMM touches what it reads or writes; the statements that move before a "late" one neither
+read what it writes nor write what it reads or writes; bindings read no memory (they are
+hoisted, and inlined into the shifted GEMM); and the ring releases its stages from the
+head of the loop (moved after the second GEMM's wait, which is later: always safe).
+``tl.disable_intra_warpgroup_overlap`` keeps the loop as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq, substitute
+from tvm import tirx
+from tvm.ir import TensorLoad
+
+from .pingpong import consumer_branch, extern_name
+
+DISABLE_CONFIG = "tl.disable_intra_warpgroup_overlap"
+
+
+def _wait(stmt: Any, pending: int) -> bool:
+    call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    return extern_name(stmt) == "tl_wgmma_wait" and int(call.args[1].value) == pending
+
+
+def _calls(stmt: Any, name: str) -> bool:
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e) if extern_name(e) == name else None))
+    return bool(found)
+
+
+def _buffers(stmt: Any) -> tuple[set[Any], set[Any]]:
+    """(buffers read, buffers written) by ``stmt`` (a buffer is its data variable in TVM
+    0.27: one object per allocation, hashed by identity)."""
+    reads, writes = set(), set()
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda s: writes.add(s.buffer)),
+                                   (TensorLoad, lambda s: reads.add(s.source)
+                                    if isinstance(s.source, tirx.Buffer) else None)])
+    return reads, writes
+
+
+def _loads_memory(expr: Any) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, (TensorLoad, found.append))
+    return bool(found)
+
+
+class _Loop:
+    """The consumer loop's statements, split around its two GEMM issue regions."""
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.ok = isinstance(loop.body, tirx.SeqStmt) and self._split(list(loop.body))
+
+    def _split(self, stmts: list[Any]) -> bool:
+        fences = [i for i, s in enumerate(stmts) if extern_name(s) == "tl_wgmma_fence"]
+        commits = [i for i, s in enumerate(stmts) if extern_name(s) == "tl_wgmma_commit"]
+        if len(fences) != 2 or len(commits) != 2 or not fences[0] < commits[0] < fences[1] < commits[1]:
+            return False
+        (f1, c1), (f2, c2) = zip(fences, commits)
+        if c2 + 1 >= len(stmts) or not (_wait(stmts[c1 + 1], 0) and _wait(stmts[c2 + 1], 0)):
+            return False
+        if any(_calls(s, "tl_wgmma_fence") or _calls(s, "tl_wgmma_wait") or _calls(s, "tl_wgmma_commit")
+               for s in stmts[:f1] + stmts[c1 + 2:f2] + stmts[c2 + 2:]):
+            return False  # a nested GEMM or wait: not the two-GEMM shape
+        binds = [s for s in stmts if isinstance(s, tirx.Bind)]
+        if any(_loads_memory(b.value) for b in binds):
+            return False
+        self.binds = binds
+        head = [s for s in stmts[:f1] if not isinstance(s, tirx.Bind)]
+        releases = [s for s in head if _calls(s, "tl_mbarrier_arrive")]
+        if len(releases) != 1:
+            return False
+        self.release = releases[0]
+        self.head = [s for s in head if not s.same_as(self.release)]
+        self.first = [s for s in stmts[f1:c1 + 1] if not isinstance(s, tirx.Bind)]
+        self.second = [s for s in stmts[f2:c2 + 1] if not isinstance(s, tirx.Bind)]
+        middle = [s for s in stmts[c1 + 2:f2] if not isinstance(s, tirx.Bind)]
+        tail = [s for s in stmts[c2 + 2:] if not isinstance(s, tirx.Bind)]
+        touched = set().union(*_buffers(seq(self.second)))
+        if any(set().union(*_buffers(s)) & touched for s in tail):
+            return False  # something after the second GEMM uses its operands or result
+        self.early, self.late = [], []
+        for s in middle + tail:
+            (self.late if set().union(*_buffers(s)) & touched or _is_alloc_of(s, touched) else self.early).append(s)
+        return self._reorder_is_legal(middle + tail)
+
+    def _reorder_is_legal(self, stmts: list[Any]) -> bool:
+        """Every early statement moves above the late ones before it: it must neither read
+        what they write nor write what they read or write."""
+        late_seen: list[tuple[set[Any], set[Any]]] = []
+        for s in stmts:
+            reads, writes = _buffers(s)
+            if any(s.same_as(x) for x in self.late):
+                late_seen.append((reads, writes))
+                continue
+            if any(lw & reads or lw & writes or lr & writes for lr, lw in late_seen):
+                return False
+        return True
+
+    def shifted(self, k_value: Any) -> list[Any]:
+        """The second GEMM's issue for iteration ``k_value``, bindings inlined."""
+        pairs: list[tuple[Any, Any]] = []
+        for b in self.binds:  # each value spelled in the loop and thread variables alone
+            pairs.append((b.var, substitute(b.value, pairs) if pairs else b.value))
+        inlined = [substitute(s, pairs) if pairs else s for s in self.second]
+        return [substitute(s, [(self.loop.loop_var, k_value)]) for s in inlined]
+
+    def fences(self) -> list[Any]:
+        """Operand fences for the second GEMM's fp32 accumulators, right after its wait, so
+        that the compiler hoists no read of them above it (CUTLASS's
+        warpgroup_fence_operand). Its A operand registers get none: ptxas tracks wgmma's
+        asynchronous register reads itself, and a fence on fp16 registers seen as 32-bit
+        words moved them to the stack (128 bytes, ptxas -v)."""
+        regs: list[Any] = []
+
+        def visit(load: Any) -> None:
+            buf = load.source
+            if isinstance(buf, tirx.Buffer) and buf.scope() == "local" and str(buf.dtype) == "float32" and \
+                    not any(buf.same_as(r) for r in regs):
+                regs.append(buf)
+
+        tvm_ffi.structural_walk(seq(self.second), (TensorLoad, visit))
+        return [extern_call("tl_wgmma_fence_f32", tirx.address_of(tirx.BufferLoad(buf, [0])), int(buf.shape[0]))
+                for buf in regs]
+
+    def rewrite(self) -> Any:
+        loop, k = self.loop, self.loop.loop_var
+        later = k > loop.min
+        body = [*self.binds, *self.head, *self.first,
+                tirx.IfThenElse(later, seq(self.shifted(k - 1)), None),
+                tirx.IfThenElse(later, extern_call("tl_wgmma_wait", 1), extern_call("tl_wgmma_wait", 0)),
+                *self.early, extern_call("tl_wgmma_wait", 0), *self.fences(), self.release, *self.late]
+        rotated = tirx.For(k, loop.min, loop.extent, loop.kind, seq(body), loop.thread_binding, loop.annotations,
+                           loop.step)
+        last = loop.min + loop.extent - 1
+        drain = tirx.IfThenElse(loop.extent > 0, seq([*self.shifted(last), extern_call("tl_wgmma_wait", 0),
+                                                      *self.fences()]), None)
+        return seq([rotated, drain])
+
+
+def _is_alloc_of(stmt: Any, buffers: set[Any]) -> bool:
+    return isinstance(stmt, tirx.AllocBuffer) and stmt.buffer in buffers
+
+
+def _run(func: Any) -> Any:
+    if pass_config(DISABLE_CONFIG):
+        return func
+
+    def on_if(branch: Any) -> Any:
+        if consumer_branch(branch) is None:
+            return branch
+
+        def on_for(loop: Any) -> Any:
+            plan = _Loop(loop)
+            return plan.rewrite() if plan.ok else loop
+
+        consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")
+        return tirx.IfThenElse(branch.condition, consumers, branch.else_case)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="pre"))
+
+
+def OverlapSecondGemm() -> Any:
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.OverlapSecondGemm")
+
+
+__all__ = ["DISABLE_CONFIG", "OverlapSecondGemm"]
