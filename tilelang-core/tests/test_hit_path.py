@@ -1,11 +1,16 @@
 """What a disk-cache hit in a new process spends on the request key: the compiler and
 plugin fingerprints walk their source folders once (scandir, one listing per folder shared
 by every tree that holds it) and name the same files, in the same order, as ``os.walk`` did,
-so their hashes (and every remembered fingerprint) stay what they were."""
+so their hashes (and every remembered fingerprint) stay what they were; an eager kernel's
+hit (tilelang.jit.eager_index) imports no TVM, as a classic builder's does."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -96,3 +101,64 @@ def test_a_request_key_lists_each_source_folder_once(monkeypatch: pytest.MonkeyP
     assert listed and len(listed) == len(set(listed)), sorted(p for p in listed if listed.count(p) > 1)
     assert fingerprint.compiler_fingerprint() == expected[0]
     assert {name: fingerprint.distribution_fingerprint(name) for name in expected[1]} == expected[1]
+
+
+# -- eager kernels (tilelang.jit.eager_index) ----------------------------------------------
+EAGER = textwrap.dedent(
+    """
+    import tilelang
+    import tilelang.language as T
+
+
+    @tilelang.jit(target="cpu", execution_backend="tvm_ffi")
+    def scale_both(A, scale, block_M=8, dtype="float32"):  # T.float32 as a default would load TVM
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), dtype)
+        C = T.empty((M, N), dtype)
+        D = T.empty((M, N), dtype)
+        with T.Kernel(T.ceildiv(M, block_M), threads=8) as bx:
+            for i, j in T.Parallel(block_M, N):
+                C[bx * block_M + i, j] = A[bx * block_M + i, j] * scale
+                D[bx * block_M + i, j] = A[bx * block_M + i, j] + scale
+        return D, C
+    """
+)
+
+EAGER_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {folder!r})
+    import numpy as np
+    import eager_kernels
+
+    a = np.arange(16 * 8, dtype="float32").reshape(16, 8)
+    d, c = eager_kernels.scale_both(a, 2.0)
+    tvm_at_hit = "tvm" in sys.modules
+    ok = bool(np.array_equal(d, a + 2.0) and np.array_equal(c, a * 2.0))
+    other = np.ones((24, 8), "float32")  # a shape no process compiled: the compile path
+    d2, c2 = eager_kernels.scale_both(other, 3.0)
+    ok_other = bool(np.array_equal(d2, other + 3.0) and np.array_equal(c2, other * 3.0))
+    kernel = eager_kernels.scale_both.compile(a, 2.0)
+    print(json.dumps({{"tvm_at_hit": tvm_at_hit, "ok": ok, "ok_other": ok_other, "from_cache": kernel.from_cache}}))
+    """
+)
+
+
+def test_an_eager_kernel_hits_the_cache_in_a_new_process_without_tvm(tmp_path: Path) -> None:
+    (tmp_path / "eager_kernels.py").write_text(EAGER)
+    env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("TILELANG_JIT_REQUEST_CACHE", None)
+
+    def run() -> dict:
+        proc = subprocess.run([sys.executable, "-c", EAGER_CHILD.format(folder=str(tmp_path))],
+                              capture_output=True, text=True, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    cold = run()
+    assert cold["tvm_at_hit"] and cold["ok"] and cold["ok_other"], cold
+    for _ in range(3):  # others editing this checkout change the request key: compiled again
+        hit = run()
+        if not hit["tvm_at_hit"]:
+            break
+    assert hit == {"tvm_at_hit": False, "ok": True, "ok_other": True, "from_cache": True}, hit

@@ -136,7 +136,7 @@ class JITFunction:
 
 
 def _eager_reading(builder: Callable[..., Any], options: dict[str, Any]) -> Any:
-    """The EagerFunction for an eager-style builder, else None (classic)."""
+    """The EagerEntry for an eager-style builder, else None (classic)."""
     source = read_eager_source(builder)
     if source is None:
         return None
@@ -145,10 +145,11 @@ def _eager_reading(builder: Callable[..., Any], options: dict[str, Any]) -> Any:
             f"@tilelang.jit(out_idx=...) on eager kernel {source.name!r}: out_idx is for "
             "builders that return a T.prim_func; an eager kernel's outputs are its T.empty "
             "tensors (`C = T.empty((M, N), dtype)` ... `return C`)")
-    from .eager import EagerFunction  # imports TVM: only for eager kernels
+    # TVM only where the request index has no kernel
+    from .eager_index import EagerEntry
 
     options = {k: v for k, v in options.items() if k != "out_idx"}
-    return EagerFunction(builder, source, options, compile)
+    return EagerEntry(builder, source, options, compile)
 
 
 def jit(

@@ -12,7 +12,9 @@ style, ``eager_source`` for how its source is split) goes through two caches:
   outputs, which become ``out_idx``), and ``tilelang.compile`` builds it — its disk cache
   keys on the PrimFunc's script, so a new process compiles nothing it has compiled before.
 
-``T.dynamic`` sizes are not part of either key: one kernel serves every value.
+``T.dynamic`` sizes are not part of either key: one kernel serves every value. Before any
+of this (and TVM's import), ``eager_index.EagerEntry`` asks the request index, which
+answers a call compiled by an earlier process.
 """
 
 from __future__ import annotations
@@ -39,33 +41,13 @@ from ..errors import ArgumentError, LanguageError, TileLangError
 from ..language import _tilelang_cause
 from ..language.eager import EagerBuild, eager_build
 from ..language.frontend import normalize
+from .eager_index import Specialization, bind_arguments, missing_tensors
+from .eager_index import frozen as _frozen
 from .eager_source import DECLARATIONS, DECLARE_TENSOR, EagerSource
 from .kernel import JITKernel
 
 _PRIM_FUNC = "__tilelang_prim_func__"
 _PARAM = "__tilelang_param_{}"
-
-
-def _is_tensor_value(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, str)
-
-
-def _frozen(name: str, value: Any, kernel: str) -> Any:
-    """A hashable form of a non-tensor argument (part of the cache key)."""
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_frozen(name, v, kernel) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _frozen(name, v, kernel)) for k, v in value.items())))
-    if _is_tensor_value(value):
-        raise LanguageError(f"eager kernel {kernel!r}: argument {name!r} is a tensor but has no "
-                            f"tensor annotation; annotate it, e.g. `{name}: T.Tensor((M, N), T.float32)`")
-    try:
-        hash(value)
-    except TypeError:
-        raise LanguageError(f"eager kernel {kernel!r}: argument {name}={value!r} is not hashable; "
-                            "non-tensor arguments select a compiled kernel, so they must be "
-                            "hashable (numbers, strings, dtypes, tuples)") from None
-    return (type(value).__name__, value)
 
 
 def _const_name(size: Any, consts: Mapping[str, Any]) -> str | None:
@@ -124,25 +106,6 @@ class EagerTemplate:
         return values
 
 
-@dataclass(frozen=True)
-class Specialization:
-    """A compiled eager kernel and how to hand back what its `return` names."""
-
-    kernel: JITKernel
-    inputs: tuple[str, ...]
-    picks: tuple[int, ...] | None  # output positions the `return` names; None: all
-    n_outputs: int
-
-    def run(self, tensors: Mapping[str, Any]) -> Any:
-        result = self.kernel(*(tensors[name] for name in self.inputs))
-        if self.picks is None:
-            return result
-        outputs = (result,) if self.n_outputs == 1 else tuple(result or ())
-        if len(self.picks) == 1:
-            return outputs[self.picks[0]]
-        return tuple(outputs[i] for i in self.picks) if self.picks else None
-
-
 class _KernelSource(Source):
     """TVMScript's source object for the rewritten kernel: the original file and lines
     (so diagnostics point at the user's code), our syntax tree."""
@@ -176,27 +139,7 @@ class EagerFunction:
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, partial: bool
               ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         """(non-tensor arguments, tensors, keywords that are not parameters)."""
-        extra = {k: v for k, v in kwargs.items() if k not in self.signature.parameters}
-        named = {k: v for k, v in kwargs.items() if k in self.signature.parameters}
-        try:
-            bound = (self.signature.bind_partial if partial else self.signature.bind)(*args, **named)
-        except TypeError as err:
-            raise ArgumentError(f"eager kernel {self.source.name!r}: {err}") from None
-        bound.apply_defaults()
-        statics, tensors = {}, {}
-        for name in self.signature.parameters:
-            if name in self.source.tensors:
-                value = bound.arguments.get(name)
-                if value is not None and not _is_tensor_value(value):
-                    raise ArgumentError(
-                        f"eager kernel {self.source.name!r}: argument {name!r} is a tensor "
-                        f"parameter; expected a torch.Tensor or numpy.ndarray, got {type(value).__name__}")
-                tensors[name] = value
-            elif name in bound.arguments:
-                statics[name] = bound.arguments[name]
-            else:
-                raise ArgumentError(f"eager kernel {self.source.name!r}: missing argument {name!r}")
-        return statics, tensors, extra
+        return bind_arguments(self.signature, self.source, args, kwargs, partial=partial)
 
     def _static_key(self, statics: Mapping[str, Any]) -> Any:
         return tuple(_frozen(k, v, self.source.name) for k, v in statics.items())
@@ -226,7 +169,7 @@ class EagerFunction:
             warnings.filterwarnings("ignore", message=r"T\.Buffer\[\.\.\.\] is deprecated")
             for name, node in self.source.signature_tensors.items():
                 code = compile(ast.Expression(node), self.source.filename, "eval")
-                arguments[name] = declare_tensor(name, eval(code, namespace))  # noqa: S307
+                arguments[name] = declare_tensor(name, eval(code, namespace))
             exec(self.source.declarations, namespace)  # noqa: S102 - the user's own code
             local_values = namespace[DECLARATIONS](**arguments)
         return local_values, buffers
@@ -246,7 +189,7 @@ class EagerFunction:
             build = EagerBuild(self.source.name, numbers=True)
             try:
                 _, buffers = self._declare(statics, build)
-            except Exception:
+            except Exception:  # noqa: BLE001 - whatever the second run raises, the first error explains
                 raise LanguageError(
                     f"eager kernel {self.source.name!r}: its declarations (the statements before "
                     f"the first `with`) failed with {type(err).__name__}: {err}. The JIT runs them "
@@ -321,8 +264,10 @@ class EagerFunction:
         tvm.tirx.analysis.verify_tirx_well_formed(func)
         return normalize(func)
 
-    def _specialize(self, statics: Mapping[str, Any], tensors: Mapping[str, Any],
-                    given: Mapping[str, Any]) -> Specialization:
+    def specialize(self, statics: Mapping[str, Any], tensors: Mapping[str, Any],
+                   given: Mapping[str, Any], request: str | None = None) -> Specialization:
+        """The kernel for a bound call (compiled on first need); ``request``: the request
+        key the compile answers (eager_index), remembered for the next process."""
         key = self._static_key(statics)
         template = self._template(key, statics)
         unknown = sorted(set(given) - set(template.consts))
@@ -345,7 +290,7 @@ class EagerFunction:
                         f"T.empty did not make; the outputs are {outputs or 'none'}")
             first = len(self.source.tensors)
             kernel = self._compile(func, out_idx=list(range(first, first + len(outputs))) or None,
-                                   **self.options)
+                                   **self.options, request=request)
             picks = None if returns is None else tuple(outputs.index(r) for r in returns)
             spec = Specialization(kernel, self.source.tensors, picks, len(outputs))
             self._kernels[full_key] = spec
@@ -354,19 +299,19 @@ class EagerFunction:
     # -- the public entry points --------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         statics, tensors, given = self._bind(args, kwargs, partial=False)
-        missing = [name for name, value in tensors.items() if value is None]
-        if missing:
-            raise ArgumentError(f"eager kernel {self.source.name!r}: tensor argument(s) {missing} "
-                                f"missing; to compile without tensors, call "
-                                f"{self.source.name}.compile(M=..., ...)")
-        return self._specialize(statics, tensors, given).run(tensors)
+        missing_tensors(self.source, tensors)
+        return self.specialize(statics, tensors, given).run(tensors)
 
     def compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> JITKernel:
         statics, tensors, given = self._bind(args, kwargs, partial=True)
-        return self._specialize(statics, tensors, given).kernel
+        return self.specialize(statics, tensors, given).kernel
 
     def get_tir(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         statics, tensors, given = self._bind(args, kwargs, partial=True)
+        return self.prim_func(statics, tensors, given)
+
+    def prim_func(self, statics: Mapping[str, Any], tensors: Mapping[str, Any], given: Mapping[str, Any]) -> Any:
+        """The PrimFunc of a bound call (``tensors``: anything with the tensors' ``shape``)."""
         template = self._template(self._static_key(statics), statics)
         return self._prim_func(statics, template.values(self.source.name, tensors, given))[0]
 
