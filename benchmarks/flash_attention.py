@@ -24,22 +24,22 @@ from tilelang.testing.kernels import (
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2 or more: a stage ring)
 # On sm_90 these run on wgmma (16 rows per warp); the last configs measure mma.sync.
-# With 256 threads (head dim 128: a producer warp too) the consumer loop issues P V of the
-# previous iteration under the softmax (FlashAttention-3's intra-warpgroup overlap) and the two
-# consumer warpgroups take turns at the first GEMM (pingpong; tilelang-cuda's
-# transform/gemm_overlap.py and pingpong.py). "/no-overlap" and "/pp-off" measure each alone.
+# With 256 threads (head dim 128: a producer warp too) two opt-in schedules of tilelang-cuda:
+# "/overlap" issues P V of the previous iteration under the softmax (FlashAttention-3's
+# intra-warpgroup overlap, transform/gemm_overlap.py), "/pp-first" makes the two consumer
+# warpgroups take turns at the first GEMM (pingpong, transform/pingpong.py).
 MMA_SYNC = {"tl.disable_wgmma": True}
-NO_OVERLAP = {"tl.disable_intra_warpgroup_overlap": True}
-PP_OFF = {"tl.warpgroup_pingpong": "off"}
+OVERLAP = {"tl.intra_warpgroup_overlap": True}
+PP_FIRST = {"tl.warpgroup_pingpong": "first"}
 CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((64, 32, 128, 2), {}),
            ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {})]
 CONFIGS += [(tiles, options) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3))
-            for options in (PP_OFF, NO_OVERLAP, {**NO_OVERLAP, **PP_OFF})]
+            for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST})]
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
 
 
 def label(config: tuple, options: dict) -> str:
-    names = {"tl.disable_wgmma": "/mma", "tl.disable_intra_warpgroup_overlap": "/no-overlap"}
+    names = {"tl.disable_wgmma": "/mma", "tl.intra_warpgroup_overlap": "/overlap"}
     extra = "".join(names.get(key, f"/pp-{value}") for key, value in options.items())
     return "bM{}/bN{}/t{}/s{}".format(*config) + extra
 

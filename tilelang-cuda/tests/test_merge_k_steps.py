@@ -43,6 +43,13 @@ def unmerged(func, **configs) -> bool:
     return ring(func, **configs)[1] == [str((128 + 128) * 32 * 2)]
 
 
+def test_stages_that_would_not_fit_stay_as_written():
+    # 5 stages of 128 x 256 x 64 fp16 would take 240 KiB (the H200 refused to launch it);
+    # 3 stages (144 KiB) merge
+    assert ring(tile_gemm(1024, 1024, 1024, 128, 256, 32, stages=5, threads=256))[0][0] == "32"
+    assert ring(tile_gemm(1024, 1024, 1024, 128, 256, 32, stages=3, threads=256))[0][0] == "16"
+
+
 @pytest.mark.parametrize("case", ["64-deep steps", "odd step count", "mma.sync"])
 def test_loops_that_stay_as_written(case):
     if case == "64-deep steps":  # already a full 128-byte row

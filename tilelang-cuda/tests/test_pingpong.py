@@ -18,9 +18,9 @@ WG = 128
 
 
 def lower(func, **configs):
-    """The loop as written, without the second GEMM's overlap (test_gemm_overlap.py has
-    both together)."""
-    return lower_sm90(func, **{"tl.disable_intra_warpgroup_overlap": True, **configs})
+    """Turns at the first GEMM unless ``configs`` say otherwise (the default is off), on the
+    loop as written (test_first_gemm_turns_around_the_overlapped_loop has the overlap)."""
+    return lower_sm90(func, **{"tl.warpgroup_pingpong": "first", **configs})
 BARRIER_OP = re.compile(r"tl_named_barrier_(sync|arrive)\((.*), (\d+)\);$")
 
 
@@ -98,9 +98,9 @@ def run(traces: list[list[tuple]]) -> list[int]:
     return issues
 
 
-@pytest.mark.parametrize("mode,turns", [("every", 2), ("first", 1), (None, 1)])
+@pytest.mark.parametrize("mode,turns", [("every", 2), ("first", 1), (True, 1)])
 def test_flash_attention_warpgroups_take_turns_issuing_gemms(mode, turns):
-    configs = {} if mode is None else {"tl.warpgroup_pingpong": mode}
+    configs = {"tl.warpgroup_pingpong": mode}
     source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **configs).device_source
     lines = consumers(source, 256)
     loop = lines[lines.index(next(x for x in lines if x.startswith("for (int k_1"))):]
@@ -119,7 +119,8 @@ def test_flash_attention_warpgroups_take_turns_issuing_gemms(mode, turns):
 def test_first_gemm_turns_around_the_overlapped_loop():
     """With OverlapSecondGemm the second GEMM (of the previous iteration) is issued under a
     condition; the first GEMMs still take turns, and nothing deadlocks."""
-    lines = consumers(lower_sm90(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source, 256)
+    lines = consumers(lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2),
+                            **{"tl.intra_warpgroup_overlap": True}).device_source, 256)
     issues = run([trace(lines, 0), trace(lines, WG)])
     assert [g for g, gemm in issues if gemm == 0] == [0, 1] * 3
     assert len(issues) == 2 * (3 * 2 + 1)  # per warpgroup: 3 trips x 2 issues, and the drain's
@@ -138,8 +139,7 @@ def test_the_model_catches_a_missing_first_turn():
 
 
 def test_without_pingpong_the_warpgroups_issue_together():
-    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2),
-                   **{"tl.warpgroup_pingpong": "off"}).device_source
+    source = lower_sm90(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source  # off by default
     lines = consumers(source, 256)
     assert "tl_named_barrier_arrive" not in kernel_body(source)
     assert [g for g, _ in run([trace(lines, 0), trace(lines, WG)])] == [0] * 6 + [1] * 6
@@ -160,9 +160,14 @@ def test_nvcc_compiles_the_pingpong_kernel():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["first", "every", "off"])
+@pytest.mark.parametrize("configs", [{"tl.warpgroup_pingpong": "first"}, {"tl.warpgroup_pingpong": "every"}, {},
+                                     {"tl.intra_warpgroup_overlap": True},
+                                     {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "first"}],
+                         ids=["first", "every", "off", "overlap", "overlap-first"])
 @pytest.mark.parametrize("dim", [64, 128])
-def test_pingpong_flash_attention_matches_sdpa(mode, dim):
+def test_pingpong_flash_attention_matches_sdpa(configs, dim):
+    """Each schedule against SDPA (head dim 128 runs warp-specialized; 64 does not, and the
+    schedules leave it as it is)."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
@@ -170,7 +175,7 @@ def test_pingpong_flash_attention_matches_sdpa(mode, dim):
 
     batch, heads, seq_len = 2, 4, 512
     kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, 128, 128, 256, 2), out_idx=[3],
-                              target="cuda", pass_configs={"tl.warpgroup_pingpong": mode})
+                              target="cuda", pass_configs=configs or None)
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)

@@ -52,12 +52,11 @@ BACKEND = BackendModule(
         "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
         "tl.disable_k_step_merge": "sm_90 wgmma pipelines: keep a GEMM's K steps of under 128 bytes as written "
                                    "instead of loading several into one stage",
-        "tl.disable_intra_warpgroup_overlap": "sm_90: keep a warp-specialized consumer loop's second GEMM in its "
-                                              "own iteration instead of overlapping it with the next one's "
-                                              "register work (flash attention's P V)",
+        "tl.intra_warpgroup_overlap": "sm_90, opt-in: issue a warp-specialized consumer loop's second GEMM "
+                                      "(flash attention's P V) under the next iteration's register work",
         "tl.warpgroup_pingpong": "sm_90: whether a warp-specialized block's two consumer warpgroups take turns "
-                                 "issuing GEMMs (flash attention's pingpong): 'first' (default: each iteration's "
-                                 "first GEMM), 'every', or 'off'",
+                                 "issuing GEMMs (flash attention's pingpong): 'first' (each iteration's first GEMM), "
+                                 "'every', or 'off' (default)",
     },
 )
 

@@ -44,6 +44,10 @@ from .wgmma import DISABLE_WGMMA_CONFIG, WGMMA_ARCHS
 DISABLE_CONFIG = "tl.disable_k_step_merge"
 ROW_BYTES = 128  # the widest TMA/wgmma swizzle row (PTX ISA, "Shared memory matrix layout")
 MAX_FACTOR = 4
+# sm_90 gives a block at most 227 KiB of shared memory (CUDA C++ Programming Guide, "Compute
+# Capabilities"); the merged stages must leave room for the static barriers, padded epilogue
+# tiles and 1 KiB alignment the later passes add
+SMEM_BUDGET = 220 * 1024
 
 
 def _is_int(expr: Any, value: int) -> bool:
@@ -149,6 +153,22 @@ def _vars(expr: Any) -> list[Any]:
     return found
 
 
+def _bytes(buffer: Any) -> int:
+    shape = static_ints(buffer.shape)
+    count = 1
+    for d in shape or [0]:
+        count *= d
+    return count * dtype_bytes(buffer.dtype)
+
+
+def _shared_bytes(body: Any) -> int:
+    """The kernel's shared tiles as written, once each (what the stages multiply comes on top)."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: found.append(a.buffer)
+                                   if str(a.buffer.scope()).startswith("shared") else None))
+    return sum(_bytes(b) for b in found)
+
+
 def _uses(body: Any, buffer: Any) -> int:
     found = []
 
@@ -176,12 +196,18 @@ def _run(func: Any) -> Any:
     analyzer = Analyzer()
     plans: list[_Plan] = []
 
+    shared = _shared_bytes(func.body)
+
     def visit(loop: Any) -> None:
         if "num_stages" in (loop.annotations or {}):
             plan = _Plan(loop, analyzer)
             # the tiles serve this loop alone: two copies and the GEMM read or write each
-            if plan.ok and all(_uses(func.body, t) == 2 for t, _, _ in plan.operands):
-                plans.append(plan)
+            if not plan.ok or any(_uses(func.body, t) != 2 for t, _, _ in plan.operands):
+                return
+            stages = int(loop.annotations["num_stages"])
+            operands = sum(_bytes(t) for t, _, _ in plan.operands)
+            if shared - operands + max(stages, 1) * plan.factor * operands <= SMEM_BUDGET:
+                plans.append(plan)  # else the merged stages would not fit: the loop stays as written
 
     tvm_ffi.structural_walk(func.body, (tirx.For, visit))
     if not plans:
