@@ -158,6 +158,17 @@ def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, 
     assert "__syncthreads" not in consumers and f"tl_named_barrier_sync(1, {threads});" in consumers
 
 
+@pytest.mark.parametrize("spelling", ["persistent", "wave_loop"])
+def test_the_producer_keeps_the_tile_guard_when_blocks_outnumber_tiles(spelling):
+    """One wave (132 blocks, 48 tiles): the replayed guard is the same expression as the
+    consumers' own, so a producer left inside their condition lost it to the simplifier and
+    the idle blocks' producers waited forever (H200). It sits before the wave loop now."""
+    body = kernel_body(lower(persistent_gemm(1024, 1536, 512, 128, 256, 64, 256, 3, 132, spelling)).device_source)
+    _, producer = roles(body, 256)
+    guard = re.search(r"if \(.*blockIdx\.x.*\) \{\n", producer)  # tiles past the last: nothing to load
+    assert guard is not None and guard.start() < producer.index("tl_tma_load_2d")
+
+
 def test_a_condition_on_memory_keeps_a_single_issuer():
     body = kernel_body(lower(gated_gemm(1024, 1024, 256, 132)).device_source)
     assert "tl_tma_load_2d" in body and "__launch_bounds__(128" in body and "tma_consumed" not in body

@@ -16,6 +16,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
+from tilelang.errors import CompileError
 from tilelang.plugin import (
     block_barrier,
     dtype_bytes,
@@ -302,10 +303,34 @@ class AsyncCopyPipelines:
         self.needs_alignment = True
         if self._may_specialize(loop, ring):
             self.block_prologue += ring.prologue(specialized=True)
-            return ring.specialized(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
-                                    if acc is not None else None, rest, at)
+            consumers = ring.specialized(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
+                                         if acc is not None else None, rest, at)
+            if ring.carried:  # its producer replays the path to the ring, from just before it
+                anchor = next(s for s in ring.path if isinstance(s, (tirx.For, tirx.IfThenElse)))
+                self.hoisted.append((anchor, ring.hoisted_producer))
+            return consumers
         return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
                                   if acc is not None else None, rest, at)
+
+    def _hoist_producers(self, body: Any) -> Any:
+        """Each carried ring's producer (tma.TmaRing.specialized) goes right before the
+        outermost statement of the path it replays (so after the tiles' allocations), out
+        of the consumers' loops and conditions. Located by what a rebuilt statement keeps:
+        a loop's variable, a condition's expression."""
+        for anchor, marker in self.hoisted:
+            done: list[Any] = []
+
+            def on_stmt(stmt: Any, anchor: Any = anchor, marker: Any = marker, done: list[Any] = done) -> Any:
+                if done or type(stmt) is not type(anchor) or not _same_anchor(stmt, anchor):
+                    return stmt
+                done.append(stmt)
+                return seq([marker, stmt])
+
+            body = tvm_ffi.structural_map(body, [(tirx.For, on_stmt), (tirx.IfThenElse, on_stmt)], order="post")
+            if not done:
+                raise CompileError(f"kernel {self.kernel!r}: the TMA producer's path to its ring was lost "
+                                   "(set the pass config tl.disable_warp_specialized to avoid it)")
+        return body
 
     def _may_specialize(self, loop: Any, ring: TmaRing) -> bool:
         """A producer warp can run the loop on its own when its trip count and tile
@@ -427,3 +452,8 @@ def _first_gemm(stmts: list[Any]) -> tuple[int, Any]:
             break
     return 0, None
 
+
+def _same_anchor(stmt: Any, anchor: Any) -> bool:
+    if isinstance(anchor, tirx.For):
+        return stmt.loop_var.same_as(anchor.loop_var)
+    return stmt.condition.same_as(anchor.condition)

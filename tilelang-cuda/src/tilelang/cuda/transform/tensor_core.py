@@ -91,6 +91,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.tensor_maps = tensor_maps  # host code can encode TMA tensor maps (tma.py)
         self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
         self.block_prologue: list[Any] = []  # statements at the top of the block (TMA barriers)
+        self.hoisted: list[tuple[Any, Any]] = []  # (anchor, producer) of carried TMA rings (cp_async.py)
         self.block_vars = _block_vars(func)
         self.smem_per_block = 0  # the occupancy plan's estimate (0: unknown)
         self.lane = tirx.floormod(tid, WARP)
@@ -223,7 +224,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
             acc.regs = tirx.decl_buffer((acc.layout.per_thread,), old.dtype, name=old.name, scope="local")
         for row in self.rows.values():
             row.regs = tirx.decl_buffer((row.per_thread,), row.old.dtype, name=row.old.name, scope="local")
-        body = tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined), order="pre")
+        body = self._hoist_producers(tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined),
+                                                            order="pre"))
         body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
         body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),

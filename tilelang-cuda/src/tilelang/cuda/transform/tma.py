@@ -299,13 +299,19 @@ class TmaRing:
             return seq([self._checks(), marked, main, drain, block_barrier()])
         producer = seq([tirx.Bind(base, tirx.BufferLoad(self.produced, [0])), producer,
                         tirx.BufferStore(self.produced, base + n, [0])])
-        marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, replay(self.path, producer))
+        # the replayed path goes to the top of the block (cp_async: after the ring's
+        # prologue), outside the consumers' loops and conditions: left where the ring is,
+        # the simplifier proved the replayed guard from the consumers' own copy of it and
+        # dropped it (H200: T.Persistent over more blocks than tiles, one wave; the idle
+        # blocks' producers issued and then waited forever for releases)
+        self.hoisted_producer = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads,
+                                              replay(self.path, producer))
         consumed = tirx.Var("consumed", "int32")
         for load in self.loads:  # the GEMMs read the stage of the running count too
             load.tile.base = consumed
         main = self._consumer_loop(first_gemm, rest, at, None, consumed)
         last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1)))
-        return seq([self._checks(), marked, tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
+        return seq([self._checks(), tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
                     tirx.IfThenElse(n > 0, last, None), tirx.BufferStore(self.consumed, consumed + n, [0]),
                     block_barrier()])
 
