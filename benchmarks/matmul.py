@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import time_ms
 from gemm import matmul
 from tilelang.carver.arch import driver
+from tilelang.errors import TileLangError
 
 # (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the
 # pipelined GEMMs run on wgmma; "tl.disable_wgmma" measures the mma.sync path they replace.
@@ -148,6 +149,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="only the configs whose label contains one of these (e.g. persistent s3/p0)")
     args = parser.parse_args()
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"
@@ -170,9 +173,15 @@ def main() -> None:
             shape = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}"
             jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_matmul(n, n, n, *config, sm_num), {}))
             jobs.append((f"shared-epilogue/{shape}", shared_epilogue_matmul(n, n, n, *config), {}))
+        jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for label, func, options in jobs:
-            kernel = tilelang.compile(func, out_idx=[-1], target="cuda", pass_configs=options or None)
-            c = kernel(a, b)
+            try:
+                kernel = tilelang.compile(func, out_idx=[-1], target="cuda", pass_configs=options or None)
+                c = kernel(a, b)
+            except TileLangError as err:  # one config that does not compile or launch: recorded, the run goes on
+                row["tilelang"].append({"config": label, "error": str(err).splitlines()[0][:300]})
+                print(json.dumps({"n": n, **row["tilelang"][-1]}), flush=True)
+                continue
             err = (c.float() - reference).abs().max().item()
             t = time_ms(lambda: kernel(a, b), repeat=5, inner=2)
             entry = {"config": label,
