@@ -27,8 +27,9 @@ def lower(func, host_code: bool = True, **configs):
     name = "tvm_ffi" if host_code else "cython"
     spec = next(s for s in execution_specs(context.module) if s.name == name)
     context = dataclasses.replace(context, execution_spec=spec)
-    # the rings as the kernels write them: short K steps stay unmerged (test_merge_k_steps.py)
-    configs = {"tl.disable_k_step_merge": True, **configs}
+    # the rings as the kernels write them: short K steps unmerged (test_merge_k_steps.py), C
+    # stored straight from the accumulators (test_shared_epilogue.py)
+    configs = {"tl.disable_k_step_merge": True, "tl.disable_shared_epilogue": True, **configs}
     return lower_artifact(func, context, out_idx=[-1], pass_configs=configs)
 
 

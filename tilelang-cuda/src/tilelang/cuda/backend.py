@@ -52,6 +52,8 @@ BACKEND = BackendModule(
         "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
         "tl.disable_k_step_merge": "sm_90 wgmma pipelines: keep a GEMM's K steps of under 128 bytes as written "
                                    "instead of loading several into one stage",
+        "tl.disable_shared_epilogue": "sm_90 wgmma GEMMs: copy the accumulator straight to global memory instead "
+                                      "of through a shared tile (16-byte stores of whole rows)",
         "tl.intra_warpgroup_overlap": "sm_90, opt-in: issue a warp-specialized consumer loop's second GEMM "
                                       "(flash attention's P V) under the next iteration's register work",
         "tl.warpgroup_pingpong": "sm_90: whether a warp-specialized block's two consumer warpgroups take turns "

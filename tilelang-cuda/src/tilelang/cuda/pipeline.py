@@ -29,6 +29,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
+    from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.tma_copy import LowerTmaCopies
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
@@ -37,6 +38,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     return [
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
+        StageEpilogueInShared(),  # sm_90: a GEMM's C goes to global memory through a shared tile
         LowerTensorCoreGemm(tensor_maps=tensor_maps),
         # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
         # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
