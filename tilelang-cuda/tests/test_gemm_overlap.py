@@ -6,10 +6,12 @@ compiles it. The GPU runs against SDPA are test_gpu_tile.py's and test_pingpong.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 import tilelang.language as T
 from test_pingpong import consumers
-from test_tma import lower
+from test_tma import kernel_body, lower
 from tilelang.cuda import toolchain
 from tilelang.testing.kernels import flash_attention
 
@@ -49,6 +51,27 @@ def test_the_second_gemm_of_the_previous_iteration_is_issued_after_the_first():
     assert any("acc_o_ptr" in x for x in late) and any("acc_s_cast_ptr" in x for x in late)
     # the last iteration's second GEMM after the loop
     assert after[0] == "tl_wgmma_fence();" and "tl_wgmma_wait(0);" in after[:12]
+
+
+def test_the_producer_becomes_a_warpgroup_that_gives_its_registers_to_the_consumers():
+    body = kernel_body(lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **OFF).device_source)
+    assert "__launch_bounds__(384)" in body  # two consumer warpgroups and a producer warpgroup
+    assert "if (((int)threadIdx.x) < 256) {\n    tl_setmaxnreg_inc(240);" in body
+    # every producer thread gives its registers back; one of them still issues every box
+    assert "  } else {\n    tl_setmaxnreg_dec(24);\n    if (((int)threadIdx.x) == 256) {" in body
+    plain = kernel_body(lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source)
+    assert "__launch_bounds__(288)" in plain and "tl_setmaxnreg" not in plain
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+def test_the_overlapped_loop_assembles_without_spills(tmp_path):
+    """ptxas -v: with the producer warp (168 registers a thread) P of the previous iteration
+    spilled 128 bytes; with the consumers' 240 nothing spills."""
+    src = tmp_path / "fa.cu"
+    src.write_text(lower(flash_attention(8, 16, 4096, 128, 128, 128, 256, 2), **OFF).device_source)
+    out = subprocess.run([toolchain.nvcc_path(), "-cubin", "-arch=sm_90a", "-Xptxas", "-v", str(src), "-o",
+                          str(tmp_path / "fa.cubin")], check=True, capture_output=True, text=True)
+    assert " 0 bytes spill stores, 0 bytes spill loads" in out.stderr
 
 
 def test_by_default_the_loop_stays_as_written():

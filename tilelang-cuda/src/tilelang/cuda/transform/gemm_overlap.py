@@ -42,8 +42,18 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .pingpong import consumer_branch, extern_name
+from .tensor_core import MIN_BLOCKS_ATTR
 
 CONFIG = "tl.intra_warpgroup_overlap"
+# Registers: the overlap keeps P of the previous iteration live through the softmax, more
+# than the 168 per thread a block of 9 warps gets (3 warps share one SM sub-partition's
+# 16384). As FlashAttention-3 does, the producer becomes a warpgroup that gives registers
+# back (setmaxnreg.dec) and the two consumer warpgroups take them (setmaxnreg.inc): 256 x
+# 240 + 128 x 24 = 64512 of the SM's 65536 (PTX ISA, "setmaxnreg"; ptxas -v: no spills,
+# against 128 bytes with the producer warp). 384 threads of at least 86 registers at launch
+# leave room for one block per SM, so the increase always finds its registers.
+CONSUMER_THREADS, WARP_GROUP = 256, 128
+CONSUMER_REGS, PRODUCER_REGS = 240, 24
 
 
 def _wait(stmt: Any, pending: int) -> bool:
@@ -174,19 +184,47 @@ def _is_alloc_of(stmt: Any, buffers: set[Any]) -> bool:
 def _run(func: Any) -> Any:
     if not pass_config(CONFIG, False):
         return func
+    widened: list[tuple[Any, int]] = []  # (threadIdx.x, consumer threads) of blocks given a producer warpgroup
 
     def on_if(branch: Any) -> Any:
-        if consumer_branch(branch) is None:
+        roles = consumer_branch(branch)
+        if roles is None:
             return branch
+        rotated: list[Any] = []
 
         def on_for(loop: Any) -> Any:
             plan = _Loop(loop)
-            return plan.rewrite() if plan.ok else loop
+            if not plan.ok:
+                return loop
+            rotated.append(loop)
+            return plan.rewrite()
 
         consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")
-        return tirx.IfThenElse(branch.condition, consumers, branch.else_case)
+        producer = branch.else_case
+        if rotated and roles[1] == CONSUMER_THREADS and not _min_blocks_hint(func):
+            consumers = seq([extern_call("tl_setmaxnreg_inc", CONSUMER_REGS), consumers])
+            producer = seq([extern_call("tl_setmaxnreg_dec", PRODUCER_REGS), producer])
+            widened.append(roles)
+        return tirx.IfThenElse(branch.condition, consumers, producer)
 
-    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="pre"))
+    body = tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="pre")
+    for tid, threads in widened:
+        def on_attr(stmt: Any, tid: Any = tid, threads: int = threads) -> Any:
+            if stmt.attr_key == "thread_extent" and stmt.node.var.same_as(tid):
+                return tirx.AttrStmt(stmt.node, stmt.attr_key, tirx.IntImm("int32", threads + WARP_GROUP), stmt.body)
+            return stmt
+
+        body = tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre")
+    return func.with_body(body)
+
+
+def _min_blocks_hint(func: Any) -> bool:
+    """Whether the occupancy plan asks for more than one block per SM (its launch-bounds
+    hint): a block that takes registers from the pool for its consumers must be alone."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: found.append(a)
+                                        if a.attr_key == MIN_BLOCKS_ATTR else None))
+    return bool(found)
 
 
 def OverlapSecondGemm() -> Any:

@@ -145,6 +145,8 @@ def consumer_branch(branch: Any) -> tuple[Any, int] | None:
     """(threadIdx.x, consumer threads) when ``branch`` is SpecializeWarps' role split:
     ``if (tid < n) consumers else if (tid == n) producer``."""
     cond, other = branch.condition, branch.else_case
+    if isinstance(other, tirx.SeqStmt):  # the producer warpgroup's setmaxnreg first (gemm_overlap.py)
+        other = other[len(other) - 1]
     if not (isinstance(cond, tirx.LT) and isinstance(cond.b, tirx.IntImm) and isinstance(other, tirx.IfThenElse)):
         return None
     producer = other.condition
