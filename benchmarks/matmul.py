@@ -34,6 +34,7 @@ from cuda_timing import time_ms
 from gemm import matmul
 from tilelang.carver.arch import driver
 from tilelang.errors import TileLangError
+from tilelang.testing.kernels import persistent_gemm  # upstream's persistent example
 
 # (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the
 # pipelined GEMMs run on wgmma; "tl.disable_wgmma" measures the mma.sync path they replace.
@@ -65,29 +66,6 @@ CONFIGS = [
 PERSISTENT_CONFIGS = [(128, 256, 64, 256, 3), (128, 128, 64, 128, 4), (128, 128, 32, 128, 3)]
 SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b",
          "tl.disable_tma_lower": "cpasync", "tl.disable_warp_specialized": "nows"}
-
-
-def persistent_matmul(M, N, K, bM, bN, bK, threads, stages, sm_num, group_size=8):
-    """Upstream's persistent GEMM example: ``sm_num`` blocks walk the tiles with
-    T.Persistent and write C through a shared tile."""
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(sm_num, threads=threads) as block_id:
-            A_shared = T.alloc_shared((bM, bK), "float16")
-            B_shared = T.alloc_shared((bK, bN), "float16")
-            C_local = T.alloc_fragment((bM, bN), "float32")
-            C_shared = T.alloc_shared((bM, bN), "float16")
-            for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
-                T.clear(C_local)
-                for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                    T.copy(A[bx * bM, k * bK], A_shared)
-                    T.copy(B[k * bK, by * bN], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                T.copy(C_local, C_shared)
-                T.copy(C_shared, C[bx * bM, by * bN])
-
-    return main
 
 
 def shared_epilogue_matmul(M, N, K, bM, bN, bK, threads, stages):
@@ -171,7 +149,7 @@ def main() -> None:
             jobs.append((label, matmul.builder(n, n, n, *config), options))
         for config in PERSISTENT_CONFIGS:
             shape = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}"
-            jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_matmul(n, n, n, *config, sm_num), {}))
+            jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num), {}))
             jobs.append((f"shared-epilogue/{shape}", shared_epilogue_matmul(n, n, n, *config), {}))
         jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for label, func, options in jobs:

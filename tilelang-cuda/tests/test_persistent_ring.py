@@ -21,6 +21,7 @@ import tilelang.language as T
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
 from tilelang.engine.lower import lower as lower_artifact
+from tilelang.testing.kernels import persistent_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 
@@ -31,44 +32,6 @@ def lower(func, **configs):
     spec = next(s for s in execution_specs(context.module) if s.name == "tvm_ffi")
     context = dataclasses.replace(context, execution_spec=spec)
     return lower_artifact(func, context, out_idx=[-1], pass_configs=configs or None)
-
-
-def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="persistent", group_size=8):
-    """Upstream's examples/gemm/example_gemm_persistent.py kernel, both spellings."""
-    m_blocks, n_blocks = -(-M // bM), -(-N // bN)
-    waves = -(-(m_blocks * n_blocks) // sm_num)
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(sm_num, threads=threads) as block_id:
-            A_shared = T.alloc_shared((bM, bK), "float16")
-            B_shared = T.alloc_shared((bK, bN), "float16")
-            C_local = T.alloc_fragment((bM, bN), "float32")
-            C_shared = T.alloc_shared((bM, bN), "float16")
-            if spelling == "persistent":
-                for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
-                    T.clear(C_local)
-                    for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                        T.copy(A[bx * bM, k * bK], A_shared)
-                        T.copy(B[k * bK, by * bN], B_shared)
-                        T.gemm(A_shared, B_shared, C_local)
-                    T.copy(C_local, C_shared)
-                    T.copy(C_shared, C[bx * bM, by * bN])
-            else:
-                for w in T.serial(waves):
-                    tile_id = sm_num * w + block_id
-                    bx = (tile_id // group_size) % m_blocks
-                    by = (tile_id % group_size) + (tile_id // group_size) // m_blocks * group_size
-                    if bx * bM < M and by * bN < N:
-                        T.clear(C_local)
-                        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                            T.copy(A[bx * bM, k * bK], A_shared)
-                            T.copy(B[k * bK, by * bN], B_shared)
-                            T.gemm(A_shared, B_shared, C_local)
-                        T.copy(C_local, C_shared)
-                        T.copy(C_shared, C[bx * bM, by * bN])
-
-    return main
 
 
 def gated_gemm(M, N, K, sm_num):

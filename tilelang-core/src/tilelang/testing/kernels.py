@@ -136,6 +136,47 @@ def tile_gemm(M, N, K, bM=32, bN=32, bK=16, trans_a=False, trans_b=False, dtype=
     return main
 
 
+def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="persistent", group_size=8,
+                    dtype="float16", accum_dtype="float32"):
+    """Upstream's examples/gemm/example_gemm_persistent.py kernel as a classic builder:
+    ``sm_num`` blocks walk the tiles (``spelling`` "persistent": T.Persistent; "wave_loop":
+    upstream's hand-written loop over waves), C through a shared tile."""
+    m_blocks, n_blocks = -(-M // bM), -(-N // bN)
+    waves = -(-(m_blocks * n_blocks) // sm_num)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(sm_num, threads=threads) as block_id:
+            A_shared = T.alloc_shared((bM, bK), dtype)
+            B_shared = T.alloc_shared((bK, bN), dtype)
+            C_local = T.alloc_fragment((bM, bN), accum_dtype)
+            C_shared = T.alloc_shared((bM, bN), dtype)
+            if spelling == "persistent":
+                for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
+                    T.clear(C_local)
+                    for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                        T.copy(A[bx * bM, k * bK], A_shared)
+                        T.copy(B[k * bK, by * bN], B_shared)
+                        T.gemm(A_shared, B_shared, C_local)
+                    T.copy(C_local, C_shared)
+                    T.copy(C_shared, C[bx * bM, by * bN])
+            else:
+                for w in T.serial(waves):
+                    tile_id = sm_num * w + block_id
+                    bx = (tile_id // group_size) % m_blocks
+                    by = (tile_id % group_size) + (tile_id // group_size) // m_blocks * group_size
+                    if bx * bM < M and by * bN < N:
+                        T.clear(C_local)
+                        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                            T.copy(A[bx * bM, k * bK], A_shared)
+                            T.copy(B[k * bK, by * bN], B_shared)
+                            T.gemm(A_shared, B_shared, C_local)
+                        T.copy(C_local, C_shared)
+                        T.copy(C_shared, C[bx * bM, by * bN])
+
+    return main
+
+
 def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
     """Flash-attention forward over [batch, seq, heads, dim] fp16 tensors (online softmax
     over key blocks; the examples' kernel, here for tests that run from an installed wheel)."""
