@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "pass_config": "tilelang.backend.pass_pipeline",
     "flatten_and_vectorize": "tilelang.backend.pass_pipeline",
     "CaptureLaunchMetadata": "tilelang.backend.pass_pipeline",
+    "captured_launches": "tilelang.backend.pass_pipeline",
     "GuardEmptyLaunches": "tilelang.backend.pass_pipeline",
     "PadTinySharedAllocations": "tilelang.backend.pass_pipeline",
     "python_expr": "tilelang.backend.pass_pipeline",

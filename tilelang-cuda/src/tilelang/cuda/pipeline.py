@@ -30,6 +30,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
+    from .transform.shared_memory_limit import CheckSharedMemory
     from .transform.tma_copy import LowerTmaCopies
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
@@ -60,6 +61,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         tirx.transform.SplitHostDevice(),
         LowerIket(),
         CaptureLaunchMetadata(),
+        CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure
         tirx.transform.MakePackedAPI(),
         tirx.transform.FP8StorageLegalize(),
         tirx.transform.BF16StorageLegalize(),

@@ -1,13 +1,14 @@
 """Shared pass-pipeline plumbing; backends own their ordered pass lists."""
 
 from .launch_checks import GuardEmptyLaunches
-from .launch_metadata import CaptureLaunchMetadata, python_expr
+from .launch_metadata import CaptureLaunchMetadata, captured_launches, python_expr
 from .pipeline import PassPipeline, pass_config, prim_func_pass, take_pass_error
 from .pipeline_utils import flatten_and_vectorize
 from .shared_memory import PadTinySharedAllocations
 
 __all__ = [
     "CaptureLaunchMetadata",
+    "captured_launches",
     "GuardEmptyLaunches",
     "PadTinySharedAllocations",
     "PassPipeline",

@@ -151,6 +151,13 @@ def _ffi_kernel_call(call: Any) -> tuple[str, list[Any], dict[str, Any]]:
     return str(args[0].value), operands, dict(zip(values, extents))
 
 
+def captured_launches(mod: Any) -> list[dict[str, Any]]:
+    """The launches CaptureLaunchMetadata recorded on ``mod`` (symbol, args, grid, block,
+    dynamic_smem as Python expressions); empty before it ran."""
+    value = mod.attrs.get(LAUNCHES_ATTR) if mod.attrs is not None else None
+    return json.loads(str(value)) if value is not None else []
+
+
 def CaptureLaunchMetadata(host_calls: bool = False) -> Any:
     """host_calls: also record direct calls of module functions (see the module docstring)."""
     import tvm
