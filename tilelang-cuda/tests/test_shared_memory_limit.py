@@ -1,5 +1,5 @@
 """More shared memory than a block may have is a compile error that says how much, the
-limit of the arch, and what shrinks it (transform/shared_memory_limit.py) — on the H200 such
+limit of the arch, and what shrinks it (transform/shared_memory.py) — on the H200 such
 a kernel compiled and then failed to launch."""
 
 from __future__ import annotations

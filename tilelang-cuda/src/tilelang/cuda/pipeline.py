@@ -30,7 +30,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
-    from .transform.shared_memory_limit import CheckSharedMemory
+    from .transform.shared_memory import CheckSharedMemory
     from .transform.tma_copy import LowerTmaCopies
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads

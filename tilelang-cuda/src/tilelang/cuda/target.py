@@ -75,3 +75,9 @@ def is_plain_cuda_target(target: Any) -> bool:
 
 def arch_of(target: Any) -> str:
     return str(target.export().get("arch", DEFAULT_ARCH))
+
+
+def kernel_arch(func: Any) -> str:
+    """The arch of a PrimFunc's target attribute ("" where it has none, as before binding)."""
+    target = func.attrs.get("target") if func.attrs else None
+    return str(target.export().get("arch", "")) if target is not None else ""

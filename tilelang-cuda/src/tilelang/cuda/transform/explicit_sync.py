@@ -36,6 +36,8 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
+from ..target import kernel_arch
+
 # the ops of tilelang/language/barriers.py (plugins read core through tilelang.plugin alone)
 BARRIER_INIT, TMA_COPY, WARP_ROLE = "tl.barrier_init", "tl.tma_copy", "tl.warp_role"
 MBARRIER_WAIT, MBARRIER_ARRIVE = "tl.mbarrier_wait_parity", "tl.mbarrier_arrive"
@@ -70,8 +72,7 @@ def _thread(func: Any, kernel: str) -> tuple[Any, int]:
 
 
 def _check_arch(func: Any, kernel: str, used: set[str]) -> None:
-    target = func.attrs.get("target") if func.attrs else None
-    arch = str(target.export().get("arch", "")) if target is not None else ""
+    arch = kernel_arch(func)
     digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
     if not digits.isdigit() or int(digits) < MIN_SM:
         ops = ", ".join(sorted({SPELLING.get(n, "T." + n[3:]) for n in used}))

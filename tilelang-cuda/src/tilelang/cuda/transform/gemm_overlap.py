@@ -37,7 +37,14 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq, substitute
+from tilelang.plugin import (
+    buffer_accesses,
+    extern_call,
+    pass_config,
+    prim_func_pass,
+    seq,
+    substitute,
+)
 from tvm import tirx
 from tvm.ir import TensorLoad
 
@@ -68,13 +75,10 @@ def _calls(stmt: Any, name: str) -> bool:
 
 
 def _buffers(stmt: Any) -> tuple[set[Any], set[Any]]:
-    """(buffers read, buffers written) by ``stmt`` (a buffer is its data variable in TVM
-    0.27: one object per allocation, hashed by identity)."""
-    reads, writes = set(), set()
-    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda s: writes.add(s.buffer)),
-                                   (TensorLoad, lambda s: reads.add(s.source)
-                                    if isinstance(s.source, tirx.Buffer) else None)])
-    return reads, writes
+    """(buffers read, buffers written) by ``stmt`` (a buffer is a variable in TVM 0.27: one
+    object per allocation, hashed by identity)."""
+    accesses = buffer_accesses(stmt)
+    return {b for b, _, store in accesses if not store}, {b for b, _, store in accesses if store}
 
 
 def _loads_memory(expr: Any) -> bool:

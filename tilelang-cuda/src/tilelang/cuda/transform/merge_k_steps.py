@@ -39,15 +39,13 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.sym.analyzer import Analyzer
 
-from .wgmma import DISABLE_WGMMA_CONFIG, WGMMA_ARCHS
+from .shared_memory import PLANNING_BUDGET, buffer_bytes, staged_shared_bytes
+from .tma import free_vars
+from .wgmma import on_wgmma
 
 DISABLE_CONFIG = "tl.disable_k_step_merge"
 ROW_BYTES = 128  # the widest TMA/wgmma swizzle row (PTX ISA, "Shared memory matrix layout")
 MAX_FACTOR = 4
-# sm_90 gives a block at most 227 KiB of shared memory (CUDA C++ Programming Guide, "Compute
-# Capabilities"); the merged stages must leave room for the static barriers, padded epilogue
-# tiles and 1 KiB alignment the later passes add
-SMEM_BUDGET = 220 * 1024
 
 
 def _is_int(expr: Any, value: int) -> bool:
@@ -105,7 +103,7 @@ class _Plan:
         axis = wide[tile_axis]
         k = self.loop.loop_var
         for a, r in enumerate(src.region):
-            moves = any(v.same_as(k) for v in _vars(r.min) + _vars(r.extent))
+            moves = any(v.same_as(k) for v in free_vars(r.min) + free_vars(r.extent))
             if a != axis and moves:
                 return None
         r = src.region[axis]
@@ -147,28 +145,6 @@ class _Plan:
         return merged, tiles
 
 
-def _vars(expr: Any) -> list[Any]:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
-    return found
-
-
-def _bytes(buffer: Any) -> int:
-    shape = static_ints(buffer.shape)
-    count = 1
-    for d in shape or [0]:
-        count *= d
-    return count * dtype_bytes(buffer.dtype)
-
-
-def _shared_bytes(body: Any) -> int:
-    """The kernel's shared tiles as written, once each (what the stages multiply comes on top)."""
-    found: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: found.append(a.buffer)
-                                   if str(a.buffer.scope()).startswith("shared") else None))
-    return sum(_bytes(b) for b in found)
-
-
 def _uses(body: Any, buffer: Any) -> int:
     found = []
 
@@ -182,21 +158,13 @@ def _uses(body: Any, buffer: Any) -> int:
     return len(found)
 
 
-def _on_wgmma(func: Any) -> bool:
-    """Whether this kernel's pipelined GEMMs will run on wgmma (wgmma.py): on a TMA ring or,
-    without tensor maps, a cp.async ring, which pays a wait and a block barrier per step."""
-    target = func.attrs.get("target") if func.attrs else None
-    arch = str(target.export().get("arch", "")) if target is not None else ""
-    return arch in WGMMA_ARCHS and not any(pass_config(key) for key in (DISABLE_CONFIG, DISABLE_WGMMA_CONFIG))
-
-
 def _run(func: Any) -> Any:
-    if not _on_wgmma(func):
+    # on wgmma both TMA and cp.async rings pay per step (a wait and a block barrier for the latter)
+    if not on_wgmma(func) or pass_config(DISABLE_CONFIG):
         return func
     analyzer = Analyzer()
     plans: list[_Plan] = []
-
-    shared = _shared_bytes(func.body)
+    shared = staged_shared_bytes(func.body)
 
     def visit(loop: Any) -> None:
         if "num_stages" in (loop.annotations or {}):
@@ -204,9 +172,8 @@ def _run(func: Any) -> Any:
             # the tiles serve this loop alone: two copies and the GEMM read or write each
             if not plan.ok or any(_uses(func.body, t) != 2 for t, _, _ in plan.operands):
                 return
-            stages = int(loop.annotations["num_stages"])
-            operands = sum(_bytes(t) for t, _, _ in plan.operands)
-            if shared - operands + max(stages, 1) * plan.factor * operands <= SMEM_BUDGET:
+            staged = max(int(loop.annotations["num_stages"]), 1) * sum(buffer_bytes(t) for t, _, _ in plan.operands)
+            if shared + (plan.factor - 1) * staged <= PLANNING_BUDGET:
                 plans.append(plan)  # else the merged stages would not fit: the loop stays as written
 
     tvm_ffi.structural_walk(func.body, (tirx.For, visit))

@@ -31,55 +31,11 @@ from tilelang.plugin import (
 )
 from tvm import tirx
 
-from .explicit_sync import ROLE_ATTR
-from .merge_k_steps import SMEM_BUDGET
 from .mma_layout import padded_row
-from .wgmma import DISABLE_WGMMA_CONFIG, WGMMA_ARCHS
+from .shared_memory import PLANNING_BUDGET, staged_shared_bytes
+from .wgmma import on_wgmma
 
 DISABLE_CONFIG = "tl.disable_shared_epilogue"
-
-
-def _bytes(buffer: Any, cols: int | None = None) -> int:
-    shape = static_ints(buffer.shape) or [0]
-    if cols is not None:
-        shape = [*shape[:-1], cols]
-    count = 1
-    for d in shape:
-        count *= d
-    return count * dtype_bytes(buffer.dtype)
-
-
-def _staged_shared_bytes(body: Any) -> int:
-    """Shared memory the kernel's tiles take, a pipelined loop's copy destinations once per
-    stage (what the ring will allocate)."""
-    stages: dict[Any, int] = {}
-
-    def on_loop(loop: Any) -> None:
-        count = int(loop.annotations["num_stages"]) if "num_stages" in (loop.annotations or {}) else 0
-
-        def on_copy(stmt: Any) -> None:
-            if count and tile_op_name(stmt) == "copy":
-                dst = stmt.value.args[1].source
-                stages[dst] = max(stages.get(dst, 1), count)
-
-        tvm_ffi.structural_walk(loop.body, (tirx.Evaluate, on_copy))
-
-    tvm_ffi.structural_walk(body, (tirx.For, on_loop))
-    shared: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: shared.append(a.buffer)
-                                   if str(a.buffer.scope()).startswith("shared") else None))
-    return sum(_bytes(b) * stages.get(b, 1) for b in shared)
-
-
-def _on_wgmma(func: Any) -> bool:
-    """sm_90 and wgmma, and not the user's own schedule (T.ws roles: their GEMMs run on
-    mma.sync, and their shared tiles are the user's)."""
-    target = func.attrs.get("target") if func.attrs else None
-    arch = str(target.export().get("arch", "")) if target is not None else ""
-    roles: list[Any] = []
-    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: roles.append(a) if a.attr_key == ROLE_ATTR else None))
-    return arch in WGMMA_ARCHS and not roles and not pass_config(DISABLE_WGMMA_CONFIG) and \
-        not pass_config(DISABLE_CONFIG)
 
 
 def _direct_copies(body: Any) -> list[Any]:
@@ -111,12 +67,12 @@ def _direct_copies(body: Any) -> list[Any]:
 
 
 def _run(func: Any) -> Any:
-    if not _on_wgmma(func):
+    if not on_wgmma(func) or pass_config(DISABLE_CONFIG):
         return func
     copies = _direct_copies(func.body)
     if not copies:
         return func
-    budget = SMEM_BUDGET - _staged_shared_bytes(func.body)
+    budget = PLANNING_BUDGET - staged_shared_bytes(func.body)
     tiles: dict[Any, Any] = {}  # accumulator -> its shared tile (one per accumulator)
     rewritten: dict[Any, Any] = {}
     for stmt in copies:

@@ -60,6 +60,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from ..target import kernel_arch
 from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
 from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
 from .explicit_sync import role_threads
@@ -513,17 +514,12 @@ def _block_vars(func: Any) -> list[Any]:
     return found
 
 
-def _arch(func: Any) -> str:
-    target = func.attrs.get("target") if func.attrs else None
-    return str(target.export().get("arch", "")) if target is not None else ""
-
-
 def _run(func: Any, tensor_maps: bool) -> Any:
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return func
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    work = _Kernel(func, kernel, *binding, arch=_arch(func), tensor_maps=tensor_maps)
+    work = _Kernel(func, kernel, *binding, arch=kernel_arch(func), tensor_maps=tensor_maps)
     role = role_threads(func)
     if role:  # every T.gemm inside T.ws roles of `role` threads: C spreads over the role's warps
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)

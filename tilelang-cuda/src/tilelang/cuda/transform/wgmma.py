@@ -28,7 +28,9 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from ..target import kernel_arch
 from .cp_async import SHARED_SCOPES, SharedTile
+from .explicit_sync import ROLE_ATTR
 from .mma_layout import (
     WARP,
     Accumulator,
@@ -42,6 +44,14 @@ WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
+
+
+def on_wgmma(func: Any) -> bool:
+    """Whether the kernel's tensor-core GEMMs can take wgmma: sm_90, not disabled, and not
+    the user's own schedule (T.ws roles run their GEMMs on mma.sync; explicit_sync.py)."""
+    roles: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: roles.append(a) if a.attr_key == ROLE_ATTR else None))
+    return kernel_arch(func) in WGMMA_ARCHS and not pass_config(DISABLE_WGMMA_CONFIG) and not roles
 
 
 class WgmmaGemms:
