@@ -303,11 +303,12 @@ class AsyncCopyPipelines:
         self.needs_alignment = True
         if self._may_specialize(loop, ring):
             self.block_prologue += ring.prologue(specialized=True)
-            consumers = ring.specialized(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
-                                         if acc is not None else None, rest, at)
-            if ring.carried:  # its producer replays the path to the ring, from just before it
+            consumers, producer = ring.specialized(
+                lambda release: self._wgmma(acc, first.value.args, after_wait=release) if acc is not None else None,
+                rest, at)
+            if producer is not None:  # carried: it replays the path to the ring, from just before it
                 anchor = next(s for s in ring.path if isinstance(s, (tirx.For, tirx.IfThenElse)))
-                self.hoisted.append((anchor, ring.hoisted_producer))
+                self.hoisted.append((anchor, producer))
             return consumers
         return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
                                   if acc is not None else None, rest, at)

@@ -273,7 +273,7 @@ class TmaRing:
         return seq([*self.prologue(specialized=False), self._checks(), *issued, main,
                     extern_call("tl_wgmma_wait", 0), block_barrier()])
 
-    def specialized(self, first_gemm: Any, rest: list[Any], at: int) -> Any:
+    def specialized(self, first_gemm: Any, rest: list[Any], at: int) -> tuple[Any, Any]:
         """A producer warp of its own issues every iteration's boxes as soon as its stage
         is released (the first ``stages`` at once); the consumers only wait and release.
         The producer's loop is marked for SpecializeWarps, which gives it the warp.
@@ -283,7 +283,10 @@ class TmaRing:
         iteration — the next tile's stages load while the consumers run this tile's
         epilogue. Both roles count the ring's iterations in a register of their own; the
         consumers release the last stage after the loop (its wgmma is done then), since the
-        next outer iteration refills it."""
+        next outer iteration refills it.
+
+        Returns (what replaces the loop, the marked producer to place before the path's
+        outermost loop or condition — None when not carried: then it is in the first)."""
         k, n = self.loop.loop_var, self.loop.extent
         pk = tirx.Var("k", "int32")
         base = tirx.Var("produced", "int32")
@@ -296,16 +299,15 @@ class TmaRing:
         if not self.carried:
             marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
             main = self._consumer_loop(first_gemm, rest, at, None)
-            return seq([self._checks(), marked, main, drain, block_barrier()])
+            return seq([self._checks(), marked, main, drain, block_barrier()]), None
         producer = seq([tirx.Bind(base, tirx.BufferLoad(self.produced, [0])), producer,
                         tirx.BufferStore(self.produced, base + n, [0])])
-        # the replayed path goes to the top of the block (cp_async: after the ring's
-        # prologue), outside the consumers' loops and conditions: left where the ring is,
-        # the simplifier proved the replayed guard from the consumers' own copy of it and
-        # dropped it (H200: T.Persistent over more blocks than tiles, one wave; the idle
-        # blocks' producers issued and then waited forever for releases)
-        self.hoisted_producer = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads,
-                                              replay(self.path, producer))
+        # the replayed path goes outside the consumers' loops and conditions (cp_async puts
+        # it before the path's outermost one): left where the ring is, the simplifier proved
+        # the replayed guard from the consumers' own copy of it and dropped it (H200:
+        # T.Persistent over more blocks than tiles, one wave; the idle blocks' producers
+        # issued and then waited forever for releases)
+        hoisted = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, replay(self.path, producer))
         consumed = tirx.Var("consumed", "int32")
         for load in self.loads:  # the GEMMs read the stage of the running count too
             load.tile.base = consumed
@@ -313,7 +315,7 @@ class TmaRing:
         last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1)))
         return seq([self._checks(), tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
                     tirx.IfThenElse(n > 0, last, None), tirx.BufferStore(self.consumed, consumed + n, [0]),
-                    block_barrier()])
+                    block_barrier()]), hoisted
 
 
 def free_vars(expr: Any) -> list[Any]:
