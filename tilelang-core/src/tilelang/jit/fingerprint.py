@@ -17,6 +17,7 @@ remembered (git's "racy clean" rule: an edit within the same clock tick keeps th
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import hashlib
 import json
@@ -148,9 +149,10 @@ def compiler_fingerprint() -> str:
     return tree_fingerprint(Path(p) for p in tilelang.__path__)
 
 
-def editable_source_roots(dist: object) -> list[Path] | None:
+def editable_source_roots(dist: object, pth_files: Iterable[Path] | None = None) -> list[Path] | None:
     """The source folders of an editable install (None for an ordinary one): the folders its
-    ``.pth`` files put on sys.path, else the project folder of ``direct_url.json``."""
+    ``.pth`` files put on sys.path, else the project folder of ``direct_url.json``.
+    ``pth_files``: those files where the caller found them already (else ``dist.files``)."""
     text = dist.read_text("direct_url.json")  # type: ignore[attr-defined]
     try:
         info = json.loads(text) if text else {}
@@ -158,12 +160,13 @@ def editable_source_roots(dist: object) -> list[Path] | None:
         info = {}
     if not info.get("dir_info", {}).get("editable"):
         return None
+    if pth_files is None:
+        pth_files = [Path(f.locate()) for f in dist.files or () if f.suffix == ".pth"]  # type: ignore[attr-defined]
     roots = []
-    for file in dist.files or ():  # type: ignore[attr-defined]
-        if file.suffix == ".pth":
-            for line in Path(file.locate()).read_text().splitlines():
-                if line and not line.startswith(("#", "import ")) and Path(line).is_dir():
-                    roots.append(Path(line))
+    for file in pth_files:
+        for line in file.read_text().splitlines():
+            if line and not line.startswith(("#", "import ")) and Path(line).is_dir():
+                roots.append(Path(line))
     if not roots and str(info.get("url", "")).startswith("file://"):
         project = Path(info["url"][len("file://"):])
         roots.append(project / "src" if (project / "src").is_dir() else project)
@@ -189,6 +192,41 @@ def distribution_fingerprint(name: str) -> str:
         if file.suffix in COMPILER_SOURCE_SUFFIXES:
             recorded = file.hash.value if file.hash is not None else Path(file.locate()).read_bytes().hex()
             digest.update(f"{file}={recorded}\n".encode())
+    return digest.hexdigest()
+
+
+@functools.cache
+def distributions_fingerprint(names: frozenset[str]) -> str:
+    """One hash of the code of several distributions, as a request key needs it: what
+    ``distribution_fingerprint`` covers for each, for less (a hit in a new process pays it).
+    A distribution is hashed by its whole RECORD (every installed file's hash, METADATA and
+    so its version included; a reinstall that changes any file's hash changes it, which
+    costs a miss at worst) and, when editable, by its sources, all distributions' sources
+    in one tree fingerprint (one stat walk, one remembered hash), instead of a RECORD parse,
+    a METADATA parse and a remembered hash per distribution. Once per process, as the others."""
+    import importlib_metadata
+
+    digest = hashlib.sha256(b"distributions-v1")
+    roots: list[Path] = []
+    for name in sorted(names):
+        try:
+            dist = importlib_metadata.distribution(name)
+        except importlib_metadata.PackageNotFoundError:
+            digest.update(f"{name}: not installed\n".encode())
+            continue
+        record = dist.read_text("RECORD")
+        if record is None:  # an installer that writes no RECORD: the distribution's own hash
+            digest.update(f"{name}: {distribution_fingerprint(name)}\n".encode())
+            continue
+        digest.update(f"{name}: {hashlib.sha256(record.encode()).hexdigest()}\n".encode())
+        pth_files = [Path(dist.locate_file(row[0])) for row in csv.reader(record.splitlines())
+                     if row and row[0].endswith(".pth")]
+        editable = editable_source_roots(dist, pth_files)
+        if editable is not None:
+            digest.update(f"{name} sources: {[str(root) for root in editable]}\n".encode())
+            roots += editable
+    if roots:
+        digest.update(tree_fingerprint(roots).encode())
     return digest.hexdigest()
 
 

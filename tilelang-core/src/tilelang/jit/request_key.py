@@ -245,15 +245,16 @@ def _target_request(target: Any) -> str:
 
 
 def _plugins() -> str:
-    """Every registered plugin distribution with the hash of its code (the context, which
-    would say which ones a kernel uses, is not built on this path)."""
+    """Every registered plugin distribution with the hash of their code (the context, which
+    would say which ones a kernel uses, is not built on this path); one hash for all of
+    them (``distributions_fingerprint``: a hit pays it)."""
     from ..backend.registry import REGISTRY, origin
-    from .fingerprint import _CORE, distribution_fingerprint
+    from .fingerprint import _CORE, distributions_fingerprint
 
     names = {origin("backend", name)[0] for name in REGISTRY.backends}
     names |= {origin("execution", name)[0] for name in REGISTRY.execution_backends}
     names.discard(_CORE)
-    return ",".join(f"{name}:{distribution_fingerprint(name)[:32]}" for name in sorted(names))
+    return f"{','.join(sorted(names))}:{distributions_fingerprint(frozenset(names))}"
 
 
 def _tvm_version() -> str:
