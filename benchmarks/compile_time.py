@@ -23,7 +23,11 @@ disk) is recorded as such and cannot eat the run. What is measured:
    calls a kernel); then disk hits in new processes (the kernel is written the upstream way, ``import tilelang.language as T`` at
    module level): the time to a callable, and whether TVM or torch was imported, also in a
    process that imported torch first and made a tensor on the GPU (tvm_ffi's own import
-   loads torch; a torch program has its CUDA context before it calls a kernel).
+   loads torch; a torch program has its CUDA context before it calls a kernel), and one
+   more hit of each kind in stages (``HIT_STAGES``: the packages the plain hits imported,
+   each timed on its own, the request key, the cache's integrity checks, TVM's runtime
+   libraries, the module load, the launcher), in a process of its own so that the probes
+   stay out of the plain hits' times.
    Without a GPU: the CUDA sm_90 code generation and device compile only (no load), and the
    CPU target's GEMM (fp32 1024^3) as the runnable kernel. ``--quick`` leaves the CPU GEMM
    out where there is a GPU, and runs 3 hits per backend.
@@ -100,6 +104,32 @@ ONCE_PER_PROCESS = (
 )
 
 
+# What a disk hit is made of, timed in a process of its own (``hit_stages``: its wrappers and
+# their modules' imports stay out of the plain hits' totals): (stage, module, attribute path).
+# The packages the plain hits imported (tvm_ffi, ...) are imported first, each timed.
+HIT_STAGES = (
+    ("request key", "tilelang.jit.request_key", "request_key"),
+    ("cache lookups (request index, entry integrity)", "tilelang.cache", "KernelCache.lookup"),
+    ("artifact (json)", "tilelang.jit.kernel", "load_artifact"),
+    ("TVM runtime library (libtvm_runtime)", "tilelang.jit.adapter.tvm_ffi.runtime", "_runtime_library"),
+    ("TVM runtime sidecars (device module loaders)", "tilelang.jit.adapter.tvm_ffi.runtime", "_load_sidecars"),
+    ("module load (tvm_ffi.load_module)", "tvm_ffi", "load_module"),
+    ("launcher (argument binder)", "tilelang.jit.adapter.tvm_ffi.backend", "TVMFFILauncher"),
+    ("execution backend load (other)", "tilelang.jit.kernel", "JITKernel._load_hit"),
+)
+
+
+def new_packages(before: set[str]) -> list[str]:
+    """Top-level packages imported since ``before``, in import order, the standard
+    library's left out."""
+    found: dict[str, None] = {}
+    for name in list(sys.modules):
+        top = name.partition(".")[0]
+        if name not in before and top not in sys.stdlib_module_names:
+            found.setdefault(top)
+    return list(found)
+
+
 class StageProbe:
     """Wraps the JIT's steps to time them (exclusive: a device compile inside a build counts
     as device compile only). The wrappers change no cache or request key."""
@@ -156,6 +186,20 @@ class StageProbe:
                 continue
             setattr(owner, name, self.timed(stage, getattr(owner, name)))
 
+    def install_hit(self) -> None:
+        """Wrap HIT_STAGES (those whose module is installed)."""
+        for stage, home, path in HIT_STAGES:
+            if not home.startswith("tilelang.") and home not in sys.modules:
+                continue  # another execution backend's library: not imported to be timed
+            try:
+                owner = importlib.import_module(home)
+            except ImportError:
+                continue
+            *parents, name = path.split(".")
+            for parent in parents:
+                owner = getattr(owner, parent)
+            setattr(owner, name, self.timed(stage, getattr(owner, name)))
+
     def _wrap_context(self, context) -> None:
         from tilelang.backend import refs
         from tilelang.backend.toolchain import declared_toolchain
@@ -210,11 +254,26 @@ def child(spec: dict) -> dict:
         result["preimport_s"] = time.perf_counter() - mark  # not part of total_s
     builder, sizes, target = BUILDERS[spec["builder"]], SIZES[spec["builder"]], spec["target"]
     probe = None
-    if spec["mode"] != "hit":
+    if spec["mode"] == "hit_stages":
+        probe = StageProbe()
+        for package in spec.get("preload", ()):  # what the plain hits imported, each on its own
+            if package in sys.modules:  # imported by one before it
+                continue
+            mark = time.perf_counter()
+            try:
+                importlib.import_module(package)
+            except ImportError:  # a name an extension put in sys.modules (Cython's shared module)
+                continue
+            probe.times[f"import {package}"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        probe.install_hit()
+        probe.times["import tilelang's hit modules"] = time.perf_counter() - mark
+    elif spec["mode"] != "hit":
         probe = StageProbe()
         probe.install()
+    before = set(sys.modules)
     start = time.perf_counter()
-    if probe is not None:  # what the first kernel of a process pays; never on a hit
+    if probe is not None and spec["mode"] != "hit_stages":  # what the first kernel of a process pays; never on a hit
         if "torch" not in sys.modules and importlib.util.find_spec("torch") is not None:
             importlib.import_module("torch")  # tvm_ffi's import loads it anyway: shown on its own
             probe.times["import torch (tvm_ffi's import loads it)"] = time.perf_counter() - start
@@ -234,7 +293,12 @@ def child(spec: dict) -> dict:
         result.update(from_cache=kernel.from_cache, execution_backend=kernel.execution_backend)
     result["total_s"] = time.perf_counter() - start
     result["tvm"], result["torch"] = "tvm" in sys.modules, "torch" in sys.modules
-    if probe is not None:
+    result["packages"] = new_packages(before)
+    if probe is not None and spec["mode"] == "hit_stages":
+        result["total_s"] += sum(v for k, v in probe.times.items() if k.startswith("import "))
+        probe.times["other (the JIT's call, context facts)"] = result["total_s"] - sum(probe.times.values())
+        result["stages"] = probe.times
+    elif probe is not None:
         probe.times["other (keys, checks, cache)"] = result["total_s"] - sum(probe.times.values())
         result["stages"] = probe.times
     return result
@@ -340,9 +404,24 @@ def compile_and_hits(steps: Steps, builder: str, target, backend: str, runs: int
             return out
         hits, out["hit_error"] = _hits(steps, {**spec, "mode": "hit"}, cache, runs)
         out["hits"] = hits
+        if hits:
+            out["hit_stages"] = _hit_stages(steps, spec, hits, cache)
         if hits and importlib.util.find_spec("torch") is not None:
             out["hits_after_torch"], _ = _hits(steps, {**spec, "mode": "hit", "preimport": "torch"}, cache, runs)
+            if out["hits_after_torch"]:
+                out["hit_stages_after_torch"] = _hit_stages(steps, {**spec, "preimport": "torch"},
+                                                            out["hits_after_torch"], cache)
     return out
+
+
+def _hit_stages(steps: Steps, spec: dict, hits: list[dict], cache: str) -> dict:
+    """One more hit, in stages (HIT_STAGES), with the packages the plain ``hits`` imported
+    imported first; a process that compiled instead (the request key changed) is an error."""
+    preload = [p for p in hits[0].get("packages", []) if p not in ("tilelang", spec.get("preimport"))]
+    measured = steps.measurement({**spec, "mode": "hit_stages", "preload": preload}, cache)
+    if "error" not in measured and not measured.get("from_cache"):
+        measured["error"] = "the process compiled instead of hitting the cache"
+    return measured
 
 
 def _hits(steps: Steps, spec: dict, cache: str, runs: int) -> tuple[list[dict], str | None]:
@@ -378,6 +457,9 @@ def summarize(name: str, measured: dict, base: float | None) -> dict:
         row["cold_after_cuda_s"] = after_cuda["total_s"]
         row["stages_after_cuda"] = after_cuda.get("stages", {})
         row["cuda_context_s"] = after_cuda["preimport_s"]  # import torch + its CUDA context
+    for key in ("hit_stages", "hit_stages_after_torch"):
+        if "stages" in measured.get(key, {}):
+            row[key] = {"total_s": measured[key]["total_s"], "stages": measured[key]["stages"]}
     torch_hits = measured.get("hits_after_torch", [])
     if torch_hits:
         row["hit_after_torch_s"] = statistics.median(h["total_s"] for h in torch_hits)
@@ -415,6 +497,12 @@ def markdown(results: dict) -> str:
             lines.append(f"\n{row['name']}, where the cold compile's {row.get('cold_s', 0):.2f} s went:\n")
             lines += ["| stage | seconds |", "|---|---|"]
             lines += [f"| {stage} | {seconds:.3f} |" for stage, seconds in row["stages"].items()]
+        for key, when in (("hit_stages", ""), ("hit_stages_after_torch", ", torch imported before")):
+            if row.get(key):
+                lines.append(f"\n{row['name']}, a disk hit{when} in stages (a process of its own, "
+                             f"{row[key]['total_s'] * 1e3:.1f} ms):\n")
+                lines += ["| stage | ms |", "|---|---|"]
+                lines += [f"| {stage} | {seconds * 1e3:.2f} |" for stage, seconds in row[key]["stages"].items()]
         if row.get("stages_after_cuda"):
             lines.append(f"\n{row['name']}, the cold compile after torch made its CUDA context "
                          f"(which took {row['cuda_context_s']:.2f} s with torch's import, not counted): "
