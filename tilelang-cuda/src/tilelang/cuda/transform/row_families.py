@@ -209,10 +209,8 @@ class RowFamilies:
 
     def _reduce_rows(self, args: Any) -> Any:
         """T.reduce_*(C, row vector, dim=1): the thread's columns of each of its rows,
-        combined as a balanced tree (a chain of 2 x nt dependent steps would put that
-        many instruction latencies on the softmax's critical path between two GEMMs;
-        the tree has log2 of them), then the quad's 4 lanes combined with xor shuffles
-        (every lane ends with the row's value, as every lane holds the row vector)."""
+        then the quad's 4 lanes combined with xor shuffles (every lane ends with the row's
+        value, as every lane holds the row vector)."""
         from tilelang.cuda.language.extensions import shfl_xor
 
         src = self._find(args[0].source, self.accumulators)
@@ -225,16 +223,14 @@ class RowFamilies:
         def combine(x: Any, y: Any) -> Any:
             return reduce_combine(kind, x, y)
 
-        mi, h = self.var("mi"), self.var("h")
+        mi, h, ni, v = (self.var(n) for n in ("mi", "h", "ni", "v"))
         acc = tirx.decl_buffer((1,), dtype, name="row_acc", scope="local")
-        level = [reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)])))
-                 for ni in range(layout.nt) for v in range(2)]
-        while len(level) > 1:
-            level = [combine(*level[i:i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)])))
         current = tirx.BufferLoad(acc, [0])
+        own = unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value), [0])))
         shuffles = [tirx.BufferStore(acc, combine(current, shfl_xor(current, lanes)), [0]) for lanes in (1, 2)]
         target = RowVector.register(mi, h)
         result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
-        body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, combine(init, level[0]), [0]), *shuffles,
+        body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles,
                     tirx.BufferStore(dst.regs, result, [target])])
         return unrolled(mi, layout.mt, unrolled(h, 2, body))
