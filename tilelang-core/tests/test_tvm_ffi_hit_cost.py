@@ -161,3 +161,38 @@ def test_a_distribution_without_a_record_hashes_as_distribution_fingerprint(site
     (site / "acme_whl-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-whl\nVersion: 2.0\n")
     fingerprint.distribution_fingerprint.cache_clear()
     assert fresh("acme-whl") != first
+
+
+def test_a_fresh_request_key_lists_each_folder_once_plugins_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Core's folders and every editable plugin's (``distributions_fingerprint``) in one walk:
+    no folder listed twice, and the plugins' folders listed at all when their fingerprints
+    are computed afresh (the per-process caches emptied)."""
+    from tilelang.backend.registry import REGISTRY, origin
+    from tilelang.jit.request_key import request_key
+
+    def builder(M: int) -> int:
+        return M
+
+    request_key(builder, (4,), {}, {"target": "cpu"})
+    plugins = {origin("execution", name)[0] for name in REGISTRY.execution_backends} - {"tilelang-core"}
+    roots = [root for name in plugins
+             for root in fingerprint.editable_source_roots(fingerprint_dist(name)) or ()]
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counting(path: str) -> object:
+        listed.append(path)
+        return scandir(path)
+
+    for cached in (fingerprint.compiler_fingerprint, fingerprint.distributions_fingerprint):
+        cached.cache_clear()
+    monkeypatch.setattr(fingerprint.os, "scandir", counting)
+    request_key(builder, (4,), {}, {"target": "cpu"})
+    assert listed and len(listed) == len(set(listed)), sorted(p for p in listed if listed.count(p) > 1)
+    assert all(str(root) in listed for root in roots), (roots, listed)
+
+
+def fingerprint_dist(name: str) -> object:
+    import importlib_metadata
+
+    return importlib_metadata.distribution(name)
