@@ -15,11 +15,13 @@ from pathlib import Path
 
 import tilelang
 import torch
+from tilelang.errors import TileLangError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 from cuda_timing import paired_ms, time_ms
 from tilelang.testing.kernels import (
     flash_attention,  # the examples' kernel, classic style
+    flash_attention_persistent,
 )
 
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
@@ -37,6 +39,10 @@ CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {
 CONFIGS += [(tiles, options) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3))
             for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST})]
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
+# persistent: one block per SM walks the (batch, head, query block) tiles with T.Persistent
+# (testing.kernels.flash_attention_persistent); the K/V ring runs on across tiles
+PERSISTENT = [((128, 128, 256, 2), {}), ((128, 128, 256, 2), PP_FIRST), ((128, 128, 256, 3), OVERLAP),
+              ((128, 128, 256, 3), {**OVERLAP, **PP_FIRST})]
 
 
 def label(config: tuple, options: dict) -> str:
@@ -48,27 +54,43 @@ def label(config: tuple, options: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="only the configs whose label contains one of these (e.g. persistent t256/s3)")
+    parser.add_argument("--dims", type=int, nargs="+", default=None, help="only these head dims")
     args = parser.parse_args()
+    sm_num = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for batch, heads, seq_len, dim in SHAPES:
+        if args.dims and dim not in args.dims:
+            continue
         q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA wants [batch, heads, seq, dim]
         reference = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
         flop = 4 * batch * heads * seq_len * seq_len * dim
         t_torch = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
         row = {"shape": [batch, heads, seq_len, dim], "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
-        for config, options in CONFIGS:
-            kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, *config), out_idx=[3],
-                                      target="cuda", pass_configs=options or None)
+        jobs = [(label(config, options), flash_attention(batch, heads, seq_len, dim, *config), options)
+                for config, options in CONFIGS]
+        jobs += [("persistent/" + label(config, options),
+                  flash_attention_persistent(batch, heads, seq_len, dim, *config, sm_num=sm_num), options)
+                 for config, options in PERSISTENT]
+        jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
+        for name, func, options in jobs:
+            try:
+                kernel = tilelang.compile(func, out_idx=[3], target="cuda", pass_configs=options or None)
+            except TileLangError as err:  # a config over the shared-memory limit: recorded, the run goes on
+                row["tilelang"].append({"config": name, "error": str(err).splitlines()[0][:300]})
+                print(json.dumps({"shape": row["shape"], **row["tilelang"][-1]}), flush=True)
+                continue
             err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
             # SDPA is timed again beside each config (alternating samples; see paired_ms)
             t, t_sdpa = paired_ms(lambda: kernel(q, k, v),
                                   lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
-            entry = {"config": label(config, options), "TFLOPs": round(flop / t / 1e9, 1),
-                     "torch_TFLOPs": round(flop / t_sdpa / 1e9, 1), "ratio_vs_torch": round(t_sdpa / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
+            entry = {"config": name, "TFLOPs": round(flop / t / 1e9, 1), "torch_TFLOPs": round(flop / t_sdpa / 1e9, 1),
+                     "ratio_vs_torch": round(t_sdpa / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
             row["tilelang"].append(entry)
             print(json.dumps({"shape": row["shape"], **entry}), flush=True)
-        correct = [e for e in row["tilelang"] if e["correct"]]
+        correct = [e for e in row["tilelang"] if e.get("correct")]
         if correct:
             row["best"] = max(correct, key=lambda e: e["TFLOPs"])
         rows.append(row)

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 import tilelang
-from tilelang.testing.kernels import flash_attention, split_k_gemm
+from tilelang.testing.kernels import (
+    flash_attention,
+    flash_attention_persistent,
+    split_k_gemm,
+)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
@@ -93,6 +97,21 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("sm_num", [3, 132], ids=["waves", "idle-blocks"])
+@pytest.mark.parametrize("dim,stages", [(64, 2), (128, 2), (128, 3)])
+def test_persistent_flash_attention_matches_sdpa(dim, stages, sm_num):
+    """T.Persistent over (batch, head, query block) tiles, the K/V ring carried across them
+    on sm_90: 3 blocks walk 16 tiles in waves; 132 blocks leave most of them idle (their
+    producers must skip every tile too)."""
+    batch, heads, seq_len = 2, 2, 512
+    kernel = tilelang.compile(flash_attention_persistent(batch, heads, seq_len, dim, 128, 128, 256, stages,
+                                                         sm_num=sm_num), out_idx=[3], target="cuda")
+    q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(kernel(q, k, v), ref, rtol=2e-2, atol=2e-2)
 
 
 # -- tensor cores (mma.sync + ldmatrix), cp.async pipelines, rasterization -------------------

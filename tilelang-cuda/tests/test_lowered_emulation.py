@@ -21,7 +21,11 @@ import tvm
 import tvm_ffi
 from lowered_emulator import EmulationError
 from lowered_instructions import lowered_kernel
-from tilelang.testing.kernels import flash_attention, tile_gemm
+from tilelang.testing.kernels import (
+    flash_attention,
+    flash_attention_persistent,
+    tile_gemm,
+)
 from tvm import tirx
 
 SM80 = {"kind": "cuda", "arch": "sm_80"}
@@ -173,16 +177,25 @@ def test_row_reductions_as_lowered_equal_numpy(target, m, n, k, threads):
     np.testing.assert_array_equal(out, expected)
 
 
+FLASH_KERNELS = {
+    "tile": (1, lambda b, h, s, d: flash_attention(b, h, s, d)),
+    # 8 tiles over 3 blocks: three waves, the last one partial
+    "persistent": (2, lambda b, h, s, d: flash_attention_persistent(b, h, s, d, 64, 64, 128, 2, sm_num=3)),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(FLASH_KERNELS))
 @pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
-def test_flash_attention_as_lowered_matches_numpy(target):
+def test_flash_attention_as_lowered_matches_numpy(target, kernel):
     """The testing kit's flash attention (online softmax over two key blocks, P from the
-    accumulator's registers): fp16 in and out, compared within 2e-3 (outputs are O(0.1),
-    fp16 keeps 11 bits)."""
-    batch, heads, seq, dim = 1, 1, 128, 64
+    accumulator's registers), one block per tile or persistent: fp16 in and out, compared
+    within 2e-3 (outputs are O(0.1), fp16 keeps 11 bits)."""
+    batch, build = FLASH_KERNELS[kernel]
+    heads, seq, dim = batch, 128, 64
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((batch, seq, heads, dim)).astype(np.float16) for _ in range(3))
     out = np.full((batch, seq, heads, dim), np.nan, np.float16)
-    calls = run(lower(flash_attention(batch, heads, seq, dim), target), q, k, v, out)
+    calls = run(lower(build(batch, heads, seq, dim), target), q, k, v, out)
     assert calls["__shfl_xor_sync"] > 0
     qf, kf, vf = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v))
     scores = qf @ kf.transpose(0, 1, 3, 2) / np.sqrt(dim)
