@@ -95,7 +95,7 @@ def test_a_tvm_ffi_hit_imports_tvm_ffi_and_the_request_key_only(tmp_path: Path) 
         f"a tvm_ffi hit imported {third_party}: only tvm_ffi's own imports belong on the hit path "
         "(import anything else where a compile needs it, not where a cached kernel is loaded)")
     ours = [name for name in hit["new"] if name.startswith("tilelang")]
-    assert ours == ["tilelang.jit.request_key"], (
+    assert set(ours) <= {"tilelang.jit.request_key"}, (
         f"a tvm_ffi hit imported {ours}: a hit needs the request key only (tilelang.jit.request_key); "
         "import the others where the compile path uses them")
     assert hit["fingerprint_reads"] <= 2, (
