@@ -94,7 +94,8 @@ def test_a_request_key_lists_each_source_folder_once(monkeypatch: pytest.MonkeyP
                 {name: fingerprint.distribution_fingerprint.__wrapped__(name)
                  for name in ("tilelang-cuda", "tilelang-exec-cython", "tilelang-exec-nvrtc")})
     key = request_key(builder, (4,), {}, {"target": "cpu"})
-    for cached in (fingerprint.compiler_fingerprint, fingerprint.distribution_fingerprint):
+    for cached in (fingerprint.compiler_fingerprint, fingerprint.distribution_fingerprint,
+                   fingerprint.distributions_fingerprint):
         cached.cache_clear()
     monkeypatch.setattr(fingerprint.os, "scandir", counting)
     assert request_key(builder, (4,), {}, {"target": "cpu"}) == key
