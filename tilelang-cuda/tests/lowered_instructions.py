@@ -156,6 +156,16 @@ def _wgmma_desc(kernel: LoweredKernel, args: list[Any]) -> np.ndarray:
             ((mode.astype(np.uint64) & np.uint64(3)) << np.uint64(62)))
 
 
+def _wgmma_desc_add(kernel: LoweredKernel, args: list[Any]) -> np.ndarray:
+    desc, distance = args
+    if (distance.astype(np.int64) % 16 != 0).any() or (distance < 0).any():
+        raise EmulationError("tl_wgmma_desc_add: the distance is not a non-negative multiple of 16 bytes")
+    low = (desc & np.uint64(0xFFFFFFFF)) + (distance.astype(np.uint64) >> np.uint64(4))
+    if (low >> np.uint64(14) != (desc & np.uint64(0xFFFFFFFF)) >> np.uint64(14)).any():
+        raise EmulationError("tl_wgmma_desc_add: the start address leaves its 14-bit field")
+    return (desc & np.uint64(0xFFFFFFFF00000000)) | (low & np.uint64(0xFFFFFFFF))
+
+
 def descriptor_address(desc: int, mn: np.ndarray, k: np.ndarray, k_major: bool, dtype_bytes: int) -> np.ndarray:
     """Shared byte address of operand element (mn, k) read through ``desc``: the canonical
     layouts in CuTe notation (T elements per 16 bytes, c = swizzle bytes / 16), then the
@@ -245,6 +255,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),
     "tl_wgmma_desc": lambda kernel, args, call: _wgmma_desc(kernel, args),
+    "tl_wgmma_desc_add": lambda kernel, args, call: _wgmma_desc_add(kernel, args),
     # wgmma runs when issued: its operands and accumulators are already in place then (the
     # fence, commit and wait order the registers around it on the GPU)
     "tl_wgmma_fence": _no_op, "tl_wgmma_commit": _no_op, "tl_wgmma_wait": _no_op,

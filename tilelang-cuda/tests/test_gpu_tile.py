@@ -141,7 +141,8 @@ def test_tensor_core_gemm(dtype, mnk, config, instructions, mode):
     source = kernel.get_kernel_source()
     assert _instructions(source) == (instructions if mode != "mma.sync" else "mma")
     if instructions == "wgmma" and mode != "mma.sync":  # the descriptors' swizzle mode argument
-        assert re.search(r"tl_wgmma_desc\(.*, 1\)\)", source) if mode == "wgmma" else ", 0))" in source
+        modes = set(re.findall(r"tl_wgmma_desc\(.*?, \d+, \d+, (\d)\)", source))
+        assert modes == ({"1"} if mode == "wgmma" else {"0"}), modes
     M, N, K = mnk
     tdtype = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda", dtype=tdtype)

@@ -108,13 +108,15 @@ def test_nvcc_compiles_the_merged_ring():
 @pytest.mark.parametrize("stages", [3, 4])
 def test_the_merged_canonical_tile_assembles_without_spills(tmp_path, stages):
     """ptxas on the merged ring: no spills, and the loop's 2 x 4 wgmmas (two 64-row pieces,
-    four 16-deep steps of the merged 64-deep stage) issued once each."""
+    four 16-deep steps of the merged 64-deep stage) issued once per stage the consumers wait
+    for (nvcc may unroll the loop: then each copy of the body waits and issues its 8)."""
     src = tmp_path / "gemm.cu"
     src.write_text(lower(tile_gemm(4096, 4096, 4096, 128, 128, 32, stages=stages), **MERGE).device_source)
     ptx = tmp_path / "gemm.ptx"
     subprocess.run([toolchain.nvcc_path(), "-ptx", "-arch=sm_90a", str(src), "-o", str(ptx)], check=True,
                    capture_output=True)
-    assert ptx.read_text().count("wgmma.mma_async") == 8
+    issued = [part.count("wgmma.mma_async") for part in ptx.read_text().split("mbarrier.try_wait")]
+    assert sum(issued) >= 8 and set(issued) <= {0, 8}, issued
     cubin = subprocess.run([toolchain.nvcc_path(), "-cubin", "-arch=sm_90a", "-Xptxas", "-v", str(src), "-o",
                             str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True)
     assert " 0 bytes spill stores, 0 bytes spill loads" in cubin.stderr

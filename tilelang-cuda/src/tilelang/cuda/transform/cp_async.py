@@ -76,14 +76,19 @@ class SharedTile:
             where = [self.core.start(row, col) if start else self.core.offset(row, col)]
         return ([self.stage() if stage is None else stage] if self.stages else []) + where
 
-    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None, start: bool = False) -> Any:
-        """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
-        tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
+    def element(self, row: Any, col: Any, stage: Any = None, start: bool = False) -> Any:
+        """The flat element offset of (row, col) in the new buffer (see ``indices``)."""
         shape = [int(d.value) for d in self.new.shape]
         offset = 0
         for index, extent in zip(self.indices(row, col, stage, start), shape):
             offset = offset * extent + index
-        return self.new.access_ptr(access, offset=offset, extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
+        return offset
+
+    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None, start: bool = False) -> Any:
+        """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
+        tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
+        return self.new.access_ptr(access, offset=self.element(row, col, stage, start),
+                                   extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
 
 
 class AsyncCopyPipelines:

@@ -196,6 +196,15 @@ class WgmmaGemms:
         b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
 
         def descriptor(tile: SharedTile, row: Any, col: Any, lbo: int, sbo: int) -> Any:
+            """(row, col)'s descriptor as the stage origin's plus the bytes between them
+            (tl_wgmma_desc_add), where those are a multiple of 16: every call of the GEMM
+            then shares the origin's, computed once."""
+            origin = tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(0, 0, start=True), lbo, sbo,
+                                      tile.core.mode)
+            distance = self.analyzer.simplify(
+                (tile.element(row, col, start=True) - tile.element(0, 0, start=True)) * dtype_bytes(tile.new.dtype))
+            if self.analyzer.can_prove(tirx.floormod(distance, 16) == 0):
+                return tirx.call_extern("uint64", "tl_wgmma_desc_add", origin, tirx.Cast("uint32", distance))
             return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col, start=True), lbo, sbo,
                                     tile.core.mode)
 
