@@ -33,7 +33,7 @@ import numpy as np
 from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute
 
 WARP = 32
-_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])$")
+_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])(z?)$")
 
 
 def lowered_kernel(device_mod: Any) -> LoweredKernel:
@@ -47,8 +47,8 @@ def extern_for(name: str) -> Callable[..., Any]:
         return EXTERNS[name]
     match = _WGMMA.match(name)
     if match is not None:
-        n, kind, a_form, b_mn = match.groups()
-        return lambda kernel, args, call: _wgmma(kernel, args, int(n), kind, a_form, int(b_mn))
+        n, kind, a_form, b_mn, zero = match.groups()
+        return lambda kernel, args, call: _wgmma(kernel, args, int(n), kind, a_form, int(b_mn), zero == "z")
     raise EmulationError(f"extern {name} is not emulated (lowered_instructions.py)")
 
 
@@ -201,7 +201,9 @@ def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major
     return raw.view(np.float16).astype(np.float64)
 
 
-def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: str, b_mn: int) -> None:
+def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: str, b_mn: int,
+           zero: bool = False) -> None:
+    """D += A B, or (``zero``, the "z" form: scale-d off) D = A B, D's old values unread."""
     d_ptr, a_arg, b_desc = args
     _whole_warps(kernel, "wgmma", 4 * WARP)
     d_offsets, d = _floats(kernel, d_ptr, n // 2)
@@ -221,7 +223,8 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
                     A[16 * warp + g + 8 * (j % 2), 2 * t + 8 * (j // 2) + e] = a_regs[threads, 2 * j + e]
         D = A @ B
         for i in range(n // 2):
-            d[threads, i] += D[16 * warp + g + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * t + i % 2]
+            before = 0.0 if zero else d[threads, i]
+            d[threads, i] = before + D[16 * warp + g + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * t + i % 2]
     kernel.write(d_ptr.memory, d_offsets, d, np.dtype(np.float32))
 
 

@@ -177,6 +177,44 @@ def test_row_reductions_as_lowered_equal_numpy(target, m, n, k, threads):
     np.testing.assert_array_equal(out, expected)
 
 
+def refilled_gemm(fill: float | None, clear_accum: bool = False):
+    """C over 4 pipelined 32-deep k tiles, refilled before each tile's GEMM (``fill``:
+    T.fill(C, fill) right before it; ``clear_accum``: the GEMM's own flag): C ends as the
+    last tile's product plus ``fill`` (or that alone)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((32, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                if fill is not None:
+                    T.fill(Cl, fill)
+                T.gemm(As, Bs, Cl, clear_accum=clear_accum)
+            T.copy(Cl, C)
+
+    return main
+
+
+@pytest.mark.parametrize("fill,clear_accum,zero_form", [(0.0, False, True), (None, True, True), (1.0, False, False)])
+def test_a_clear_before_a_wgmma_is_its_first_k_step(fill, clear_accum, zero_form):
+    """T.clear(C) right before T.gemm(.., C), or clear_accum: the first k step's wgmma writes
+    C (the "z" form, scale-d off) and no store zeroes C in the loop; a fill with another
+    value stays a fill. Exact against numpy (small integers)."""
+    rng = np.random.default_rng(3)
+    a, a_values = small_ints(rng, (64, 128))
+    b, b_values = small_ints(rng, (128, 64))
+    out = np.full((64, 64), np.nan, np.float32)
+    calls = run(lower(refilled_gemm(fill, clear_accum), SM90), a, b, out)
+    assert ("tl_wgmma_m64n64k16_f16_01z" in calls) == zero_form
+    expected = a_values[:, 96:] @ b_values[96:, :] + (fill or 0.0)
+    np.testing.assert_array_equal(out, expected)
+
+
 FLASH_KERNELS = {
     "tile": (1, lambda b, h, s, d: flash_attention(b, h, s, d)),
     # 8 tiles over 3 blocks: three waves, the last one partial

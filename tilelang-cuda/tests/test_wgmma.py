@@ -170,9 +170,11 @@ def test_flash_attention_runs_on_wgmma_with_p_from_registers():
     """16 rows per warp: the row family's layout is wgmma's. S = Q K^T reads both tiles
     through descriptors (Q copied once, into the swizzled layout, fenced for the async
     proxy); O += P V takes P from its registers; no group stays in flight (the softmax
-    reads S right after its GEMM)."""
+    reads S right after its GEMM). The T.clear(acc_s) before S = Q K^T is the GEMM's first
+    k step writing S (the "z" form: scale-d off): no instruction zeroes S's registers."""
     body = kernel_body(flash_attention())
-    assert body.count("tl_wgmma_m64n64k16_f16_00(") == 4 and body.count("tl_wgmma_m64n64k16_f16_r1(") == 4
+    assert body.count("tl_wgmma_m64n64k16_f16_00z(") == 1 and body.count("tl_wgmma_m64n64k16_f16_00(") == 3
+    assert body.count("tl_wgmma_m64n64k16_f16_r1(") == 4 and not re.search(r"acc_s_ptr \+ \d+\) = make_float2", body)
     assert re.search(r"tl_wgmma_m64n64k16_f16_r1\(\(&\(acc_o_ptr\[0\]\)\), \(&\(acc_s_cast_ptr\[8\]\)\)", body)
     assert "tl_wgmma_wait(1)" not in body and "tl_mma_m16n8k16" not in body
     assert body.count("tl_fence_proxy_async();") == 2  # after the Q copy; before each iteration's barrier

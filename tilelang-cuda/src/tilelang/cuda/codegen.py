@@ -27,7 +27,7 @@ _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
-_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])\b")
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])(z?)\b")
 
 
 @functools.cache
@@ -36,16 +36,18 @@ def _device_header() -> str:
 
 
 @functools.cache
-def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int) -> str:
+def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = False) -> str:
     """D += A B with wgmma.mma_async.m64nNk16 (fp32 accumulators, B through a shared
     memory descriptor): ``a_form`` "0"/"1" reads A through a descriptor too (K- or
     MN-major), "r" from registers (4 x 32 bits per thread: the m16n8k16 A fragment of the
     thread's warp's 16 rows). N / 2 accumulator registers per thread: too many operands to
-    write out by hand for every N."""
+    write out by hand for every N. ``zero`` (name suffix ``z``): D = A B, wgmma's scale-d off
+    and D's registers outputs only: the first k step of a GEMM into a cleared accumulator,
+    which then needs no instructions zeroing it and keeps no old values alive for it."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_form}{b_mn_major}"
+    operands = ", ".join(f'"{"=" if zero else "+"}f"(d[{i}])' for i in range(regs))
+    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_form}{b_mn_major}" + ("z" if zero else "")
     if a_form == "r":
         params, prologue = "const void* a_regs", "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
         a_operand, last = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}", regs + 4
@@ -62,7 +64,7 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int) -> str:
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
         f'      "{{{outs}}}, {a_operand}, %{last}, p, 1, 1, {flags};\\n}}\\n"\n'
         f"      : {operands}\n"
-        f'      : {inputs}"l"(desc_b), "r"(1));\n'
+        f'      : {inputs}"l"(desc_b), "r"({0 if zero else 1}));\n'
         "}\n")
 
 
@@ -80,7 +82,7 @@ def _postproc(code: str, target: Any = None) -> str:
         code = _DYNAMIC_SHARED.sub(r"\g<1>1024\g<2>", code)
     if any(helper in code for helper in _HELPERS):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
-        generated = "".join(wgmma_helper(int(n), t, a, int(b)) for n, t, a, b in wgmma)
+        generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z") for n, t, a, b, z in wgmma)
         code = _device_header() + "\n" + generated + "\n" + code
     return apply_source_postproc("cuda", code, target)
 

@@ -227,6 +227,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
             row.regs = tirx.decl_buffer((row.per_thread,), row.old.dtype, name=row.old.name, scope="local")
         body = self._hoist_producers(tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined),
                                                             order="pre"))
+        if self.wgmma:
+            body = self.fold_clears_into_gemms(body)
         body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
         body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),

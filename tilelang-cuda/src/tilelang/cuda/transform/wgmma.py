@@ -19,6 +19,7 @@ from tilelang.plugin import (
     block_barrier,
     dtype_bytes,
     extern_call,
+    is_full_region,
     pass_config,
     seq,
     tile_op_name,
@@ -103,6 +104,34 @@ class WgmmaGemms:
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
+
+    def fold_clears_into_gemms(self, body: Any) -> Any:
+        """``T.clear(C)`` right before ``T.gemm(..., C)`` on wgmma (nothing between, C whole):
+        the GEMM with clear_accum instead, whose first k step ignores C's registers, so no
+        instruction zeroes them (attention's S = Q K^T each iteration: 64 registers a thread)."""
+        def clears(stmt: Any, gemm: Any) -> bool:
+            if tile_op_name(stmt) != "fill" or tile_op_name(gemm) != "gemm":
+                return False
+            region, value = stmt.value.args
+            c = gemm.value.args[2]
+            acc = self._find(c.source, self.accumulators)
+            return acc is not None and region.source.same_as(c.source) and is_full_region(region) and \
+                is_full_region(c) and isinstance(value, (tirx.IntImm, tirx.FloatImm)) and value.value == 0
+
+        def on_seq(stmts: Any) -> Any:
+            items, out, i = list(stmts), [], 0
+            while i < len(items):
+                if i + 1 < len(items) and clears(items[i], items[i + 1]):
+                    call = items[i + 1].value
+                    args = [*call.args[:5], tirx.const(1, "int32"), *call.args[6:]]
+                    out.append(tirx.Evaluate(tvm.ir.Call(call.op, args, ret_ty=call.ty)))
+                    i += 2
+                else:
+                    out.append(items[i])
+                    i += 1
+            return seq(out) if len(out) != len(items) else stmts
+
+        return tvm_ffi.structural_map(body, (tirx.SeqStmt, on_seq), order="post")
 
     def _accumulators_only_in_gemms(self, loop: Any) -> bool:
         """No statement of ``loop`` but a T.gemm reads or writes an accumulator (and no
@@ -208,6 +237,9 @@ class WgmmaGemms:
             return tirx.call_extern("uint64", "tl_wgmma_desc", tile.address(row, col, start=True), lbo, sbo,
                                     tile.core.mode)
 
+        # clear_accum: the first k step's wgmma writes D = A B (codegen.wgmma_helper's "z"
+        # form, scale-d off) instead of instructions zeroing the registers first
+        zero_first = bool(args[5].value) and k_total >= 16
         calls = []
         for kk in range(k_total // 16):
             mi = self.var("mi")
@@ -218,10 +250,11 @@ class WgmmaGemms:
                 a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
             b_desc = descriptor(b, *((kk * 16, n0) if b_mn_major else (n0, kk * 16)), b_lbo, b_sbo)
             d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
-            calls.append(unrolled(mi, layout.mt, extern_call(name, d, a_desc, b_desc)))
+            zero = "z" if zero_first and kk == 0 else ""
+            calls.append(unrolled(mi, layout.mt, extern_call(name + zero, d, a_desc, b_desc)))
         compute = seq([extern_call("tl_wgmma_fence"), *calls, extern_call("tl_wgmma_commit"),
                        after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending), after_wait])
-        if bool(args[5].value):  # clear_accum
+        if bool(args[5].value) and not zero_first:  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
         if (a is not None and a.stages) or b.stages:
             return compute  # the pipelined loop's barrier orders it
