@@ -117,12 +117,18 @@ def significant(value: float, digits: int = 4) -> float:
 def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
              timer: Callable[..., float] | None = None) -> dict[str, Any]:
     """Compile every variant for ``target`` (the local GPU), check it against torch, time
-    both (``timer``: benchmarks/cuda_timing.py's CUDA-event ``time_ms``); the record carries
-    the fastest correct variant (else the fastest, marked incorrect)."""
+    each variant beside torch (benchmarks/cuda_timing.py's ``paired_ms``: alternating
+    CUDA-event samples, so both run at the same clocks; ``timer``, a ``time_ms``-like
+    function, times the two one after the other instead); the record carries the fastest
+    correct variant (else the fastest, marked incorrect) and the torch time paired with it."""
     import tilelang
     import torch
 
-    time_ms = timer or load_benchmark("cuda_timing").time_ms
+    if timer is None:
+        paired = load_benchmark("cuda_timing").paired_ms
+    else:
+        def paired(fn: Callable[[], Any], ref: Callable[[], Any], repeat: int, inner: int) -> tuple[float, float]:
+            return timer(fn, repeat, inner), timer(ref, repeat, inner)
     sync = torch.cuda.synchronize if target == "cuda" else (lambda: None)
     record = case.base_record()
     tried: list[dict[str, Any]] = []
@@ -131,8 +137,6 @@ def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
         inputs = case.inputs()
         want = case.reference(inputs)
         sync()
-        record["ref_ms"] = significant(time_ms(lambda: case.reference(inputs), repeat, inner))
-        record["ref_value"] = throughput(case, record["ref_ms"])
     except Exception as exc:  # noqa: BLE001 -- the torch side failing is a result too
         record["error"] = "torch reference: " + error_text(exc)
         return record
@@ -150,7 +154,9 @@ def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
             entry["correct"], entry["max_err"] = compare(got, want, case.atol, case.rtol)
             entry["max_err"] = significant(entry["max_err"])
             stage = "timing"
-            entry["tl_ms"] = significant(time_ms(lambda ks=kernels, go=launch: go(ks, inputs), repeat, inner))
+            tl_ms, ref_ms = paired(lambda ks=kernels, go=launch: go(ks, inputs), lambda: case.reference(inputs),
+                                   repeat, inner)
+            entry["tl_ms"], entry["ref_ms"] = significant(tl_ms), significant(ref_ms)
         except Exception as exc:  # noqa: BLE001 -- reported per variant; the others continue
             entry["error"] = f"{stage}: {error_text(exc)}"
             traceback.print_exc(file=sys.stderr)
@@ -160,7 +166,8 @@ def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
         record["error"] = "; ".join(f"{e['config']}: {e['error']}" for e in tried)
         return record
     record.update(config=best["config"], tl_ms=best["tl_ms"], correct=best["correct"], max_err=best["max_err"],
-                  tl_value=throughput(case, best["tl_ms"]), ratio=significant(record["ref_ms"] / best["tl_ms"], 3))
+                  tl_value=throughput(case, best["tl_ms"]), ref_ms=best["ref_ms"],
+                  ref_value=throughput(case, best["ref_ms"]), ratio=significant(best["ref_ms"] / best["tl_ms"], 3))
     return record
 
 
