@@ -144,6 +144,50 @@ def test_the_first_ring_of_a_kernel_gets_the_producer_warp_a_second_a_single_iss
     assert "tma_barrier_ptr_1" in consumers and "tl_tma_load_2d" in consumers
 
 
+def named_ring(gated: bool):
+    """One tile per block (no outer loop), its batch and split named before the ring as
+    upstream's decode kernels do (``bz = bs // 2``: locals the consumers assign), and
+    (``gated``) the ring under a condition on the block index."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 256, 256), "float16"), B: T.Tensor((4, 256, 128), "float16"),
+             C: T.Tensor((4, 2, 128, 128), "float32")):
+        with T.Kernel(8, threads=128) as bs:
+            bz = bs // 2
+            sx = bs % 2
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            T.clear(Cl)
+            if not gated or bs < 6:
+                for k in T.Pipelined(4, num_stages=3):
+                    T.copy(A[bz, sx * 128, k * 32], As)
+                    T.copy(B[bz, sx * 128 + k * 32, 0], Bs)
+                    T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[bz, sx, 0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["names", "names-and-condition"])
+def test_the_producer_replays_the_names_and_conditions_before_a_ring(gated, tmp_path):
+    """SpecializeWarps moves the producer out of the consumers' scope: it binds the names
+    itself (before: `sx_ptr`/`bz_ptr` undefined in the producer branch, an NVRTC error on
+    the H200 for the mla_decoding family) and keeps the condition, placed before it."""
+    body = kernel_body(lower(named_ring(gated)).device_source)
+    consumers, producer = roles(body, 128)
+    assert "tl_tma_load_3d" in producer and "tl_tma_load" not in consumers
+    assert "_ptr[0]" not in producer  # no local of the consumers'
+    if gated:
+        guard = re.search(r"if \(.*blockIdx\.x.* < 6\)\) \{\n", producer)
+        assert guard is not None and guard.start() < producer.index("tl_tma_load_3d")
+    if shutil.which("nvcc") is not None:
+        src = tmp_path / "named.cu"
+        src.write_text(lower(named_ring(gated)).device_source)
+        subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", str(src), "-o", str(tmp_path / "named.cubin")],
+                       check=True, capture_output=True)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
 def test_nvcc_assembles_the_persistent_ring_without_spills(tmp_path, M, N, K, bM, bN, bK, threads, stages):

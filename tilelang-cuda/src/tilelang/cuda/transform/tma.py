@@ -285,8 +285,15 @@ class TmaRing:
         consumers release the last stage after the loop (its wgmma is done then), since the
         next outer iteration refills it.
 
+        Not carried, the producer still replays the path's names, bindings and conditions:
+        SpecializeWarps moves it out of the consumers' scope, where the names they assigned
+        (``bz = bs // num_split`` before the loop: a local the consumers alone hold) and the
+        conditions around the ring are not. With a condition on the path it too goes before
+        the path's outermost condition (as carried: the simplifier must not prove the
+        replayed guard from the consumers' own).
+
         Returns (what replaces the loop, the marked producer to place before the path's
-        outermost loop or condition — None when not carried: then it is in the first)."""
+        outermost loop or condition — None when it stays in the first)."""
         k, n = self.loop.loop_var, self.loop.extent
         pk = tirx.Var("k", "int32")
         base = tirx.Var("produced", "int32")
@@ -297,8 +304,10 @@ class TmaRing:
         producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq([wait, issue]))
         drain = extern_call("tl_wgmma_wait", 0)
         if not self.carried:
-            marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, producer)
+            marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, replay(self.path, producer))
             main = self._consumer_loop(first_gemm, rest, at, None)
+            if any(isinstance(step, tirx.IfThenElse) for step in self.path):
+                return seq([self._checks(), main, drain, block_barrier()]), marked
             return seq([self._checks(), marked, main, drain, block_barrier()]), None
         producer = seq([tirx.Bind(base, tirx.BufferLoad(self.produced, [0])), producer,
                         tirx.BufferStore(self.produced, base + n, [0])])
