@@ -171,9 +171,11 @@ def run_case(case: Case, repeat: int, inner: int, target: str = "cuda",
     return record
 
 
-def dry_run_case(case: Case, arch: str, nvcc: bool) -> dict[str, Any]:
-    """Lower every variant's kernels for ``arch`` and (``nvcc``) compile their device code
-    with the CUDA backend's toolchain; nothing is launched, torch's side is not run."""
+def dry_run_case(case: Case, arch: str, nvcc: bool, execution_backend: str = "tvm_ffi") -> dict[str, Any]:
+    """Lower every variant's kernels for ``arch`` as ``execution_backend`` gets them (the GPU
+    run's default: its tensor maps put sm_90 pipelines on TMA with a producer warp) and
+    (``nvcc``) compile their device code with the CUDA backend's toolchain; nothing is
+    launched, torch's side is not run."""
     import tilelang
 
     record = case.base_record()
@@ -188,7 +190,7 @@ def dry_run_case(case: Case, arch: str, nvcc: bool) -> dict[str, Any]:
             for spec in specs:
                 stage = "lower"
                 artifact = tilelang.lower(spec.func, target={"kind": "cuda", "arch": arch},
-                                          pass_configs=spec.pass_configs)
+                                          pass_configs=spec.pass_configs, execution_backend=execution_backend)
                 if not artifact.device_source:
                     raise RuntimeError("lowering produced no CUDA source")
                 if nvcc:

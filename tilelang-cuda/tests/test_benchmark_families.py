@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tilelang.cuda import toolchain
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 if not (BENCHMARKS / "families" / "__init__.py").is_file():
@@ -52,6 +53,18 @@ def test_every_variant_lowers_for_sm90(families, name):
         assert record["status"] == "lowered", (case.name, record["error"])
         assert len(record["variants"]) == len(case.variants) >= 1
         assert record["metric"] in ("TFLOP/s", "GB/s") and case.work > 0
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_quick_variants_compile_for_sm90_as_the_gpu_runs_them(families, name):
+    """The --quick cases, lowered as tvm_ffi (the GPU run's default) gets them and compiled
+    by nvcc: a producer warp referring to a local only the consumers hold compiled nowhere
+    but on the GPU before (mla_decoding, H200, 2026-12-01)."""
+    package, common = families
+    for case in package.family_module(name).cases(quick=True):
+        record = common.dry_run_case(case, "sm_90", nvcc=True)
+        assert record["status"] == "compiled", (case.name, record["error"])
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -13,6 +13,7 @@ import tilelang
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
 from tilelang.engine.lower import lower as lower_artifact
+from tilelang.errors import BackendNotFoundError
 from tilelang.testing.kernels import tile_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -165,3 +166,16 @@ def test_codegen_only_lowering_is_unchanged():
                                       out_idx=[-1]).device_source)
     assert "tl_cp_async_16" in body and "tl_tma_load" not in body
 
+
+
+def test_lower_takes_the_execution_backend_whose_code_it_shows():
+    """tilelang.lower(..., execution_backend=name): the kernel as that backend gets it, with
+    no need to run it here (the benchmark families' dry run compiles what the GPU runs)."""
+    gemm = tile_gemm(1024, 1024, 1024, 128, 128, 32, stages=3)
+    for name, tma in (("tvm_ffi", True), ("cython", False)):
+        body = kernel_body(tilelang.lower(gemm, target=SM90, out_idx=[-1], execution_backend=name).device_source)
+        assert ("tl_tma_load_2d" in body and "CUtensorMap" in body) == tma, name
+        assert ("tl_cp_async_16" in body) == (not tma), name
+    with pytest.raises(BackendNotFoundError, match=r"target backend 'cuda' cannot use execution backend 'ctypes'; "
+                                                   r"it declares: tvm_ffi, nvrtc, cython"):
+        tilelang.lower(gemm, target=SM90, out_idx=[-1], execution_backend="ctypes")

@@ -56,16 +56,30 @@ def _say_how(kernel: JITKernel) -> None:
 
 def lower(func: Any, target: Any = "auto", target_host: Any = None,
           out_idx: Sequence[int] | int | None = None,
-          pass_configs: Mapping[str, Any] | None = None) -> Any:
+          pass_configs: Mapping[str, Any] | None = None, execution_backend: str | None = None) -> Any:
     """Lower and generate code without choosing an execution backend: returns the
     CompiledArtifact (sources, signature, launch metadata). Works for targets this machine
-    cannot run, e.g. CUDA source on a machine without a GPU."""
+    cannot run, e.g. CUDA source on a machine without a GPU.
+
+    ``execution_backend``: lower the kernel as that execution backend gets it, whether or
+    not it can run here: its launch conventions shape the code (tvm_ffi's host code encodes
+    TMA tensor maps, so sm_90 pipelines take TMA; without one they keep cp.async)."""
+    import dataclasses
+
     from ..backend.module import create_backend_context
+    from ..backend.resolution import _not_listed, execution_specs
     from ..engine.lower import lower as engine_lower
+    from ..errors import BackendNotFoundError
     from .kernel import _name_of
 
     context = create_backend_context(target, target_host, execution_backend=None, kernel=func,
                                      kernel_name=_name_of(func))
+    if execution_backend is not None:
+        specs = execution_specs(context.module)
+        spec = next((s for s in specs if s.name == execution_backend), None)
+        if spec is None:
+            raise BackendNotFoundError(_not_listed(context.module, execution_backend, specs))
+        context = dataclasses.replace(context, execution_spec=spec)
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
     return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
 
