@@ -177,11 +177,48 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
     return main
 
 
+def _attention_tile(seq_len, dim, block_M, block_N, num_stages):
+    """The examples' flash-attention tile as a T.macro: query block ``bx`` of head ``by`` of
+    batch ``bz``, online softmax over the key blocks, into the given buffers."""
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
+
+    @T.macro
+    def tile(Q, K, V, Output, Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o, scores_max, scores_max_prev,
+             scores_scale, scores_sum, logsum, bz, by, bx):
+        T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+        T.fill(acc_o, 0)
+        T.fill(logsum, 0)
+        T.fill(scores_max, -T.infinity("float32"))
+        for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+            T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+            T.clear(acc_s)
+            T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+            T.copy(scores_max, scores_max_prev)
+            T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] *= scores_scale[i]
+            for i, j in T.Parallel(block_M, block_N):
+                acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+            T.copy(acc_s, acc_s_cast)
+            T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+            T.gemm(acc_s_cast, V_shared, acc_o)
+            T.reduce_sum(acc_s, scores_sum, dim=1)
+            for i in T.Parallel(block_M):
+                logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+        for i, j in T.Parallel(block_M, dim):
+            acc_o[i, j] /= logsum[i]
+        T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+    return tile
+
+
 def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
     """Flash-attention forward over [batch, seq, heads, dim] fp16 tensors (online softmax
     over key blocks; the examples' kernel, here for tests that run from an installed wheel)."""
-    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
     shape = [batch, seq_len, heads, dim]
+    tile = _attention_tile(seq_len, dim, block_M, block_N, num_stages)
 
     @T.prim_func
     def main(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"), V: T.Tensor(shape, "float16"),
@@ -198,32 +235,8 @@ def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=
             scores_scale = T.alloc_fragment([block_M], "float32")
             scores_sum = T.alloc_fragment([block_M], "float32")
             logsum = T.alloc_fragment([block_M], "float32")
-
-            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
-            T.fill(acc_o, 0)
-            T.fill(logsum, 0)
-            T.fill(scores_max, -T.infinity("float32"))
-            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
-                T.clear(acc_s)
-                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-                T.copy(scores_max, scores_max_prev)
-                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= scores_scale[i]
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
-                T.copy(acc_s, acc_s_cast)
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
-                T.gemm(acc_s_cast, V_shared, acc_o)
-                T.reduce_sum(acc_s, scores_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] /= logsum[i]
-            T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            tile(Q, K, V, Output, Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o, scores_max, scores_max_prev,
+                 scores_scale, scores_sum, logsum, bz, by, bx)
 
     return main
 
@@ -232,11 +245,11 @@ def flash_attention_persistent(batch, heads, seq_len, dim, block_M=128, block_N=
                                sm_num=132):
     """``flash_attention`` with ``sm_num`` blocks walking the (batch, head, query block)
     tiles with T.Persistent (query blocks of one head consecutive: they share K and V in
-    L2), O through a shared tile. On sm_90 the K/V ring runs on across tiles, so the next
-    tile's first stages load during this tile's epilogue and Q load."""
-    scale = (1.0 / dim) ** 0.5 * 1.44269504
+    L2). On sm_90 the K/V ring runs on across tiles, so the next tile's first stages load
+    during this tile's epilogue and Q load."""
     shape = [batch, seq_len, heads, dim]
     m_blocks = -(-seq_len // block_M)
+    tile = _attention_tile(seq_len, dim, block_M, block_N, num_stages)
 
     @T.prim_func
     def main(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"), V: T.Tensor(shape, "float16"),
@@ -254,31 +267,8 @@ def flash_attention_persistent(batch, heads, seq_len, dim, block_M=128, block_N=
             scores_sum = T.alloc_fragment([block_M], "float32")
             logsum = T.alloc_fragment([block_M], "float32")
             for bz, by, bx in T.Persistent([batch, heads, m_blocks], sm_num, block_id, m_blocks):
-                T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
-                T.fill(acc_o, 0)
-                T.fill(logsum, 0)
-                T.fill(scores_max, -T.infinity("float32"))
-                for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
-                    T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
-                    T.clear(acc_s)
-                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-                    T.copy(scores_max, scores_max_prev)
-                    T.reduce_max(acc_s, scores_max, dim=1, clear=False)
-                    for i in T.Parallel(block_M):
-                        scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
-                    for i, j in T.Parallel(block_M, dim):
-                        acc_o[i, j] *= scores_scale[i]
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
-                    T.copy(acc_s, acc_s_cast)
-                    T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
-                    T.gemm(acc_s_cast, V_shared, acc_o)
-                    T.reduce_sum(acc_s, scores_sum, dim=1)
-                    for i in T.Parallel(block_M):
-                        logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] /= logsum[i]
-                T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+                tile(Q, K, V, Output, Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o, scores_max,
+                     scores_max_prev, scores_scale, scores_sum, logsum, bz, by, bx)
 
     return main
 
