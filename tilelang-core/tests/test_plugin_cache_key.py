@@ -5,10 +5,10 @@ are made here as an installer would leave them (a dist-info folder on sys.path),
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from fake_plugins import dist_info
 from tilelang.backend import create_backend_context
 from tilelang.jit import fingerprint
 from tilelang.jit.kernel import _kernel_key
@@ -16,15 +16,6 @@ from tilelang.testing.kernels import elementwise_add
 
 PASS_V1 = "def acme_pass(func):\n    return func\n"
 PASS_V2 = "def acme_pass(func):\n    return func.with_attr('acme', 1)\n"
-
-
-def dist_info(site: Path, name: str, record: list[str], direct_url: dict | None = None) -> None:
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    if direct_url is not None:
-        (info / "direct_url.json").write_text(json.dumps(direct_url))
-    (info / "RECORD").write_text("\n".join([*record, f"{info.name}/RECORD,,"]) + "\n")
 
 
 @pytest.fixture

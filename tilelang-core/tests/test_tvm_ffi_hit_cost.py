@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_plugins import dist_info
 from tilelang.jit import fingerprint
 
 KERNELS = textwrap.dedent(
@@ -104,14 +105,6 @@ def test_a_tvm_ffi_hit_imports_tvm_ffi_and_the_request_key_only(tmp_path: Path) 
 
 
 # -- distributions_fingerprint -------------------------------------------------------------
-def dist_info(site: Path, name: str, record: list[str], direct_url: dict | None = None) -> Path:
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    if direct_url is not None:
-        (info / "direct_url.json").write_text(json.dumps(direct_url))
-    (info / "RECORD").write_text("\n".join([*record, f"{info.name}/RECORD,,"]) + "\n")
-    return info
 
 
 def fresh(*names: str) -> str:
