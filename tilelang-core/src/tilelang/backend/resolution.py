@@ -168,15 +168,23 @@ def _not_listed(module: BackendModule, request: str, specs: tuple[ExecutionBacke
     return with_refusals(message, request)
 
 
+def execution_spec_named(module: BackendModule, name: str) -> ExecutionBackendSpec:
+    """The spec of execution backend ``name`` among those ``module`` can use (its own, then
+    those served from other distributions), whether or not it can run here; else
+    BackendNotFoundError saying which it can use."""
+    specs = execution_specs(module)
+    spec = next((s for s in specs if s.name == name), None)
+    if spec is None:
+        raise BackendNotFoundError(_not_listed(module, name, specs))
+    return spec
+
+
 def _select_execution(module: BackendModule, target: Any, request: str) -> tuple[ExecutionBackend, ExecutionBackendSpec]:
     """Step 3: one available execution backend."""
     specs = execution_specs(module)
     declared = ", ".join(s.name for s in specs)
     if request != "auto":
-        spec = next((s for s in specs if s.name == request), None)
-        if spec is None:
-            raise BackendNotFoundError(_not_listed(module, request, specs))
-        candidates = [spec]
+        candidates = [execution_spec_named(module, request)]
     else:
         candidates = list(specs)
     reasons = []

@@ -67,19 +67,15 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
     import dataclasses
 
     from ..backend.module import create_backend_context
-    from ..backend.resolution import _not_listed, execution_specs
+    from ..backend.resolution import execution_spec_named
     from ..engine.lower import lower as engine_lower
-    from ..errors import BackendNotFoundError
     from .kernel import _name_of
 
     context = create_backend_context(target, target_host, execution_backend=None, kernel=func,
                                      kernel_name=_name_of(func))
     if execution_backend is not None:
-        specs = execution_specs(context.module)
-        spec = next((s for s in specs if s.name == execution_backend), None)
-        if spec is None:
-            raise BackendNotFoundError(_not_listed(context.module, execution_backend, specs))
-        context = dataclasses.replace(context, execution_spec=spec)
+        context = dataclasses.replace(context, execution_spec=execution_spec_named(context.module,
+                                                                                   execution_backend))
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
     return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
 
