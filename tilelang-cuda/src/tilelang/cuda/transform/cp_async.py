@@ -42,6 +42,8 @@ from .tma import (
     TmaRing,
     free_vars,
     producer_path,
+    replace_loads,
+    scalar_store,
     tensor_map_load,
 )
 
@@ -144,7 +146,7 @@ class AsyncCopyPipelines:
         for stmt in body:
             if isinstance(stmt, tirx.Bind):
                 bound.append((stmt.var, substitute(stmt.value, bound) if bound else stmt.value))
-            elif _scalar_store(stmt):
+            elif scalar_store(stmt):
                 scalars = [(b, v) for b, v in scalars if not b.same_as(stmt.buffer)]
                 if not _loads_in(stmt.value):
                     scalars.append((stmt.buffer, substitute(stmt.value, bound) if bound else stmt.value))
@@ -153,7 +155,7 @@ class AsyncCopyPipelines:
             if is_copy and bound:
                 stmt = substitute(stmt, bound)
             if is_copy and scalars:
-                stmt = _inline_scalars(stmt, scalars)
+                stmt = replace_loads(stmt, scalars)
             if is_copy and (not rest or AsyncCopyPipelines._may_hoist(stmt, rest, written)):
                 producers.append(stmt)
             elif is_copy:
@@ -425,26 +427,10 @@ def _is_ring_prologue(stmt: Any) -> bool:
     return isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == PROLOGUE_ATTR
 
 
-def _scalar_store(stmt: Any) -> bool:
-    """A store into a one-element local buffer: a name assigned in the kernel."""
-    return isinstance(stmt, tirx.BufferStore) and stmt.buffer.scope() == "local" and \
-        static_ints(stmt.buffer.shape) in ([1], [])
-
-
 def _loads_in(expr: Any) -> bool:
     found: list[Any] = []
     tvm_ffi.structural_walk(expr, (TensorLoad, found.append))
     return bool(found)
-
-
-def _inline_scalars(stmt: Any, scalars: list[tuple[Any, Any]]) -> Any:
-    def on_load(load: Any) -> Any:
-        for buffer, value in scalars:
-            if isinstance(load.source, tirx.Buffer) and load.source.same_as(buffer):
-                return value
-        return load
-
-    return tvm_ffi.structural_map(stmt, (TensorLoad, on_load), order="post")
 
 
 def _first_gemm(stmts: list[Any]) -> tuple[int, Any]:
@@ -454,7 +440,7 @@ def _first_gemm(stmts: list[Any]) -> tuple[int, Any]:
         if tile_op_name(stmt) == "gemm":
             return i, stmt
         local = isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() == "local"
-        if not (local or _scalar_store(stmt) or isinstance(stmt, tirx.Bind)):
+        if not (local or scalar_store(stmt) or isinstance(stmt, tirx.Bind)):
             break
     return 0, None
 

@@ -34,6 +34,7 @@ from tilelang.plugin import (
     dtype_bytes,
     extern_call,
     seq,
+    static_ints,
     substitute,
     unrolled,
 )
@@ -342,18 +343,19 @@ class ScalarStore:
     value: Any
 
 
-def _scalar(stmt: Any) -> bool:
+def scalar_store(stmt: Any) -> bool:
+    """A store into a one-element local buffer: a name assigned in the kernel."""
     return isinstance(stmt, tirx.BufferStore) and stmt.buffer.scope() == "local" and \
-        len(stmt.buffer.shape) == 1 and isinstance(stmt.buffer.shape[0], tirx.IntImm) and \
-        stmt.buffer.shape[0].value == 1
+        static_ints(stmt.buffer.shape) in ([1], [])
 
 
-def _reads_as(expr: Any, names: list[tuple[Any, Any]]) -> Any:
-    """``expr`` with each load of a buffer of ``names`` replaced by that buffer's variable."""
+def replace_loads(expr: Any, values: list[tuple[Any, Any]]) -> Any:
+    """``expr`` with each load of a buffer of ``values`` (buffer, value) replaced by that
+    value: a name read as the variable or expression that stands for it."""
     def on_load(load: Any) -> Any:
-        for buffer, var in names:
+        for buffer, value in values:
             if isinstance(load.source, tirx.Buffer) and load.source.same_as(buffer):
-                return var
+                return value
         return load
 
     return tvm_ffi.structural_map(expr, (TensorLoad, on_load), order="post")
@@ -377,7 +379,7 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
 
     def pure(expr: Any, memory: bool = False) -> bool:
         """``memory``: loads of parameters may stay (tile corners, as before outer loops)."""
-        expr = _reads_as(expr, names)
+        expr = replace_loads(expr, names)
         loads: list[Any] = []
         tvm_ffi.structural_walk(expr, (TensorLoad, loads.append))
         return (memory or not loads) and all(any(v.same_as(a) for a in allowed) for v in free_vars(expr))
@@ -393,7 +395,7 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
                     return found
                 if isinstance(child, tirx.Bind):
                     before.append(child)
-                elif _scalar(child):
+                elif scalar_store(child):
                     before.append(ScalarStore(child.buffer, child.value))
             return None
         if isinstance(stmt, tirx.AttrStmt):
@@ -442,7 +444,7 @@ def replay(path: list[Any], inner: Any) -> Any:
     names: list[tuple[Any, Any]] = []
 
     def rewrite(node: Any) -> Any:
-        return _reads_as(substitute(node, renamed), names)
+        return replace_loads(substitute(node, renamed), names)
 
     steps = []
     for step in path:
