@@ -5,6 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
+def _sample_ms(fn: Callable[[], object], inner: int) -> float:
+    """The mean time (ms) of ``inner`` back-to-back calls, between two CUDA events."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / inner
+
+
+def _median(samples: list[float]) -> float:
+    return sorted(samples)[len(samples) // 2]
+
+
 def time_ms(fn: Callable[[], object], repeat: int = 20, inner: int = 10) -> float:
     """Median over `repeat` samples of the mean time (ms) of `inner` back-to-back calls,
     after one warm-up call."""
@@ -12,17 +29,7 @@ def time_ms(fn: Callable[[], object], repeat: int = 20, inner: int = 10) -> floa
 
     fn()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    samples.sort()
-    return samples[len(samples) // 2]
+    return _median([_sample_ms(fn, inner) for _ in range(repeat)])
 
 
 def paired_ms(fn: Callable[[], object], reference: Callable[[], object], repeat: int = 20,
@@ -37,12 +44,6 @@ def paired_ms(fn: Callable[[], object], reference: Callable[[], object], repeat:
     torch.cuda.synchronize()
     samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        for f, out in ((fn, samples[0]), (reference, samples[1])):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                f()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) / inner)
-    return tuple(sorted(s)[len(s) // 2] for s in samples)
+        samples[0].append(_sample_ms(fn, inner))
+        samples[1].append(_sample_ms(reference, inner))
+    return _median(samples[0]), _median(samples[1])

@@ -27,7 +27,6 @@ import tempfile
 from pathlib import Path
 
 import tilelang
-import tilelang.language as T
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -71,29 +70,6 @@ CONFIGS = [
 PERSISTENT_CONFIGS = [(128, 256, 64, 256, 3), (128, 128, 64, 128, 4), (128, 128, 32, 128, 3)]
 SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b",
          "tl.disable_tma_lower": "cpasync", "tl.disable_warp_specialized": "nows"}
-
-
-def shared_epilogue_matmul(M, N, K, bM, bN, bK, threads, stages):
-    """The example's non-persistent twin: a block per tile (rasterized in panels of 10),
-    C through a shared tile."""
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(M, bM), T.ceildiv(N, bN), threads=threads) as (bx, by):
-            A_shared = T.alloc_shared((bM, bK), "float16")
-            B_shared = T.alloc_shared((bK, bN), "float16")
-            C_local = T.alloc_fragment((bM, bN), "float32")
-            C_shared = T.alloc_shared((bM, bN), "float16")
-            T.use_swizzle(10)
-            T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[bx * bM, k * bK], A_shared)
-                T.copy(B[k * bK, by * bN], B_shared)
-                T.gemm(A_shared, B_shared, C_local)
-            T.copy(C_local, C_shared)
-            T.copy(C_shared, C[bx * bM, by * bN])
-
-    return main
 
 
 def instruction_mix(source: str, arch: str) -> dict:
@@ -155,7 +131,7 @@ def main() -> None:
         for config in PERSISTENT_CONFIGS:
             shape = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}"
             jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num), {}))
-            jobs.append((f"shared-epilogue/{shape}", shared_epilogue_matmul(n, n, n, *config), {}))
+            jobs.append((f"shared-epilogue/{shape}", persistent_gemm(n, n, n, *config, None, "tile"), {}))
         jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for label, func, options in jobs:
             try:

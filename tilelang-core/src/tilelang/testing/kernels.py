@@ -140,8 +140,33 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
                     dtype="float16", accum_dtype="float32"):
     """Upstream's examples/gemm/example_gemm_persistent.py kernel as a classic builder:
     ``sm_num`` blocks walk the tiles (``spelling`` "persistent": T.Persistent; "wave_loop":
-    upstream's hand-written loop over waves), C through a shared tile."""
+    upstream's hand-written loop over waves), C through a shared tile. "tile": its
+    non-persistent twin, a block per tile (rasterized in panels of 10; ``sm_num`` unused)."""
     m_blocks, n_blocks = -(-M // bM), -(-N // bN)
+
+    @T.macro
+    def tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by):
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+            T.copy(A[bx * bM, k * bK], A_shared)
+            T.copy(B[k * bK, by * bN], B_shared)
+            T.gemm(A_shared, B_shared, C_local)
+        T.copy(C_local, C_shared)
+        T.copy(C_shared, C[bx * bM, by * bN])
+
+    if spelling == "tile":
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(m_blocks, n_blocks, threads=threads) as (bx, by):
+                A_shared = T.alloc_shared((bM, bK), dtype)
+                B_shared = T.alloc_shared((bK, bN), dtype)
+                C_local = T.alloc_fragment((bM, bN), accum_dtype)
+                C_shared = T.alloc_shared((bM, bN), dtype)
+                T.use_swizzle(10)
+                tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by)
+
+        return main
+
     waves = -(-(m_blocks * n_blocks) // sm_num)
 
     @T.prim_func
@@ -153,26 +178,14 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
             C_shared = T.alloc_shared((bM, bN), dtype)
             if spelling == "persistent":
                 for bx, by in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], sm_num, block_id, group_size):
-                    T.clear(C_local)
-                    for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                        T.copy(A[bx * bM, k * bK], A_shared)
-                        T.copy(B[k * bK, by * bN], B_shared)
-                        T.gemm(A_shared, B_shared, C_local)
-                    T.copy(C_local, C_shared)
-                    T.copy(C_shared, C[bx * bM, by * bN])
+                    tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by)
             else:
                 for w in T.serial(waves):
                     tile_id = sm_num * w + block_id
                     bx = (tile_id // group_size) % m_blocks
                     by = (tile_id % group_size) + (tile_id // group_size) // m_blocks * group_size
                     if bx * bM < M and by * bN < N:
-                        T.clear(C_local)
-                        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                            T.copy(A[bx * bM, k * bK], A_shared)
-                            T.copy(B[k * bK, by * bN], B_shared)
-                            T.gemm(A_shared, B_shared, C_local)
-                        T.copy(C_local, C_shared)
-                        T.copy(C_shared, C[bx * bM, by * bN])
+                        tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by)
 
     return main
 
