@@ -57,3 +57,24 @@ def test_calling_an_eager_kernel_with_tensors_and_no_tunables_names_the_way_to_t
                                             r"T\.const sizes: kernel = scaled_copy\.compile\(M=\.\.\., \.\.\.\)"):
         scaled_copy(a)
     np.testing.assert_allclose(scaled_copy(a + 1.0, block_M=16), (a + 1.0) * 2.0)
+
+
+def test_pool_workers_compile_an_eager_kernel_for_the_target_auto_means_in_the_tuning_process(
+        tmp_path, monkeypatch, caplog):
+    # "auto" forced in this process only: the spawned workers' own "auto" is llvm. Ray's
+    # CPU-only tasks were in that position on a GPU host (no GPU visible: "auto" was the
+    # CPU), and every configuration was compiled again where it was measured.
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_pool, "available_cpus", lambda: 2)
+    monkeypatch.setattr(tilelang.env, "TILELANG_DEFAULT_TARGET", "c")
+    before = set(scaled_copy.results)
+    with caplog.at_level("WARNING", logger="tilelang.autotuner"):
+        kernel = scaled_copy.compile(M=24, N=16)
+    (result,) = [r for key, r in scaled_copy.results.items() if key not in before]
+    assert all(t.ok for t in result.trials), [t.error for t in result.trials]
+    assert os.getpid() not in {t.compile_pid for t in result.trials}
+    assert "compiled again" not in caplog.text
+    assert kernel.target.kind.name == "c"
+    a = np.random.default_rng(2).standard_normal((24, 16)).astype("float32")
+    np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
+

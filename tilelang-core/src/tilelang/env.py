@@ -34,7 +34,8 @@ import json
 import os
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -121,6 +122,21 @@ _MODULE.__class__ = _EnvironmentModule
 
 # switched by enable_cache() / disable_cache(); TILELANG_DISABLE_CACHE=1 wins over it
 _cache_enabled = True
+
+
+@contextmanager
+def overridden(**values: Any) -> Iterator[None]:
+    """Inside, each named attribute of this module (``TILELANG_...=value``) reads
+    ``value``, as if assigned in this process; the previous values come back after."""
+    variables = {name: getattr(type(_MODULE), name) for name in values}
+    saved = {name: var._forced_value for name, var in variables.items()}
+    for name, var in variables.items():
+        var._forced_value = values[name]
+    try:
+        yield
+    finally:
+        for name, var in variables.items():
+            var._forced_value = saved[name]
 
 
 def enable_cache() -> None:

@@ -87,10 +87,8 @@ class BenchLoop:
         config = dict(self.configs[index])
         loaded = outcome
         if outcome.kernel is None:  # compiled by a worker: a kernel-cache hit here
-            loaded = compile_pool.compile_one(self.job.builder, self.job.args, self.tasks[index])
-            if loaded.kernel is not None and loaded.kernel.cache_key != outcome.cache_key:
-                log.warning("tilelang autotuner: config %d compiled again in this process (its "
-                            "kernel-cache key differs from the worker's)", index)
+            loaded = compile_pool.load_compiled(self.job.builder, self.job.args, self.tasks[index],
+                                                outcome.cache_key)
         if loaded.error is not None:
             latency, error, stage = None, loaded.error, "load"
         else:

@@ -18,6 +18,7 @@ import os
 import pickle
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +72,37 @@ def describe_error(err: BaseException) -> str:
     return text
 
 
+@contextmanager
+def auto_resolved_as(options: Mapping[str, Any]) -> Iterator[None]:
+    """Inside, ``target="auto"`` and ``execution_backend="auto"`` mean what the tuning
+    process resolved them to (``options``' target, target host and execution backend).
+
+    An eager ``@tilelang.jit`` builder compiles itself with its own "auto", and a worker
+    may resolve that differently from the tuning process: a Ray task that asks for no GPU
+    sees none (Ray empties ``CUDA_VISIBLE_DEVICES``), so "auto" there is the CPU. Its
+    kernel then has another cache key, and the GPU that measures it compiled every
+    configuration again (H200, 2 GPUs, 16 GEMM configurations: 3.6 s per configuration).
+    An explicit target in the decorator is kept; only "auto" follows the tuning process."""
+    target, host = options.get("target"), options.get("target_host")
+    backend = options.get("execution_backend")
+    with ExitStack() as stack:
+        if target is not None:
+            from tvm.target import Target
+
+            stack.enter_context(Target(target, host) if host is not None else Target(target))
+        if backend is not None:
+            stack.enter_context(env.overridden(TILELANG_DEFAULT_EXECUTION_BACKEND=backend))
+        yield
+
+
 def compile_one(builder: Callable[..., Any], args: Sequence[Any], task: CompileTask) -> CompileOutcome:
     """Build and compile one configuration here; errors are returned, not raised."""
     import tilelang
     from tilelang.jit.kernel import JITKernel
 
     try:
-        func = builder(*args, **task.kwargs)
+        with auto_resolved_as(task.options):
+            func = builder(*args, **task.kwargs)
         # an eager kernel's builder compiles itself (it knows its outputs)
         if isinstance(func, JITKernel):
             kernel, func = func, func.prim_func
@@ -86,6 +111,17 @@ def compile_one(builder: Callable[..., Any], args: Sequence[Any], task: CompileT
     except Exception as err:  # noqa: BLE001  (a configuration may fail in any way; it is recorded and skipped)
         return CompileOutcome(task.index, os.getpid(), error=describe_error(err))
     return CompileOutcome(task.index, os.getpid(), kernel=kernel, cache_key=kernel.cache_key, func=func)
+
+
+def load_compiled(builder: Callable[..., Any], args: Sequence[Any], task: CompileTask,
+                  key: str | None, where: str = "this process") -> CompileOutcome:
+    """``compile_one`` for a configuration a worker compiled under ``key``: a kernel-cache
+    hit, or (with a warning) a compilation when this process's key differs."""
+    loaded = compile_one(builder, args, task)
+    if key is not None and loaded.kernel is not None and loaded.kernel.cache_key != key:
+        log.warning("tilelang autotuner: config %d compiled again in %s (its kernel-cache key %s differs "
+                    "from the compiling worker's %s)", task.index, where, loaded.kernel.cache_key, key)
+    return loaded
 
 
 def _init_worker(cache_dir: str) -> None:

@@ -144,7 +144,7 @@ class BenchWorker:
             return BenchResult(task.index, None, self.error, "load", None, self.name)
         if artifact is not None:
             store_artifact(KernelCache(), artifact)
-        loaded = compile_pool.compile_one(self.builder, self.args, task)
+        loaded = compile_pool.load_compiled(self.builder, self.args, task, artifact and artifact.key, self.name)
         if loaded.error is not None:
             return BenchResult(task.index, None, loaded.error, "load", self.timer.ref_latency, self.name)
         latency, error, stage = time_kernel(self.timer, loaded.kernel, baseline)
