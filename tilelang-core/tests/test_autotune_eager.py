@@ -66,9 +66,9 @@ def test_pool_workers_compile_an_eager_kernel_for_the_target_auto_means_in_the_t
     # CPU), and every configuration was compiled again where it was measured.
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compile_pool, "available_cpus", lambda: 2)
-    monkeypatch.setattr(tilelang.env, "TILELANG_DEFAULT_TARGET", "c")
     before = set(scaled_copy.results)
-    with caplog.at_level("WARNING", logger="tilelang.autotuner"):
+    with caplog.at_level("WARNING", logger="tilelang.autotuner"), \
+            tilelang.env.overridden(TILELANG_DEFAULT_TARGET="c"):
         kernel = scaled_copy.compile(M=24, N=16)
     (result,) = [r for key, r in scaled_copy.results.items() if key not in before]
     assert all(t.ok for t in result.trials), [t.error for t in result.trials]

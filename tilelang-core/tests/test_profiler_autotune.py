@@ -51,6 +51,25 @@ def _matmul(a, b):
 
 
 # -- profiler -------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_outputs_are_compared_on_their_gpu(monkeypatch):
+    """An 8192 x 8192 check copied to the host took seconds (one thread in a Ray actor)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from tilelang.profiler.compare import assert_close
+
+    def no_copy(self):
+        raise AssertionError("the comparison copied a tensor to the host")
+
+    a = torch.zeros(64, 48, device="cuda", dtype=torch.float16)
+    b = a.clone()
+    b[0, :5] = 1.0
+    monkeypatch.setattr(torch.Tensor, "cpu", no_copy)
+    assert_close(a, b, rtol=0, atol=1e-3, max_mismatched_ratio=0.002)
+    with pytest.raises(ToleranceError, match=r"5 > 3 .*First mismatch at index \[0, 0\]: tilelang=0, ref=1"):
+        assert_close(a, b, rtol=0, atol=1e-3, max_mismatched_ratio=0.001)
+
+
 def test_profiler_checks_against_a_reference_and_times_the_kernel():
     kernel = tilelang.compile(kernels.tile_gemm(64, 48, 80, bM=32, bN=16, bK=16, dtype="float32"), out_idx=[-1])
     profiler = kernel.get_profiler(tensor_supply_type=tilelang.TensorSupplyType.Normal)
