@@ -126,21 +126,8 @@ def test_first_gemm_turns_around_the_overlapped_loop():
     assert len(issues) == 2 * (3 * 2 + 1)  # per warpgroup: 3 trips x 2 issues, and the drain's
 
 
-def test_group_turns_cover_the_overlapped_loops_two_issues():
-    """"group": one turn spans S_k and the previous iteration's P V (FlashAttention-3's
-    order), so each warpgroup issues both before the other issues either."""
-    lines = consumers(lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 3),
-                            **{"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "group"}).device_source, 256)
-    loop = lines[lines.index(next(x for x in lines if x.startswith("for (int k_1"))):]
-    arrive = loop.index("tl_named_barrier_arrive((3 - (((int)threadIdx.x) >> 7)), 256);")
-    assert loop[arrive - 2:arrive] == ["tl_wgmma_commit();", "}"]  # after the conditional P V issue
-    issues = run([trace(lines, 0), trace(lines, WG)])
-    in_loop = [g for g, _ in issues][:12]  # 3 trips x 2 issues x 2 warpgroups; the drains follow
-    assert in_loop == [0, 0, 1, 1] * 3
-
-
 def test_an_unknown_pingpong_mode_is_refused():
-    with pytest.raises(Exception, match=r"'tl.warpgroup_pingpong' is 'both'; expected one of 'first', 'every', 'group', 'off'"):
+    with pytest.raises(Exception, match=r"'tl.warpgroup_pingpong' is 'both'; expected one of 'first', 'every', 'off'"):
         lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **{"tl.warpgroup_pingpong": "both"})
 
 
@@ -175,9 +162,8 @@ def test_nvcc_compiles_the_pingpong_kernel():
 @pytest.mark.gpu
 @pytest.mark.parametrize("configs", [{"tl.warpgroup_pingpong": "first"}, {"tl.warpgroup_pingpong": "every"}, {},
                                      {"tl.intra_warpgroup_overlap": True},
-                                     {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "first"},
-                                     {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "group"}],
-                         ids=["first", "every", "off", "overlap", "overlap-first", "overlap-group"])
+                                     {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "first"}],
+                         ids=["first", "every", "off", "overlap", "overlap-first"])
 @pytest.mark.parametrize("dim", [64, 128])
 def test_pingpong_flash_attention_matches_sdpa(configs, dim):
     """Each schedule against SDPA (head dim 128 runs warp-specialized; 64 does not, and the

@@ -9,10 +9,8 @@ and the exp units idle during the GEMMs. FlashAttention-3 (Shah et al. 2024, sec
 "pingpong scheduling") orders the warpgroups' GEMM issues with two named barriers; this
 pass does the same for any consumer loop that issues two or more wgmma groups at its top
 level. The pass config ``tl.warpgroup_pingpong`` picks which issues take turns:
-``"first"`` (the first GEMM of each iteration), ``"every"`` (each GEMM), ``"group"`` (the
-first GEMM together with the issues that directly follow it: with OverlapSecondGemm, S_k
-and the previous iteration's P V in one turn, FlashAttention-3's order), or ``"off"`` (the
-default, see below):
+``"first"`` (the first GEMM of each iteration, as FlashAttention-3 does), ``"every"``
+(each GEMM), or ``"off"`` (the default, see below):
 
     if (wg == 1) bar.arrive 2, 256           -- warpgroup 0 issues first
     for (...) {
@@ -36,6 +34,10 @@ TFLOP/s, three runs: head dim 128 "every" 537.5 / 578.8 against "off" 589.7 / 55
 Run-to-run noise is about 5%; no mode gained beyond it, so the default is "off" and the
 modes are opt-in (FlashAttention-3 pairs the turns with a producer warpgroup whose registers
 go to the consumers, which this backend does not have yet).
+Tried and removed: one turn over S_k and the overlapped P_{k-1} V_{k-1} together
+(FlashAttention-3's order), on the H200 (2026-12-01, head dim 128, 3 stages, overlap on, two
+runs): 0.62-0.64x SDPA against 0.90-0.91 with "first". In that order the second warpgroup's
+S_k waits behind the first one's two GEMMs, and its softmax behind that.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq
 from tvm import tirx
 
 CONFIG = "tl.warpgroup_pingpong"
-MODES = ("first", "every", "group", "off")
+MODES = ("first", "every", "off")
 DEFAULT_MODE = "off"
 WARP_GROUP = 128
 FIRST_BARRIER = 2  # warpgroup g waits on barrier 2 + g
@@ -107,28 +109,13 @@ def _regions(stmts: list[Any]) -> list[tuple[int, int]] | None:
     return None if start is not None else pairs
 
 
-def _issue_only(stmt: Any) -> bool:
-    """A GEMM issue and nothing else, under a condition or not (OverlapSecondGemm's
-    ``if (k > 0) { wgmma.fence; ...; wgmma.commit_group }``): no wait, no barrier."""
-    if isinstance(stmt, tirx.IfThenElse):
-        if stmt.else_case is not None:
-            return False
-        stmt = stmt.then_case
-    stmts = list(stmt) if isinstance(stmt, tirx.SeqStmt) else [stmt]
-    names = [extern_name(s) for s in stmts]
-    nested = [s for s in stmts if not isinstance(s, (tirx.Evaluate, tirx.Bind))]
-    return (not nested and names.count("tl_wgmma_fence") == 1 and names.count("tl_wgmma_commit") == 1
-            and "tl_wgmma_wait" not in names and not SYNCS & set(names)
-            and _regions(stmts) == [(names.index("tl_wgmma_fence"), names.index("tl_wgmma_commit"))])
-
-
 def _takes_turns(loop: Any, mode: str) -> bool:
     """Two or more GEMM issues per iteration, and the ones that take turns reached on every
     path (with "first", a later issue may be conditional: OverlapSecondGemm's)."""
     fences, unconditional = _fences(loop.body), _unconditional_fences(loop.body)
     if len(fences) < 2 or _has_block_barrier(loop.body):
         return False
-    if mode in ("first", "group"):
+    if mode == "first":
         return any(f.same_as(fences[0]) for f in unconditional)
     return len(unconditional) == len(fences)
 
@@ -142,11 +129,6 @@ def _alternate(loop: Any, wg: Any, mode: str) -> Any:
         regions = [(a, b) for a, b in _regions(stmts) or [] if mode == "every" or stmts[a].same_as(fences[0])]
         if not regions:
             return stmt
-        if mode == "group":  # the turn runs on over the issues right after the first
-            start, end = regions[0]
-            while end + 1 < len(stmts) and _issue_only(stmts[end + 1]):
-                end += 1
-            regions = [(start, end)]
         out, at = [], 0
         for start, end in regions:
             out += stmts[at:start]
