@@ -330,6 +330,48 @@ def test_sync_threads_is_a_block_barrier_on_cuda():
         T.sync_threads(1, 128)
 
 
+# -- T.import_source ------------------------------------------------------------------------
+# a helper C and C++ both link by its plain name (the C target's code is built by g++)
+TRIPLE_C = '#ifdef __cplusplus\nextern "C"\n#endif\nint triple(int x) { return x * 3; }'
+TRIPLE_CUDA = "__device__ int triple(int x) { return x * 3; }"
+
+
+def import_source_kernel(source):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            T.import_source(source)
+            for i in T.serial(8):
+                A[i] = T.call_extern("int32", "triple", A[i])
+
+    return main
+
+
+def test_import_source_code_is_compiled_with_a_c_kernel():
+    kernel = tilelang.compile(import_source_kernel(TRIPLE_C), target="c")
+    a = np.arange(8, dtype="int32")
+    kernel(a)
+    np.testing.assert_array_equal(a, np.arange(8, dtype="int32") * 3)
+
+
+def test_import_source_on_llvm_says_to_compile_for_the_c_target():
+    with pytest.raises(LanguageError, match=r"T.call_extern of 'triple', which only the code of T.import_source "
+                                            r"defines: the llvm target cannot compile that code .*target='c'"):
+        tilelang.compile(import_source_kernel(TRIPLE_C), target="llvm")
+
+
+def test_import_source_goes_before_the_cuda_kernel():
+    source = cuda_source(import_source_kernel(TRIPLE_CUDA))
+    assert source.index(TRIPLE_CUDA + "\n") < source.index("__global__")
+    assert "triple(A_ptr[" in source
+
+
+def test_import_source_of_none_adds_nothing_and_other_values_are_refused():
+    assert "triple" not in cuda_source(import_source_kernel(None)).split("__global__")[0]
+    with pytest.raises(LanguageError, match="T.import_source takes the source code as a str, got int"):
+        tilelang.lower(import_source_kernel(3), target="c")
+
+
 # -- T.print / T.device_assert ---------------------------------------------------------------
 def print_kernel():
     @T.prim_func

@@ -6,6 +6,8 @@ CUDA backend's tilelang.cuda.intrinsics layout helpers."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -58,6 +60,19 @@ def test_tirx_primexpr_answers_for_primitive_expressions_and_expr_has_dtype() ->
     with pytest.raises(TypeError, match="abstract expression type"):
         tirx.PrimExpr()
     assert tilelang.DataType is tvm.DataType and tilelang.DataType("float16").bits == 16
+
+
+def test_tirx_primexpr_is_there_when_an_upstream_script_imports_tvm_after_tilelang():
+    """Upstream's dequantize examples annotate module-level helpers with ``tirx.PrimExpr``
+    right after ``from tvm import tirx``, before any T.<name> has loaded the language."""
+    script = ("import sys, tilelang, tilelang.language as T\n"
+              "assert 'tvm' not in sys.modules, 'import tilelang imported TVM'\n"
+              "from tvm import tirx\n"
+              "def helper(val: tirx.PrimExpr, pos: tirx.PrimExpr): return val\n"
+              "print(isinstance(tirx.const(1, 'int32'), tirx.PrimExpr))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
 
 
 # -- T.alloc_var as an index ------------------------------------------------------------------

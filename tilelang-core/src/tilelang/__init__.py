@@ -11,7 +11,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from . import env
+from . import env, tvm_compat
 from ._version import __version__
 from .backend.pass_configs import PassConfigKey
 from .env import disable_cache, enable_cache, is_cache_enabled
@@ -87,6 +87,8 @@ _LAZY = {
     "autotuner": (".autotuner", None),
     "profiler": (".profiler", None),
 }
+
+tvm_compat.install_on_import()  # upstream scripts read tirx.PrimExpr before any T.<name>
 
 # Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).
 if not env.flag(env.NO_PLUGIN_AUTOLOAD):

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..backend import ExecutionBackendSpec, PassPipeline
 from ..backend.pass_pipeline import CaptureLaunchMetadata, flatten_and_vectorize
+from .target import is_c_target
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     )
 
     middle_end = [
-        CheckExternCalls(),
+        CheckExternCalls(c_source=is_c_target(context.target)),
         RefuseNarrowFloats(),
         LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest
         LowerTileOps(),

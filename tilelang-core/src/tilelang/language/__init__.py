@@ -145,6 +145,7 @@ __all__ = [
     "set_max_nreg",
     "symbolic",
     "sync_threads",
+    "import_source",
     "tma_copy",
     "transpose",
     "unroll",

@@ -71,7 +71,7 @@ from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
-from .misc import GemmWarpPolicy, clamp, device_assert, print, sync_threads  # noqa: A004
+from .misc import GemmWarpPolicy, clamp, device_assert, import_source, print, sync_threads  # noqa: A004
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update

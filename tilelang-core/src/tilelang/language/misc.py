@@ -1,5 +1,5 @@
 """Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.GemmWarpPolicy``,
-``T.sync_threads``, ``T.print`` and ``T.device_assert``.
+``T.sync_threads``, ``T.import_source``, ``T.print`` and ``T.device_assert``.
 
 Each is plain TIR that every backend already maps: a barrier is TVM's
 ``tvm_storage_sync("shared")`` (``__syncthreads()`` on CUDA), printing is a ``printf`` call
@@ -48,11 +48,31 @@ class GemmWarpPolicy(enum.IntEnum):
 def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     """A barrier for every thread of the block (``__syncthreads()`` on CUDA). Named
     barriers (``barrier_id``/``arrive_count``, PTX bar.sync with an id) are a CUDA
-    warp-specialization feature and are refused."""
+    warp-specialization feature and are refused: TVM 0.27's ThreadSync cannot place the
+    block barriers such a kernel still needs inside the threads that meet at a named one
+    ("Cannot insert syncs inside condition", upstream's deepseek_v32 top-k selector)."""
     if barrier_id is not None or arrive_count is not None:
         raise LanguageError("T.sync_threads(barrier_id, arrive_count): named barriers are not supported; "
                             "call T.sync_threads() for a barrier over the whole block")
     _ib.evaluate(block_barrier().value)
+
+
+IMPORT_SOURCE_ATTR = "pragma_import_c"  # TVM's C-family codegens copy it to the source's top
+
+
+def import_source(source: str | None = None) -> None:
+    """Put ``source`` (device functions, e.g. inline-PTX helpers that ``T.call_extern``
+    calls) at the top of the kernel's generated source, as upstream's ``T.import_source``.
+    It is TVM's ``pragma_import_c`` attribute, which the CUDA, HIP and C code generators
+    copy there; ``None`` does nothing (upstream's behaviour)."""
+    if source is None:
+        return
+    if not isinstance(source, str):
+        raise LanguageError(f"T.import_source takes the source code as a str, got {type(source).__name__}")
+    # TVM writes the code as it is: a newline keeps the generated code that follows apart
+    text = source if source.endswith("\n") else source + "\n"
+    with _ib.attr(tirx.IntImm("int32", 0), IMPORT_SOURCE_ATTR, tvm.ir.StringImm(text)):
+        _ib.evaluate(tirx.IntImm("int32", 0))
 
 
 # printf conversions by dtype class; values are widened to what C's variadic calls pass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import re
 from typing import Any
 
 import tvm_ffi
@@ -22,6 +23,7 @@ from tvm import tirx
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
 from ...language.bounds import source_location
+from ...language.misc import IMPORT_SOURCE_ATTR
 
 _EXTERN_OPS = ("tirx.call_extern", "tirx.call_pure_extern")
 
@@ -52,17 +54,29 @@ def links_on_this_machine(symbol: str) -> bool:
     return False
 
 
-def _run(func: Any, mod: Any, ctx: Any) -> Any:
+def imported_sources(body: Any) -> list[str]:
+    """The code ``T.import_source`` put in the kernel (TVM's ``pragma_import_c``)."""
+    found: list[str] = []
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: found.append(str(a.value.value))
+                                   if a.attr_key == IMPORT_SOURCE_ATTR else None))
+    return found
+
+
+def _run(func: Any, mod: Any, ctx: Any, c_source: bool) -> Any:
     from tvm.ir import Call, StringImm
 
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs is not None else "main"
     missing: list[tuple[str, Any]] = []
+    sources = imported_sources(func.body)
+
+    def defined_in_sources(name: str) -> bool:
+        return any(re.search(rf"\b{re.escape(name)}\s*\(", source) for source in sources)
 
     def on_stmt(stmt: Any) -> None:
         def on_call(call: Any) -> None:
             if str(getattr(call.op, "name", "")) in _EXTERN_OPS and call.args and isinstance(call.args[0], StringImm):
                 name = str(call.args[0].value)
-                if not links_on_this_machine(name):
+                if not links_on_this_machine(name) and not (c_source and defined_in_sources(name)):
                     missing.append((name, stmt.span))
 
         for part in (getattr(stmt, "value", None), getattr(stmt, "condition", None)):
@@ -73,6 +87,11 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
                                           tirx.Bind), on_stmt)])
     if missing:
         name, span = missing[0]
+        if sources and not c_source:
+            raise LanguageError(
+                f"kernel {kernel!r}: T.call_extern of {name!r}, which only the code of T.import_source "
+                "defines: the llvm target cannot compile that code (TVM's LLVM codegen drops it); compile "
+                "with target='c' to build it with the kernel's C source" + source_location(span))
         raise LanguageError(
             f"kernel {kernel!r}: T.call_extern of {name!r}, which target backend 'cpu' cannot call: "
             "no such function in the C library, libm or the TVM runtime (an intrinsic of another "
@@ -82,5 +101,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
     return func
 
 
-def CheckExternCalls() -> Any:
-    return prim_func_pass(_run, "tl.cpu.CheckExternCalls")
+def CheckExternCalls(c_source: bool) -> Any:
+    """``c_source``: the kernel becomes C source (the c target), which includes what
+    T.import_source adds, so the functions that code defines may be called."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, mod, ctx, c_source), "tl.cpu.CheckExternCalls")
