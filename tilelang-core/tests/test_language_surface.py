@@ -326,8 +326,64 @@ def test_sync_threads_is_a_block_barrier_on_cuda():
             B[tx] = s[127 - tx]
 
     assert "__syncthreads();" in cuda_source(main)
-    with pytest.raises(LanguageError, match="named barriers are not supported"):
-        T.sync_threads(1, 128)
+
+
+def named_barrier_kernel(*barrier):
+    """Upstream's deepseek_v32 top-k shape: 64 of 128 threads meet at a named barrier while
+    they pass values through shared memory, inside a condition on the thread."""
+    @T.prim_func
+    def main(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((65,), "int32")
+            v = T.alloc_var(T.int32)
+            if tx < 64:
+                s[tx] = A[tx]
+                for _i in T.serial(4):
+                    T.sync_threads(*barrier)
+                    v = s[tx] + s[tx + 1]
+                    T.sync_threads(*barrier)
+                    s[tx] = v
+            T.sync_threads()
+            B[tx] = s[tx % 64]
+
+    return main
+
+
+def test_named_barriers_are_bar_sync_on_cuda_and_the_kernel_places_its_own_barriers():
+    pytest.importorskip("tilelang.cuda")
+    source = tilelang.lower(named_barrier_kernel(3, 64), target=SM90,
+                            pass_configs={"tl.disable_thread_storage_sync": True}).device_source
+    body = source[source.index("if (((int)threadIdx.x) < 64) {"):]
+    inner = body[:body.index("\n  }\n")]  # the condition's block
+    assert inner.count("tl_named_barrier_sync(3, 64);") == 2 and "__syncthreads" not in inner
+    # without a count, every thread of the block
+    assert "tl_named_barrier_sync(5, 128);" in tilelang.lower(
+        named_barrier_kernel(5), target=SM90, pass_configs={"tl.disable_thread_storage_sync": True}).device_source
+
+
+def test_named_barriers_are_refused_where_the_backend_has_none():
+    with pytest.raises(LanguageError, match=r"T.sync_threads\(barrier_id, arrive_count\) is a named barrier, which "
+                                            r"target backend 'cpu' does not have; use T.sync_threads\(\)"):
+        tilelang.compile(named_barrier_kernel(3, 64), target="c")
+    with pytest.raises(LanguageError, match=r"needs a barrier_id too"):
+        named_barrier_kernel(None, 64)
+
+
+def test_disable_thread_storage_sync_leaves_the_barriers_to_the_kernel():
+    pytest.importorskip("tilelang.cuda")
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            s[tx] = A[tx]
+            B[tx] = s[127 - tx]
+
+    assert "__syncthreads();" in cuda_source(main)  # TVM's ThreadSync sees the race
+    source = tilelang.lower(main, target=SM90, pass_configs={"tl.disable_thread_storage_sync": True}).device_source
+    assert "__syncthreads();" not in source
 
 
 # -- T.import_source ------------------------------------------------------------------------

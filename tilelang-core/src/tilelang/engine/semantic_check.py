@@ -6,6 +6,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
+from tvm.ir import Call
 
 from ..errors import LanguageError
 from ..language.kernel import BLOCK_TAGS
@@ -64,9 +65,16 @@ def _check_launch_nesting(body: Any, name: str) -> None:
 
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
-    from ..language.ops import tl_op_names_in
+    from ..language.ops import is_named_barrier, tl_op_names_in
 
     for func in mod.functions.values():
+        calls: list[Any] = []
+        tvm_ffi.structural_walk(func, (Call, calls.append))
+        if any(is_named_barrier(c) for c in calls):
+            raise LanguageError(
+                f"kernel {name!r}: T.sync_threads(barrier_id, arrive_count) is a named barrier, which "
+                f"target backend {backend!r} does not have; use T.sync_threads() (every thread of the "
+                "block) or compile for a backend with named barriers (CUDA)")
         left = tl_op_names_in(func)
         if left:
             raise LanguageError(

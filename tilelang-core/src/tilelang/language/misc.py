@@ -46,15 +46,19 @@ class GemmWarpPolicy(enum.IntEnum):
 
 
 def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
-    """A barrier for every thread of the block (``__syncthreads()`` on CUDA). Named
-    barriers (``barrier_id``/``arrive_count``, PTX bar.sync with an id) are a CUDA
-    warp-specialization feature and are refused: TVM 0.27's ThreadSync cannot place the
-    block barriers such a kernel still needs inside the threads that meet at a named one
-    ("Cannot insert syncs inside condition", upstream's deepseek_v32 top-k selector)."""
-    if barrier_id is not None or arrive_count is not None:
-        raise LanguageError("T.sync_threads(barrier_id, arrive_count): named barriers are not supported; "
-                            "call T.sync_threads() for a barrier over the whole block")
-    _ib.evaluate(block_barrier().value)
+    """A barrier for every thread of the block (``__syncthreads()`` on CUDA). With
+    ``barrier_id`` (and ``arrive_count``, the threads that meet there; default: the block's),
+    a named barrier, as upstream's: ``tvm_storage_sync("shared", id, count)``, which a
+    backend with named barriers lowers (CUDA: PTX ``bar.sync id, count``) and any other
+    refuses (engine.semantic_check)."""
+    if barrier_id is None and arrive_count is not None:
+        raise LanguageError("T.sync_threads(arrive_count=...) needs a barrier_id too: "
+                            "T.sync_threads(barrier_id, arrive_count)")
+    if barrier_id is None:
+        _ib.evaluate(block_barrier().value)
+        return
+    args = [barrier_id] + ([] if arrive_count is None else [arrive_count])
+    _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared", *args))
 
 
 IMPORT_SOURCE_ATTR = "pragma_import_c"  # TVM's C-family codegens copy it to the source's top

@@ -59,9 +59,17 @@ def block_barrier() -> object:
 
 
 def is_block_barrier(stmt: object) -> bool:
+    """The whole block's barrier; not a named one (``tvm_storage_sync("shared", id,
+    count)``: ``is_named_barrier``)."""
     from tvm import tirx
 
-    return isinstance(stmt, tirx.Evaluate) and is_call_to(stmt.value, BLOCK_BARRIER)
+    return isinstance(stmt, tirx.Evaluate) and is_call_to(stmt.value, BLOCK_BARRIER) and len(stmt.value.args) == 1
+
+
+def is_named_barrier(expr: object) -> bool:
+    """``T.sync_threads(barrier_id[, arrive_count])``: a barrier over some of the block's
+    threads, which only backends with named barriers lower."""
+    return is_call_to(expr, BLOCK_BARRIER) and len(expr.args) > 1
 
 
 def substitute(node: object, pairs: list[tuple[object, object]]) -> object:

@@ -41,6 +41,8 @@ BACKEND = BackendModule(
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.disable_thread_storage_sync": "add no block barriers for shared memory: the kernel places its "
+                                          "own (T.sync_threads, named barriers among them)",
         "tl.min_blocks_per_sm": "blocks per SM to budget registers for (launch bounds); "
                                 "default: the tensor-core pass's occupancy plan",
         "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",

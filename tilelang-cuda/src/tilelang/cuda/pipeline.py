@@ -25,7 +25,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm.backend.cuda.transforms import LowerIket
 
     from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
-    from .transform.explicit_sync import LowerExplicitSync, NameRoleBarriers
+    from .transform.explicit_sync import (
+        LowerExplicitSync,
+        LowerNamedBarriers,
+        NameRoleBarriers,
+    )
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
@@ -52,6 +56,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         *gpu_block_passes(VECTOR_BYTES),
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
+        LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
         OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
         tirx.transform.FP8ComputeLegalize(),

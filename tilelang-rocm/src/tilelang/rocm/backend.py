@@ -32,6 +32,8 @@ BACKEND = BackendModule(
     description="AMD GPUs: HIP source from TVM's CUDA-C printer and a HIP prelude; code objects from hipcc",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.disable_thread_storage_sync": "add no block barriers for shared memory: the kernel places its "
+                                          "own (T.sync_threads, named barriers among them)",
         "tl.disable_mfma": "gfx90a/gfx942: keep T.gemm on the SIMT path instead of MFMA",
     },
 )

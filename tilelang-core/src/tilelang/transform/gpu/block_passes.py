@@ -5,6 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+# upstream TileLang's key: the kernel places its own barriers (T.sync_threads, named ones
+# among them), and TVM's ThreadSync adds none; a backend that composes these passes honours
+# it by listing it in its manifest's pass_configs
+DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+
+
+def unless_configured(key: str, inner: Any) -> Any:
+    """``inner`` (a module pass), skipped when pass config ``key`` is true."""
+    import tvm
+
+    from ...backend.pass_pipeline import pass_config
+
+    def run(mod: Any, ctx: Any) -> Any:
+        return mod if pass_config(key, False) else inner(mod)
+
+    return tvm.transform.module_pass(run, opt_level=0, name=f"{inner.info.name} (unless {key})")
+
 
 def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap") -> list[Any]:
     """Fragments placed, T.Parallel nests dealt to the block's threads in vectors of at most
@@ -36,8 +53,8 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         *middle,
         SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
-        s_tir.transform.ThreadSync("shared"),
-        s_tir.transform.ThreadSync("shared.dyn"),
+        unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared")),
+        unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared.dyn")),
         s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),
         s_tir.transform.MergeSharedMemoryAllocations(),

@@ -335,7 +335,8 @@ def _run_roles(func: Any) -> Any:
 
         def named(inner: Any) -> Any:
             call = inner.value
-            if op_name(call) == "tirx.tvm_storage_sync" and str(call.args[0].value).startswith("shared"):
+            if op_name(call) == "tirx.tvm_storage_sync" and len(call.args) == 1 and \
+                    str(call.args[0].value).startswith("shared"):
                 return extern_call("tl_named_barrier_sync", 1 + lo // WARP_GROUP, hi - lo)
             return inner
 
@@ -348,10 +349,50 @@ def NameRoleBarriers() -> Any:
     return prim_func_pass(lambda func, mod, ctx: _run_roles(func), "tl.cuda.NameRoleBarriers")
 
 
+def _named(call: Any) -> bool:
+    """T.sync_threads(barrier_id[, arrive_count]): core's ``tvm_storage_sync("shared", id, count)``."""
+    return op_name(call) == "tirx.tvm_storage_sync" and len(call.args) > 1
+
+
+def _run_named(func: Any) -> Any:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, lambda c: found.append(c) if _named(c) else None))
+    if not found:
+        return func
+    extents: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: extents.append(a.value) if a.attr_key == "thread_extent"
+                                        and a.node.thread_tag.startswith("threadIdx") else None))
+    block = 1
+    for extent in extents:
+        block *= int(extent.value) if isinstance(extent, tirx.IntImm) else 0
+
+    def on_eval(stmt: Any) -> Any:
+        call = stmt.value
+        if not _named(call):
+            return stmt
+        count = call.args[2] if len(call.args) > 2 else None
+        if count is None and not block:
+            raise CompileError(f"kernel {kernel_name(func)!r}: T.sync_threads(barrier_id) without arrive_count "
+                               "needs a block of a constant size; pass arrive_count")
+        return extern_call("tl_named_barrier_sync", call.args[1], block if count is None else count)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post"))
+
+
+def LowerNamedBarriers() -> Any:
+    """``T.sync_threads(barrier_id, arrive_count)`` (``tvm_storage_sync("shared", id,
+    count)``) as PTX ``bar.sync id, count`` (PTX ISA, "bar.sync"); without a count, every
+    thread of the block. It runs after TVM's ThreadSync, which takes the call for a barrier
+    (as upstream's does) and so adds no block-wide one inside the threads that meet there.
+    Barrier 0 is ``__syncthreads()``'s; this backend's own schedules use 1-3 (warp roles,
+    consumers, pingpong turns), so a kernel that names those shares them."""
+    return prim_func_pass(lambda func, mod, ctx: _run_named(func), "tl.cuda.LowerNamedBarriers")
+
+
 def role_threads(func: Any) -> int | None:
     """The threads a T.gemm's accumulator spreads over, when T.ws roles hold every GEMM."""
     value = func.attrs.get(ROLE_THREADS_ATTR) if func.attrs else None
     return None if value is None else int(value)
 
 
-__all__ = ["TMA_COPY", "LowerExplicitSync", "NameRoleBarriers", "role_threads"]
+__all__ = ["TMA_COPY", "LowerExplicitSync", "LowerNamedBarriers", "NameRoleBarriers", "role_threads"]
