@@ -347,5 +347,6 @@ RECIPES: tuple[Recipe, ...] = (
                dict(block_I=64, num_stages=2, threads=256)),)),
     Recipe("deepseek_v32/topk_selector.py", (
         Kernel("tl_topk_impl", (Tensor((64, 32 * 1024), "float32"), Tensor((64, 2048), "int32"),
-                                Tensor((64,), "int32"), Tensor((64,), "int32"))),)),
+                                Tensor((64,), "int32"), Tensor((64,), "int32"))),),
+        run=Call("test_topk_selector")),  # no main(); the file's test checks against torch.topk
 )
