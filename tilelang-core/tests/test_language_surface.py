@@ -386,6 +386,43 @@ def test_disable_thread_storage_sync_leaves_the_barriers_to_the_kernel():
     assert "__syncthreads();" not in source
 
 
+# -- T.thread_binding inside T.Kernel ---------------------------------------------------------
+def row_sum_kernel():
+    """Upstream's dequantize gemv shape: the kernel's threadIdx.x named again with
+    T.thread_binding, and used as the reduce index of TVM's thread allreduce."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 32), "float32"), C: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=(32, 4)) as _:
+            acc = T.alloc_local((1,), "float32")
+            red = T.alloc_local((1,), "float32")
+            kr = T.thread_binding(0, 32, thread="threadIdx.x")
+            ni = T.thread_binding(0, 4, thread="threadIdx.y")
+            acc[0] = A[ni, kr]
+            with T.attr(T.comm_reducer(lambda x, y: x + y, [T.cast(0, "float32")]), "reduce_scope",
+                        T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), acc[0], True, red[0], kr, dtype="handle"))
+            if kr == 0:
+                C[ni] = red[0]
+
+    return main
+
+
+def test_thread_binding_of_the_kernels_thread_index_is_that_index():
+    source = cuda_source(row_sum_kernel())
+    assert "__shfl_down_sync" in source  # TVM's warp allreduce over threadIdx.x
+    assert "C_ptr[((int)threadIdx.y)] = " in source and "for (" not in source.split("__global__")[-1]
+
+
+@pytest.mark.gpu
+def test_thread_binding_allreduce_sums_rows_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    kernel = tilelang.compile(row_sum_kernel(), target="cuda", out_idx=[1])
+    a = torch.randn(4, 32, device="cuda")
+    torch.testing.assert_close(kernel(a), a.sum(dim=1), rtol=1e-5, atol=1e-5)
+
+
 # -- T.import_source ------------------------------------------------------------------------
 # a helper C and C++ both link by its plain name (the C target's code is built by g++)
 TRIPLE_C = '#ifdef __cplusplus\nextern "C"\n#endif\nint triple(int x) { return x * 3; }'

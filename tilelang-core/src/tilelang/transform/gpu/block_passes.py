@@ -41,11 +41,13 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from .partition_parallel import PartitionParallelLoops
     from .rasterize import RasterizeBlocks
     from .shared_sync import SyncSharedWritesOfSeveralThreads
+    from .thread_loops import BindNestedThreadLoops
 
     middle = flatten_and_vectorize()
     if not legalize_bf16:
         middle = [p for p in middle if p.info.name != "tirx.BF16ComputeLegalize"]
     return [
+        BindNestedThreadLoops(),  # T.thread_binding of the kernel's own thread index: that index
         PlaceFragments(),
         PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
         RasterizeBlocks(),
