@@ -453,9 +453,14 @@ def test_import_source_on_llvm_says_to_compile_for_the_c_target():
         tilelang.compile(import_source_kernel(TRIPLE_C), target="llvm")
 
 
-def test_import_source_goes_before_the_cuda_kernel():
-    source = cuda_source(import_source_kernel(TRIPLE_CUDA))
-    assert source.index(TRIPLE_CUDA + "\n") < source.index("__global__")
+def test_import_source_goes_after_the_prelude_right_before_the_cuda_kernel():
+    # after TVM's prelude: NVRTC has no system headers, and imported code uses its names
+    # (`uint` in upstream's dequantize gemv)
+    source = cuda_source(import_source_kernel(TRIPLE_CUDA + "\nstatic __device__ uint unused_helper();"))
+    assert source.count(TRIPLE_CUDA) == 1
+    kernel = source.index('extern "C" __global__')
+    assert source.index("#define uint unsigned int") < source.index(TRIPLE_CUDA) < kernel
+    assert source[source.index(TRIPLE_CUDA):kernel].count("\n") == 2
     assert "triple(A_ptr[" in source
 
 

@@ -87,3 +87,23 @@ def test_nvrtc_makes_the_same_machine_code_without_the_block(name, monkeypatch):
     assert any(s.startswith(".text.") for s in code)
     for section in code:
         assert ours[section] == theirs[section], section
+
+
+def test_nvrtc_compiles_imported_code_that_uses_the_preludes_names():
+    """T.import_source's code goes after TVM's prelude: upstream's dequantize gemv helpers
+    declare `uint` values, which NVRTC (no system headers) has only from the prelude."""
+    if toolchain.nvrtc_unavailable_reason() is not None:
+        pytest.skip(f"NVRTC: {toolchain.nvrtc_unavailable_reason()}")
+    import tilelang.language as T
+
+    helper = "__device__ int triple(int x) { uint three = 3u; return x * (int)three; }"
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128) as _:
+            T.import_source(helper)
+            tx = T.get_thread_binding()
+            A[tx] = T.call_extern("int32", "triple", A[tx])
+
+    source = tilelang.lower(main, target={"kind": "cuda", "arch": "sm_90"}).device_source
+    assert toolchain._compile_nvrtc(source, "sm_90", "kernel")[:4] == b"\x7fELF"

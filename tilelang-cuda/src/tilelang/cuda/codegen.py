@@ -5,6 +5,7 @@ at build time and the runtime's load-time compile is a cache hit."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import re
 from collections.abc import Iterator
@@ -68,11 +69,47 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
         "}\n")
 
 
+# The code T.import_source adds (TVM's pragma_import_c attribute), for the build in progress.
+# TVM's codegen writes it at the very top, before its own prelude; there NVRTC, which has no
+# system headers, lacks the prelude's names (`uint`: upstream's dequantize gemv did not
+# compile on the H200), so _postproc moves it to just before the first kernel.
+_IMPORTED: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tl_imported_sources", default=())
+IMPORT_SOURCE_ATTR = "pragma_import_c"
+_FIRST_KERNEL = 'extern "C" __global__'
+
+
+def imported_sources(mod: Any) -> tuple[str, ...]:
+    """The code of every ``pragma_import_c`` attribute in ``mod``'s functions."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found: list[str] = []
+    for func in mod.functions.values():
+        body = getattr(func, "body", None)
+        if body is not None:
+            tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: found.append(str(a.value.value))
+                                           if a.attr_key == IMPORT_SOURCE_ATTR else None))
+    return tuple(found)
+
+
+def _after_prelude(code: str, imported: tuple[str, ...]) -> str:
+    """``code`` with each imported text moved from the top to before the first kernel."""
+    at = code.find(_FIRST_KERNEL)
+    moved = [text for text in imported if 0 <= code.find(text) < at]
+    for text in moved:
+        code = code.replace(text, "", 1)
+    if moved:
+        at = code.find(_FIRST_KERNEL)
+        code = code[:at] + "".join(moved) + code[at:]
+    return code
+
+
 def _postproc(code: str, target: Any = None) -> str:
     """TVM's CUDA codegen hands every generated source to ``tvm_callback_cuda_postproc``:
     a kernel that calls our tensor-core / cp.async helpers gets their definitions, then a
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
+    code = _after_prelude(code, _IMPORTED.get())
     if _INFF.search(code):
         # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
         # identifier nothing defines (upstream's bf16 max reductions start from -inf)
@@ -96,7 +133,11 @@ def _install_postproc() -> None:
 
 def _build_cuda(mod: Any, target: Any) -> Any:
     _install_postproc()
-    return _build(mod, target)
+    token = _IMPORTED.set(imported_sources(mod))
+    try:
+        return _build(mod, target)
+    finally:
+        _IMPORTED.reset(token)
 
 
 # Where TVM's CUDA runtime library is loaded (a GPU host: `import tvm` loads it),
