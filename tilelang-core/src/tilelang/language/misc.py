@@ -18,7 +18,7 @@ from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError
 from .kernel import _ACTIVE
-from .ops import block_barrier
+from .ops import BLOCK_BARRIER, block_barrier
 
 
 def clamp(value: Any, lo: Any, hi: Any) -> Any:
@@ -58,7 +58,7 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
         _ib.evaluate(block_barrier().value)
         return
     args = [barrier_id] + ([] if arrive_count is None else [arrive_count])
-    _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared", *args))
+    _ib.evaluate(tirx.call_intrin("int32", BLOCK_BARRIER, "shared", *args))
 
 
 IMPORT_SOURCE_ATTR = "pragma_import_c"  # TVM's C-family codegens copy it to the source's top
