@@ -33,8 +33,8 @@ def _launches(body: Any) -> dict[str, tuple[Any, Any]]:
     return found
 
 
-def _same(a: Any, b: Any) -> bool:
-    return isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm) and int(a.value) == int(b.value)
+def _constant(expr: Any) -> int | None:
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
@@ -47,7 +47,8 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         if loop.kind != tirx.ForKind.THREAD_BINDING or binding is None:
             return loop
         launch = launches.get(str(binding.thread_tag))
-        if launch is None or not _same(loop.extent, launch[1]) or not _same(loop.min, tirx.IntImm("int32", 0)):
+        extent = _constant(loop.extent)
+        if launch is None or _constant(loop.min) != 0 or extent is None or extent != _constant(launch[1]):
             return loop
         return substitute(loop.body, [(loop.loop_var, launch[0])])
 
