@@ -11,7 +11,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from . import env, tvm_compat
+from . import env, tvm_compat, tvm_import
 from ._version import __version__
 from .backend.pass_configs import PassConfigKey
 from .env import disable_cache, enable_cache, is_cache_enabled
@@ -89,6 +89,7 @@ _LAZY = {
 }
 
 tvm_compat.install_on_import()  # upstream scripts read tirx.PrimExpr before any T.<name>
+tvm_import.install_on_import()  # `import tvm` without its 0.8 s of caught C++ errors
 
 # Loaded once, at the end of `import tilelang`, in sorted order (see tilelang.plugins).
 if not env.flag(env.NO_PLUGIN_AUTOLOAD):

@@ -13,6 +13,7 @@ TILELANG_DISABLE_CACHE=1         compile every time; read and write no cache ent
 TILELANG_PRINT_ON_COMPILATION=0  log compilations at DEBUG instead of INFO level
 TILELANG_DEFAULT_TARGET=spec     what target="auto" means (a kind, an alias or a JSON dict)
 TILELANG_EXECUTION_BACKEND=name  what execution_backend="auto" means
+TILELANG_LOUD_TVM_IMPORT=1       let `import tvm` raise its 113 C++ errors (see tilelang.tvm_import)
 TILELANG_JIT_REQUEST_CACHE=0     always build a kernel's IR before looking it up (see
                                  tilelang.jit.request_key: the TVM-free hit path)
 
@@ -60,6 +61,7 @@ PLUGINS_STRICT = "TILELANG_PLUGINS_STRICT"
 PLUGINS_ALLOW = "TILELANG_PLUGINS_ALLOW"
 PLUGINS_DENY = "TILELANG_PLUGINS_DENY"
 NO_PLUGIN_AUTOLOAD = "TILELANG_NO_PLUGIN_AUTOLOAD"
+LOUD_TVM_IMPORT = "TILELANG_LOUD_TVM_IMPORT"
 CACHE_DIR = "TILELANG_CACHE_DIR"
 TMP_DIR = "TILELANG_TMP_DIR"
 DISABLE_CACHE = "TILELANG_DISABLE_CACHE"

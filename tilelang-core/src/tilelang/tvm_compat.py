@@ -22,10 +22,10 @@ module alias is needed.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
 from typing import Any
+
+from .tvm_import import ExecHook
 
 
 class _PrimExprMeta(type):
@@ -66,34 +66,12 @@ def install() -> None:
         Expr.dtype = property(_expr_dtype, doc="The dtype of a primitive-typed expression (expr.ty.dtype).")
 
 
-class _AfterTirx(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``tvm.tirx`` is about to be imported, it steps aside and
-    hands back the normal spec with ``install`` run after the module's own code."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "tvm.tirx":
-            return None
-        _remove_finder()
-        spec = importlib.util.find_spec(name)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run_module = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run_module(module)
-            install()
-
-        loader.exec_module = exec_module  # this spec's own loader object
-        return spec
+def _run_then_install(run: Any, module: Any) -> None:
+    run(module)
+    install()
 
 
-_FINDER = _AfterTirx()
-
-
-def _remove_finder() -> None:
-    if _FINDER in sys.meta_path:
-        sys.meta_path.remove(_FINDER)
+_AFTER_TIRX = ExecHook("tvm.tirx", _run_then_install)
 
 
 def install_on_import() -> None:
@@ -101,5 +79,5 @@ def install_on_import() -> None:
     after its import (``import tilelang`` itself imports no TVM)."""
     if "tvm.tirx" in sys.modules:
         install()
-    elif _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)
+    else:
+        _AFTER_TIRX.install()
