@@ -45,6 +45,30 @@ def _reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
+class Timeline:
+    """An executor as the tuner sees it, noting when each compiled configuration reaches the
+    tuning process (seconds from the tune's start): what bounds a tune, compiling or timing."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.arrivals: list[float] = []
+        self.start = time.perf_counter()
+
+    def compile(self, job):
+        self.start = time.perf_counter()
+        for outcome in self.inner.compile(job):
+            self.arrivals.append(time.perf_counter() - self.start)
+            yield outcome
+
+    def measure(self, job, outcomes):
+        return self.inner.measure(job, outcomes)
+
+    def summary(self) -> dict:
+        got = sorted(self.arrivals)
+        return {"first_compiled_s": got[0], "median_compiled_s": got[len(got) // 2], "last_compiled_s": got[-1]} \
+            if got else {}
+
+
 def tune(executor, size: int, warmup: int, rep: int, pipeline: bool, cache_dir: str) -> tuple[float, object]:
     # a fresh cache root: this process's kernels, cubins and tuning results; the local
     # pool's workers are handed it too
@@ -57,7 +81,7 @@ def tune(executor, size: int, warmup: int, rep: int, pipeline: bool, cache_dir: 
     return time.perf_counter() - start, result
 
 
-def _row(name: str, seconds: float, result) -> dict:
+def _row(name: str, seconds: float, result, timeline: Timeline) -> dict:
     latencies = {json.dumps(t.config, sort_keys=True): t.latency for t in result.trials if t.ok}
     top = sorted(latencies.items(), key=lambda kv: kv[1])[:3]
     workers = Counter(t.measured_on or "this process" for t in result.trials if t.ok)
@@ -71,7 +95,11 @@ def _row(name: str, seconds: float, result) -> dict:
         print(f"    measured on {worker}: {count} configs")
     for config, stage, error in failed:
         print(f"    FAILED {config} ({stage}): {error}")
-    return {"seconds": seconds, "best": result.config, "best_ms": result.latency, "latencies": latencies,
+    compiled = timeline.summary()
+    if compiled:
+        print("    compiled configurations reached the tuner at {first_compiled_s:.1f} s (first), "
+              "{median_compiled_s:.1f} s (median), {last_compiled_s:.1f} s (last)".format(**compiled))
+    return {"seconds": seconds, **compiled, "best": result.config, "best_ms": result.latency, "latencies": latencies,
             "measured_on": dict(workers), "failed": [list(f) for f in failed]}
 
 
@@ -95,10 +123,12 @@ def main() -> int:
               f"pipeline {ARGS.pipeline}; Ray {ray.__version__}: {report['ray_resources']}, "
               f"started/connected in {report['ray_start_s']:.1f} s")
 
-        seconds, local = tune(LocalExecutor(), ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "local"))
-        report["local"] = _row(f"local (1 GPU, {torch.cuda.get_device_name(0)})", seconds, local)
-        seconds, remote = tune(executor, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "ray"))
-        report["ray"] = _row(f"ray ({int(report['ray_resources'].get('GPU', 0))} GPUs)", seconds, remote)
+        timeline = Timeline(LocalExecutor())
+        seconds, local = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "local"))
+        report["local"] = _row(f"local (1 GPU, {torch.cuda.get_device_name(0)})", seconds, local, timeline)
+        timeline = Timeline(executor)
+        seconds, remote = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "ray"))
+        report["ray"] = _row(f"ray ({int(report['ray_resources'].get('GPU', 0))} GPUs)", seconds, remote, timeline)
     finally:
         tilelang.env.TILELANG_CACHE_DIR = None
         if not ARGS.keep:
