@@ -1,7 +1,8 @@
 """Median wall time of `import tilelang` over `import tvm`, each in fresh processes.
 
 `import tilelang` loads plugin manifests only (no TVM, no SDK), so the ratio should stay
-at or below 1.1. Usage: python benchmarks/import_time.py [--runs 15]
+at or below 1.1. `tvm_ffi` (a cold compile's and a tvm_ffi disk hit's first import) and
+`ml_dtypes` (which tvm_ffi imports; architecture note 49) are timed on their own too. Usage: python benchmarks/import_time.py [--runs 15]
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ def main() -> None:
     t_tvm = time_import("tvm", args.runs)
     t_tilelang = time_import("tilelang", args.runs)
     t_language = time_import("tilelang.language", args.runs)
+    t_tvm_ffi = time_import("tvm_ffi", args.runs)
+    t_ml_dtypes = time_import("ml_dtypes", args.runs)
     print(json.dumps({
         "runs": args.runs,
         "python_startup_s": round(t_python, 3),
         "import_tvm_s": round(t_tvm, 3),
         "import_tilelang_s": round(t_tilelang, 3),
         "import_tilelang_language_s": round(t_language, 3),
+        "import_tvm_ffi_s": round(t_tvm_ffi, 3),
+        "import_ml_dtypes_s": round(t_ml_dtypes, 3),
         "ratio_tilelang_over_tvm": round(t_tilelang / t_tvm, 3),
         "ratio_tilelang_language_over_tvm": round(t_language / t_tvm, 3),
     }, indent=1))
