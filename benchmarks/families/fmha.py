@@ -68,14 +68,16 @@ def causal_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads
 
 
 def _variants(shape: tuple, causal: bool, quick: bool) -> list[Variant]:
+    benchmark = load_benchmark("flash_attention")
     if causal:
         configs = [(c, {}) for c in CAUSAL_CONFIGS]
         builder = causal_attention
     else:
-        configs = load_benchmark("flash_attention").CONFIGS
+        configs = benchmark.CONFIGS
         from tilelang.testing.kernels import flash_attention as builder
     configs = configs[:2] if quick else configs
-    return [Variant("bM{}/bN{}/t{}/s{}".format(*c) + ("/mma" if options else ""),
+    # the labels benchmarks/flash_attention.py prints: each option named (/mma, /overlap, /pp-first)
+    return [Variant(benchmark.label(c, options),
                     lambda c=c, o=options: [KernelSpec(builder(*shape, *c), o or None)])
             for c, options in configs]
 
