@@ -13,6 +13,7 @@ an offline host Ray comes as wheels, e.g. for Python 3.12 (79 MB, ray's own 76 M
 
 Usage: python benchmarks/autotune_ray.py [--size 8192] [--warmup 25] [--rep 100]
                                          [--no-pipeline] [--address auto] [--json out.json]
+                                         [--local-workers N ...] [--compile-cpus C]
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def main() -> int:
         import ray
 
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the host is offline: nothing to report to
-        executor = RayExecutor(ARGS.address, worker_cache_dir=str(root / "ray-workers"))
+        executor = RayExecutor(ARGS.address, worker_cache_dir=str(root / "ray-workers"), compile_cpus=ARGS.compile_cpus)
         start = time.perf_counter()
         executor.connect()
         report["ray_start_s"] = time.perf_counter() - start
@@ -126,6 +127,11 @@ def main() -> int:
         timeline = Timeline(LocalExecutor())
         seconds, local = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "local"))
         report["local"] = _row(f"local (1 GPU, {torch.cuda.get_device_name(0)})", seconds, local, timeline)
+        for workers in ARGS.local_workers:  # the same local tune with fewer compile processes
+            timeline = Timeline(LocalExecutor(max_workers=workers))
+            seconds, capped = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline,
+                                   str(root / f"local-{workers}"))
+            report[f"local_{workers}_workers"] = _row(f"local, {workers} compile workers", seconds, capped, timeline)
         timeline = Timeline(executor)
         seconds, remote = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "ray"))
         report["ray"] = _row(f"ray ({int(report['ray_resources'].get('GPU', 0))} GPUs)", seconds, remote, timeline)
@@ -155,6 +161,9 @@ if __name__ == "__main__":
     parser.add_argument("--no-pipeline", dest="pipeline", action="store_false",
                         help="time configurations after all compiled (default: as each compiles)")
     parser.add_argument("--address", default=None, help="a Ray cluster to use (default: start a local one)")
+    parser.add_argument("--local-workers", type=int, nargs="*", default=[], metavar="N",
+                        help="also time the local tune with at most N compile processes (each N given)")
+    parser.add_argument("--compile-cpus", type=float, default=1, help="CPUs each Ray compile task reserves")
     parser.add_argument("--keep", action="store_true", help="keep the caches (printed folder)")
     parser.add_argument("--json", default=None)
     ARGS = parser.parse_args()

@@ -4,6 +4,7 @@ errors that need no Ray; the tunes through Ray are in test_autotune_ray.py."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import tilelang.language as T
 from rich.console import Console
 from tilelang.autotuner import (
     AutoTuner,
+    LocalExecutor,
     Measurements,
     RayExecutor,
     Trial,
@@ -91,6 +93,19 @@ def test_the_tuner_keeps_the_executors_measurements_and_loads_the_best_kernel(tm
     # the outcome is in the tuning cache whatever executor produced it
     again = _tuner(ScriptedExecutor({})).run(warmup=1, rep=2)
     assert again.from_cache and again.config == {"block": 32} and again.latency == 0.5
+
+
+def test_local_executor_max_workers(tmp_path, monkeypatch):
+    """One worker at most: the configurations compile in this process (no pool to start)."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    result = _tuner(LocalExecutor(max_workers=1)).run(warmup=1, rep=2)
+    assert result.config in ({"block": 16}, {"block": 32})
+    assert {t.compile_pid for t in result.trials if t.ok} == {os.getpid()}
+    assert repr(LocalExecutor(max_workers=3)) == "LocalExecutor(max_workers=3)"
+    for bad in (0, 2.5, True):
+        with pytest.raises(tilelang.TileLangError, match=rf"LocalExecutor: max_workers must be an int >= 1 "
+                                                         rf"\(or None: one per CPU\), got {bad!r}"):
+            LocalExecutor(max_workers=bad)
 
 
 def test_executor_must_follow_the_protocol():

@@ -86,12 +86,21 @@ class TuneExecutor(Protocol):
 
 class LocalExecutor:
     """This machine: a pool of spawned processes compiles (one per CPU, at most one per
-    submission), this process checks and times one configuration after another. Without
-    a kernel cache, or with one CPU, it compiles in this process."""
+    submission; ``max_workers`` caps them), this process checks and times one configuration
+    after another. Without a kernel cache, or with one worker, it compiles in this process."""
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise TileLangError(f"LocalExecutor: max_workers must be an int >= 1 (or None: one per CPU), "
+                                f"got {max_workers!r}")
+        self.max_workers = max_workers
 
     def compile(self, job: TuneJob) -> Iterator[CompileOutcome]:
         group = max(1, job.group_size)
         workers = min(compile_pool.available_cpus(), -(-len(job.tasks) // group))
+        if self.max_workers is not None:
+            workers = min(workers, self.max_workers)
         if job.cache_dir is None or workers < 2:
             return compile_pool.compile_in_process(job.builder, job.args, job.tasks)
         return compile_pool.compile_in_pool(job.builder, job.args, job.tasks, job.cache_dir, workers, group)
@@ -104,7 +113,7 @@ class LocalExecutor:
         return Measurements(trials, loop.timer.ref_latency, loop.kernels, loop.funcs)
 
     def __repr__(self) -> str:
-        return "LocalExecutor()"
+        return "LocalExecutor()" if self.max_workers is None else f"LocalExecutor(max_workers={self.max_workers})"
 
 
 def checked_executor(executor: Any) -> TuneExecutor | None:
