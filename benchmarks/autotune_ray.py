@@ -13,7 +13,7 @@ an offline host Ray comes as wheels, e.g. for Python 3.12 (79 MB, ray's own 76 M
 
 Usage: python benchmarks/autotune_ray.py [--size 8192] [--warmup 25] [--rep 100]
                                          [--no-pipeline] [--address auto] [--json out.json]
-                                         [--local-workers N ...] [--compile-cpus C]
+                                         [--local-workers N ...] [--compile-cpus C] [--bytecode]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +71,21 @@ class Timeline:
             if got else {}
 
 
+def cache_bytecode(folder: Path) -> None:
+    """Every process started from here on (compile workers, the Ray cluster's) reads and
+    writes bytecode in ``folder``, as an installed package's processes read pip's: on a host
+    that sets PYTHONDONTWRITEBYTECODE (or installs with --no-compile), each worker would
+    otherwise compile torch's and TVM's modules from source, seconds per process. One
+    throwaway process warms the folder before the clock."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    examples = str(Path(__file__).resolve().parent.parent / "examples")
+    warm = "import sys; sys.path.insert(0, sys.argv[1]); import torch, tvm, tilelang.autotuner, gemm, ray"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", warm, examples], check=True)
+    print(f"bytecode cached in {folder} (warmed in {time.perf_counter() - start:.1f} s)")
+
+
 def tune(executor, size: int, warmup: int, rep: int, pipeline: bool, cache_dir: str) -> tuple[float, object]:
     # a fresh cache root: this process's kernels, cubins and tuning results; the local
     # pool's workers are handed it too
@@ -109,6 +125,8 @@ def main() -> int:
         print("autotune_ray: no CUDA GPU here (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="tilelang-autotune-ray-"))
+    if ARGS.bytecode:
+        cache_bytecode(root / "pycache")
     report: dict = {"size": ARGS.size, "warmup": ARGS.warmup, "rep": ARGS.rep, "pipeline": ARGS.pipeline,
                     "configs": len(CONFIGS), "gpus_visible": torch.cuda.device_count()}
     try:
@@ -164,6 +182,8 @@ if __name__ == "__main__":
     parser.add_argument("--local-workers", type=int, nargs="*", default=[], metavar="N",
                         help="also time the local tune with at most N compile processes (each N given)")
     parser.add_argument("--compile-cpus", type=float, default=1, help="CPUs each Ray compile task reserves")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="the workers cache Python bytecode in a private folder (see cache_bytecode)")
     parser.add_argument("--keep", action="store_true", help="keep the caches (printed folder)")
     parser.add_argument("--json", default=None)
     ARGS = parser.parse_args()
