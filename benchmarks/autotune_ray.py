@@ -145,11 +145,12 @@ def main() -> int:
         timeline = Timeline(LocalExecutor())
         seconds, local = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "local"))
         report["local"] = _row(f"local (1 GPU, {torch.cuda.get_device_name(0)})", seconds, local, timeline)
-        for workers in ARGS.local_workers:  # the same local tune with fewer compile processes
+        for run, workers in enumerate(ARGS.local_workers):  # the same local tune, other compile pools
             timeline = Timeline(LocalExecutor(max_workers=workers))
             seconds, capped = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline,
-                                   str(root / f"local-{workers}"))
-            report[f"local_{workers}_workers"] = _row(f"local, {workers} compile workers", seconds, capped, timeline)
+                                   str(root / f"local-{run}"))  # cold too: a folder of its own
+            report[f"local_{run}_{workers}_workers"] = _row(f"local, at most {workers} compile workers", seconds,
+                                                            capped, timeline)
         timeline = Timeline(executor)
         seconds, remote = tune(timeline, ARGS.size, ARGS.warmup, ARGS.rep, ARGS.pipeline, str(root / "ray"))
         report["ray"] = _row(f"ray ({int(report['ray_resources'].get('GPU', 0))} GPUs)", seconds, remote, timeline)
@@ -180,7 +181,8 @@ if __name__ == "__main__":
                         help="time configurations after all compiled (default: as each compiles)")
     parser.add_argument("--address", default=None, help="a Ray cluster to use (default: start a local one)")
     parser.add_argument("--local-workers", type=int, nargs="*", default=[], metavar="N",
-                        help="also time the local tune with at most N compile processes (each N given)")
+                        help="also time the local tune with at most N compile processes (each N given; the "
+                             "default pool of a pipelined tune has half the CPUs, at least 2)")
     parser.add_argument("--compile-cpus", type=float, default=1, help="CPUs each Ray compile task reserves")
     parser.add_argument("--bytecode", action="store_true",
                         help="the workers cache Python bytecode in a private folder (see cache_bytecode)")
