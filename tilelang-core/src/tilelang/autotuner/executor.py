@@ -90,11 +90,14 @@ class LocalExecutor:
     after another. Without a kernel cache, or with one worker, it compiles in this process.
 
     A pipelined tune (``use_pipeline``) times configurations while the rest compile, so it
-    starts half the CPUs' workers (at least 2) and leaves the other half to the timing
-    process. On the H200 host (16 CPUs, 16 GEMM configurations, benchmarks/autotune_ray.py
-    --bytecode) 16 workers took 12.5 s to the tuned kernel and 4 took 9.9 s in one run; 8
-    took 10.2 s and 4 took 9.5 s in another: the compiles were done at about the same time
-    (the tune is bound by timing), and the timing process ran slower beside 16 busy ones."""
+    starts half the CPUs' workers (at least 2): each holds torch and TVM (about a GB), and the
+    timing process keeps CPUs of its own. Measured on the H200 host (16 CPUs, 16 GEMM
+    configurations, ``benchmarks/autotune_ray.py --bytecode``, three runs): with 4, 8 or 16
+    workers every configuration had compiled 4-8 s into the tune, and the tune then waited
+    for the timing (about 0.35 s a configuration). The time to the tuned kernel followed the
+    order of the tunes in a process (the first 11.7-16.0 s, later ones 9.5-12.5 s) more than
+    the pool's size, so the smaller pool is not shown to be faster, only not slower.
+    """
 
     def __init__(self, max_workers: int | None = None) -> None:
         if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
