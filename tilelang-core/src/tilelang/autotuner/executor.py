@@ -90,8 +90,9 @@ class LocalExecutor:
     after another. Without a kernel cache, or with one worker, it compiles in this process.
 
     A pipelined tune (``use_pipeline``) times configurations while the rest compile, so it
-    starts half the CPUs' workers (at least 2): each holds torch and TVM (about a GB), and the
-    timing process keeps CPUs of its own. Measured on the H200 host (16 CPUs, 16 GEMM
+    starts half the CPUs' workers (at least 2): each holds torch and TVM (350 MB resident on
+    the CPU machine, more with CUDA libraries), and the timing process keeps CPUs of its own.
+    Measured on the H200 host (16 CPUs, 16 GEMM
     configurations, ``benchmarks/autotune_ray.py --bytecode``, three runs): with 4, 8 or 16
     workers every configuration had compiled 4-8 s into the tune, and the tune then waited
     for the timing (about 0.35 s a configuration). The time to the tuned kernel followed the
