@@ -31,6 +31,7 @@ from pathlib import Path
 
 import tilelang
 import torch
+from bytecode import use_private_bytecode
 from tilelang.autotuner import AutoTuner, LocalExecutor, RayExecutor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -73,12 +74,9 @@ class Timeline:
 
 def cache_bytecode(folder: Path) -> None:
     """Every process started from here on (compile workers, the Ray cluster's) reads and
-    writes bytecode in ``folder``, as an installed package's processes read pip's: on a host
-    that sets PYTHONDONTWRITEBYTECODE (or installs with --no-compile), each worker would
-    otherwise compile torch's and TVM's modules from source, seconds per process. One
-    throwaway process warms the folder before the clock."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    writes bytecode in ``folder`` (bytecode.py says why); one throwaway process warms it
+    before the clock."""
+    use_private_bytecode(os.environ, str(folder))
     examples = str(Path(__file__).resolve().parent.parent / "examples")
     warm = "import sys; sys.path.insert(0, sys.argv[1]); import torch, tvm, tilelang.autotuner, gemm, ray"
     start = time.perf_counter()

@@ -59,7 +59,9 @@ _STARTED = time.perf_counter()
 import tilelang.language as T  # at the top, as upstream kernels import it (no TVM yet)
 
 _IMPORTED = time.perf_counter()
-from compile_stages import (  # beside this script: its folder is on sys.path
+# beside this script: its folder is on sys.path
+from bytecode import use_private_bytecode
+from compile_stages import (
     StageProbe,
     new_packages,
 )
@@ -435,8 +437,7 @@ def bytecode_environment(private: bool) -> tuple[dict[str, str], tempfile.Tempor
     if not private:
         return env, None
     pycache = tempfile.TemporaryDirectory(prefix="tilelang-bench-pycache-")
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = pycache.name
+    use_private_bytecode(env, pycache.name)
     return env, pycache
 
 

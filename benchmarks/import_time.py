@@ -5,9 +5,7 @@ at or below 1.1. `tvm_ffi` (a cold compile's and a tvm_ffi disk hit's first impo
 `ml_dtypes` (which tvm_ffi imports; architecture note 49) are timed on their own too.
 
 The processes read and write bytecode in a private folder, warmed by one throwaway import of
-each module: where PYTHONDONTWRITEBYTECODE is set (this project's machines set it), every
-process would compile each module it imports from source, which an installed package
-never does (pip compiles a wheel's modules). ``--source`` measures that way instead.
+each module (bytecode.py says why); ``--source`` keeps this environment's settings instead.
 
 Usage: python benchmarks/import_time.py [--runs 15] [--source]
 """
@@ -22,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bytecode import use_private_bytecode
 
 ENV = dict(os.environ)
 
@@ -44,8 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     pycache = None if args.source else tempfile.TemporaryDirectory(prefix="tilelang-import-pycache-")
     if pycache is not None:
-        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-        ENV["PYTHONPYCACHEPREFIX"] = pycache.name
+        use_private_bytecode(ENV, pycache.name)
     t_python = time_import("sys", args.runs)
     t_tvm = time_import("tvm", args.runs)
     t_tilelang = time_import("tilelang", args.runs)
