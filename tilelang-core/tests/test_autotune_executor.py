@@ -110,14 +110,16 @@ def test_local_executor_max_workers(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("cpus", "pipeline", "cap", "expected"),
                          [(16, True, None, 8), (16, False, None, 16), (2, True, None, 2), (3, True, None, 2),
-                          (64, False, None, 20), (16, False, 4, 4)])
+                          (64, False, None, 20), (16, False, 4, 4), (1, True, None, 1), (16, True, 1, 1)])
 def test_local_executor_pool_size(monkeypatch, cpus, pipeline, cap, expected):
     """One worker per CPU, one per submission at most; a pipelined tune leaves half the
-    CPUs (at least 2 workers) to the process that times."""
+    CPUs (at least 2 workers, never more than the CPUs) to the process that times; one
+    worker means compiling in this process."""
     seen = []
     monkeypatch.setattr(compile_pool, "available_cpus", lambda: cpus)
     monkeypatch.setattr(compile_pool, "compile_in_pool", lambda builder, args, tasks, cache_dir, workers, group:
                         seen.append(workers) or iter(()))
+    monkeypatch.setattr(compile_pool, "compile_in_process", lambda builder, args, tasks: seen.append(1) or iter(()))
     tasks = [compile_pool.CompileTask(i, {}, {}) for i in range(20)]
     job = TuneJob("k", _scale, (), [{}] * 20, tasks, None, cache_dir="/nowhere", use_pipeline=pipeline)
     list(LocalExecutor(max_workers=cap).compile(job))

@@ -90,14 +90,14 @@ class LocalExecutor:
     after another. Without a kernel cache, or with one worker, it compiles in this process.
 
     A pipelined tune (``use_pipeline``) times configurations while the rest compile, so it
-    starts half the CPUs' workers (at least 2): each holds torch and TVM (350 MB resident on
-    the CPU machine, more with CUDA libraries), and the timing process keeps CPUs of its own.
-    Measured on the H200 host (16 CPUs, 16 GEMM
-    configurations, ``benchmarks/autotune_ray.py --bytecode``, three runs): with 4, 8 or 16
-    workers every configuration had compiled 4-8 s into the tune, and the tune then waited
-    for the timing (about 0.35 s a configuration). The time to the tuned kernel followed the
-    order of the tunes in a process (the first 11.7-16.0 s, later ones 9.5-12.5 s) more than
-    the pool's size, so the smaller pool is not shown to be faster, only not slower.
+    starts half the CPUs' workers (at least 2, at most the CPUs): each holds torch and TVM
+    (350 MB resident on the CPU machine, more with CUDA libraries), and the timing process
+    keeps CPUs of its own. Measured on the H200 host (16 CPUs, 16 GEMM configurations,
+    ``benchmarks/autotune_ray.py --bytecode``, three runs): with 4, 8 or 16 workers every
+    configuration had compiled 4-8 s into the tune, and the tune then waited for the timing
+    (about 0.35 s a configuration). The time to the tuned kernel followed the order of the
+    tunes in a process (the first 11.7-16.0 s, later ones 9.5-12.5 s) more than the pool's
+    size, so the smaller pool is not shown to be faster, only not slower.
     """
 
     def __init__(self, max_workers: int | None = None) -> None:
@@ -110,7 +110,7 @@ class LocalExecutor:
     def compile(self, job: TuneJob) -> Iterator[CompileOutcome]:
         group = max(1, job.group_size)
         cpus = compile_pool.available_cpus()
-        workers = min(max(2, cpus // 2) if job.use_pipeline else cpus, -(-len(job.tasks) // group))
+        workers = min(min(cpus, max(2, cpus // 2)) if job.use_pipeline else cpus, -(-len(job.tasks) // group))
         if self.max_workers is not None:
             workers = min(workers, self.max_workers)
         if job.cache_dir is None or workers < 2:
