@@ -10,6 +10,8 @@ folder of their own instead, and warms it with one throwaway process before its 
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import MutableMapping
 
 
@@ -17,3 +19,14 @@ def use_private_bytecode(env: MutableMapping[str, str], folder: str) -> None:
     """Make the processes started with ``env`` cache bytecode in ``folder``."""
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(folder)
+
+
+def bytecode_environment(private: bool) -> tuple[dict[str, str], tempfile.TemporaryDirectory | None]:
+    """A copy of this process's environment for child processes and, when ``private``, the
+    new bytecode folder it names (kept alive by the caller; removed when it is collected)."""
+    env = dict(os.environ)
+    if not private:
+        return env, None
+    pycache = tempfile.TemporaryDirectory(prefix="tilelang-bench-pycache-")
+    use_private_bytecode(env, pycache.name)
+    return env, pycache

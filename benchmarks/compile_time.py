@@ -60,7 +60,7 @@ import tilelang.language as T  # at the top, as upstream kernels import it (no T
 
 _IMPORTED = time.perf_counter()
 # beside this script: its folder is on sys.path
-from bytecode import use_private_bytecode
+from bytecode import bytecode_environment
 from compile_stages import (
     StageProbe,
     new_packages,
@@ -429,16 +429,6 @@ def main() -> None:
     print(text)
     if pycache is not None:
         pycache.cleanup()
-
-
-def bytecode_environment(private: bool) -> tuple[dict[str, str], tempfile.TemporaryDirectory | None]:
-    """The processes' environment, and the private bytecode folder it names (``--bytecode``)."""
-    env = dict(os.environ)
-    if not private:
-        return env, None
-    pycache = tempfile.TemporaryDirectory(prefix="tilelang-bench-pycache-")
-    use_private_bytecode(env, pycache.name)
-    return env, pycache
 
 
 if __name__ == "__main__":

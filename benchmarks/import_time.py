@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from bytecode import use_private_bytecode
-
-ENV = dict(os.environ)
+from bytecode import bytecode_environment
 
 
-def time_import(module: str, runs: int) -> float:
-    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=ENV)  # warms the bytecode
+def time_import(module: str, runs: int, env: dict[str, str]) -> float:
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)  # warms the bytecode
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=ENV)
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -42,15 +38,13 @@ def main() -> None:
     parser.add_argument("--source", action="store_true",
                         help="inherit this environment's bytecode settings (PYTHONDONTWRITEBYTECODE: from source)")
     args = parser.parse_args()
-    pycache = None if args.source else tempfile.TemporaryDirectory(prefix="tilelang-import-pycache-")
-    if pycache is not None:
-        use_private_bytecode(ENV, pycache.name)
-    t_python = time_import("sys", args.runs)
-    t_tvm = time_import("tvm", args.runs)
-    t_tilelang = time_import("tilelang", args.runs)
-    t_language = time_import("tilelang.language", args.runs)
-    t_tvm_ffi = time_import("tvm_ffi", args.runs)
-    t_ml_dtypes = time_import("ml_dtypes", args.runs)
+    env, pycache = bytecode_environment(not args.source)
+    t_python = time_import("sys", args.runs, env)
+    t_tvm = time_import("tvm", args.runs, env)
+    t_tilelang = time_import("tilelang", args.runs, env)
+    t_language = time_import("tilelang.language", args.runs, env)
+    t_tvm_ffi = time_import("tvm_ffi", args.runs, env)
+    t_ml_dtypes = time_import("ml_dtypes", args.runs, env)
     print(json.dumps({
         "runs": args.runs,
         "bytecode": "from source (--source)" if pycache is None else "cached in a private folder",

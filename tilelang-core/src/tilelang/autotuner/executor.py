@@ -110,9 +110,9 @@ class LocalExecutor:
     def compile(self, job: TuneJob) -> Iterator[CompileOutcome]:
         group = max(1, job.group_size)
         cpus = compile_pool.available_cpus()
-        workers = min(min(cpus, max(2, cpus // 2)) if job.use_pipeline else cpus, -(-len(job.tasks) // group))
-        if self.max_workers is not None:
-            workers = min(workers, self.max_workers)
+        if job.use_pipeline:  # the timing process keeps CPUs of its own
+            cpus = min(cpus, max(2, cpus // 2))
+        workers = min(cpus, -(-len(job.tasks) // group), self.max_workers or cpus)
         if job.cache_dir is None or workers < 2:
             return compile_pool.compile_in_process(job.builder, job.args, job.tasks)
         return compile_pool.compile_in_pool(job.builder, job.args, job.tasks, job.cache_dir, workers, group)
