@@ -9,6 +9,7 @@ Usage: python benchmarks/flash_attention.py [--json out]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import torch
 from tilelang.errors import TileLangError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from cuda_timing import paired_ms, time_ms
+from cuda_timing import paired_ratio, time_ms
 from tilelang.testing.kernels import (
     flash_attention,  # the examples' kernel, classic style
     flash_attention_persistent,
@@ -67,7 +68,8 @@ def main() -> None:
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA wants [batch, heads, seq, dim]
         reference = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
         flop = 4 * batch * heads * seq_len * seq_len * dim
-        t_torch = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
+        sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, qt, kt, vt)
+        t_torch = time_ms(sdpa, repeat=10, inner=3)
         row = {"shape": [batch, heads, seq_len, dim], "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
         jobs = [(label(config, options), flash_attention(batch, heads, seq_len, dim, *config), options)
                 for config, options in CONFIGS]
@@ -83,11 +85,13 @@ def main() -> None:
                 print(json.dumps({"shape": row["shape"], **row["tilelang"][-1]}), flush=True)
                 continue
             err = (kernel(q, k, v).float() - reference.float()).abs().max().item()
-            # SDPA is timed again beside each config (alternating samples; see paired_ms)
-            t, t_sdpa = paired_ms(lambda: kernel(q, k, v),
-                                  lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), repeat=10, inner=3)
+            # SDPA is timed again beside each config (alternating samples; see paired_ratio)
+            timing = paired_ratio(functools.partial(kernel, q, k, v), sdpa)
+            t, t_sdpa = timing["ms"], timing["reference_ms"]
             entry = {"config": name, "TFLOPs": round(flop / t / 1e9, 1), "torch_TFLOPs": round(flop / t_sdpa / 1e9, 1),
-                     "ratio_vs_torch": round(t_sdpa / t, 3), "max_abs_err": round(err, 4), "correct": err < 2e-2}
+                     "ratio_vs_torch": round(timing["ratio"], 3),
+                     "ratio_quartiles": [round(timing["ratio_q1"], 3), round(timing["ratio_q3"], 3)],
+                     "max_abs_err": round(err, 4), "correct": err < 2e-2}
             row["tilelang"].append(entry)
             print(json.dumps({"shape": row["shape"], **entry}), flush=True)
         correct = [e for e in row["tilelang"] if e.get("correct")]
