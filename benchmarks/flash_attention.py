@@ -52,16 +52,29 @@ def label(config: tuple, options: dict) -> str:
     return "bM{}/bN{}/t{}/s{}".format(*config) + extra
 
 
+def batch_by_tokens(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not BATCHxTOKENS (two positive integers, e.g. 8x4096)")
+    return int(parts[0]), int(parts[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", default=None)
     parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                         help="only the configs whose label contains one of these (e.g. persistent t256/s3)")
     parser.add_argument("--dims", type=int, nargs="+", default=None, help="only these head dims")
+    parser.add_argument("--shapes", nargs="+", type=batch_by_tokens, default=None, metavar="BATCHxTOKENS",
+                        help="batch x tokens instead of 8x4096 (16 heads; e.g. 16x2048 2x16384: the fixed "
+                             "costs of a block show as the ratio's change with the tokens)")
     args = parser.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [(batch, 16, tokens, dim) for batch, tokens in args.shapes for dim in (64, 128)]
     sm_num = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
-    for batch, heads, seq_len, dim in SHAPES:
+    for batch, heads, seq_len, dim in shapes:
         if args.dims and dim not in args.dims:
             continue
         q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
