@@ -31,19 +31,21 @@ SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # With 256 threads (head dim 128: a producer warp too) two opt-in schedules of tilelang-cuda:
 # "/overlap" issues P V of the previous iteration under the softmax (FlashAttention-3's
 # intra-warpgroup overlap, transform/gemm_overlap.py), "/pp-first" makes the two consumer
-# warpgroups take turns at the first GEMM (pingpong, transform/pingpong.py).
+# warpgroups take turns at the first GEMM (pingpong, transform/pingpong.py), "/pp-pair" at
+# both GEMM issues of an overlapped iteration together (FlashAttention-3's order).
 MMA_SYNC = {"tl.disable_wgmma": True}
 OVERLAP = {"tl.intra_warpgroup_overlap": True}
 PP_FIRST = {"tl.warpgroup_pingpong": "first"}
+PP_PAIR = {"tl.warpgroup_pingpong": "pair"}
 CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((64, 32, 128, 2), {}),
            ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {})]
 CONFIGS += [(tiles, options) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3))
-            for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST})]
+            for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST}, {**OVERLAP, **PP_PAIR})]
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
 # persistent: one block per SM walks the (batch, head, query block) tiles with T.Persistent
 # (testing.kernels.flash_attention_persistent); the K/V ring runs on across tiles
 PERSISTENT = [((128, 128, 256, 2), {}), ((128, 128, 256, 2), PP_FIRST), ((128, 128, 256, 3), OVERLAP),
-              ((128, 128, 256, 3), {**OVERLAP, **PP_FIRST})]
+              ((128, 128, 256, 3), {**OVERLAP, **PP_FIRST}), ((128, 128, 256, 3), {**OVERLAP, **PP_PAIR})]
 
 
 def label(config: tuple, options: dict) -> str:

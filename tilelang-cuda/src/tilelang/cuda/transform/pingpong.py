@@ -51,7 +51,7 @@ from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq
 from tvm import tirx
 
 CONFIG = "tl.warpgroup_pingpong"
-MODES = ("first", "every", "off")
+MODES = ("first", "every", "pair", "off")
 DEFAULT_MODE = "off"
 WARP_GROUP = 128
 FIRST_BARRIER = 2  # warpgroup g waits on barrier 2 + g
@@ -117,6 +117,8 @@ def _takes_turns(loop: Any, mode: str) -> bool:
         return False
     if mode == "first":
         return any(f.same_as(fences[0]) for f in unconditional)
+    if mode == "pair":
+        return len(fences) == 2 and any(f.same_as(fences[0]) for f in unconditional)
     return len(unconditional) == len(fences)
 
 
@@ -127,6 +129,16 @@ def _alternate(loop: Any, wg: Any, mode: str) -> Any:
     def on_seq(stmt: Any) -> Any:
         stmts = list(stmt)
         regions = [(a, b) for a, b in _regions(stmts) or [] if mode == "every" or stmts[a].same_as(fences[0])]
+        if mode == "pair" and regions:  # one turn from the first GEMM's issue to the second's
+            second = next((i for i, s in enumerate(stmts) if any(f.same_as(fences[1]) for f in _fences(s))), None)
+            if second is None or second < regions[0][0]:
+                return stmt
+            merged = _arrive_inside(stmts, second, extern_call("tl_named_barrier_arrive", other, 2 * WARP_GROUP))
+            if merged is not None:  # the turn ends inside the second GEMM's conditional issue
+                start = regions[0][0]
+                return seq(stmts[:start] + [extern_call("tl_named_barrier_sync", mine, 2 * WARP_GROUP)]
+                           + stmts[start:second] + [merged] + stmts[second + 2:])
+            regions = [(regions[0][0], second)]
         if not regions:
             return stmt
         out, at = [], 0
@@ -143,6 +155,22 @@ def _alternate(loop: Any, wg: Any, mode: str) -> Any:
     last = tirx.IfThenElse(tirx.EQ(wg, 0), extern_call("tl_named_barrier_sync", FIRST_BARRIER, 2 * WARP_GROUP), None)
     return seq([first, tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding,
                                 loop.annotations, loop.step), last])
+
+
+def _arrive_inside(stmts: list[Any], at: int, arrive: Any) -> Any:
+    """OverlapSecondGemm's ``if (k > 0) {second GEMM}`` at ``at``, and its wait split on the
+    same condition right after, as one ``if`` with the hand-over in both branches; None for
+    any other shape. A hand-over between the two ifs keeps them apart, and at the join the
+    compiler copies the accumulators, which ptxas answers by serializing every wgmma (C7514,
+    "non wgmma instructions reading accumulator registers")."""
+    if at + 1 >= len(stmts):
+        return None
+    issue, wait = stmts[at], stmts[at + 1]
+    if not (isinstance(issue, tirx.IfThenElse) and isinstance(wait, tirx.IfThenElse) and issue.else_case is None
+            and tvm_ffi.structural_equal(issue.condition, wait.condition)):
+        return None
+    otherwise = [arrive] + ([wait.else_case] if wait.else_case is not None else [])
+    return tirx.IfThenElse(issue.condition, seq([issue.then_case, arrive, wait.then_case]), seq(otherwise))
 
 
 def consumer_branch(branch: Any) -> tuple[Any, int] | None:
