@@ -9,8 +9,8 @@ and the exp units idle during the GEMMs. FlashAttention-3 (Shah et al. 2024, sec
 "pingpong scheduling") orders the warpgroups' GEMM issues with two named barriers; this
 pass does the same for any consumer loop that issues two or more wgmma groups at its top
 level. The pass config ``tl.warpgroup_pingpong`` picks which issues take turns:
-``"first"`` (the first GEMM of each iteration, as FlashAttention-3 does), ``"every"``
-(each GEMM), or ``"off"`` (the default, see below):
+``"first"`` (the first GEMM of each iteration), ``"every"`` (each GEMM), ``"pair"`` (see
+below), or ``"off"`` (the default, see below):
 
     if (wg == 1) bar.arrive 2, 256           -- warpgroup 0 issues first
     for (...) {
@@ -32,12 +32,18 @@ H200, flash attention 8x16x4096, 128x128 tiles, 256 threads, 2 stages (2026-12-0
 TFLOP/s, three runs: head dim 128 "every" 537.5 / 578.8 against "off" 589.7 / 559.3, "first"
 553.2 and 577.8 against "off" 559.3 and 593.2; head dim 64 (no producer warp) within 1%.
 Run-to-run noise is about 5%; no mode gained beyond it, so the default is "off" and the
-modes are opt-in (FlashAttention-3 pairs the turns with a producer warpgroup whose registers
-go to the consumers, which this backend does not have yet).
-Tried and removed: one turn over S_k and the overlapped P_{k-1} V_{k-1} together
-(FlashAttention-3's order), on the H200 (2026-12-01, head dim 128, 3 stages, overlap on, two
-runs): 0.62-0.64x SDPA against 0.90-0.91 with "first". In that order the second warpgroup's
-S_k waits behind the first one's two GEMMs, and its softmax behind that.
+modes are opt-in.
+``"pair"`` (FlashAttention-3's order, for OverlapSecondGemm's loop): one turn covers S_k's
+issue and the overlapped P_{k-1} V_{k-1}'s. Its hand-over goes into both branches of the
+second GEMM's ``if (k > 0)``, joined with the wait split on the same condition. A hand-over
+between those two ifs kept them apart. At the join the compiler then copied accumulator
+registers, so ptxas serialized every wgmma of the kernel (remark C7514). That mode was
+tried on 2026-12-01, ran at 0.62-0.64x SDPA, and was removed. Fixed, on the H200
+(2026-12-02; head dim 128, 3 stages, overlap on, one run):
+- "pair" 0.898x SDPA;
+- "first" 0.897x;
+- no turns 0.893x.
+test_pingpong.py pins that ptxas serializes nothing, whatever the mode.
 """
 
 from __future__ import annotations
