@@ -351,3 +351,16 @@ def test_persistent_gemm_as_lowered_equals_numpy(spelling):
     kernel(a.astype(np.float16), b.astype(np.float16), c)
     assert any(name.startswith("tl_wgmma_m64n64k16") for name in kernel.calls)
     np.testing.assert_array_equal(c.astype(np.float64), a @ b)
+
+
+def test_persistent_attention_writes_its_output_in_pairs():
+    """T.Persistent binds the tile coordinates (``by = t % 16 // 8`` ...) and guards the
+    last one (``bx < 32``): the ranges of the bound values and that guard prove the output
+    copy in bounds, so it gets no bounds check and each lane's two neighbouring columns are
+    one half2 store (scalar stores before: 64 a thread instead of 32)."""
+    import tilelang
+    from tilelang.testing.kernels import flash_attention_persistent
+
+    func = flash_attention_persistent(8, 16, 4096, 128, 128, 128, 256, 3, sm_num=132)
+    source = tilelang.lower(func, target=SM90, out_idx=[3]).device_source
+    assert source.count("*(half2*)(Output_ptr") == 32 and "Output_ptr[" not in source

@@ -13,6 +13,7 @@ index and loop, cannot prove the access in range.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import tvm
@@ -30,6 +31,7 @@ from .block_reduce import across_threads, reduce_across_threads
 from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
+_UNBOUNDED = 2**62  # ConstIntBound's infinities are +-(2^63 - 1)
 _PARALLEL = {"tilelang.parallel": 1}
 #: PrimFunc attribute [panel_size, order (0 row, 1 col)] left by T.use_swizzle
 BLOCK_SWIZZLE_ATTR = "tilelang.block_swizzle"
@@ -54,6 +56,7 @@ class TileOpLowering:
         self.analyzer = Analyzer()
         self.counter = 0
         self.swizzle: list[int] | None = None
+        self._conditions = enclosing_conditions(func.body)
         bounds: list[tuple[Any, Any, Any]] = []
 
         def collect(node: Any) -> None:
@@ -65,12 +68,35 @@ class TileOpLowering:
         tvm_ffi.structural_walk(func.body, collect)
         for var, lo, extent in bounds:
             self.analyzer.bind(var, Range.from_min_extent(lo, extent))
+        self._bind_let_ranges(func.body)
         tags: list[Any] = []
         tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: tags.append(a) if a.attr_key == "thread_extent"
                                             and a.node.thread_tag.startswith("threadIdx") else None))
         if len(tags) == 1 and tags[0].node.thread_tag == "threadIdx.x" and isinstance(tags[0].value, tirx.IntImm) \
                 and int(tags[0].value.value) >= 32:
             self.threads = (tags[0].node.var, int(tags[0].value.value))
+
+    def _bind_let_ranges(self, body: Any) -> None:
+        """A bound variable (``bx = t % 32``, as T.Persistent binds its tile coordinates)
+        gets the integer range of its value, where that range is finite: the variable
+        equals its value wherever it is seen, so the range holds there. (The range, not the
+        value: a guard ``bx < 32`` around a copy must stay usable as a fact about bx.)"""
+        lets: list[Any] = []
+        tvm_ffi.structural_walk(body, (tirx.Bind, lets.append))
+        hulls: list[tuple[Any, int, int]] = []  # per variable: the hull of every value bound to it
+        for let in lets:
+            if not str(let.var.ty).startswith(("int", "uint")):
+                continue  # a handle, a float: no integer range
+            bound = self.analyzer.const_int_bound(let.value)
+            at = next((i for i, (var, _, _) in enumerate(hulls) if var.same_as(let.var)), None)
+            if at is None:
+                hulls.append((let.var, bound.min_value, bound.max_value))
+            else:
+                _, lo, hi = hulls[at]
+                hulls[at] = (let.var, min(lo, bound.min_value), max(hi, bound.max_value))
+        for var, lo, hi in hulls:
+            if lo > -_UNBOUNDED and hi < _UNBOUNDED:
+                self.analyzer.bind(var, Range.from_min_extent(lo, hi - lo + 1))
 
     # -- helpers -------------------------------------------------------------------------
     def error(self, op: str, message: str) -> LanguageError:
@@ -352,7 +378,20 @@ class TileOpLowering:
         return self.nest(s_ext or [tirx.const(1, "int32")], body if s_ext else lambda _: body([]))
 
     # -- dispatch ------------------------------------------------------------------------
+    def scope_to(self, body: Any) -> None:
+        """Take the conditions around each tile op from ``body`` (the function's body at
+        construction; a pass that rewrote it before lowering passes its own)."""
+        self._conditions = enclosing_conditions(body)
+
     def lower(self, stmt: Any) -> Any:
+        """The tile op ``stmt`` as loops; its bounds checks know the ifs around it."""
+        conds = next((c for op, c in self._conditions if op.same_as(stmt)), [])
+        with contextlib.ExitStack() as scopes:
+            for cond in conds:
+                scopes.enter_context(self.analyzer.constraint_scope(cond))
+            return self._lower(stmt)
+
+    def _lower(self, stmt: Any) -> Any:
         call = stmt.value
         name = _OP_NAMES.get(getattr(getattr(call, "op", None), "name", None))
         if name is None:
@@ -381,6 +420,35 @@ class TileOpLowering:
             return self.reduce(args[0], args[1], kind, int(args[3].value), bool(args[4].value))
         kind = SCAN_KINDS[int(args[4].value)] if len(args) > 4 else "sum"
         return self.cumsum(args[0], args[1], int(args[2].value), bool(args[3].value), kind)
+
+
+def _is_tile_op(stmt: Any) -> bool:
+    return _OP_NAMES.get(getattr(getattr(stmt.value, "op", None), "name", None)) is not None
+
+
+def enclosing_conditions(body: Any) -> list[tuple[Any, list[Any]]]:
+    """(tile op, the conditions of the ifs around it) for each tile op that occurs once in
+    ``body`` (an op object reached twice could sit under different conditions): a copy
+    inside ``if (bx < 32)`` -- T.Persistent's guard on its tile index -- addresses rows
+    below 32 tiles, so its bounds check is provably true there and no guard is emitted
+    (which also leaves its paired stores vectorized)."""
+    ops: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda e: ops.append(e) if _is_tile_op(e) else None))
+    once = [op for op in ops if sum(op.same_as(other) for other in ops) == 1]
+    found: list[tuple[Any, list[Any]]] = [(op, []) for op in once]
+
+    def on_if(node: Any) -> None:
+        for branch, cond in ((node.then_case, node.condition), (node.else_case, tirx.Not(node.condition))):
+            if branch is None:
+                continue
+            inside: list[Any] = []
+            tvm_ffi.structural_walk(branch, (tirx.Evaluate, inside.append))
+            for op, conds in found:
+                if any(op.same_as(e) for e in inside):
+                    conds.append(cond)
+
+    tvm_ffi.structural_walk(body, (tirx.IfThenElse, on_if))
+    return [(op, conds) for op, conds in found if conds]
 
 
 def _run(func: Any, cross_thread: bool) -> Any:

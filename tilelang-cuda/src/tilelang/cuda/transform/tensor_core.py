@@ -229,6 +229,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                                                             order="pre"))
         if self.wgmma:
             body = self.fold_clears_into_gemms(body)
+        self.lowering.scope_to(body)  # the ifs around each tile op, in the body it now lowers
         body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
         body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
