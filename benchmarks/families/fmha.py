@@ -80,9 +80,22 @@ def _variants(shape: tuple, causal: bool, quick: bool) -> list[Variant]:
         from tilelang.testing.kernels import flash_attention as builder
     configs = configs[:2] if quick else configs
     # the labels benchmarks/flash_attention.py prints: each option named (/mma, /overlap, /pp-first)
-    return [Variant(benchmark.label(c, options),
-                    lambda c=c, o=options: [KernelSpec(builder(*shape, *c), o or None)])
-            for c, options in configs]
+    variants = [Variant(benchmark.label(c, options),
+                        lambda c=c, o=options: [KernelSpec(builder(*shape, *c), o or None)])
+                for c, options in configs]
+    if not causal and not quick:  # one block per SM walking the tiles (flash_attention.py's PERSISTENT)
+        from tilelang.testing.kernels import flash_attention_persistent
+
+        def persistent(c: tuple, o: dict) -> list[KernelSpec]:
+            import torch
+
+            # a dry run lowers without a GPU: the H100/H200's 132 SMs stand in
+            sm_num = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+            return [KernelSpec(flash_attention_persistent(*shape, *c, sm_num=sm_num), o or None)]
+
+        variants += [Variant("persistent/" + benchmark.label(c, options), lambda c=c, o=options: persistent(c, o))
+                     for c, options in benchmark.PERSISTENT]
+    return variants
 
 
 def _inputs(batch: int, heads: int, seq_len: int, dim: int, device: str) -> dict:
