@@ -56,7 +56,8 @@ class TileOpLowering:
         self.analyzer = Analyzer()
         self.counter = 0
         self.swizzle: list[int] | None = None
-        self._conditions = enclosing_conditions(func.body)
+        self._scope: Any = func.body  # where the ifs around each tile op are read (scope_to)
+        self._conditions: list[tuple[Any, list[Any]]] | None = None  # read on the first lower()
         bounds: list[tuple[Any, Any, Any]] = []
 
         def collect(node: Any) -> None:
@@ -381,10 +382,12 @@ class TileOpLowering:
     def scope_to(self, body: Any) -> None:
         """Take the conditions around each tile op from ``body`` (the function's body at
         construction; a pass that rewrote it before lowering passes its own)."""
-        self._conditions = enclosing_conditions(body)
+        self._scope, self._conditions = body, None
 
     def lower(self, stmt: Any) -> Any:
         """The tile op ``stmt`` as loops; its bounds checks know the ifs around it."""
+        if self._conditions is None:
+            self._conditions = enclosing_conditions(self._scope)
         conds = next((c for op, c in self._conditions if op.same_as(stmt)), [])
         with contextlib.ExitStack() as scopes:
             for cond in conds:
