@@ -384,7 +384,7 @@ class LoweredKernel:
             return Pointer(self.memory_of(load.source), self._byte_offset(load.source, index))
         if op in ("tirx.tvm_storage_sync", "tirx.tvm_thread_invariant", "tirx.likely"):
             return self.eval(args[0]) if op != "tirx.tvm_storage_sync" else None
-        if op == "tirx.if_then_else":
+        if op in ("tirx.if_then_else", "prim.if_then_else"):
             return self._choose(args[0], args[1], args[2])
         raise EmulationError(f"intrinsic {op} is not emulated: {expr}")
 

@@ -222,14 +222,17 @@ FLASH_KERNELS = {
 }
 
 
+@pytest.mark.parametrize("seq", [128, 96], ids=["whole", "partial"])
 @pytest.mark.parametrize("kernel", sorted(FLASH_KERNELS))
 @pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
-def test_flash_attention_as_lowered_matches_numpy(target, kernel):
+def test_flash_attention_as_lowered_matches_numpy(target, kernel, seq):
     """The testing kit's flash attention (online softmax over two key blocks, P from the
     accumulator's registers), one block per tile or persistent: fp16 in and out, compared
-    within 2e-3 (outputs are O(0.1), fp16 keeps 11 bits)."""
+    within 2e-3 (outputs are O(0.1), fp16 keeps 11 bits). With 96 tokens the second key
+    block holds 32 keys: its other scores must be masked (-inf), not the zeros TMA and the
+    guarded loads give (they would add exp(-max) to each row's sum: errors of 0.14)."""
     batch, build = FLASH_KERNELS[kernel]
-    heads, seq, dim = batch, 128, 64
+    heads, dim = batch, 64
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((batch, seq, heads, dim)).astype(np.float16) for _ in range(3))
     out = np.full((batch, seq, heads, dim), np.nan, np.float16)

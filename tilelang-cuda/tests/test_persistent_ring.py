@@ -210,6 +210,37 @@ def _python(c_expr: str) -> str:
 
 
 @dataclasses.dataclass
+class TileCode:
+    """The barrier pair of the tiles a carried ring's producer loads once per outer
+    iteration (flash attention's Q), as functions of the role's tile count (``count``) and,
+    for the producer's issue, of the ring iteration ``k`` inside the tile."""
+
+    full: int
+    empty: int
+    wait: str  # consumers: parity of their wait for the tile, before the loop
+    issue_at: str  # producer: the condition (on k) under which it issues the tile
+    free_wait: tuple[str, str]  # producer: (condition, parity) of its wait for the tile's release
+
+    @classmethod
+    def parse(cls, consumers: str, producer: str, loop_var: str) -> TileCode | None:
+        wait = re.search(rf"tl_mbarrier_wait\({_BARRIER}, \((tma_tiles_consumed_ptr\[0\] .+?)\)\);", consumers)
+        if wait is None:
+            return None
+        # the condition on k is gone where the loop has one iteration
+        fixed = r"\(&\(tma_barrier_ptr\[(\d+)\]\)\)"  # the pair's barriers sit at constant indices
+        issue = re.search(rf"(?:if \(\((.+?)\)\) {{\s+)?if \(\((.+?)\)\) {{\s+tl_mbarrier_wait\({fixed}, (.+?)\);"
+                          rf"\s+}}\s+tl_mbarrier_expect_tx\({fixed}, \d+\);", producer)
+
+        def py(text: str) -> str:
+            text = _python(text).replace("tma_tiles_consumed_ptr[0]", "count")
+            return re.sub(r"\b(\w+)\b", lambda m: {"tiles": "count", loop_var: "k"}.get(m.group(1), m.group(1)), text)
+
+        assert issue.group(5) == wait.group(1), "the producer arms the barrier the consumers wait for"
+        return cls(int(wait.group(1)), int(issue.group(3)), py(wait.group(2)), py(issue.group(1) or "1"),
+                   (py(issue.group(2)), py(issue.group(4))))
+
+
+@dataclasses.dataclass
 class RingCode:
     """The ring's expressions from the generated source, as functions of the role's count
     before this tile (``base``) and the iteration ``k`` inside it."""
@@ -220,13 +251,17 @@ class RingCode:
     release_last: str  # consumers: after the loop
     empty_wait: tuple[str, str, str]  # producer: (condition, barrier index, parity)
     fill: str  # producer: the full barrier armed for the boxes
+    tile: TileCode | None = None
 
     @classmethod
     def parse(cls, body: str, threads: int, stages: int) -> RingCode:
         consumers, producer = roles(body, threads)
-        full = re.search(rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);", consumers)
-        arrives = re.findall(rf"tl_mbarrier_arrive\({_BARRIER}\);", consumers)
         loop_var = re.search(r"for \(int (k_\d+) = 0;", producer).group(1)
+        tile = TileCode.parse(consumers, producer, loop_var)
+        full = next(m for m in re.finditer(rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);", consumers)
+                    if "tiles" not in m.group(2))
+        arrives = [a for a in re.findall(rf"tl_mbarrier_arrive\({_BARRIER}\);", consumers)
+                   if tile is None or a != str(tile.empty)]
         empty = re.search(rf"if \((.+?)\) {{\s+tl_mbarrier_wait\({_BARRIER}, (.+?)\);", producer)
         fill = re.search(rf"tl_mbarrier_expect_tx\({_BARRIER}, \d+\);", producer)
         rename = {"produced": "base", loop_var: "k", "consumed": "base"}
@@ -234,15 +269,15 @@ class RingCode:
         def py(text: str) -> str:
             return re.sub(r"\b(\w+)\b", lambda m: rename.get(m.group(1), m.group(1)), _python(text))
 
-        assert len(arrives) == 2, arrives
-        return cls(stages, (py(full.group(1)), py(full.group(2))), py(arrives[0]), py(arrives[1]),
-                   (py(empty.group(1)), py(empty.group(2)), py(empty.group(3))), py(fill.group(1)))
+        assert len(arrives) in (1, 2), arrives  # one: a loop of one iteration releases nothing inside
+        return cls(stages, (py(full.group(1)), py(full.group(2))), py(arrives[0]), py(arrives[-1]),
+                   (py(empty.group(1)), py(empty.group(2)), py(empty.group(3))), py(fill.group(1)), tile)
 
 
-def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> None:
+def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool, alternate: bool = False) -> None:
     """Producer warp and consumers of one block over ``tiles`` tiles of ``steps`` ring
     iterations each, interleaved greedily (the producer as far ahead as its waits allow,
-    or the consumers first). mbarrier semantics (PTX ISA, mbarrier.try_wait.parity): a
+    or the consumers first) or, ``alternate``, one step each in turn. mbarrier semantics (PTX ISA, mbarrier.try_wait.parity): a
     wait for parity P passes once the phase of parity P completed, i.e. while the
     barrier's current phase parity differs from P; the consumers arrive together (the
     empty barrier counts all of them). Raises AssertionError on a hang or a wrong stage."""
@@ -251,9 +286,11 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> No
     empty = [0] * stages
     holds = [None] * stages  # which ring iteration's data each stage holds
     released: set[int] = set()
+    # the per-tile barrier pair (flash attention's Q): phases, which tile it holds, freed
+    tile_full, tile_empty, tile_holds, tiles_freed = [0], [0], [None], set()
 
-    def ev(expr: str, base: int, k: int) -> int:
-        return int(eval(expr, {}, {"base": base, "k": k}))  # the kernel's own integer expressions
+    def ev(expr: str, base: int, k: int, count: int = 0) -> int:
+        return int(eval(expr, {}, {"base": base, "k": k, "count": count}))  # the kernel's own integer expressions
 
     def producer():
         for tile in range(tiles):
@@ -270,11 +307,24 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> No
                     f"iteration {base + k} refills stage {stage} while iteration {previous} still reads it"
                 holds[stage] = base + k
                 full[stage] += 1  # the boxes land
+                if code.tile is not None and ev(code.tile.issue_at, base, k):
+                    condition, parity = code.tile.free_wait
+                    if ev(condition, base, k, tile):
+                        while tile_empty[0] % 2 == ev(parity, base, k, tile):
+                            yield False
+                    assert tile_holds[0] is None or tile_holds[0] in tiles_freed, \
+                        f"tile {tile} overwrites tile {tile_holds[0]} while its GEMMs still read it"
+                    tile_holds[0] = tile
+                    tile_full[0] += 1
                 yield True
 
     def consumers():
         for tile in range(tiles):
             base = tile * steps
+            if code.tile is not None:
+                while tile_full[0] % 2 == ev(code.tile.wait, base, 0, tile):
+                    yield False
+                assert tile_holds[0] == tile, f"tile {tile} reads the tile of {tile_holds[0]}"
             for k in range(steps):
                 index, parity = code.full_wait
                 stage = ev(index, base, k)
@@ -286,6 +336,11 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> No
                     release(ev(code.release, base, k), base + k - 1)
                 yield True
             release(ev(code.release_last, base, steps), base + steps - 1)
+            yield True  # (a step that changes the state counts as progress, even if the next one waits)
+            if code.tile is not None:  # another arrive: the producer may run in between
+                tiles_freed.add(tile)
+                tile_empty[0] += 1
+                yield True
 
     def release(index: int, iteration: int) -> None:
         stage = index - stages
@@ -303,6 +358,8 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool) -> No
                     if not next(role):
                         break
                     progressed = True
+                    if alternate:
+                        break
                 except StopIteration:
                     done[i] = progressed = True
         assert progressed, f"the ring hangs: {tiles} tiles of {steps} iterations, {stages} stages"
@@ -325,7 +382,7 @@ def test_the_model_rejects_a_ring_that_restarts_per_tile():
     run_ring(code, 3, 9, producer_first=True)
     per_tile = dataclasses.replace(code, **{
         name: tuple(e.replace("base", "0") for e in value) if isinstance(value, tuple) else value.replace("base", "0")
-        for name, value in dataclasses.asdict(code).items() if name != "stages"})
+        for name, value in dataclasses.asdict(code).items() if name not in ("stages", "tile")})
     run_ring(per_tile, 1, 9, producer_first=True)
     with pytest.raises(AssertionError, match=r"hangs|reads stage|refills stage|releases stage"):
         run_ring(per_tile, 3, 9, producer_first=True)
@@ -364,3 +421,43 @@ def test_persistent_attention_writes_its_output_in_pairs():
     func = flash_attention_persistent(8, 16, 4096, 128, 128, 128, 256, 3, sm_num=132)
     source = tilelang.lower(func, target=SM90, out_idx=[3]).device_source
     assert source.count("*(half2*)(Output_ptr") == 32 and "Output_ptr[" not in source
+
+
+# -- flash attention's Q: loaded by the ring's producer once per tile ----------------------
+def attention_ring(seq_len: int, stages: int) -> tuple[str, RingCode]:
+    from tilelang.testing.kernels import flash_attention_persistent
+
+    func = flash_attention_persistent(2, 4, seq_len, 128, 128, 128, 256, stages, sm_num=3)
+    body = kernel_body(lower(func, **{"tl.intra_warpgroup_overlap": True}).device_source)
+    return body, RingCode.parse(body, 256, stages)
+
+
+@pytest.mark.parametrize("seq_len,stages", [(1024, 3), (1024, 2), (128, 2)])
+def test_the_producer_loads_each_tiles_q_and_the_protocol_holds(seq_len, stages):
+    """The consumers no longer copy Q through their registers behind a block barrier: the
+    producer issues its TMA boxes once the first ``stages`` K/V iterations of the tile are
+    out (or all of them, when there are fewer) and the consumers freed the previous tile's
+    Q; the model runs that with the ring, producer or consumers first."""
+    body, code = attention_ring(seq_len, stages)
+    consumers, producer = roles(body, 256)
+    assert "Q_tensor_map" in producer and "Q_ptr" not in body
+    # a warp barrier after the spinning wait (without it ptxas doubled the loop, divergent)
+    assert re.search(r"tl_mbarrier_wait\(.+tma_tiles_consumed_ptr.+\);\s+__syncwarp\(\);", consumers)
+    assert code.tile is not None and code.tile.full == 2 * stages and code.tile.empty == 2 * stages + 1
+    steps = seq_len // 128
+    assert [k for k in range(steps) if eval(code.tile.issue_at, {}, {"k": k})] == [min(stages, steps) - 1]
+    for tiles in (1, 2, 3, 5):
+        for producer_first in (True, False):
+            for alternate in (False, True):
+                run_ring(code, tiles, steps, producer_first, alternate)
+
+
+def test_the_model_rejects_q_issued_before_the_previous_tile_is_freed():
+    _, code = attention_ring(1024, 3)
+    no_wait = dataclasses.replace(code, tile=dataclasses.replace(code.tile, free_wait=("0", "0")))
+    run_ring(no_wait, 1, 8, producer_first=True, alternate=True)  # one tile: nothing to overwrite
+    with pytest.raises(AssertionError, match="overwrites tile 0"):
+        run_ring(no_wait, 2, 8, producer_first=True, alternate=True)
+    stale = dataclasses.replace(code, tile=dataclasses.replace(code.tile, wait="(count + 1) % 2"))
+    with pytest.raises(AssertionError, match="reads the tile of None|hangs"):
+        run_ring(stale, 2, 8, producer_first=False)

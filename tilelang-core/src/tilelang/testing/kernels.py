@@ -206,6 +206,12 @@ def _attention_tile(seq_len, dim, block_M, block_N, num_stages):
             T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
             T.clear(acc_s)
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+            # the last key block runs past the keys: its extra scores are -inf (the outer if is
+            # Python, decided when the kernel is built; the inner one runs)
+            if seq_len % block_N != 0:  # noqa: SIM102
+                if (k + 1) * block_N > seq_len:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j], -T.infinity("float32"))
             T.copy(scores_max, scores_max_prev)
             T.reduce_max(acc_s, scores_max, dim=1, clear=False)
             for i in T.Parallel(block_M):

@@ -309,6 +309,7 @@ class AsyncCopyPipelines:
             self.host_prologue += load.encode(p.value.args[0].source)
         self.needs_alignment = True
         if self._may_specialize(loop, ring):
+            self._load_tiles_in_producer(loop, ring)
             self.block_prologue += ring.prologue(specialized=True)
             consumers, producer = ring.specialized(
                 lambda release: self._wgmma(acc, first.value.args, after_wait=release) if acc is not None else None,
@@ -319,6 +320,74 @@ class AsyncCopyPipelines:
             return consumers
         return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
                                   if acc is not None else None, rest, at)
+
+    def _load_tiles_in_producer(self, loop: Any, ring: TmaRing) -> None:
+        """A carried ring's producer takes over the copies of wgmma operand tiles made once
+        per outer iteration before its loop (flash attention's Q; tma.py's docstring): each
+        copy from global memory that comes before the loop in the same statement list, into
+        a tile that only that copy writes and only GEMMs read, whose region the producer can
+        replay. ``_on_op`` puts the consumers' wait where the copy was."""
+        if not ring.carried or not self.analyzer.can_prove(loop.extent >= 1):
+            return
+        parent = _parent_seq(self.func.body, loop)
+        copies = []
+        for stmt in parent or []:
+            if stmt.same_as(loop):
+                break
+            if tile_op_name(stmt) != "copy":
+                continue
+            src, dst = stmt.value.args[0], stmt.value.args[1]
+            tile = self._find(dst.source, self.tiles)
+            if src.source.scope() != "global" or tile is None or tile.stages or not tile.mma_operand or \
+                    not is_full_region(dst) or not self._written_once_read_by_gemms(tile.old, stmt):
+                continue
+            axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+            load = tensor_map_load(src, tile, axes)
+            if load is not None:
+                copies.append((stmt, load))
+        if not copies:
+            return
+        ring.tile_loads = [(load, stmt.value.args[0]) for stmt, load in copies]
+        if producer_path(self.func.body, loop, self._replayable(loop), ring.expressions()) is None:
+            ring.tile_loads = []  # a tile corner the producer cannot compute: the consumers copy
+            return
+        for stmt, load in copies:
+            self.host_prologue += load.encode(stmt.value.args[0].source)
+            self.tile_copies.append([stmt, ring, False])
+
+    def _written_once_read_by_gemms(self, buffer: Any, copy: Any) -> bool:
+        """Whether ``copy`` is the only statement that writes ``buffer`` and tensor-core
+        GEMMs (as an operand) are the only ones that read it."""
+        ok = [True]
+
+        def mine(region: Any) -> bool:
+            return isinstance(region, tvm.ir.TensorRegion) and region.source.same_as(buffer)
+
+        def visit(node: Any) -> Any:
+            name = tile_op_name(node) if isinstance(node, tirx.Evaluate) else None
+            if name is not None:
+                args = node.value.args
+                if node.same_as(copy) or not any(mine(a) for a in args):
+                    return WalkResult.SKIP
+                gemm = name == "gemm" and self._find(args[2].source, self.accumulators) is not None
+                ok[0] = ok[0] and gemm and not mine(args[2])
+                return WalkResult.SKIP
+            if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer) or \
+                    isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer) and node.source.same_as(buffer):
+                ok[0] = False
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(self.func.body, visit, order="pre")
+        return ok[0]
+
+    def _tile_wait(self, stmt: Any) -> Any:
+        """The consumers' wait for a tile that a carried ring's producer loads instead of
+        this copy (``_load_tiles_in_producer``), or None."""
+        for entry in self.tile_copies:
+            if entry[0].same_as(stmt):
+                entry[2] = True
+                return entry[1].tile_wait()
+        return None
 
     def _hoist_producers(self, body: Any) -> Any:
         """Each carried ring's producer (tma.TmaRing.specialized) goes right before the
@@ -354,15 +423,20 @@ class AsyncCopyPipelines:
         # GEMMs gained in every configuration measured
         if self.rows and self.smem_per_block and 2 * self.smem_per_block <= SMEM_PER_SM:
             return False
-        allowed = [*self.block_vars, loop.loop_var, *self.func.params]
-        for param in self.func.params:  # and the symbolic dimensions of tensor parameters
-            allowed += [v for d in getattr(param.ty, "shape", ()) for v in free_vars(d)]
         # inside outer loops/conditions (T.Persistent): the producer replays them (tma.py)
-        path = producer_path(self.func.body, loop, allowed, ring.expressions())
+        path = producer_path(self.func.body, loop, self._replayable(loop), ring.expressions())
         if path is None:
             return False
         ring.path = path
         return True
+
+    def _replayable(self, loop: Any) -> list[Any]:
+        """The variables a producer warp has of its own: block indices, the loop's variable,
+        the parameters and the symbolic dimensions of tensor parameters."""
+        allowed = [*self.block_vars, loop.loop_var, *self.func.params]
+        for param in self.func.params:
+            allowed += [v for d in getattr(param.ty, "shape", ()) for v in free_vars(d)]
+        return allowed
 
     @staticmethod
     def _plain_reads(stmts: list[Any], buffers: list[Any]) -> bool:
@@ -443,6 +517,18 @@ def _first_gemm(stmts: list[Any]) -> tuple[int, Any]:
         if not (local or scalar_store(stmt) or isinstance(stmt, tirx.Bind)):
             break
     return 0, None
+
+
+def _parent_seq(body: Any, child: Any) -> Any:
+    """The statement list that holds ``child`` directly, or None."""
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if not found and any(c.same_as(child) for c in node):
+            found.append(node)
+
+    tvm_ffi.structural_walk(body, (tirx.SeqStmt, visit))
+    return found[0] if found else None
 
 
 def _same_anchor(stmt: Any, anchor: Any) -> bool:

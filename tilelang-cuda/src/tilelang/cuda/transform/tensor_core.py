@@ -34,6 +34,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
+from tilelang.errors import CompileError
 from tilelang.plugin import (
     ALIGNMENT_ATTR,
     FRAGMENT_SCOPE,
@@ -93,6 +94,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.host_prologue: list[Any] = []  # host statements before the launch (the tensor maps)
         self.block_prologue: list[Any] = []  # statements at the top of the block (TMA barriers)
         self.hoisted: list[tuple[Any, Any]] = []  # (anchor, producer) of carried TMA rings (cp_async.py)
+        self.tile_copies: list[list[Any]] = []  # [copy, ring, replaced] the ring's producer loads (cp_async.py)
         self.block_vars = _block_vars(func)
         self.smem_per_block = 0  # the occupancy plan's estimate (0: unknown)
         self.lane = tirx.floormod(tid, WARP)
@@ -231,6 +233,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
             body = self.fold_clears_into_gemms(body)
         self.lowering.scope_to(body)  # the ifs around each tile op, in the body it now lowers
         body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
+        if not all(replaced for _, _, replaced in self.tile_copies):
+            raise CompileError(f"kernel {self.kernel!r}: a tile copy that the TMA producer issues was lost "
+                               "(set the pass config tl.disable_warp_specialized to avoid it)")
         body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
@@ -371,6 +376,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
         tile = self._find(args[1].source, self.tiles) if name == "copy" else None
         if tile is not None and tile.core is not None and not tile.stages:
+            wait = self._tile_wait(stmt)
+            if wait is not None:  # a carried TMA ring's producer loads it
+                return wait
             # into a wgmma tile's layout (its stores are mapped below); wgmma reads
             # through the async proxy, so each thread makes its writes visible to it
             return seq([self.lowering.lower(stmt), extern_call("tl_fence_proxy_async")])

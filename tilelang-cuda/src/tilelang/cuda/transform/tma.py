@@ -20,6 +20,15 @@ stage and parity come from a running count of the ring's iterations, so the prod
 loads the next tile's stages while the consumers run this tile's epilogue. Where it
 cannot (a condition on memory, WS disabled, a second ring), thread 0 issues and the
 barriers are initialized again for each outer iteration.
+
+Such a ring's producer also loads the wgmma operand tiles copied once per outer iteration
+before the loop (flash attention's Q): a "tile" barrier pair, ``tile_full`` (armed with
+the bytes) and ``tile_empty`` (every consumer thread arrives once the tile's last GEMM is
+done, after the loop's drain). The producer issues the tile after the first ``stages``
+iterations of the outer iteration's ring (those wait only for the previous outer
+iteration's releases), once ``tile_empty`` says the previous tile is free; the consumers
+wait for ``tile_full`` where the copy was. The tile then loads under the previous outer
+iteration's last GEMM and epilogue, not after a barrier in the consumers' own time.
 """
 
 from __future__ import annotations
@@ -166,12 +175,18 @@ class TmaRing:
     # what a producer warp replays around the loop (producer_path), outermost first; with a
     # loop among it the ring runs on across the outer iterations (``carried``)
     path: list[Any] = field(default_factory=list)
+    # (load, global region) of the tiles copied once per outer iteration before the loop,
+    # which a carried ring's producer issues (see the module's docstring)
+    tile_loads: list[tuple[TensorMapLoad, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.barriers = barrier_buffer(self.stages)
         # running iteration counts of the ring, one per role (each thread keeps its own)
         self.produced = tirx.decl_buffer((1,), "int32", name="tma_produced", scope="local")
         self.consumed = tirx.decl_buffer((1,), "int32", name="tma_consumed", scope="local")
+        # and of the outer iterations whose tiles were issued / waited for
+        self.tiles_produced = tirx.decl_buffer((1,), "int32", name="tma_tiles_produced", scope="local")
+        self.tiles_consumed = tirx.decl_buffer((1,), "int32", name="tma_tiles_consumed", scope="local")
 
     @property
     def carried(self) -> bool:
@@ -186,6 +201,33 @@ class TmaRing:
 
     def empty(self, stage: Any) -> Any:
         return barrier_address(self.barriers, stage + self.stages)
+
+    @property
+    def tile_full(self) -> Any:
+        return barrier_address(self.barriers, 2 * self.stages)
+
+    @property
+    def tile_empty(self) -> Any:
+        return barrier_address(self.barriers, 2 * self.stages + 1)
+
+    def tile_wait(self) -> Any:
+        """The consumers' wait for this outer iteration's tiles (where their copy was), and
+        a warp barrier: the wait spins in a branch, after which ptxas cannot tell that a
+        warp's lanes run together again; the row shuffles after it then got a second,
+        divergent copy of the whole loop (BRA.DIV; FlashAttention at 0.86x SDPA instead
+        of 0.93). The block barrier after the copy it replaces used to tell it."""
+        count = tirx.BufferLoad(self.tiles_consumed, [0])
+        return seq([extern_call("tl_mbarrier_wait", self.tile_full, tirx.truncmod(count, 2)),
+                    extern_call("__syncwarp")])
+
+    def _issue_tiles(self, count: Any) -> Any:
+        """The producer's tiles of outer iteration ``count`` (its running count): once the
+        consumers freed the previous one, armed with their bytes, issued."""
+        free = tirx.IfThenElse(count > 0, extern_call("tl_mbarrier_wait", self.tile_empty,
+                                                      tirx.truncmod(count - 1, 2)), None)
+        total = sum(load.bytes for load, _ in self.tile_loads)
+        boxes = [load.issue([r.min for r in region.region], 0, self.tile_full) for load, region in self.tile_loads]
+        return seq([free, extern_call("tl_mbarrier_expect_tx", self.tile_full, total), *boxes])
 
     def stage(self, iteration: Any) -> Any:
         """The stage iteration ``iteration`` of the ring uses. A carried ring's iteration
@@ -203,7 +245,8 @@ class TmaRing:
 
     def expressions(self) -> list[Any]:
         """What the issuing code reads: the trip count and every region bound."""
-        return [self.loop.extent, *[x for region in self.regions for r in region.region for x in (r.min, r.extent)]]
+        regions = [*self.regions, *[region for _, region in self.tile_loads]]
+        return [self.loop.extent, *[x for region in regions for r in region.region for x in (r.min, r.extent)]]
 
     def issue(self, k_value: Any, stage: Any) -> Any:
         k = self.loop.loop_var
@@ -217,13 +260,15 @@ class TmaRing:
         s = tirx.Var("s", "int32")
         inits = seq([extern_call("tl_mbarrier_init", self.full(s), 1),
                      extern_call("tl_mbarrier_init", self.empty(s), self.threads)])
-        return seq([unrolled(s, self.stages, inits), extern_call("tl_mbarrier_init_fence")])
+        tiles = [extern_call("tl_mbarrier_init", self.tile_full, 1),
+                 extern_call("tl_mbarrier_init", self.tile_empty, self.threads)] if self.tile_loads else []
+        return seq([unrolled(s, self.stages, inits), *tiles, extern_call("tl_mbarrier_init_fence")])
 
     def _checks(self) -> Any:
         """Thread 0 checks the tiles' 1 KiB alignment once, where the tiles are allocated."""
         return tirx.IfThenElse(self.tid == 0, seq([
             extern_call("tl_check_swizzle_base", load.tile.new.access_ptr("r", offset=0, extent=1))
-            for load in self.loads]), None)
+            for load in [*self.loads, *[load for load, _ in self.tile_loads]]]), None)
 
     def prologue(self, specialized: bool) -> list[Any]:
         """Thread 0 initializes the barriers; a block barrier publishes them. Specialized:
@@ -231,10 +276,11 @@ class TmaRing:
         running counts start at 0 before it, in every thread)."""
         init = [tirx.IfThenElse(self.tid == 0, self._init(), None), block_barrier()]
         if specialized:
+            counters = [self.produced, self.consumed, *([self.tiles_produced, self.tiles_consumed]
+                                                        if self.tile_loads else [])]
             counts = [] if not self.carried else [
-                tirx.AllocBuffer(self.produced), tirx.AllocBuffer(self.consumed),
-                tirx.BufferStore(self.produced, tirx.IntImm("int32", 0), [0]),
-                tirx.BufferStore(self.consumed, tirx.IntImm("int32", 0), [0])]
+                *[tirx.AllocBuffer(c) for c in counters],
+                *[tirx.BufferStore(c, tirx.IntImm("int32", 0), [0]) for c in counters]]
             return [*counts, tirx.AllocBuffer(self.barriers),
                     tirx.AttrStmt(tirx.IntImm("int32", 0), PROLOGUE_ATTR, self.threads, seq(init))]
         return [tirx.AllocBuffer(self.barriers), *init]
@@ -310,6 +356,16 @@ class TmaRing:
             if any(isinstance(step, tirx.IfThenElse) for step in self.path):
                 return seq([self._checks(), main, drain, block_barrier()]), marked
             return seq([self._checks(), marked, main, drain, block_barrier()]), None
+        tile_counts: list[Any] = []
+        if self.tile_loads:  # issued after the first `stages` iterations (n >= 1: cp_async checks)
+            count = tirx.Var("tiles", "int32")
+            at = tirx.Min(tirx.IntImm("int32", self.stages), substitute(n, [(k, pk)])) - 1
+            producer = tirx.For(pk, producer.min, producer.extent, tirx.ForKind.SERIAL, seq([
+                producer.body, tirx.IfThenElse(pk == at, self._issue_tiles(count), None)]))
+            producer = seq([tirx.Bind(count, tirx.BufferLoad(self.tiles_produced, [0])), producer,
+                            tirx.BufferStore(self.tiles_produced, count + 1, [0])])
+            tile_counts = [extern_call("tl_mbarrier_arrive", self.tile_empty),
+                           tirx.BufferStore(self.tiles_consumed, tirx.BufferLoad(self.tiles_consumed, [0]) + 1, [0])]
         producer = seq([tirx.Bind(base, tirx.BufferLoad(self.produced, [0])), producer,
                         tirx.BufferStore(self.produced, base + n, [0])])
         # the replayed path goes outside the consumers' loops and conditions (cp_async puts
@@ -323,9 +379,10 @@ class TmaRing:
             load.tile.base = consumed
         main = self._consumer_loop(first_gemm, rest, at, None, consumed)
         last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1)))
+        # after the drain every GEMM of this outer iteration is done: its tiles are free
         return seq([self._checks(), tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
-                    tirx.IfThenElse(n > 0, last, None), tirx.BufferStore(self.consumed, consumed + n, [0]),
-                    block_barrier()]), hoisted
+                    tirx.IfThenElse(n > 0, last, None), *tile_counts,
+                    tirx.BufferStore(self.consumed, consumed + n, [0]), block_barrier()]), hoisted
 
 
 def free_vars(expr: Any) -> list[Any]:
