@@ -34,8 +34,10 @@ def test_the_second_gemm_of_the_previous_iteration_is_issued_after_the_first():
     loop, after = loop_lines(lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **OFF).device_source)
     fences = [i for i, x in enumerate(loop) if x == "tl_wgmma_fence();"]
     assert len(fences) == 2
-    # S_k, then (from the second iteration) P_{k-1} V_{k-1} from the previous stage of the ring
-    assert loop[fences[1] - 1] == "if (0 < k_1) {"
+    # S_k, then (from the second iteration) P_{k-1} V_{k-1} from the previous stage of the ring,
+    # right after the wait for that stage's V (K and V have barriers of their own)
+    assert loop[fences[1] - 2] == "if (0 < k_1) {"
+    assert loop[fences[1] - 1].startswith("tl_mbarrier_wait((&(tma_barrier_ptr[(((k_1 + 1) & 1) + 2)])")
     shifted = loop[fences[1]:loop.index("tl_wgmma_commit();", fences[1])]
     assert all("((k_1 + 1) & 1) * 16384" in x for x in shifted if x.startswith("tl_wgmma_m64"))
     # wait for S_k alone (one group may stay in flight), the softmax, then the second GEMM
@@ -43,14 +45,19 @@ def test_the_second_gemm_of_the_previous_iteration_is_issued_after_the_first():
     assert waits == ["tl_wgmma_wait(1);", "tl_wgmma_wait(0);", "tl_wgmma_wait(0);"]
     last_wait = max(i for i, x in enumerate(loop) if x == "tl_wgmma_wait(0);")
     early, late = loop[loop.index("tl_wgmma_wait(1);"):last_wait], loop[last_wait:]
+    # S_k is done: its K stage is free at once (V's waits for P V below)
+    release = next(i for i, x in enumerate(early) if x.startswith("tl_mbarrier_arrive("))
+    assert early[release].startswith("tl_mbarrier_arrive((&(tma_barrier_ptr[((k_1 & 1) + 4)")
+    assert release < min(i for i, x in enumerate(early) if "exp2f" in x)
     assert any("exp2f" in x for x in early) and any("acc_s_ptr" in x for x in early)
     assert not any("acc_o_ptr" in x or "acc_s_cast_ptr" in x for x in early)
     # then the accumulator fence, the release of stage k - 1, the rescale and P's fp16 copy
     assert late[1] == "tl_wgmma_fence_f32((&(acc_o_ptr[0])), 64);"
     assert late[2] == "if ((0 < k_1)) {" and late[3].startswith("tl_mbarrier_arrive(")
     assert any("acc_o_ptr" in x for x in late) and any("acc_s_cast_ptr" in x for x in late)
-    # the last iteration's second GEMM after the loop
-    assert after[0] == "tl_wgmma_fence();" and "tl_wgmma_wait(0);" in after[:12]
+    # the last iteration's second GEMM after the loop, after the wait for its V
+    assert after[0].startswith("tl_mbarrier_wait(") and after[1] == "tl_wgmma_fence();"
+    assert "tl_wgmma_wait(0);" in after[:12]
 
 
 def test_the_producer_becomes_a_warpgroup_that_gives_its_registers_to_the_consumers():

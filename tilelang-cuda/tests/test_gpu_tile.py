@@ -99,15 +99,24 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
 
 
+FA3_SCHEDULE = {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "pair"}
+
+
 @pytest.mark.parametrize("sm_num", [3, 132], ids=["waves", "idle-blocks"])
-@pytest.mark.parametrize("dim,stages", [(64, 2), (128, 2), (128, 3)])
-def test_persistent_flash_attention_matches_sdpa(dim, stages, sm_num):
+@pytest.mark.parametrize("dim,stages,configs", [(64, 2, None), (128, 2, None), (128, 3, None),
+                                                (128, 2, FA3_SCHEDULE), (128, 3, FA3_SCHEDULE)],
+                         ids=["d64-s2", "d128-s2", "d128-s3", "d128-s2-fa3", "d128-s3-fa3"])
+@pytest.mark.parametrize("seq_len", [512, 448], ids=["whole", "partial"])
+def test_persistent_flash_attention_matches_sdpa(dim, stages, configs, sm_num, seq_len):
     """T.Persistent over (batch, head, query block) tiles, the K/V ring carried across them
     on sm_90: 3 blocks walk 16 tiles in waves; 132 blocks leave most of them idle (their
-    producers must skip every tile too)."""
-    batch, heads, seq_len = 2, 2, 512
+    producers must skip every tile too). Q comes from the ring's producer; with the
+    overlap K and V have barriers of their own. 448 tokens: a partial last key block
+    (masked) and a partial last query block."""
+    batch, heads = 2, 2
     kernel = tilelang.compile(flash_attention_persistent(batch, heads, seq_len, dim, 128, 128, 256, stages,
-                                                         sm_num=sm_num), out_idx=[3], target="cuda")
+                                                         sm_num=sm_num), out_idx=[3], target="cuda",
+                              pass_configs=configs)
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)

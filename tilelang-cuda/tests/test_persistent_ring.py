@@ -240,73 +240,132 @@ class TileCode:
                    (py(issue.group(2)), py(issue.group(4))))
 
 
+def _matching_brace(text: str, opened: int) -> int:
+    """The index just past the brace that closes the one at ``opened``."""
+    depth = 0
+    for i in range(opened, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return i + 1
+    raise AssertionError("unbalanced braces")
+
+
+def _loop_around(text: str, at: int) -> tuple[str, int, int]:
+    """(variable, start, end) of the innermost ``for`` loop of ``text`` that holds ``at``."""
+    for m in reversed(list(re.finditer(r"for \(int (\w+) = 0;", text[:at]))):
+        end = _matching_brace(text, text.index("{", m.end()))
+        if end > at:
+            return m.group(1), m.start(), end
+    raise AssertionError("no loop around the ring's wait")
+
+
 @dataclasses.dataclass
 class RingCode:
-    """The ring's expressions from the generated source, as functions of the role's count
-    before this tile (``base``) and the iteration ``k`` inside it."""
+    """The ring's barrier operations from the generated source, in program order, their
+    expressions as functions of the role's count before this tile (``base``) and the
+    iteration ``k`` inside it. Barriers: full of group g, stage s at g * stages + s, empty
+    at (groups + g) * stages + s (one group, or K and V's of their own)."""
 
     stages: int
-    full_wait: tuple[str, str]  # consumers: (barrier index, parity) of the full barrier
-    release: str  # consumers: index of the empty barrier released inside the loop (k > 0)
-    release_last: str  # consumers: after the loop
-    empty_wait: tuple[str, str, str]  # producer: (condition, barrier index, parity)
-    fill: str  # producer: the full barrier armed for the boxes
+    groups: int
+    # ("wait", index, parity, of the previous iteration) or ("arrive", index, of the previous
+    # iteration): an operation under ``if (0 < k)`` is for iteration k - 1
+    consumer_loop: list[tuple]
+    consumer_after: list[tuple]  # the same, after the loop (for its last iteration)
+    producer_loop: list[tuple]  # ("wait", condition, index, parity) or ("fill", index)
     tile: TileCode | None = None
 
     @classmethod
     def parse(cls, body: str, threads: int, stages: int) -> RingCode:
         consumers, producer = roles(body, threads)
-        loop_var = re.search(r"for \(int (k_\d+) = 0;", producer).group(1)
-        tile = TileCode.parse(consumers, producer, loop_var)
-        full = next(m for m in re.finditer(rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);", consumers)
-                    if "tiles" not in m.group(2))
-        arrives = [a for a in re.findall(rf"tl_mbarrier_arrive\({_BARRIER}\);", consumers)
-                   if tile is None or a != str(tile.empty)]
-        empty = re.search(rf"if \((.+?)\) {{\s+tl_mbarrier_wait\({_BARRIER}, (.+?)\);", producer)
-        fill = re.search(rf"tl_mbarrier_expect_tx\({_BARRIER}, \d+\);", producer)
-        rename = {"produced": "base", loop_var: "k", "consumed": "base"}
+        p_var, p_start, p_end = _loop_around(producer, producer.index("tl_mbarrier_expect_tx"))
+        tile = TileCode.parse(consumers, producer, p_var)
+        constant = [] if tile is None else [str(tile.full), str(tile.empty)]
+        first = next(m for m in re.finditer(rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);", consumers)
+                     if "tiles" not in m.group(2))
+        c_var, c_start, c_end = _loop_around(consumers, first.start())
 
-        def py(text: str) -> str:
+        def py(text: str, loop_var: str) -> str:
+            rename = {"produced": "base", "consumed": "base", loop_var: "k"}
             return re.sub(r"\b(\w+)\b", lambda m: rename.get(m.group(1), m.group(1)), _python(text))
 
-        assert len(arrives) in (1, 2), arrives  # one: a loop of one iteration releases nothing inside
-        return cls(stages, (py(full.group(1)), py(full.group(2))), py(arrives[0]), py(arrives[-1]),
-                   (py(empty.group(1)), py(empty.group(2)), py(empty.group(3))), py(fill.group(1)), tile)
+        ops = rf"tl_mbarrier_wait\({_BARRIER}, (.+?)\);|tl_mbarrier_arrive\({_BARRIER}\);"
+
+        def operations(text: str) -> list[tuple]:
+            found = []
+            for m in re.finditer(ops, text):
+                previous = re.search(rf"if \(\(?0 < {c_var}\)?\) {{\s*$", text[:m.start()]) is not None
+                if m.group(1) is not None and m.group(1) not in constant:
+                    found.append(("wait", py(m.group(1), c_var), py(m.group(2), c_var), previous))
+                elif m.group(3) is not None and m.group(3) not in constant:
+                    found.append(("arrive", py(m.group(3), c_var), previous))
+            return found
+
+        consumer_loop, after = operations(consumers[c_start:c_end]), operations(consumers[c_end:])
+        producer_loop = []
+        loop = producer[p_start:p_end]
+        for m in re.finditer(rf"if \((.+?)\) {{\s+tl_mbarrier_wait\({_BARRIER}, (.+?)\);|"
+                             rf"tl_mbarrier_expect_tx\({_BARRIER}, \d+\);", loop):
+            if m.group(1) is not None and m.group(2) not in constant:
+                producer_loop.append(("wait", py(m.group(1), p_var), py(m.group(2), p_var), py(m.group(3), p_var)))
+            elif m.group(4) is not None and m.group(4) not in constant:
+                producer_loop.append(("fill", py(m.group(4), p_var)))
+        groups = sum(op[0] == "fill" for op in producer_loop)
+        return cls(stages, groups, consumer_loop, after, producer_loop, tile)
+
+    def replaced(self, old: str, new: str) -> RingCode:
+        """Every ring expression with ``old`` spelled ``new`` (the tile pair's kept)."""
+        def swap(op: tuple) -> tuple:
+            return tuple(x.replace(old, new) if isinstance(x, str) else x for x in op)
+
+        return dataclasses.replace(self, consumer_loop=[swap(op) for op in self.consumer_loop],
+                                   consumer_after=[swap(op) for op in self.consumer_after],
+                                   producer_loop=[swap(op) for op in self.producer_loop])
 
 
 def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool, alternate: bool = False) -> None:
     """Producer warp and consumers of one block over ``tiles`` tiles of ``steps`` ring
     iterations each, interleaved greedily (the producer as far ahead as its waits allow,
-    or the consumers first) or, ``alternate``, one step each in turn. mbarrier semantics (PTX ISA, mbarrier.try_wait.parity): a
-    wait for parity P passes once the phase of parity P completed, i.e. while the
-    barrier's current phase parity differs from P; the consumers arrive together (the
-    empty barrier counts all of them). Raises AssertionError on a hang or a wrong stage."""
-    stages = code.stages
-    full = [0] * stages  # completed phases per barrier
-    empty = [0] * stages
-    holds = [None] * stages  # which ring iteration's data each stage holds
-    released: set[int] = set()
+    or the consumers first) or, ``alternate``, one step each in turn. mbarrier semantics
+    (PTX ISA, mbarrier.try_wait.parity): a wait for parity P passes once the phase of
+    parity P completed, i.e. while the barrier's current phase parity differs from P; the
+    consumers arrive together (the empty barrier counts all of them). Every operation
+    runs in the order the source has it. Raises AssertionError on a hang, a stage read
+    before its data arrived or a stage refilled while it is read."""
+    stages, groups = code.stages, code.groups
+    full = [[0] * stages for _ in range(groups)]  # completed phases per barrier
+    empty = [[0] * stages for _ in range(groups)]
+    holds = [[None] * stages for _ in range(groups)]  # which ring iteration's data each stage holds
+    released: list[set[int]] = [set() for _ in range(groups)]
     # the per-tile barrier pair (flash attention's Q): phases, which tile it holds, freed
     tile_full, tile_empty, tile_holds, tiles_freed = [0], [0], [None], set()
 
     def ev(expr: str, base: int, k: int, count: int = 0) -> int:
         return int(eval(expr, {}, {"base": base, "k": k, "count": count}))  # the kernel's own integer expressions
 
+    def slot(index: int, empty_barrier: bool) -> tuple[int, int]:
+        index -= groups * stages if empty_barrier else 0
+        assert 0 <= index < groups * stages, f"barrier index {index} outside the ring"
+        return index // stages, index % stages
+
     def producer():
         for tile in range(tiles):
             base = tile * steps
             for k in range(steps):
-                condition, index, parity = code.empty_wait
-                if ev(condition, base, k):
-                    slot = ev(index, base, k) - stages
-                    while empty[slot] % 2 == ev(parity, base, k):
-                        yield False
-                stage = ev(code.fill, base, k)
-                previous = holds[stage]
-                assert previous is None or previous in released, \
-                    f"iteration {base + k} refills stage {stage} while iteration {previous} still reads it"
-                holds[stage] = base + k
-                full[stage] += 1  # the boxes land
+                for op in code.producer_loop:
+                    if op[0] == "wait":
+                        if ev(op[1], base, k):
+                            g, s = slot(ev(op[2], base, k), True)
+                            while empty[g][s] % 2 == ev(op[3], base, k):
+                                yield False
+                        continue
+                    g, s = slot(ev(op[1], base, k), False)
+                    previous = holds[g][s]
+                    assert previous is None or previous in released[g], \
+                        f"iteration {base + k} refills stage {s} (group {g}) while iteration {previous} still reads it"
+                    holds[g][s] = base + k
+                    full[g][s] += 1  # the boxes land
+                    yield True
                 if code.tile is not None and ev(code.tile.issue_at, base, k):
                     condition, parity = code.tile.free_wait
                     if ev(condition, base, k, tile):
@@ -316,7 +375,7 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool, alter
                         f"tile {tile} overwrites tile {tile_holds[0]} while its GEMMs still read it"
                     tile_holds[0] = tile
                     tile_full[0] += 1
-                yield True
+                    yield True
 
     def consumers():
         for tile in range(tiles):
@@ -325,28 +384,32 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool, alter
                 while tile_full[0] % 2 == ev(code.tile.wait, base, 0, tile):
                     yield False
                 assert tile_holds[0] == tile, f"tile {tile} reads the tile of {tile_holds[0]}"
-            for k in range(steps):
-                index, parity = code.full_wait
-                stage = ev(index, base, k)
-                while full[stage] % 2 == ev(parity, base, k):
-                    yield False
-                assert holds[stage] == base + k, \
-                    f"iteration {base + k} (tile {tile}, k {k}) reads stage {stage}, which holds {holds[stage]}"
-                if k > 0:
-                    release(ev(code.release, base, k), base + k - 1)
+            for k in range(steps + 1):  # the operations after the loop as k = steps, for iteration steps - 1
+                for op in code.consumer_loop if k < steps else code.consumer_after:
+                    iteration = base + k - 1 if op[-1] or k == steps else base + k
+                    if op[-1] and k == 0:
+                        continue
+                    if op[0] == "wait":
+                        g, s = slot(ev(op[1], base, k), False)
+                        while full[g][s] % 2 == ev(op[2], base, k):
+                            yield False
+                        assert holds[g][s] == iteration, f"iteration {iteration} (tile {tile}) reads " \
+                            f"stage {s} (group {g}), which holds {holds[g][s]}"
+                    else:
+                        release(ev(op[1], base, k), iteration)
+                        yield True  # (a step that changes the state counts as progress, even if the next one waits)
                 yield True
-            release(ev(code.release_last, base, steps), base + steps - 1)
-            yield True  # (a step that changes the state counts as progress, even if the next one waits)
             if code.tile is not None:  # another arrive: the producer may run in between
                 tiles_freed.add(tile)
                 tile_empty[0] += 1
                 yield True
 
     def release(index: int, iteration: int) -> None:
-        stage = index - stages
-        assert holds[stage] == iteration, f"iteration {iteration} releases stage {stage}, which holds {holds[stage]}"
-        released.add(iteration)
-        empty[stage] += 1
+        g, s = slot(index, True)
+        assert holds[g][s] == iteration, \
+            f"iteration {iteration} releases stage {s} (group {g}), which holds {holds[g][s]}"
+        released[g].add(iteration)
+        empty[g][s] += 1
 
     roles_ = [producer(), consumers()] if producer_first else [consumers(), producer()]
     done = [False, False]
@@ -380,9 +443,7 @@ def test_the_model_rejects_a_ring_that_restarts_per_tile():
     body = kernel_body(lower(persistent_gemm(4096, 4096, 576, 128, 256, 64, 256, 3, 132)).device_source)
     code = RingCode.parse(body, 256, 3)
     run_ring(code, 3, 9, producer_first=True)
-    per_tile = dataclasses.replace(code, **{
-        name: tuple(e.replace("base", "0") for e in value) if isinstance(value, tuple) else value.replace("base", "0")
-        for name, value in dataclasses.asdict(code).items() if name not in ("stages", "tile")})
+    per_tile = code.replaced("base", "0")
     run_ring(per_tile, 1, 9, producer_first=True)
     with pytest.raises(AssertionError, match=r"hangs|reads stage|refills stage|releases stage"):
         run_ring(per_tile, 3, 9, producer_first=True)
@@ -443,7 +504,9 @@ def test_the_producer_loads_each_tiles_q_and_the_protocol_holds(seq_len, stages)
     assert "Q_tensor_map" in producer and "Q_ptr" not in body
     # a warp barrier after the spinning wait (without it ptxas doubled the loop, divergent)
     assert re.search(r"tl_mbarrier_wait\(.+tma_tiles_consumed_ptr.+\);\s+__syncwarp\(\);", consumers)
-    assert code.tile is not None and code.tile.full == 2 * stages and code.tile.empty == 2 * stages + 1
+    # K and V have barriers of their own (the ring's two groups), the tile pair comes after
+    assert code.groups == 2 and code.tile is not None
+    assert code.tile.full == 2 * 2 * stages and code.tile.empty == 2 * 2 * stages + 1
     steps = seq_len // 128
     assert [k for k in range(steps) if eval(code.tile.issue_at, {}, {"k": k})] == [min(stages, steps) - 1]
     for tiles in (1, 2, 3, 5):
@@ -454,7 +517,8 @@ def test_the_producer_loads_each_tiles_q_and_the_protocol_holds(seq_len, stages)
 
 def test_the_model_rejects_q_issued_before_the_previous_tile_is_freed():
     _, code = attention_ring(1024, 3)
-    no_wait = dataclasses.replace(code, tile=dataclasses.replace(code.tile, free_wait=("0", "0")))
+    # issued with the tile's first K/V and without waiting: the previous tile still reads Q
+    no_wait = dataclasses.replace(code, tile=dataclasses.replace(code.tile, issue_at="k == 0", free_wait=("0", "0")))
     run_ring(no_wait, 1, 8, producer_first=True, alternate=True)  # one tile: nothing to overwrite
     with pytest.raises(AssertionError, match="overwrites tile 0"):
         run_ring(no_wait, 2, 8, producer_first=True, alternate=True)

@@ -155,6 +155,8 @@ def barrier_address(barriers: Any, index: Any) -> Any:
 
 
 DISABLE_WS_CONFIG = "tl.disable_warp_specialized"  # upstream TileLang's pass config
+# gemm_overlap.py's schedule; a specialized ring gives K and V barriers of their own under it
+OVERLAP_CONFIG = "tl.intra_warpgroup_overlap"
 PRODUCER_ATTR = "tl.tma_producer"  # marks the producer warp's loop until SpecializeWarps moves it
 PROLOGUE_ATTR = "tl.tma_prologue"  # the barriers' initialization, at the top of the block
 PRODUCER_THREADS = 32  # one warp issues every box
@@ -178,6 +180,14 @@ class TmaRing:
     # (load, global region) of the tiles copied once per outer iteration before the loop,
     # which a carried ring's producer issues (see the module's docstring)
     tile_loads: list[tuple[TensorMapLoad, Any]] = field(default_factory=list)
+    # a specialized ring's operand groups (cp_async._operand_groups): the group of each load
+    # (0: read by the iteration's first GEMM, 1: by later ones), each with barriers of its
+    # own; None: one barrier pair per stage for every load
+    groups: list[int] | None = None
+    # with groups: (index in the loop's statements of the last GEMM reading group 0, of the
+    # first reading group 1); group 0 is released right after the first, group 1 waited
+    # for right before the second
+    split_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self.barriers = barrier_buffer(self.stages)
@@ -196,19 +206,23 @@ class TmaRing:
         2 x stages)."""
         return any(isinstance(step, tirx.For) for step in self.path)
 
-    def full(self, stage: Any) -> Any:
-        return barrier_address(self.barriers, stage)
+    @property
+    def group_count(self) -> int:
+        return max(self.groups) + 1 if self.groups else 1
 
-    def empty(self, stage: Any) -> Any:
-        return barrier_address(self.barriers, stage + self.stages)
+    def full(self, stage: Any, group: int = 0) -> Any:
+        return barrier_address(self.barriers, stage + group * self.stages)
+
+    def empty(self, stage: Any, group: int = 0) -> Any:
+        return barrier_address(self.barriers, stage + (self.group_count + group) * self.stages)
 
     @property
     def tile_full(self) -> Any:
-        return barrier_address(self.barriers, 2 * self.stages)
+        return barrier_address(self.barriers, 2 * self.group_count * self.stages)
 
     @property
     def tile_empty(self) -> Any:
-        return barrier_address(self.barriers, 2 * self.stages + 1)
+        return barrier_address(self.barriers, 2 * self.group_count * self.stages + 1)
 
     def tile_wait(self) -> Any:
         """The consumers' wait for this outer iteration's tiles (where their copy was), and
@@ -248,18 +262,21 @@ class TmaRing:
         regions = [*self.regions, *[region for _, region in self.tile_loads]]
         return [self.loop.extent, *[x for region in regions for r in region.region for x in (r.min, r.extent)]]
 
-    def issue(self, k_value: Any, stage: Any) -> Any:
+    def issue(self, k_value: Any, stage: Any, group: int | None = None) -> Any:
+        """The boxes of iteration ``k_value`` into ``stage``: every load's, or ``group``'s."""
         k = self.loop.loop_var
-        bar = self.full(stage)
+        bar = self.full(stage, group or 0)
+        mine = [(load, region) for i, (load, region) in enumerate(zip(self.loads, self.regions))
+                if group is None or self.groups[i] == group]
         boxes = [load.issue([substitute(r.min, [(k, k_value)]) for r in region.region], stage, bar)
-                 for load, region in zip(self.loads, self.regions)]
-        total = sum(load.bytes for load in self.loads)
+                 for load, region in mine]
+        total = sum(load.bytes for load, _ in mine)
         return seq([extern_call("tl_mbarrier_expect_tx", bar, total), *boxes])
 
     def _init(self) -> Any:
         s = tirx.Var("s", "int32")
-        inits = seq([extern_call("tl_mbarrier_init", self.full(s), 1),
-                     extern_call("tl_mbarrier_init", self.empty(s), self.threads)])
+        inits = seq([extern_call("tl_mbarrier_init", self.full(s, g), 1) for g in range(self.group_count)] +
+                    [extern_call("tl_mbarrier_init", self.empty(s, g), self.threads) for g in range(self.group_count)])
         tiles = [extern_call("tl_mbarrier_init", self.tile_full, 1),
                  extern_call("tl_mbarrier_init", self.tile_empty, self.threads)] if self.tile_loads else []
         return seq([unrolled(s, self.stages, inits), *tiles, extern_call("tl_mbarrier_init_fence")])
@@ -293,6 +310,15 @@ class TmaRing:
         k = self.loop.loop_var
         it = k if base is None else base + k
         previous = it - 1
+        if self.groups:  # K (group 0) is free once S is done; V (1) at the next iteration's head
+            last0, first1 = self.split_at
+            rest = [*rest[:last0 + 1], extern_call("tl_mbarrier_arrive", self.empty(self.stage(it), 0)),
+                    *rest[last0 + 1:first1],
+                    extern_call("tl_mbarrier_wait", self.full(self.stage(it), 1), self.parity(it)), *rest[first1:]]
+            head = tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive", self.empty(self.stage(previous), 1)),
+                                   None)
+            wait = extern_call("tl_mbarrier_wait", self.full(self.stage(it), 0), self.parity(it))
+            return tirx.For(k, self.loop.min, self.loop.extent, tirx.ForKind.SERIAL, seq([wait, head, *rest]))
         release = seq([tirx.IfThenElse(k > 0, extern_call("tl_mbarrier_arrive",
                                                           self.empty(self.stage(previous))), None),
                        refill])
@@ -345,10 +371,12 @@ class TmaRing:
         pk = tirx.Var("k", "int32")
         base = tirx.Var("produced", "int32")
         it = base + pk if self.carried else pk
-        wait = tirx.IfThenElse(it >= self.stages, extern_call(
-            "tl_mbarrier_wait", self.empty(self.stage(it)), self.parity(it - self.stages)), None)
-        issue = substitute(self.issue(pk, self.stage(it)), [(k, pk)])
-        producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq([wait, issue]))
+        steps = []
+        for group in range(self.group_count) if self.groups else [None]:
+            steps += [tirx.IfThenElse(it >= self.stages, extern_call(
+                "tl_mbarrier_wait", self.empty(self.stage(it), group or 0), self.parity(it - self.stages)), None),
+                substitute(self.issue(pk, self.stage(it), group), [(k, pk)])]
+        producer = tirx.For(pk, self.loop.min, substitute(n, [(k, pk)]), tirx.ForKind.SERIAL, seq(steps))
         drain = extern_call("tl_wgmma_wait", 0)
         if not self.carried:
             marked = tirx.AttrStmt(tirx.IntImm("int32", 0), PRODUCER_ATTR, self.threads, replay(self.path, producer))
@@ -378,7 +406,7 @@ class TmaRing:
         for load in self.loads:  # the GEMMs read the stage of the running count too
             load.tile.base = consumed
         main = self._consumer_loop(first_gemm, rest, at, None, consumed)
-        last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1)))
+        last = extern_call("tl_mbarrier_arrive", self.empty(self.stage(consumed + n - 1), self.group_count - 1))
         # after the drain every GEMM of this outer iteration is done: its tiles are free
         return seq([self._checks(), tirx.Bind(consumed, tirx.BufferLoad(self.consumed, [0])), main, drain,
                     tirx.IfThenElse(n > 0, last, None), *tile_counts,
