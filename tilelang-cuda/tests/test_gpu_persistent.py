@@ -95,3 +95,17 @@ def test_upstream_wave_loop_and_execution_backends(backend):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("plain_read", [False, True], ids=["q-by-tma", "q-copied"])
+def test_a_tile_loaded_once_per_tile_matches_torch(plain_read):
+    """test_persistent_ring.q_times_k: Q copied once per tile before the K ring, loaded by the
+    TMA producer (or, read outside the GEMMs too, copied by the consumers); 3 blocks walk
+    8 tiles. S = Q (sum of K's blocks)^T, minus each row's max (+ Q itself)."""
+    from test_persistent_ring import q_times_k
+
+    kernel = tilelang.compile(q_times_k(plain_read), out_idx=[-1], target="cuda")
+    q, k = (torch.randn(2, 512, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    s = q.float() @ k.float().reshape(2, 4, 128, 128).sum(1).transpose(1, 2)
+    expected = s - s.amax(-1, keepdim=True) + (q.float() if plain_read else 0)
+    torch.testing.assert_close(kernel(q, k), expected, rtol=1e-2, atol=5e-2)

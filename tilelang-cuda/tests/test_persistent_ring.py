@@ -525,3 +525,47 @@ def test_the_model_rejects_q_issued_before_the_previous_tile_is_freed():
     stale = dataclasses.replace(code, tile=dataclasses.replace(code.tile, wait="(count + 1) % 2"))
     with pytest.raises(AssertionError, match="reads the tile of None|hangs"):
         run_ring(stale, 2, 8, producer_first=False)
+
+
+def q_times_k(plain_read: bool):
+    """A persistent S = Q K^T over (head, query block) tiles: Q copied once per tile before
+    the K ring; ``plain_read`` adds a read of Q_shared outside the GEMMs (which the TMA
+    producer's tile would race: the consumers keep copying it themselves)."""
+    heads, seq, dim, bM, bN = 2, 512, 128, 128, 128
+
+    @T.prim_func
+    def main(Q: T.Tensor((heads, seq, dim), "float16"), K: T.Tensor((heads, seq, dim), "float16"),
+             S: T.Tensor((heads, seq, bN), "float32")):
+        with T.Kernel(3, threads=256) as block_id:
+            Q_shared = T.alloc_shared((bM, dim), "float16")
+            K_shared = T.alloc_shared((bN, dim), "float16")
+            acc = T.alloc_fragment((bM, bN), "float32")
+            row_max = T.alloc_fragment((bM,), "float32")
+            for h, bx in T.Persistent([heads, seq // bM], 3, block_id):
+                T.copy(Q[h, bx * bM:(bx + 1) * bM, :], Q_shared)
+                T.clear(acc)
+                for k in T.Pipelined(seq // bN, num_stages=2):
+                    T.copy(K[h, k * bN:(k + 1) * bN, :], K_shared)
+                    T.gemm(Q_shared, K_shared, acc, transpose_B=True)
+                # a row family (as attention's softmax): wgmma may then read an unstaged Q
+                T.reduce_max(acc, row_max, dim=1)
+                for i, j in T.Parallel(bM, bN):
+                    acc[i, j] -= row_max[i]
+                if plain_read:
+                    for i, j in T.Parallel(bM, bN):
+                        acc[i, j] += Q_shared[i, j]
+                T.copy(acc, S[h, bx * bM:(bx + 1) * bM, :])
+
+    return main
+
+
+@pytest.mark.parametrize("plain_read", [False, True], ids=["gemm-only", "plain-read"])
+def test_only_a_tile_that_gemms_alone_read_moves_to_the_producer(plain_read):
+    consumers, producer = roles(kernel_body(lower(q_times_k(plain_read)).device_source), 256)
+    assert ("Q_tensor_map" in producer) is not plain_read
+    assert ("Q_ptr" in consumers) is plain_read
+    # one GEMM reads the ring's only tile: one barrier pair per stage, no K/V split
+    code = RingCode.parse(kernel_body(lower(q_times_k(plain_read)).device_source), 256, 2)
+    assert code.groups == 1 and (code.tile is None) is plain_read
+    for producer_first in (True, False):
+        run_ring(code, 3, 4, producer_first, alternate=not producer_first)

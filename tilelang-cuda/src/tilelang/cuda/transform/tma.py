@@ -396,9 +396,9 @@ class TmaRing:
         tile_counts: list[Any] = []
         if self.tile_loads:  # issued after the first `stages` iterations (n >= 1: cp_async checks)
             count = tirx.Var("tiles", "int32")
-            at = tirx.Min(tirx.IntImm("int32", self.stages), substitute(n, [(k, pk)])) - 1
+            tiles_at = tirx.Min(tirx.IntImm("int32", self.stages), substitute(n, [(k, pk)])) - 1
             producer = tirx.For(pk, producer.min, producer.extent, tirx.ForKind.SERIAL, seq([
-                producer.body, tirx.IfThenElse(pk == at, self._issue_tiles(count), None)]))
+                producer.body, tirx.IfThenElse(pk == tiles_at, self._issue_tiles(count), None)]))
             producer = seq([tirx.Bind(count, tirx.BufferLoad(self.tiles_produced, [0])), producer,
                             tirx.BufferStore(self.tiles_produced, count + 1, [0])])
             tile_counts = [extern_call("tl_mbarrier_arrive", self.tile_empty),
