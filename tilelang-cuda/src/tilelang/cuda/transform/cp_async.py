@@ -46,6 +46,7 @@ from .tma import (
     replace_loads,
     scalar_store,
     tensor_map_load,
+    wide_axes,
 )
 
 SHARED_SCOPES = ("shared", "shared.dyn")
@@ -192,7 +193,7 @@ class AsyncCopyPipelines:
         vec = CHUNK_BYTES // dtype_bytes(g.dtype)
         if str(g.dtype) != str(dst.source.dtype) or dtype_bytes(g.dtype) * vec != CHUNK_BYTES:
             return False
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        axes = wide_axes(src)
         tile = static_ints([src.region[a].extent for a in axes])
         if tile is None or tile != static_ints(dst.source.shape) or not axes or axes[-1] != len(g.shape) - 1:
             return False
@@ -291,9 +292,7 @@ class AsyncCopyPipelines:
         loads = []
         for p in producers:
             src, dst = p.value.args[0], p.value.args[1]
-            axes = [a for a, r in enumerate(src.region)
-                    if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
-            load = tensor_map_load(src, self._find(dst.source, self.tiles), axes)
+            load = tensor_map_load(src, self._find(dst.source, self.tiles))
             if load is None:
                 return None
             loads.append(load)
@@ -343,8 +342,7 @@ class AsyncCopyPipelines:
             if src.source.scope() != "global" or tile is None or tile.stages or not tile.mma_operand or \
                     not is_full_region(dst) or not self._written_once_read_by_gemms(tile.old, stmt):
                 continue
-            axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
-            load = tensor_map_load(src, tile, axes)
+            load = tensor_map_load(src, tile)
             if load is not None:
                 copies.append((stmt, load))
         if not copies:
@@ -499,7 +497,7 @@ class AsyncCopyPipelines:
         tile = self._find(dst.source, self.tiles)
         g = src.source
         vec = CHUNK_BYTES // dtype_bytes(g.dtype)
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        axes = wide_axes(src)
         rows, cols = (int(d.value) for d in dst.source.shape)
         per_row = cols // vec
         vectors = rows * per_row

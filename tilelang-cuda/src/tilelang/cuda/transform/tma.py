@@ -122,9 +122,16 @@ class TensorMapLoad:
         return seq(calls)
 
 
-def tensor_map_load(src: Any, tile: Any, axes: list[int]) -> TensorMapLoad | None:
+def wide_axes(region: Any) -> list[int]:
+    """The axes along which ``region`` is more than one element wide (a tile's rows and
+    columns, out of a global tensor of any rank)."""
+    return [a for a, r in enumerate(region.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+
+
+def tensor_map_load(src: Any, tile: Any) -> TensorMapLoad | None:
     """The TMA plan for copying global region ``src`` into the staged ``tile``, or None
     when the tile's layout or shape is not one TMA boxes can write."""
+    axes = wide_axes(src)
     layout = tile.core
     g = src.source
     rank = len(g.shape)

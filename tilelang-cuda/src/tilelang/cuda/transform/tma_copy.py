@@ -29,7 +29,7 @@ from tilelang.plugin import (
 from tvm import tirx
 
 from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
-from .tma import BOX_MAX, encode_tensor_map
+from .tma import BOX_MAX, encode_tensor_map, wide_axes
 
 TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d
 
@@ -75,7 +75,7 @@ class _TmaCopies:
         if rank not in TMA_RANKS or list(g.strides):
             raise self.fail(f"reads {g.name}, a {rank}-d tensor{' with strides' if list(g.strides) else ''}: TMA "
                             "boxes here read dense 2-d to 4-d tensors")
-        axes = [a for a, r in enumerate(src.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+        axes = wide_axes(src)
         shape = [int(d.value) if isinstance(d, tirx.IntImm) else None for d in s.shape]
         if len(shape) == 1 and len(dst.region) > 1:  # re-laid out as wgmma core matrices
             raise self.fail(f"into {s.name}, a tile the tensor-core pass laid out for wgmma: TMA boxes here write "
