@@ -28,31 +28,35 @@ from tilelang.testing.kernels import (
 SHAPES = [(8, 16, 4096, 64), (8, 16, 4096, 128)]  # batch, heads, seq_len, dim
 # block_M, block_N, threads, num_stages (1: synchronous K/V copies; 2 or more: a stage ring)
 # On sm_90 these run on wgmma (16 rows per warp); the last configs measure mma.sync.
-# With 256 threads (head dim 128: a producer warp too) two opt-in schedules of tilelang-cuda:
-# "/overlap" issues P V of the previous iteration under the softmax (FlashAttention-3's
-# intra-warpgroup overlap, transform/gemm_overlap.py), "/pp-first" makes the two consumer
+# With a warp-specialized ring (head dim 128; 64 with 3 stages) tilelang-cuda issues P V of the
+# previous iteration under the softmax by default where that pays (FlashAttention-3's
+# intra-warpgroup overlap, transform/gemm_overlap.py and overlap_policy.py): "/overlap" forces
+# it, "/no-overlap" switches it off (the loop as written). "/pp-first" makes the two consumer
 # warpgroups take turns at the first GEMM (pingpong, transform/pingpong.py), "/pp-pair" at
 # both GEMM issues of an overlapped iteration together (FlashAttention-3's order).
 MMA_SYNC = {"tl.disable_wgmma": True}
 OVERLAP = {"tl.intra_warpgroup_overlap": True}
+NO_OVERLAP = {"tl.intra_warpgroup_overlap": False}
 PP_FIRST = {"tl.warpgroup_pingpong": "first"}
 PP_PAIR = {"tl.warpgroup_pingpong": "pair"}
 CONFIGS = [((64, 64, 128, 1), {}), ((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((64, 32, 128, 2), {}),
            ((128, 32, 256, 2), {}), ((64, 128, 128, 2), {}), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {})]
 CONFIGS += [(tiles, options) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3))
             for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST}, {**OVERLAP, **PP_PAIR})]
+CONFIGS += [(tiles, NO_OVERLAP) for tiles in ((64, 128, 128, 2), (128, 128, 256, 2), (128, 128, 256, 3))]
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
 # persistent: one block per SM walks the (batch, head, query block) tiles with T.Persistent
 # (testing.kernels.flash_attention_persistent); the K/V ring runs on across tiles
 # (with the overlap K and V have barriers of their own, so 2 stages keep the producer ahead)
-PERSISTENT = [((128, 128, 256, 2), {}), ((128, 128, 256, 2), PP_FIRST), ((128, 128, 256, 3), OVERLAP),
+PERSISTENT = [((128, 128, 256, 2), NO_OVERLAP), ((128, 128, 256, 2), {}), ((128, 128, 256, 2), PP_FIRST), ((128, 128, 256, 3), OVERLAP),
               ((128, 128, 256, 3), {**OVERLAP, **PP_FIRST}), ((128, 128, 256, 3), {**OVERLAP, **PP_PAIR}),
               ((128, 128, 256, 2), {**OVERLAP, **PP_FIRST}), ((128, 128, 256, 2), {**OVERLAP, **PP_PAIR})]
 
 
 def label(config: tuple, options: dict) -> str:
-    names = {"tl.disable_wgmma": "/mma", "tl.intra_warpgroup_overlap": "/overlap"}
-    extra = "".join(names.get(key, f"/pp-{value}") for key, value in options.items())
+    names = {("tl.disable_wgmma", True): "/mma", ("tl.intra_warpgroup_overlap", True): "/overlap",
+             ("tl.intra_warpgroup_overlap", False): "/no-overlap"}
+    extra = "".join(names.get((key, value), f"/pp-{value}") for key, value in options.items())
     return "bM{}/bN{}/t{}/s{}".format(*config) + extra
 
 

@@ -16,6 +16,8 @@ from tilelang.cuda import toolchain
 from tilelang.testing.kernels import flash_attention, tile_gemm
 
 WG = 128
+# the loop as written: the intra-warpgroup overlap is on by default where it pays
+NO_OVERLAP = {"tl.intra_warpgroup_overlap": False}
 
 
 def lower(func, **configs):
@@ -107,7 +109,7 @@ def run(traces: list[list[tuple]]) -> list[int]:
 
 @pytest.mark.parametrize("mode,turns", [("every", 2), ("first", 1), (True, 1)])
 def test_flash_attention_warpgroups_take_turns_issuing_gemms(mode, turns):
-    configs = {"tl.warpgroup_pingpong": mode}
+    configs = {"tl.warpgroup_pingpong": mode, **NO_OVERLAP}
     source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **configs).device_source
     lines = consumers(source, 256)
     loop = lines[lines.index(next(x for x in lines if x.startswith("for (int k_1"))):]
@@ -171,14 +173,14 @@ def test_an_unknown_pingpong_mode_is_refused():
 
 
 def test_the_model_catches_a_missing_first_turn():
-    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **{"tl.warpgroup_pingpong": "every"}).device_source
+    source = lower(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **{"tl.warpgroup_pingpong": "every"}, **NO_OVERLAP).device_source
     lines = [x for x in consumers(source, 256) if x != "tl_named_barrier_arrive(2, 256);"]
     with pytest.raises(AssertionError, match="deadlock"):
         run([trace(lines, 0), trace(lines, WG)])
 
 
 def test_without_pingpong_the_warpgroups_issue_together():
-    source = lower_sm90(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2)).device_source  # off by default
+    source = lower_sm90(flash_attention(1, 2, 1024, 128, 128, 128, 256, 2), **NO_OVERLAP).device_source  # off by default
     lines = consumers(source, 256)
     assert "tl_named_barrier_arrive" not in kernel_body(source)
     assert [g for g, _ in run([trace(lines, 0), trace(lines, WG)])] == [0] * 6 + [1] * 6
@@ -199,11 +201,12 @@ def test_nvcc_compiles_the_pingpong_kernel():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("configs", [{"tl.warpgroup_pingpong": "first"}, {"tl.warpgroup_pingpong": "every"}, {},
+@pytest.mark.parametrize("configs", [{"tl.warpgroup_pingpong": "first", **NO_OVERLAP},
+                                     {"tl.warpgroup_pingpong": "every", **NO_OVERLAP}, NO_OVERLAP, {},
                                      {"tl.intra_warpgroup_overlap": True},
                                      {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "first"},
                                      {"tl.intra_warpgroup_overlap": True, "tl.warpgroup_pingpong": "pair"}],
-                         ids=["first", "every", "off", "overlap", "overlap-first", "overlap-pair"])
+                         ids=["first", "every", "off", "default", "overlap", "overlap-first", "overlap-pair"])
 @pytest.mark.parametrize("dim", [64, 128])
 def test_pingpong_flash_attention_matches_sdpa(configs, dim):
     """Each schedule against SDPA (head dim 128 runs warp-specialized; 64 does not, and the

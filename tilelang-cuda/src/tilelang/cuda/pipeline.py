@@ -32,6 +32,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     )
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.merge_k_steps import MergeShortKSteps
+    from .transform.overlap_policy import OverlapWherePays
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
@@ -44,20 +45,24 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
         StageEpilogueInShared(),  # sm_90: a GEMM's C goes to global memory through a shared tile
-        LowerTensorCoreGemm(tensor_maps=tensor_maps),
-        # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
-        # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
-        LowerTmaCopies(tensor_maps=tensor_maps or context.execution_backend is None),
-        LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
-        ApplyGlobalLayouts(),
-        LowerAtomics(),
-        # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
-        # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
-        *gpu_block_passes(VECTOR_BYTES),
-        SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
-        NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
-        LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
-        OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
+        # the overlap (FA3) by default where it pays: these passes run with it on, and again
+        # without it when the result does not (transform/overlap_policy.py)
+        OverlapWherePays([
+            LowerTensorCoreGemm(tensor_maps=tensor_maps),
+            # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
+            # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
+            LowerTmaCopies(tensor_maps=tensor_maps or context.execution_backend is None),
+            LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
+            ApplyGlobalLayouts(),
+            LowerAtomics(),
+            # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
+            # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
+            *gpu_block_passes(VECTOR_BYTES),
+            SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
+            NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
+            LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
+            OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
+        ]),
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),

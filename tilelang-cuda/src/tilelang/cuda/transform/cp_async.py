@@ -34,10 +34,10 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
+from .overlap_policy import overlap_on, record_ring
 from .tma import (
     DISABLE_TMA_CONFIG,
     DISABLE_WS_CONFIG,
-    OVERLAP_CONFIG,
     PROLOGUE_ATTR,
     TensorMapLoad,
     TmaRing,
@@ -311,6 +311,7 @@ class AsyncCopyPipelines:
         if self._may_specialize(loop, ring):
             self._load_tiles_in_producer(loop, ring)
             self._operand_groups(ring, rest)
+            record_ring(stages, ring.groups is not None)
             self.block_prologue += ring.prologue(specialized=True)
             consumers, producer = ring.specialized(
                 lambda release: self._wgmma(acc, first.value.args, after_wait=release) if acc is not None else None,
@@ -365,7 +366,7 @@ class AsyncCopyPipelines:
         with that overlap on: without it P V is done within its iteration, the joint stage
         is free at the next head anyway, and the extra barrier operations cost the 9-warp
         block (168 registers a thread) 92 bytes of spills (ptxas -v, head dim 128)."""
-        if self.wgmma_pending or len(ring.loads) < 2 or not pass_config(OVERLAP_CONFIG, False):
+        if self.wgmma_pending or len(ring.loads) < 2 or not overlap_on():
             return
         readers = []  # (index in rest, the loads its operands read)
         for i, stmt in enumerate(rest):

@@ -23,7 +23,8 @@ GEMM touches what it reads or writes; the statements that move before a "late" o
 read what it writes nor write what it reads or writes; bindings read no memory (they are
 hoisted, and inlined into the shifted GEMM); and the ring releases its stages from the
 head of the loop (moved after the second GEMM's wait, which is later: always safe).
-Opt-in (``tl.intra_warpgroup_overlap``). With it the producer becomes a warpgroup that
+On by default where it pays (overlap_policy.py); ``tl.intra_warpgroup_overlap`` True or
+False forces it. With it the producer becomes a warpgroup that
 gives its registers to the consumers (below). On the H200 (2026-12-01, flash attention
 8x16x4096, head dim 128, 128 x 128 tiles, 256 threads): 2 stages 0.643x SDPA against 0.900
 without (the stage of iteration k-1 is released only after its P V, mid-iteration k, so
@@ -40,7 +41,6 @@ import tvm_ffi
 from tilelang.plugin import (
     buffer_accesses,
     extern_call,
-    pass_config,
     prim_func_pass,
     seq,
     substitute,
@@ -48,9 +48,9 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
+from .overlap_policy import OVERLAP_CONFIG, overlap_on, record_rotation
 from .pingpong import consumer_branch, extern_name
 from .tensor_core import MIN_BLOCKS_ATTR
-from .tma import OVERLAP_CONFIG
 
 CONFIG = OVERLAP_CONFIG
 # Registers: the overlap keeps P of the previous iteration live through the softmax, more
@@ -193,7 +193,7 @@ def _is_alloc_of(stmt: Any, buffers: set[Any]) -> bool:
 
 
 def _run(func: Any) -> Any:
-    if not pass_config(CONFIG, False):
+    if not overlap_on():
         return func
     widened: list[tuple[Any, int]] = []  # (threadIdx.x, consumer threads) of blocks given a producer warpgroup
 
@@ -208,6 +208,7 @@ def _run(func: Any) -> Any:
             if not plan.ok:
                 return loop
             rotated.append(loop)
+            record_rotation()
             return plan.rewrite()
 
         consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")

@@ -163,8 +163,6 @@ def barrier_address(barriers: Any, index: Any) -> Any:
 
 
 DISABLE_WS_CONFIG = "tl.disable_warp_specialized"  # upstream TileLang's pass config
-# gemm_overlap.py's schedule; a specialized ring gives K and V barriers of their own under it
-OVERLAP_CONFIG = "tl.intra_warpgroup_overlap"
 PRODUCER_ATTR = "tl.tma_producer"  # marks the producer warp's loop until SpecializeWarps moves it
 PROLOGUE_ATTR = "tl.tma_prologue"  # the barriers' initialization, at the top of the block
 PRODUCER_THREADS = 32  # one warp issues every box
