@@ -13,7 +13,11 @@ import pytest
 from test_tma import kernel_body
 from test_tma import lower as lower_sm90
 from tilelang.cuda import toolchain
-from tilelang.testing.kernels import flash_attention, tile_gemm
+from tilelang.testing.kernels import (
+    flash_attention,
+    flash_attention_persistent,
+    tile_gemm,
+)
 
 WG = 128
 # the loop as written: the intra-warpgroup overlap is on by default where it pays
@@ -21,8 +25,8 @@ NO_OVERLAP = {"tl.intra_warpgroup_overlap": False}
 
 
 def lower(func, **configs):
-    """Turns at the first GEMM unless ``configs`` say otherwise (the default is off), on the
-    loop as written (test_first_gemm_turns_around_the_overlapped_loop has the overlap)."""
+    """Turns at the first GEMM unless ``configs`` say otherwise (the default: off for one
+    tile per block), on the loop as written (test_first_gemm_turns_around_the_overlapped_loop has the overlap)."""
     return lower_sm90(func, **{"tl.warpgroup_pingpong": "first", **configs})
 BARRIER_OP = re.compile(r"tl_named_barrier_(sync|arrive)\((.*), (\d+)\);$")
 
@@ -149,6 +153,25 @@ def test_pair_turns_cover_both_gemm_issues_of_the_overlapped_loop():
     issues = run([trace(lines, 0), trace(lines, WG)])
     assert [g for g, _ in issues[:12]] == [0, 0, 1, 1] * 3  # S_k and P_{k-1} V_{k-1} in one turn
     assert len(issues) == 2 * (3 * 2 + 1)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_by_default_only_a_persistent_kernels_overlapped_loop_takes_pair_turns(stages):
+    """Unset, the config means "pair" where the overlapped loop runs inside the consumers'
+    outer loop (T.Persistent's tiles; +3-5% on the H200) and "off" for one tile per block."""
+    persistent = flash_attention_persistent(1, 2, 1024, 128, 128, 128, 256, stages, sm_num=4)
+    default = lower_sm90(persistent).device_source
+    assert default == lower_sm90(persistent, **{"tl.warpgroup_pingpong": "pair"}).device_source
+    assert default != lower_sm90(persistent, **{"tl.warpgroup_pingpong": "off"}).device_source
+    lines = consumers(default, 256)
+    issues = run([trace(lines, 0), trace(lines, WG)])  # 3 tiles of 3 trips, and each tile's drain
+    assert len(issues) == 2 * 3 * (3 * 2 + 1)
+    assert [g for g, _ in issues[:12]] == [0, 0, 1, 1] * 3
+    plain = flash_attention(1, 2, 1024, 128, 128, 128, 256, stages)
+    assert "tl_named_barrier_arrive" not in kernel_body(lower_sm90(plain).device_source)
+    # switched off, or with the overlap off (nothing overlapped to take turns at), no turns
+    for configs in ({"tl.warpgroup_pingpong": "off"}, NO_OVERLAP):
+        assert "tl_named_barrier_arrive" not in kernel_body(lower_sm90(persistent, **configs).device_source)
 
 
 @pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")

@@ -56,11 +56,13 @@ BACKEND = BackendModule(
                                    "instead of loading several into one stage",
         "tl.disable_shared_epilogue": "sm_90 wgmma GEMMs: copy the accumulator straight to global memory instead "
                                       "of through a shared tile (16-byte stores of whole rows)",
-        "tl.intra_warpgroup_overlap": "sm_90, opt-in: issue a warp-specialized consumer loop's second GEMM "
-                                      "(flash attention's P V) under the next iteration's register work",
+        "tl.intra_warpgroup_overlap": "sm_90: issue a warp-specialized consumer loop's second GEMM (flash "
+                                      "attention's P V) under the next iteration's register work; unset, "
+                                      "where it pays (K and V on barriers of their own, or 3 stages)",
         "tl.warpgroup_pingpong": "sm_90: whether a warp-specialized block's two consumer warpgroups take turns "
                                  "issuing GEMMs (flash attention's pingpong): 'first' (each iteration's first GEMM), "
-                                 "'every', or 'off' (default)",
+                                 "'every', 'pair' (both GEMM issues of an overlapped iteration), or 'off'; "
+                                 "unset, 'pair' for a persistent kernel's overlapped loop, else 'off'",
     },
 )
 

@@ -44,6 +44,14 @@ tried on 2026-12-01, ran at 0.62-0.64x SDPA, and was removed. Fixed, on the H200
 - "first" 0.897x;
 - no turns 0.893x.
 test_pingpong.py pins that ptxas serializes nothing, whatever the mode.
+
+Left unset, the config means "pair" for an overlapped loop that runs inside an outer loop of
+the consumers (a persistent kernel's tiles, T.Persistent or a hand-written wave loop, whose
+ring is carried across them) and "off" elsewhere. On the H200 (2026-12-02, flash attention
+8x16x4096, 128 x 128 tiles, 256 threads, same run) persistent kernels gained from the turns
+at every size tried: head dim 128, 2 stages 0.956 -> 1.002x SDPA, 3 stages 0.928 -> 0.971;
+head dim 64, 3 stages 0.883 -> 0.912 (an earlier session: 0.911 -> 0.938 at head dim 128).
+One tile per block did not: 0.996 -> 0.989 (head dim 128, 2 stages), 0.903 -> 0.905 (3).
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ from tvm import tirx
 
 CONFIG = "tl.warpgroup_pingpong"
 MODES = ("first", "every", "pair", "off")
-DEFAULT_MODE = "off"
+DEFAULT_MODE = None  # unset: "pair" for overlapped loops inside an outer loop, else "off" (docstring)
 WARP_GROUP = 128
 FIRST_BARRIER = 2  # warpgroup g waits on barrier 2 + g
 SYNCS = frozenset({"tl_named_barrier_sync", "tl_named_barrier_arrive"})
@@ -194,13 +202,37 @@ def consumer_branch(branch: Any) -> tuple[Any, int] | None:
     return cond.a, int(cond.b.value)
 
 
-def _mode() -> str:
+def _mode() -> str | None:
     value = pass_config(CONFIG, DEFAULT_MODE)
+    if value is None:
+        return None
     mode = {True: "first", False: "off"}.get(value, value) if isinstance(value, bool) else value
     if mode not in MODES:
         raise CompileError(f"pass config {CONFIG!r} is {value!r}; expected one of {', '.join(map(repr, MODES))} "
                            "(or a bool: True means 'first', False 'off')")
     return mode
+
+
+def _overlapped(loop: Any) -> bool:
+    """Whether ``loop`` is OverlapSecondGemm's rotated loop: two GEMM issues, the second in
+    the ``if (k > 0)`` that its split wait follows (``_arrive_inside``'s shape)."""
+    if not _takes_turns(loop, "pair") or not isinstance(loop.body, tirx.SeqStmt):
+        return False
+    second = _fences(loop.body)[1]
+    stmts = list(loop.body)
+    at = next((i for i, s in enumerate(stmts) if any(f.same_as(second) for f in _fences(s))), None)
+    return at is not None and _arrive_inside(stmts, at, extern_call("tl_named_barrier_arrive", 0, 0)) is not None
+
+
+def _inner_loops(stmt: Any) -> list[Any]:
+    """The loops that run inside another loop of ``stmt``."""
+    inner: list[Any] = []
+
+    def on_for(loop: Any) -> None:
+        tvm_ffi.structural_walk(loop.body, (tirx.For, inner.append))
+
+    tvm_ffi.structural_walk(stmt, (tirx.For, on_for))
+    return inner
 
 
 def _run(func: Any) -> Any:
@@ -213,9 +245,14 @@ def _run(func: Any) -> Any:
         if roles is None or roles[1] != 2 * WARP_GROUP:
             return branch
         wg = tirx.floordiv(roles[0], WARP_GROUP)
+        carried = _inner_loops(branch.then_case) if mode is None else []
 
         def on_for(loop: Any) -> Any:
-            return _alternate(loop, wg, mode) if _takes_turns(loop, mode) else loop
+            if mode is None:  # the default: turns for an overlapped loop a persistent kernel repeats
+                chosen = "pair" if any(loop.same_as(c) for c in carried) and _overlapped(loop) else None
+            else:
+                chosen = mode if _takes_turns(loop, mode) else None
+            return _alternate(loop, wg, chosen) if chosen else loop
 
         consumers = tvm_ffi.structural_map(branch.then_case, (tirx.For, on_for), order="post")
         return tirx.IfThenElse(branch.condition, consumers, branch.else_case)
