@@ -177,23 +177,6 @@ def test_row_reductions_as_lowered_equal_numpy(target, m, n, k, threads):
     np.testing.assert_array_equal(out, expected)
 
 
-def test_a_row_max_folds_the_threads_columns_as_a_tree_and_a_sum_in_order():
-    """max is order-free: the thread's 16 columns of a row fold 4 deep, not as a chain of
-    16 dependent maxes (flash attention's row max sits between S and every exp); a float
-    sum keeps its column order, which its rounding depends on."""
-    from test_tma import lower as lower_sm90
-
-    source = lower_sm90(gemm_row_stats(128, 64, 32, 256)).device_source
-    tree = next(x.strip() for x in source.splitlines() if x.strip().startswith("row_acc_ptr[0] = max(-CUDART_INF_F"))
-    depth = peak = 0
-    for ch in tree:
-        depth += (ch == "(") - (ch == ")")
-        peak = max(peak, depth)
-    assert tree.count("max(") == 16 and peak == 1 + 4  # the identity's max around 4 levels of 15
-    sums = [x.strip() for x in source.splitlines() if x.strip().startswith("row_acc_ptr_1[0] = (row_acc_ptr_1[0] + S_ptr[")]
-    assert len(sums) == 16  # one column after the other
-
-
 def refilled_gemm(fill: float | None, clear_accum: bool = False):
     """C over 4 pipelined 32-deep k tiles, refilled before each tile's GEMM (``fill``:
     T.fill(C, fill) right before it; ``clear_accum``: the GEMM's own flag): C ends as the

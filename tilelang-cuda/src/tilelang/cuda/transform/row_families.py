@@ -210,14 +210,7 @@ class RowFamilies:
     def _reduce_rows(self, args: Any) -> Any:
         """T.reduce_*(C, row vector, dim=1): the thread's columns of each of its rows,
         then the quad's 4 lanes combined with xor shuffles (every lane ends with the row's
-        value, as every lane holds the row vector).
-
-        All of the thread's rows go through each step together, so that their dependency
-        chains interleave, and an order-free combination (max, min, bitwise, integer sums)
-        folds the thread's columns as a balanced tree: flash attention's row max was a
-        chain of 32 dependent FMNMX per row, one row after the other, between S and every
-        exp (SASS of the head dim 128 kernel). A floating sum keeps its column order (its
-        rounding depends on it)."""
+        value, as every lane holds the row vector)."""
         from tilelang.cuda.language.extensions import shfl_xor
 
         src = self._find(args[0].source, self.accumulators)
@@ -226,34 +219,18 @@ class RowFamilies:
         dtype = str(dst.old.dtype)
         layout = src.layout
         init = reduce_identity(kind, dtype)  # the shared lowering's: one result whichever path runs
-        order_free = kind not in ("sum", "abssum") or not dtype.startswith(("float", "bfloat"))
 
         def combine(x: Any, y: Any) -> Any:
             return reduce_combine(kind, x, y)
 
-        rows = layout.mt * 2
-        acc = tirx.decl_buffer((rows,), dtype, name="row_acc", scope="local")
         mi, h, ni, v = (self.var(n) for n in ("mi", "h", "ni", "v"))
-        row = mi * 2 + h
-
-        def value(n: Any, w: Any) -> Any:
-            return reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, n, h, w)])))
-
-        current = tirx.BufferLoad(acc, [row])
-        if order_free:  # ((x0 . x1) . (x2 . x3)) . ...: log2 of the thread's columns deep
-            level = [value(n, w) for n in range(layout.nt) for w in range(2)]
-            while len(level) > 1:
-                level = [combine(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-                         for i in range(0, len(level), 2)]
-            # the identity last: a row of NaN still reduces as the chain did (fmaxf(-inf, NaN) = -inf)
-            own = tirx.BufferStore(acc, combine(init, level[0]), [row])
-        else:
-            own = seq([tirx.BufferStore(acc, init, [row]),
-                       unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value(ni, v)),
-                                                                                  [row])))])
-        shuffles = [unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(
-            acc, combine(current, shfl_xor(current, lanes)), [row]))) for lanes in (1, 2)]
+        acc = tirx.decl_buffer((1,), dtype, name="row_acc", scope="local")
+        value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)])))
+        current = tirx.BufferLoad(acc, [0])
+        own = unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value), [0])))
+        shuffles = [tirx.BufferStore(acc, combine(current, shfl_xor(current, lanes)), [0]) for lanes in (1, 2)]
         target = RowVector.register(mi, h)
         result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
-        return seq([tirx.AllocBuffer(acc), unrolled(mi, layout.mt, unrolled(h, 2, own)), *shuffles,
-                    unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(dst.regs, result, [target])))])
+        body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles,
+                    tirx.BufferStore(dst.regs, result, [target])])
+        return unrolled(mi, layout.mt, unrolled(h, 2, body))
