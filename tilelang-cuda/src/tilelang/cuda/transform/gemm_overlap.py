@@ -48,11 +48,10 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
-from .overlap_policy import OVERLAP_CONFIG, overlap_on, record_rotation
+from .overlap_policy import overlap_on, record_rotation
 from .pingpong import consumer_branch, extern_name
 from .tensor_core import MIN_BLOCKS_ATTR
 
-CONFIG = OVERLAP_CONFIG
 # Registers: the overlap keeps P of the previous iteration live through the softmax, more
 # than the 168 per thread a block of 9 warps gets (3 warps share one SM sub-partition's
 # 16384). As FlashAttention-3 does, the producer becomes a warpgroup that gives registers
@@ -243,4 +242,4 @@ def OverlapSecondGemm() -> Any:
     return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.OverlapSecondGemm")
 
 
-__all__ = ["CONFIG", "OverlapSecondGemm"]
+__all__ = ["OverlapSecondGemm"]

@@ -171,18 +171,25 @@ def _alternate(loop: Any, wg: Any, mode: str) -> Any:
                                 loop.annotations, loop.step), last])
 
 
+def _overlapped_issue(stmts: list[Any], at: int) -> bool:
+    """Whether ``stmts[at]`` is OverlapSecondGemm's ``if (k > 0) {second GEMM}`` with its
+    wait split on the same condition right after it."""
+    if at + 1 >= len(stmts):
+        return False
+    issue, wait = stmts[at], stmts[at + 1]
+    return (isinstance(issue, tirx.IfThenElse) and isinstance(wait, tirx.IfThenElse) and issue.else_case is None
+            and tvm_ffi.structural_equal(issue.condition, wait.condition))
+
+
 def _arrive_inside(stmts: list[Any], at: int, arrive: Any) -> Any:
     """OverlapSecondGemm's ``if (k > 0) {second GEMM}`` at ``at``, and its wait split on the
     same condition right after, as one ``if`` with the hand-over in both branches; None for
     any other shape. A hand-over between the two ifs keeps them apart, and at the join the
     compiler copies the accumulators, which ptxas answers by serializing every wgmma (C7514,
     "non wgmma instructions reading accumulator registers")."""
-    if at + 1 >= len(stmts):
+    if not _overlapped_issue(stmts, at):
         return None
     issue, wait = stmts[at], stmts[at + 1]
-    if not (isinstance(issue, tirx.IfThenElse) and isinstance(wait, tirx.IfThenElse) and issue.else_case is None
-            and tvm_ffi.structural_equal(issue.condition, wait.condition)):
-        return None
     otherwise = [arrive] + ([wait.else_case] if wait.else_case is not None else [])
     return tirx.IfThenElse(issue.condition, seq([issue.then_case, arrive, wait.then_case]), seq(otherwise))
 
@@ -215,13 +222,13 @@ def _mode() -> str | None:
 
 def _overlapped(loop: Any) -> bool:
     """Whether ``loop`` is OverlapSecondGemm's rotated loop: two GEMM issues, the second in
-    the ``if (k > 0)`` that its split wait follows (``_arrive_inside``'s shape)."""
+    the ``if (k > 0)`` that its split wait follows."""
     if not _takes_turns(loop, "pair") or not isinstance(loop.body, tirx.SeqStmt):
         return False
     second = _fences(loop.body)[1]
     stmts = list(loop.body)
     at = next((i for i, s in enumerate(stmts) if any(f.same_as(second) for f in _fences(s))), None)
-    return at is not None and _arrive_inside(stmts, at, extern_call("tl_named_barrier_arrive", 0, 0)) is not None
+    return at is not None and _overlapped_issue(stmts, at)
 
 
 def _inner_loops(stmt: Any) -> list[Any]:
