@@ -1,12 +1,20 @@
-"""Two extensions of TVMScript's tirx parser, for upstream's spellings.
+"""Three extensions of TVMScript's tirx parser, for upstream's spellings.
 
-A kernel body may give a Python callable a name.
+A kernel body may give a Python callable a name. Upstream's kernels pick a tile op in the
+body (``scan = T.cumsum if op == "cumsum" else T.cummax``, then ``scan(A_shared, dim=0)``);
+TVMScript 0.27 binds every assigned value as IR and fails on a function ("Cannot
+automatically inference the type"). Upstream's parser keeps such a value as a plain Python
+name; so does this hook, for callables that are not TVM objects.
 
-Upstream's kernels pick a tile op in the body (``scan = T.cumsum if op == "cumsum" else
-T.cummax``, then ``scan(A_shared, dim=0)``); TVMScript 0.27 binds every assigned value as
-IR and fails on a function ("Cannot automatically inference the type"). Upstream's parser
-keeps such a value as a plain Python name; so does this hook, for callables that are not
-TVM objects. Everything else goes to TVMScript's own binding, unchanged.
+``name = expr`` is a binding, as upstream's parser makes it, where the function (or macro)
+assigns that name nowhere else and the value is pure: index arithmetic with no memory read
+and no call with an effect, or another variable, which the name then stands for. So
+``bx = n - 1 - block`` is an expression the compiler sees through (bounds, addresses,
+tensor-map coordinates). TVMScript 0.27 makes every such name a one-element scalar buffer,
+which the compiler cannot see through. A name assigned twice or augmented (``x += 1``), a
+value that reads memory, and ``x: T.int32 = ...`` (upstream's spelling of a mutable
+variable) stay such scalars, so a reassignment inside a loop updates the one variable, as
+Python reads it. Everything else goes to TVMScript's own binding, unchanged.
 
 A one-dimensional ``T.Kernel`` unpacks into a one-element tuple: ``with T.Kernel(n) as
 (bx,):`` (upstream's frame is iterable; here the frame yields the block index itself, a TVM
@@ -15,9 +23,99 @@ variable that Python cannot unpack).
 
 from __future__ import annotations
 
+import ast
+from collections import Counter
 from typing import Any
 
 _INSTALLED = False
+#: per function (or macro) being parsed: the names its body assigns more than once
+_REBOUND_ATTR = "_tilelang_rebound_names"
+
+
+def rebound_names(tree: ast.AST) -> frozenset[str]:
+    """Names ``tree`` assigns at more than one place, augments, annotates or uses as loop
+    or ``with`` targets alongside another assignment: the names that must stay variables."""
+    counts: Counter[str] = Counter()
+    forced: set[str] = set()
+
+    def targets(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Name):
+            return [node.id]
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [name for elt in node.elts for name in targets(elt)]
+        if isinstance(node, ast.Starred):
+            return targets(node.value)
+        return []
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                counts.update(targets(target))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            forced.update(targets(node.target))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            counts.update(targets(node.target))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    counts.update(targets(item.optional_vars))
+        elif isinstance(node, ast.NamedExpr):
+            counts.update(targets(node.target))
+    return frozenset(forced | {name for name, n in counts.items() if n > 1})
+
+
+def _pure(value: Any) -> bool:
+    """No memory read and no call with an effect anywhere in ``value``."""
+    import tvm
+    import tvm_ffi
+    from tvm.ir import TensorLoad
+
+    impure: list[Any] = []
+
+    def call(node: Any, *_: Any) -> None:  # (the walk may pass a definition kind too)
+        op = node.op
+        if not isinstance(op, tvm.ir.Op) or int(op.get_attr("TCallEffectKind") or 4) > 1:
+            impure.append(node)
+
+    tvm_ffi.structural_walk(value, (TensorLoad, lambda node, *_: impure.append(node)), (tvm.ir.Call, call))
+    return not impure
+
+
+def _let_var(self: Any, var_name: str, value: Any) -> Any:
+    """``value`` bound immutably to ``var_name``, or None where the name must stay a
+    variable (see the module's docstring)."""
+    import tvm
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder.tirx import ir as T
+
+    stack = getattr(self, _REBOUND_ATTR, None)
+    if not stack or var_name in stack[-1] or not tvm.ir.is_prim_expr(value):
+        return None
+    if isinstance(getattr(value, "ty", None), tvm.ir.PointerType) or not _pure(value):
+        return None
+    if isinstance(value, tvm.tirx.Var):
+        # another name for a variable (``bx = block``): the same variable, as upstream's
+        # parser binds it
+        return value if self.var_table.exist(value) else None
+    var = tvm.tirx.Var(var_name, value.ty)
+    IRBuilder.name(var_name, var)
+    T.Bind(value, var=var)
+    return var
+
+
+def _with_rebound(self: Any, tree: Any, parse: Any) -> Any:
+    """Run ``parse`` with the names ``tree`` (a doc AST function) rebinds on the stack."""
+    from tvm.script.parser.core import doc
+
+    stack = getattr(self, _REBOUND_ATTR, None)
+    if stack is None:
+        stack = []
+        setattr(self, _REBOUND_ATTR, stack)
+    stack.append(rebound_names(doc.from_doc(tree)))
+    try:
+        return parse()
+    finally:
+        stack.pop()
 
 
 def _is_python_callable(value: Any) -> bool:
@@ -30,6 +128,8 @@ def install() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
+    import tvm_ffi
+    from tvm import tirx
     from tvm.tirx.script.parser import parser as tirx_parser
 
     original = tirx_parser.bind_assign_value
@@ -37,11 +137,31 @@ def install() -> None:
     def bind_assign_value(self: Any, node: Any, var_name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         if _is_python_callable(value):
             return value
-        return original(self, node, var_name, value, *args, **kwargs)
+        if not isinstance(value, tvm_ffi.Object):
+            return original(self, node, var_name, value, *args, **kwargs)
+        bound = _let_var(self, var_name, value)
+        return original(self, node, var_name, value, *args, **kwargs) if bound is None else bound
 
     tirx_parser.bind_assign_value = bind_assign_value
 
-    from tvm import tirx
+    from tvm.script.parser.core import dispatch
+
+    visit_function_def = dispatch.get(token="tirx", type_name="FunctionDef")
+
+    def visit_function_def_scoped(self: Any, node: Any) -> Any:
+        return _with_rebound(self, node, lambda: visit_function_def(self, node))
+
+    dispatch.register(token="tirx", type_name="FunctionDef")(visit_function_def_scoped)
+
+    from tvm.tirx.script.parser.entry import TIRMacro
+
+    parse_macro = TIRMacro.parse_macro
+
+    def parse_macro_scoped(macro: Any, parser: Any) -> Any:
+        return _with_rebound(parser, macro.get_macro_def(), lambda: parse_macro(macro, parser))
+
+    TIRMacro.parse_macro = parse_macro_scoped
+
     from tvm.script.parser.core import doc
     from tvm.script.parser.core.parser import Parser
 
