@@ -1,7 +1,11 @@
 """fmha: flash-attention forward in fp16 on [batch, seq, heads, dim] tensors, head dims 64 and
 128, causal or not, against F.scaled_dot_product_attention. The non-causal kernel and its
 tile configs are benchmarks/flash_attention.py's (tilelang.testing.kernels.flash_attention);
-the causal kernel below is the same online softmax with the key loop cut at the diagonal."""
+the causal kernel below is the same online softmax with the key loop cut at the diagonal.
+
+The causal kernel's "/diag-mask" variants mask only the key blocks that cross the diagonal,
+after a GEMM that starts from zero, as FlashAttention-2/3 do, instead of giving every key
+block the mask as its GEMM's starting value."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ CAUSAL_CONFIGS = (((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((128, 32, 25
 LOG2E = 1.44269504
 
 
-def causal_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
+def causal_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2,
+                     diagonal_mask=False):
     scale = (1.0 / dim) ** 0.5 * LOG2E  # exp(x) = exp2(x * log2(e))
     shape = [batch, seq_len, heads, dim]
     dtype, accum = "float16", "float32"
@@ -48,9 +53,17 @@ def causal_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads
             # key blocks past this query block's last row are fully masked: not visited
             for k in T.Pipelined(T.ceildiv((bx + 1) * block_M, block_N), num_stages=num_stages):
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
-                for i, j in T.Parallel(block_M, block_N):  # the mask as the GEMM's starting value
-                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
-                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+                if diagonal_mask:
+                    T.clear(acc_s)
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+                    if (k + 1) * block_N > bx * block_M:  # a key block that crosses the diagonal
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, acc_s[i, j],
+                                                         -T.infinity(accum))
+                else:
+                    for i, j in T.Parallel(block_M, block_N):  # the mask as the GEMM's starting value
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
                 T.copy(row_max, row_max_prev)
                 T.reduce_max(acc_s, row_max, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -85,6 +98,10 @@ def _variants(shape: tuple, causal: bool, quick: bool) -> list[Variant]:
     variants = [Variant(benchmark.label(c, options),
                         lambda c=c, o=options: [KernelSpec(builder(*shape, *c), o or None)])
                 for c, options in configs]
+    if causal and not quick:  # the mask on the diagonal's key blocks only, on each config
+        variants += [Variant(benchmark.label(c, options) + "/diag-mask",
+                             lambda c=c, o=options: [KernelSpec(builder(*shape, *c, diagonal_mask=True), o or None)])
+                     for c, options in configs]
     if not causal and not quick:  # one block per SM walking the tiles (flash_attention.py's PERSISTENT)
         from tilelang.testing.kernels import flash_attention_persistent
 
@@ -136,5 +153,10 @@ def cases(quick: bool) -> list[Case]:
 
 
 def small_cases() -> list[Case]:
-    return [make_case(SMALL_SHAPE, causal, _variants(SMALL_SHAPE, causal, quick=True)[:1], device="cpu")
-            for causal in (False, True)]
+    cases = [make_case(SMALL_SHAPE, causal, _variants(SMALL_SHAPE, causal, quick=True)[:1], device="cpu")
+             for causal in (False, True)]
+    # the diagonal-only mask: with 64-row blocks, the second query block sees a key block
+    # below the diagonal (no mask) and one across it
+    diagonal = Variant("bM64/bN64/t128/s2/diag-mask",
+                       lambda: [KernelSpec(causal_attention(*SMALL_SHAPE, 64, 64, 128, 2, diagonal_mask=True))])
+    return [*cases, make_case(SMALL_SHAPE, True, [diagonal], device="cpu")]
