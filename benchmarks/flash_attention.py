@@ -1,9 +1,9 @@
 """Flash-attention forward (the upstream-style example kernel, fp16) against
 torch.nn.functional.scaled_dot_product_attention in the same process, with a correctness
-check: TFLOP/s (4 x batch x heads x seq^2 x dim) and the ratio to torch (timed beside each
-config, in alternating samples), per tile config.
+check: TFLOP/s (4 x batch x heads x seq^2 x dim, half that with --causal) and the ratio to
+torch (timed beside each config, in alternating samples), per tile config.
 
-Usage: python benchmarks/flash_attention.py [--json out]
+Usage: python benchmarks/flash_attention.py [--causal] [--json out]
 """
 
 from __future__ import annotations
@@ -45,6 +45,16 @@ CONFIGS += [(tiles, options) for tiles in ((128, 128, 256, 2), (128, 128, 256, 3
             for options in (OVERLAP, PP_FIRST, {**OVERLAP, **PP_FIRST}, {**OVERLAP, **PP_PAIR})]
 CONFIGS += [(tiles, NO_OVERLAP) for tiles in ((64, 128, 128, 2), (128, 128, 256, 2), (128, 128, 256, 3))]
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
+# --causal: the key loop cut at the diagonal, the mask as the first GEMM's starting value
+# (upstream's causal examples). tilelang-cuda moves the mask after the GEMM, onto the key
+# blocks that cross the diagonal, where shared memory holds one block per SM
+# (transform/mask_after_gemm.py): "/mask-after" forces that, "/mask-as-written" keeps the kernel.
+MASK_AFTER = {"tl.mask_after_gemm": True}
+MASK_AS_WRITTEN = {"tl.mask_after_gemm": False}
+CAUSAL_CONFIGS = [((64, 64, 128, 2), {}), ((128, 64, 256, 2), {}), ((128, 32, 256, 2), {}),
+                  ((128, 128, 256, 2), NO_OVERLAP), ((128, 128, 256, 2), {}), ((128, 128, 256, 3), {})]
+CAUSAL_CONFIGS += [(tiles, {**options, **MASK_AFTER}) for tiles, options in CAUSAL_CONFIGS]
+CAUSAL_CONFIGS += [((128, 128, 256, 2), MASK_AS_WRITTEN), ((128, 128, 256, 3), MASK_AS_WRITTEN)]
 # persistent: one block per SM walks the (batch, head, query block) tiles with T.Persistent
 # (testing.kernels.flash_attention_persistent); the K/V ring runs on across tiles
 # (with the overlap K and V have barriers of their own, so 2 stages keep the producer ahead)
@@ -55,7 +65,8 @@ PERSISTENT = [((128, 128, 256, 2), NO_OVERLAP), ((128, 128, 256, 2), {}), ((128,
 
 def label(config: tuple, options: dict) -> str:
     names = {("tl.disable_wgmma", True): "/mma", ("tl.intra_warpgroup_overlap", True): "/overlap",
-             ("tl.intra_warpgroup_overlap", False): "/no-overlap"}
+             ("tl.intra_warpgroup_overlap", False): "/no-overlap", ("tl.mask_after_gemm", True): "/mask-after",
+             ("tl.mask_after_gemm", False): "/mask-as-written"}
     extra = "".join(names.get((key, value), f"/pp-{value}") for key, value in options.items())
     return "bM{}/bN{}/t{}/s{}".format(*config) + extra
 
@@ -70,6 +81,7 @@ def batch_by_tokens(text: str) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--causal", action="store_true", help="causal attention (CAUSAL_CONFIGS; no persistent kernels)")
     parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                         help="only the configs whose label contains one of these (e.g. persistent t256/s3)")
     parser.add_argument("--dims", type=int, nargs="+", default=None, help="only these head dims")
@@ -87,16 +99,17 @@ def main() -> None:
             continue
         q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA wants [batch, heads, seq, dim]
-        reference = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
-        flop = 4 * batch * heads * seq_len * seq_len * dim
-        sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, qt, kt, vt)
+        sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, qt, kt, vt, is_causal=args.causal)
+        reference = sdpa().transpose(1, 2)
+        flop = 4 * batch * heads * seq_len * seq_len * dim // (2 if args.causal else 1)
         t_torch = time_ms(sdpa, repeat=10, inner=3)
         row = {"shape": [batch, heads, seq_len, dim], "torch_TFLOPs": round(flop / t_torch / 1e9, 1), "tilelang": []}
-        jobs = [(label(config, options), flash_attention(batch, heads, seq_len, dim, *config), options)
-                for config, options in CONFIGS]
-        jobs += [("persistent/" + label(config, options),
-                  flash_attention_persistent(batch, heads, seq_len, dim, *config, sm_num=sm_num), options)
-                 for config, options in PERSISTENT]
+        jobs = [(label(config, options), flash_attention(batch, heads, seq_len, dim, *config, causal=args.causal),
+                 options) for config, options in (CAUSAL_CONFIGS if args.causal else CONFIGS)]
+        if not args.causal:
+            jobs += [("persistent/" + label(config, options),
+                      flash_attention_persistent(batch, heads, seq_len, dim, *config, sm_num=sm_num), options)
+                     for config, options in PERSISTENT]
         jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for name, func, options in jobs:
             try:

@@ -190,9 +190,11 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
     return main
 
 
-def _attention_tile(seq_len, dim, block_M, block_N, num_stages):
+def _attention_tile(seq_len, dim, block_M, block_N, num_stages, causal=False):
     """The examples' flash-attention tile as a T.macro: query block ``bx`` of head ``by`` of
-    batch ``bz``, online softmax over the key blocks, into the given buffers."""
+    batch ``bz``, online softmax over the key blocks, into the given buffers. ``causal``:
+    the key loop stops at the diagonal, and the mask is the first GEMM's starting value,
+    as upstream's causal examples write it."""
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e): exp(x) = exp2(x * log2(e))
 
     @T.macro
@@ -202,9 +204,14 @@ def _attention_tile(seq_len, dim, block_M, block_N, num_stages):
         T.fill(acc_o, 0)
         T.fill(logsum, 0)
         T.fill(scores_max, -T.infinity("float32"))
-        for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+        for k in T.Pipelined(T.ceildiv((bx + 1) * block_M, block_N) if causal else T.ceildiv(seq_len, block_N),
+                             num_stages=num_stages):
             T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
-            T.clear(acc_s)
+            if causal:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity("float32"))
+            else:
+                T.clear(acc_s)
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
             # the last key block runs past the keys: its extra scores are -inf (the outer if is
             # Python, decided when the kernel is built; the inner one runs)
@@ -233,11 +240,12 @@ def _attention_tile(seq_len, dim, block_M, block_N, num_stages):
     return tile
 
 
-def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2):
+def flash_attention(batch, heads, seq_len, dim, block_M=64, block_N=64, threads=128, num_stages=2, causal=False):
     """Flash-attention forward over [batch, seq, heads, dim] fp16 tensors (online softmax
-    over key blocks; the examples' kernel, here for tests that run from an installed wheel)."""
+    over key blocks; the examples' kernel, here for tests that run from an installed wheel),
+    ``causal`` as upstream's causal examples mask."""
     shape = [batch, seq_len, heads, dim]
-    tile = _attention_tile(seq_len, dim, block_M, block_N, num_stages)
+    tile = _attention_tile(seq_len, dim, block_M, block_N, num_stages, causal)
 
     @T.prim_func
     def main(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"), V: T.Tensor(shape, "float16"),

@@ -54,6 +54,9 @@ BACKEND = BackendModule(
         "tl.disable_warp_specialized": "sm_90: TMA boxes issued by thread 0 between GEMMs, not by a producer warp",
         "tl.disable_k_step_merge": "sm_90 wgmma pipelines: keep a GEMM's K steps of under 128 bytes as written "
                                    "instead of loading several into one stage",
+        "tl.mask_after_gemm": "sm_90 wgmma GEMMs: a mask written into the accumulator before the GEMM (causal "
+                              "attention's) becomes a cleared tile, the GEMM, and the mask after it only where an "
+                              "element is masked; unset, where shared memory holds one block per SM",
         "tl.disable_shared_epilogue": "sm_90 wgmma GEMMs: copy the accumulator straight to global memory instead "
                                       "of through a shared tile (16-byte stores of whole rows)",
         "tl.intra_warpgroup_overlap": "sm_90: issue a warp-specialized consumer loop's second GEMM (flash "

@@ -28,6 +28,7 @@ LEFT_OUT = {
     "tl.cuda.OverlapSecondGemm": "works on the consumer loop SpecializeWarps makes",
     "tl.cuda.MergeShortKSteps": "measured on tilelang-cuda's rings only; LowerCuteGemm's keep the kernel's K step",
     "tl.cuda.StageEpilogueInShared": "measured on tilelang-cuda's wgmma epilogue only",
+    "tl.cuda.MaskAfterGemm": "measured on tilelang-cuda's wgmma kernels only",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
     # it binds a parameter's flattened size (M * N) in the host function, and the device
     # function's buffers then name a variable the launch cannot see; CuTe DSL's compiler
