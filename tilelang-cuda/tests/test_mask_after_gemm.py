@@ -17,14 +17,13 @@ import tilelang
 import tilelang.language as T
 import tvm
 import tvm_ffi
+from test_tma import kernel_body, lower
 from tilelang.backend.pass_pipeline.pipeline import ACTIVE_PASS_CONFIGS
 from tilelang.cuda.transform.mask_after_gemm import _run
 from tilelang.plugin import substitute, tile_op_name
 from tilelang.testing.kernels import flash_attention
 from tvm import tirx
 from tvm.sym.analyzer import Analyzer
-
-from test_tma import kernel_body, lower
 
 FORCED = {"tl.mask_after_gemm": True}
 OFF = {"tl.mask_after_gemm": False}
