@@ -538,3 +538,27 @@ def test_a_reversed_block_index_leaves_no_scalar_in_the_cuda_source():
     # before: `alignas(64) int rx_ptr[1];`, and every address read it back
     assert "rx_ptr" not in body and "if (" not in body
     assert "A_ptr[((((int)threadIdx.x) + 896) - (((int)blockIdx.x) * 128))]" in body
+
+
+def doubled(named: bool):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            rows = 128
+            frag = T.alloc_fragment((128, 64), "float32")
+            T.copy(A, frag)
+            for i, j in T.Parallel(rows if named else 128, 64):
+                frag[i, j] = frag[i, j] * 2.0
+            T.copy(frag, B)
+
+    return main
+
+
+def test_a_name_for_a_constant_is_the_constant():
+    # before: `rows` was a scalar buffer, the loop over it dynamic, and the fragment
+    # demoted to shared memory (`extern __shared__ float frag_ptr[]`)
+    named = cuda_source(doubled(named=True))
+    assert named == cuda_source(doubled(named=False))
+    assert "rows_ptr" not in named and "__shared__" not in named.split("main_kernel(")[-1]
+    bound, variables = _bound_and_variables(doubled(named=True))
+    assert "rows" not in bound | variables

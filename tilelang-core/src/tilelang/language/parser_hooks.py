@@ -8,10 +8,12 @@ name; so does this hook, for callables that are not TVM objects.
 
 ``name = expr`` is a binding, as upstream's parser makes it, where the function (or macro)
 assigns that name nowhere else and the value is pure: index arithmetic with no memory read
-and no call with an effect, or another variable, which the name then stands for. So
-``bx = n - 1 - block`` is an expression the compiler sees through (bounds, addresses,
-tensor-map coordinates). TVMScript 0.27 makes every such name a one-element scalar buffer,
-which the compiler cannot see through. A name assigned twice or augmented (``x += 1``), a
+and no call with an effect, or another variable, which the name then stands for. A
+constant (``rows = 128``) stays the constant. So ``bx = n - 1 - block`` is an expression
+the compiler sees through (bounds, addresses, tensor-map coordinates), and ``T.Parallel(rows,
+64)`` has a static extent. TVMScript 0.27 makes every such name a one-element scalar
+buffer, which the compiler cannot see through: the loop over ``rows`` became a dynamic loop
+over a fragment demoted to shared memory. A name assigned twice or augmented (``x += 1``), a
 value that reads memory, and ``x: T.int32 = ...`` (upstream's spelling of a mutable
 variable) stay such scalars, so a reassignment inside a loop updates the one variable, as
 Python reads it. Everything else goes to TVMScript's own binding, unchanged.
@@ -89,7 +91,11 @@ def _let_var(self: Any, var_name: str, value: Any) -> Any:
     from tvm.script.ir_builder.tirx import ir as T
 
     stack = getattr(self, _REBOUND_ATTR, None)
-    if not stack or var_name in stack[-1] or not tvm.ir.is_prim_expr(value):
+    if not stack or var_name in stack[-1]:
+        return None
+    if isinstance(value, (bool, int, float, tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return value  # a constant stays one (``rows = 128``: static extents, fragments in registers)
+    if not tvm.ir.is_prim_expr(value):
         return None
     if isinstance(getattr(value, "ty", None), tvm.ir.PointerType) or not _pure(value):
         return None
@@ -137,7 +143,7 @@ def install() -> None:
     def bind_assign_value(self: Any, node: Any, var_name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         if _is_python_callable(value):
             return value
-        if not isinstance(value, tvm_ffi.Object):
+        if not isinstance(value, (tvm_ffi.Object, bool, int, float)):
             return original(self, node, var_name, value, *args, **kwargs)
         bound = _let_var(self, var_name, value)
         return original(self, node, var_name, value, *args, **kwargs) if bound is None else bound
