@@ -49,13 +49,13 @@ import tvm
 import tvm_ffi
 from tilelang.plugin import (
     TILE_OPS,
+    buffer_accesses,
     is_full_region,
     pass_config,
     prim_func_pass,
     tile_op_name,
 )
 from tvm import tirx
-from tvm.ir import TensorLoad
 from tvm.sym import IntervalSet
 from tvm.sym.analyzer import Analyzer
 
@@ -99,12 +99,6 @@ def _mask_select(value: Any) -> tuple[Any, bool, Any] | None:
     return None
 
 
-def _reads_memory(expr: Any) -> bool:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (TensorLoad, lambda node, *_: found.append(node)))
-    return bool(found)
-
-
 def _comparisons(cond: Any) -> list[Any] | None:
     """The integer comparisons whose conjunction ``cond`` is, or None."""
     if isinstance(cond, tirx.And):
@@ -137,7 +131,6 @@ def _finite(expr: Any) -> bool:
 class _Rewrite:
     def __init__(self) -> None:
         self.analyzer = Analyzer()
-        self.count = 0
 
     def pair(self, nest_stmt: Any, gemm_stmt: Any) -> list[Any] | None:
         """The statements replacing (mask nest, GEMM), or None when the pair is not one."""
@@ -164,7 +157,7 @@ class _Rewrite:
         comparisons = _comparisons(cond) if keeps else None
         if comparisons is None and not keeps and isinstance(cond, _COMPARISONS) and "int" in str(cond.a.dtype):
             comparisons = [_negate(cond)]  # masked where cond holds: kept where its negation does
-        if comparisons is None or _reads_memory(cond):
+        if comparisons is None or buffer_accesses(cond):  # a condition that reads memory
             return None
         domain = {loop.loop_var: IntervalSet(loop.min, loop.min + loop.extent - 1) for loop in loops}
         fails = [self.analyzer.simplify(_fails_somewhere(c, domain, self.analyzer)) for c in comparisons]
@@ -181,7 +174,6 @@ class _Rewrite:
             needed = tirx.Or(needed, f)
         clear = tirx.Evaluate(tvm.ir.Call(tvm.ir.Op.get(TILE_OPS["fill"]), [region, tirx.const(0, str(accumulator.dtype))],
                                           ret_ty="int32"))  # T.clear(acc)
-        self.count += 1
         return [clear, gemm_stmt, tirx.IfThenElse(needed, masked_nest, None)]
 
     def seq(self, stmt: Any) -> Any:
@@ -206,9 +198,8 @@ def _run(func: Any) -> Any:
         return func
     if wanted is None and 2 * (staged_shared_bytes(func.body) + SMEM_RESERVED_PER_BLOCK) <= SMEM_PER_SM:
         return func  # two blocks may share an SM: the registers the rewrite adds could cost one
-    rewrite = _Rewrite()
-    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, rewrite.seq), order="post")
-    return func.with_body(body) if rewrite.count else func
+    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, _Rewrite().seq), order="post")
+    return func if body.same_as(func.body) else func.with_body(body)
 
 
 def MaskAfterGemm() -> Any:
