@@ -71,3 +71,15 @@ def test_compile_device_callback_reads_the_targets_arch(needs_hipcc):
 
     code_object = toolchain.compile_for_target(SOURCE, Target({"kind": "rocm", "mcpu": "gfx90a"}), "k")
     assert toolchain.device_elf(code_object, "gfx90a")[:4] == b"\x7fELF"
+
+
+def test_a_compile_leaves_nothing_in_the_temporary_folder(needs_hipcc, tmp_path, monkeypatch):
+    # clang makes a <kernel>-XXXXXX folder in TMPDIR for every compile and does not remove it
+    import tempfile
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setenv("TMPDIR", str(shared))
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    assert toolchain.device_elf(toolchain._compile_hipcc(SOURCE, "gfx90a", "k"), "gfx90a")[:4] == b"\x7fELF"
+    assert sorted(p.name for p in shared.iterdir()) == []

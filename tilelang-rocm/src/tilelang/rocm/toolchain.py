@@ -35,8 +35,13 @@ def hipcc_path() -> str | None:
     return default if os.access(default, os.X_OK) else None
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "HIP_PLATFORM": "amd"}
+def _env(tmp: str | None = None) -> dict[str, str]:
+    """hipcc's environment; ``tmp`` becomes its TMPDIR: clang leaves an empty folder per
+    compile (``<kernel>-XXXXXX``) in TMPDIR, which then goes with the compile's own folder."""
+    env = {**os.environ, "HIP_PLATFORM": "amd"}
+    if tmp is not None:
+        env["TMPDIR"] = tmp
+    return env
 
 
 @functools.cache
@@ -63,7 +68,7 @@ def _compile_hipcc(source: str, arch: str, name: str) -> bytes:
         src, out = Path(tmp) / f"{name}.hip", Path(tmp) / f"{name}.hsaco"
         src.write_text(source)
         cmd = [hipcc, "--genco", f"--offload-arch={arch}", *OPTIONS, "-o", str(out), str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp), check=False)
         if proc.returncode != 0:
             raise CompileError(f"hipcc failed for kernel {name!r} ({arch}):\n$ HIP_PLATFORM=amd "
                                f"{' '.join(cmd)}\n{proc.stderr}{proc.stdout}")
