@@ -47,7 +47,8 @@ CONFIGS += [(tiles, NO_OVERLAP) for tiles in ((64, 128, 128, 2), (128, 128, 256,
 CONFIGS += [((64, 64, 128, 2), MMA_SYNC), ((128, 32, 256, 2), MMA_SYNC)]
 # --causal: the key loop cut at the diagonal, the mask as the first GEMM's starting value
 # (upstream's causal examples). tilelang-cuda moves the mask after the GEMM, onto the key
-# blocks that cross the diagonal, where shared memory holds one block per SM
+# blocks that cross the diagonal, where shared memory holds one block per SM or the launch bounds
+# promise a block count
 # (transform/mask_after_gemm.py): "/mask-after" forces that, "/mask-as-written" keeps the kernel.
 MASK_AFTER = {"tl.mask_after_gemm": True}
 MASK_AS_WRITTEN = {"tl.mask_after_gemm": False}

@@ -47,10 +47,30 @@ def test_causal_attention_with_one_block_per_sm_masks_after_the_gemm():
 
 
 def test_causal_attention_with_room_for_two_blocks_stays_as_written():
-    # head dim 64, 2 stages: 80 KiB, two blocks per SM; the rewrite took the kernel from 126
-    # registers to 147 on the H200, past the 128 that two blocks allow (18% slower)
+    # head dim 64, 2 stages: 80 KiB, two blocks per SM, and launch bounds that promise none
+    # (the plan's estimate does not fit two); the rewrite took the kernel from 126 registers
+    # to 147 on the H200, past the 128 that two blocks allow (18% slower)
     default, forced, as_written = sources(flash_attention(1, 2, 1024, 64, 128, 128, 256, 2, causal=True))
     assert default == as_written != forced
+
+
+@pytest.mark.parametrize("dim,tiles,blocks", [(64, (64, 64, 128, 2), 3), (64, (128, 64, 256, 2), 2),
+                                              (128, (64, 64, 128, 1), 3)])
+def test_causal_attention_whose_launch_bounds_hold_the_registers_masks_after_the_gemm(dim, tiles, blocks):
+    # the occupancy plan promises `blocks` per SM in the launch bounds, so ptxas keeps the
+    # rewritten kernel within their register budget (64x64 tiles: 95 registers as written, 91
+    # rewritten; 0.951x SDPA as written, 1.053x rewritten on the H200)
+    default, forced, as_written = sources(flash_attention(1, 2, 1024, dim, *tiles, causal=True))
+    assert default == forced != as_written
+    assert f"__launch_bounds__({tiles[2]}, {blocks})" in default
+
+
+def test_a_block_count_forced_by_pass_config_keeps_the_mask_as_written():
+    # tl.min_blocks_per_sm pins a budget whether or not the kernel fits it: at head dim 64,
+    # 128x128 tiles, 2 blocks the rewrite spilled and ran at 0.91x SDPA against 1.0x
+    func = flash_attention(1, 2, 1024, 64, 128, 128, 256, 2, causal=True)
+    pinned = {"tl.min_blocks_per_sm": 2}
+    assert lower(func, **pinned).device_source == lower(func, **pinned, **OFF).device_source
 
 
 def test_plain_attention_and_gemms_are_untouched():
@@ -154,13 +174,15 @@ def test_masks_that_read_memory_and_gemms_that_clear_are_left_alone():
 
 # -- on the GPU --------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("dim,configs", [(128, None), (128, OFF), (64, FORCED), (64, None)],
-                         ids=["d128-default", "d128-as-written", "d64-forced", "d64-default"])
+@pytest.mark.parametrize("dim,configs,tiles", [(128, None, (128, 128, 256, 2)), (128, OFF, (128, 128, 256, 2)),
+                                               (64, FORCED, (128, 128, 256, 2)), (64, None, (128, 128, 256, 2)),
+                                               (64, None, (64, 64, 128, 2))],
+                         ids=["d128-default", "d128-as-written", "d64-forced", "d64-default", "d64-64x64-default"])
 @pytest.mark.parametrize("seq_len", [512, 448], ids=["whole", "partial"])
-def test_causal_attention_matches_sdpa(dim, configs, seq_len):
+def test_causal_attention_matches_sdpa(dim, configs, tiles, seq_len):
     torch = pytest.importorskip("torch")
     batch, heads = 2, 2
-    kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, 128, 128, 256, 2, causal=True),
+    kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, *tiles, causal=True),
                               out_idx=[3], target="cuda", pass_configs=configs)
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(

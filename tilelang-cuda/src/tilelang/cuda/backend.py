@@ -56,7 +56,8 @@ BACKEND = BackendModule(
                                    "instead of loading several into one stage",
         "tl.mask_after_gemm": "sm_90 wgmma GEMMs: a mask written into the accumulator before the GEMM (causal "
                               "attention's) becomes a cleared tile, the GEMM, and the mask after it only where an "
-                              "element is masked; unset, where shared memory holds one block per SM",
+                              "element is masked; unset, where shared memory holds one block per SM or the launch "
+                              "bounds promise a block count",
         "tl.disable_shared_epilogue": "sm_90 wgmma GEMMs: copy the accumulator straight to global memory instead "
                                       "of through a shared tile (16-byte stores of whole rows)",
         "tl.intra_warpgroup_overlap": "sm_90: issue a warp-specialized consumer loop's second GEMM (flash "

@@ -43,7 +43,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
     return [
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
-        MaskAfterGemm(),  # sm_90: a mask given as a GEMM's starting value applied after it, where it masks
+        MaskAfterGemm(tensor_maps=tensor_maps),  # sm_90: a mask given as a GEMM's starting value applied after it, where it masks
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
         StageEpilogueInShared(),  # sm_90: a GEMM's C goes to global memory through a shared tile
         LowerTensorCoreGemm(tensor_maps=tensor_maps),

@@ -30,14 +30,25 @@ What is rewritten: a T.Parallel nest over the whole accumulator storing
 into that accumulator without ``clear_accum``, where ``cond`` reads no memory and is a
 comparison of integers, or an ``and`` of such (in the 0 branch).
 
-Where: on sm_90 wgmma kernels, where it was measured (docs/benchmarks/h200-2026-12-02-causal.md),
-and by default only where the shared tiles leave room for one block per SM. The select
-after the GEMM keeps its index arithmetic live beside the accumulator: a head-dim-64 kernel
-of 256 threads went from 126 registers to 147, past the 128 that two resident blocks
-allow, and ran 18% slower; with one block per SM (head dim 128: 160 KiB and more) the
-registers are not what bounds the blocks, and the kernel ran 7-8% faster.
-``tl.mask_after_gemm`` True rewrites wherever the pattern is (the kernels with blocks to
-spare gained 5-10% too where their registers stayed within the budget), False never.
+Where: on sm_90 wgmma kernels, where it was measured (docs/benchmarks/h200-2026-12-02-causal.md,
+docs/benchmarks/h200-2026-12-02-mask.md). By default it is kept unless a second block may share
+the SM while nothing holds the registers to a budget. The select after the GEMM keeps its
+index arithmetic live beside the accumulator: a head-dim-64 kernel of 256 threads with room
+for two blocks, whose launch bounds promise no block count, went from 126 registers to 147,
+past the 128 that two resident blocks allow, and ran 18% slower. Kept:
+
+- one block per SM (shared tiles of 114 KiB and more): registers do not bound the blocks
+  (head dim 128, 128x128 tiles: 7% faster);
+- launch bounds that promise blocks per SM (the tensor-core lowering's occupancy plan,
+  ``tensor_core.planned_blocks_per_sm``): ptxas keeps the rewritten kernel within their
+  budget, and it needed no more registers than as written (64x64 tiles of 128 threads: 11%
+  faster at head dim 64, 3% at 128; 128x64 tiles: 9%). One case lost: head dim 128, 64x64
+  tiles, 1 stage, 2% slower.
+
+Left as written where two blocks fit and the bounds promise none (and where
+``tl.min_blocks_per_sm`` forces a count: a budget the kernel need not fit, as the same
+kernel pinned to two blocks spilled and ran 9% slower than as written).
+``tl.mask_after_gemm`` True rewrites wherever the pattern is, False never.
 """
 
 from __future__ import annotations
@@ -61,7 +72,11 @@ from tvm.sym.analyzer import Analyzer
 
 from .cp_async import SMEM_PER_SM
 from .shared_memory import staged_shared_bytes
-from .tensor_core import SMEM_RESERVED_PER_BLOCK
+from .tensor_core import (
+    MIN_BLOCKS_CONFIG,
+    SMEM_RESERVED_PER_BLOCK,
+    planned_blocks_per_sm,
+)
 from .wgmma import on_wgmma
 
 CONFIG = "tl.mask_after_gemm"
@@ -192,18 +207,33 @@ def _negate(comparison: Any) -> Any:
     return negations[type(comparison)](comparison.a, comparison.b)
 
 
-def _run(func: Any) -> Any:
+def _registers_may_cost_a_block(func: Any, tensor_maps: bool) -> bool:
+    """Whether two blocks may share an SM while nothing holds their registers to a budget:
+    the shared tiles leave room for a second block, and the tensor-core lowering's occupancy
+    plan promises no block count in the launch bounds (a pass config that forces one is the
+    user's budget, not a plan that fits)."""
+    if 2 * (staged_shared_bytes(func.body) + SMEM_RESERVED_PER_BLOCK) > SMEM_PER_SM:
+        return False
+    return pass_config(MIN_BLOCKS_CONFIG) is not None or not planned_blocks_per_sm(func, tensor_maps)
+
+
+def _run(func: Any, tensor_maps: bool = False) -> Any:
     wanted = pass_config(CONFIG)
     if wanted is False or not on_wgmma(func):
         return func
-    if wanted is None and 2 * (staged_shared_bytes(func.body) + SMEM_RESERVED_PER_BLOCK) <= SMEM_PER_SM:
-        return func  # two blocks may share an SM: the registers the rewrite adds could cost one
     body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, _Rewrite().seq), order="post")
-    return func if body.same_as(func.body) else func.with_body(body)
+    if body.same_as(func.body):
+        return func
+    rewritten = func.with_body(body)
+    if wanted is None and _registers_may_cost_a_block(rewritten, tensor_maps):
+        return func
+    return rewritten
 
 
-def MaskAfterGemm() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.MaskAfterGemm")
+def MaskAfterGemm(tensor_maps: bool = False) -> Any:
+    """``tensor_maps``: as LowerTensorCoreGemm's (a TMA ring's producer warp counts in the
+    occupancy plan)."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, tensor_maps), "tl.cuda.MaskAfterGemm")
 
 
 __all__ = ["CONFIG", "MaskAfterGemm"]

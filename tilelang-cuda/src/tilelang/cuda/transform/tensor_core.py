@@ -525,17 +525,33 @@ def _block_vars(func: Any) -> list[Any]:
     return found
 
 
-def _run(func: Any, tensor_maps: bool) -> Any:
+def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
+    """The kernel's analysis (what LowerTensorCoreGemm would do, nothing rewritten yet), or
+    None where it has no T.gemm and no T.annotate_layout."""
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
-        return func
+        return None
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     work = _Kernel(func, kernel, *binding, arch=kernel_arch(func), tensor_maps=tensor_maps)
     role = role_threads(func)
     if role:  # every T.gemm inside T.ws roles of `role` threads: C spreads over the role's warps
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
     work.analyze()
-    if not work.accumulators and not work.tiles:
+    return work
+
+
+def planned_blocks_per_sm(func: Any, tensor_maps: bool = False) -> int | None:
+    """The blocks per SM that this pass's occupancy plan will promise in ``func``'s launch
+    bounds (``__launch_bounds__(threads, n)``: ptxas then keeps every thread within
+    65536 / (n x threads) registers), or None where it promises none and ptxas chooses the
+    count alone."""
+    work = _analyzed(func, tensor_maps)
+    return None if work is None else work.min_blocks
+
+
+def _run(func: Any, tensor_maps: bool) -> Any:
+    work = _analyzed(func, tensor_maps)
+    if work is None or (not work.accumulators and not work.tiles):
         return func
     return work.rewrite()
 
