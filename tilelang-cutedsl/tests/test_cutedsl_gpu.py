@@ -179,7 +179,9 @@ EXAMPLES = [("elementwise_add", {"M": 1000, "N": 256}), ("softmax", {"N": 128}),
 
 @pytest.mark.parametrize(("name", "kwargs"), EXAMPLES, ids=[f"{n}{i}" for i, (n, _) in enumerate(EXAMPLES)])
 def test_examples_run_on_cutedsl(routed: None, name: str, kwargs: dict) -> None:
-    """Every example of examples/, routed here (each checks its own result against numpy)."""
+    """Every example of examples/ with routing on (each checks its own result against numpy):
+    routed here, except flash attention, whose GEMMs would go through shared memory every key
+    block (router.slow_gemm_reason) and which stays on cuda."""
     import importlib
     import sys
     from pathlib import Path
@@ -190,7 +192,10 @@ def test_examples_run_on_cutedsl(routed: None, name: str, kwargs: dict) -> None:
         described = importlib.import_module(name).run(**kwargs)
     finally:
         sys.path.remove(str(folder))
-    assert "routed 'cuda' -> 'cutedsl'" in described, described
+    if name == "flash_attention":
+        assert "stays on 'cuda' (router 'cutedsl': cutedsl does not lower T.gemm into 'acc_s' in a loop" in described
+    else:
+        assert "routed 'cuda' -> 'cutedsl'" in described, described
 
 
 def test_gemm_with_a_shared_epilogue(routed: None) -> None:

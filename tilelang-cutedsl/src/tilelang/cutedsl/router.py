@@ -3,7 +3,9 @@
 Opt-in only (nothing changes unless asked): ``TILELANG_ROUTE=cutedsl`` (or
 ``cuda->cutedsl``), or this backend's own spelling ``TILELANG_USE_CUTEDSL=1`` (the seed's
 ``FLAGTREE_USE_TILEIR=1``). A kernel that uses a construct this backend does not lower yet
-stays on ``cuda`` with that reason recorded in its route. Kernels that use a cutedsl
+stays on ``cuda`` with that reason recorded in its route, and so does one whose GEMMs
+would run far slower here (``slow_gemm_reason``: SIMT loops, or an accumulator taken
+through shared memory every iteration). Kernels that use a cutedsl
 language extension are routed by core (the extension's provider) whatever the switch.
 """
 
@@ -69,23 +71,52 @@ def unsupported_reason(kernel: Any) -> str | None:
     tvm_ffi.structural_walk(kernel.body, (tvm.ir.Call, visit))
     if found:
         return found[0]
-    return simt_gemm_reason(kernel)
+    return slow_gemm_reason(kernel)
 
 
-def simt_gemm_reason(kernel: Any) -> str | None:
-    """Why a T.gemm of ``kernel`` would take the SIMT loops (tens of times slower than
-    tensor cores: such a kernel is better left on cuda), or None. ``target="cutedsl"``
-    still compiles it."""
+def _args_in_loops(kernel: Any) -> list[Any]:
+    """The args of every tile op that runs inside a loop of ``kernel``."""
+    import tvm_ffi
+    from tilelang.plugin import tile_op_name
+    from tvm import tirx
+
+    found: list[Any] = []
+
+    def in_loop(loop: Any) -> None:
+        tvm_ffi.structural_walk(loop.body, (tirx.Evaluate, lambda stmt: found.append(stmt.value.args)
+                                            if tile_op_name(stmt) is not None else None))
+
+    tvm_ffi.structural_walk(kernel.body, (tirx.For, in_loop))
+    return found
+
+
+def slow_gemm_reason(kernel: Any) -> str | None:
+    """Why a T.gemm of ``kernel`` would run far slower here than on cuda (such a kernel is
+    better left there), or None. ``target="cutedsl"`` still compiles it.
+
+    - SIMT loops (no MMA atom fits): tens of times slower than tensor cores.
+    - MMA atoms through shared memory in a loop (staged.py: an accumulator that other tile
+      ops read, or a fragment A, as flash attention's per key block): every iteration takes
+      the tile through shared memory and back, between barriers; flash attention ran 12x
+      slower than on cuda on the H200 (docs/benchmarks/routing-h200-2026-12-01.md). A GEMM
+      staged once (a product, then its row sums) is taken."""
     from .gemm import _Plan
 
     plan = _Plan(kernel)
     plan.analyze()
+    looped = None
     for name, args in plan.ops:
-        staged = any(a.same_as(args) for a in plan.staged)  # MMA atoms through shared memory
-        if name == "gemm" and plan.find(args[2].source, plan.accumulators) is None and not staged:
+        if name != "gemm" or plan.find(args[2].source, plan.accumulators) is not None:
+            continue
+        if not any(a.same_as(args) for a in plan.staged):
             return (f"T.gemm into {args[2].source.name!r} on CuTe MMA atoms (it needs float16/bfloat16 operands, "
                     "B in shared memory, a float32 accumulator and tiles the warps divide; else it takes SIMT "
                     "loops)")
+        looped = _args_in_loops(kernel) if looped is None else looped
+        if any(a.same_as(args) for a in looped):
+            return (f"T.gemm into {args[2].source.name!r} in a loop at speed: other tile ops read its accumulator, "
+                    "so every iteration would take it through shared memory (flash attention ran at 0.08x the "
+                    "cuda path); target=\"cutedsl\" still compiles it")
     return None
 
 
