@@ -14,8 +14,8 @@ SMALL_SHAPE = (2, 128, 256, 64)
 # bM, bN, bK, threads, stages; 4-stage rings and the 2-blocks-per-SM 128x128 tile beside the
 # canonical ones: with K of 512-1024 each tile has 8-16 iterations, so the fill and the epilogue
 # weigh more, and a second resident block hides them; 128x128 over two consumer warpgroups
-# (64 rows each) ran 16 x 1024^3 at 1.04x torch.bmm on the H200, against 0.97x for 128x256
-# (docs/benchmarks/h200-2026-12-02-mask.md)
+# (64 rows each) ran 16 x 1024^3 at 1.04x torch.bmm on the H200 in a paired scan, against 0.97x
+# for 128x256, and within 1.2% of it in the families' run (docs/benchmarks/h200-2026-12-02-mask.md)
 CONFIGS = ((128, 128, 32, 128, 3), (128, 128, 64, 128, 3), (128, 256, 64, 256, 3), (128, 128, 64, 128, 4),
            (128, 256, 64, 256, 4), (256, 128, 64, 256, 3), (128, 128, 64, 256, 3))
 

@@ -10,7 +10,7 @@ from .common import Case, KernelSpec, Variant
 
 SHAPES = ((8192, 8192, 4096, "gelu"), (8192, 8192, 4096, "relu"), (4096, 11008, 4096, "gelu"))  # M, N, K, act
 CONFIGS = ((128, 128, 32, 128, 3), (128, 128, 64, 128, 3), (128, 256, 64, 256, 3),
-           (128, 256, 64, 256, 4), (128, 128, 64, 256, 3))  # bM, bN, bK, threads, stages
+           (128, 256, 64, 256, 4))  # bM, bN, bK, threads, stages
 SQRT_2_OVER_PI = 0.7978845608028654
 
 
