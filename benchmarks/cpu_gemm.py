@@ -4,7 +4,11 @@ The kernel is written as upstream TileLang writes a GPU GEMM — T.Kernel over o
 shared tiles of A and B, a fragment accumulator, T.Pipelined over k, T.copy and T.gemm —
 and compiled for the CPU (llvm; its blocks run on TVM's thread pool, T.gemm as register-
 blocked micro-kernels). Both sides write into a preallocated output and are timed in
-alternating rounds, so load from other processes hits both alike.
+alternating rounds, so load from other processes hits both alike. Each call starts
+``--settle`` seconds after the previous one: OpenBLAS's worker threads spin for about
+0.1-0.3 s after a call (2-core znver3: TileLang's GEMM took 40 ms right after numpy's
+against 19 ms after a 0.3 s pause), and TVM's for under a millisecond, so back to back the
+kernel that follows numpy runs on one core. With the pause both start from sleeping pools.
 
 Correctness: both results against a float64 product; TileLang's error may be at most
 twice numpy's plus 1e-5 * sqrt(K) (float32 sums of K products in another order round
@@ -47,13 +51,15 @@ def matmul(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, dty
     return main
 
 
-def alternating_seconds(fns: list, repeat: int) -> list[list[float]]:
-    """Times of each function, measured in alternating rounds."""
+def alternating_seconds(fns: list, repeat: int, settle: float = 0.0) -> list[list[float]]:
+    """Times of each function, measured in alternating rounds, each call ``settle`` seconds
+    after the previous one ended (see --settle)."""
     for fn in fns:
         fn()  # warm up
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for fn, out in zip(fns, times):
+            time.sleep(settle)
             start = time.perf_counter()
             fn()
             out.append(time.perf_counter() - start)
@@ -78,6 +84,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=1024)
     parser.add_argument("--block", type=int, nargs=3, default=(128, 128, 64), metavar=("BM", "BN", "BK"))
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--settle", type=float, default=0.3,
+                        help="seconds between calls (default 0.3): OpenBLAS's threads spin for about 0.1-0.3 s "
+                             "after a call, holding a core that the next call needs; 0 times back to back")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -92,7 +101,7 @@ def main() -> None:
     np.matmul(a, b, out=out_np)
     max_error = check(out_tl, out_np, a, b)
     times_tl, times_np = alternating_seconds([lambda: kernel(a, b, out_tl), lambda: np.matmul(a, b, out=out_np)],
-                                             args.repeat)
+                                             args.repeat, args.settle)
     t_tl, t_np = statistics.median(times_tl), statistics.median(times_np)
     gflop = 2 * args.m * args.n * args.k / 1e9
     result = {
@@ -107,6 +116,7 @@ def main() -> None:
         "best_ratio_tilelang_over_numpy": round(min(times_np) / min(times_tl), 3),
         "max_abs_error_vs_float64": max_error,
         "compile_or_cache_s": round(compile_s, 3),
+        "settle_s": args.settle,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "kernel": kernel.describe(),
     }

@@ -134,6 +134,33 @@ def test_llvm_gemm_is_vector_code():
     assert any(f"<{lanes} x float>" in source for lanes in (4, 8, 16)), "no float vector type in the LLVM IR"
 
 
+@pytest.mark.parametrize("mcpu,bits,shape", [("skylake-avx512", 512, (8, 32)), ("znver4", 512, (8, 32)),
+                                             ("haswell", 256, (6, 16)), ("znver3", 256, (6, 16)),
+                                             ("x86-64", 128, (6, 8))])
+def test_micro_kernels_fit_the_cpus_vector_registers(mcpu, bits, shape):
+    """MR x NR from the CPU's widest vectors (float32): 16 zmm accumulators with AVX-512, 12
+    ymm with AVX2 (TVM's llvm_get_vector_width says 512 for AVX2 CPUs too; sized for zmm,
+    the micro-kernels spilled and ran at 22 GFLOP/s instead of ~90 on 2 znver3 cores)."""
+    import tvm
+    from tilelang.cpu.transform.gemm import MicroKernelShape, target_vector_bits
+
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "mtriple": "x86_64-linux-gnu"})
+    assert target_vector_bits(target) == bits
+    micro = MicroKernelShape.for_target(target, 32)
+    assert (micro.mr, micro.nr) == shape
+
+
+def test_an_avx2_cpu_gets_ymm_micro_kernels_that_compute_the_product():
+    kernel = compiled(gemm_kernel(96, 64, 32, 96, 64, 32), ({"kind": "llvm", "mcpu": "haswell"}, "tvm_ffi"))
+    source = kernel.get_kernel_source()
+    # rows of NR = 16 lanes (two ymm), not the 32 lanes (two zmm) of an AVX-512 micro-kernel
+    assert "<16 x float>" in source and "<32 x float>" not in source
+    if "avx2" not in open("/proc/cpuinfo").read():
+        pytest.skip("this CPU cannot run AVX2 code")
+    a, b = rng.standard_normal((96, 32), dtype="float32"), rng.standard_normal((32, 64), dtype="float32")
+    np.testing.assert_allclose(kernel(a, b), reference(a, b), rtol=1e-5, atol=1e-5 * 32)
+
+
 def test_llvm_target_without_a_cpu_is_this_cpu():
     """target="llvm" alone would be baseline x86-64 (SSE2) for LLVM; it gets the host CPU,
     as target="cpu" does, and one named CPU is kept."""

@@ -23,7 +23,7 @@ micro-kernels do (Van Zee & van de Geijn, "BLIS", ACM TOMS 41(3), 2015):
 * With transpose_B, a tile of B is packed into a k x n panel first, so the NR-lane loads
   stay contiguous (packing reads B once; the product reads it m / MR times).
 
-MR and NR come from the target's vector width (llvm_get_vector_width: 512 bits on AVX-512
+MR and NR come from the target's vector width (``target_vector_bits``: 512 bits on AVX-512
 CPUs, 256 on AVX2): NR is two vectors, MR fills the register file with accumulators while
 leaving room for B's vectors and A's broadcast. The ``c`` kind is compiled by the C
 compiler the execution backend chooses, with no vector extension assumed: there the rows
@@ -83,14 +83,28 @@ class MicroKernelShape:
     def for_target(cls, target: Any, acc_bits: int) -> MicroKernelShape:
         if is_c_target(target):
             return cls(mr=4, nr=16, vectorize=False)
-        from tvm.target import codegen
-
-        vector_bits = int(codegen.llvm_get_vector_width(target))
+        vector_bits = target_vector_bits(target)
         lanes = max(vector_bits // acc_bits, 1)
         registers = _REGISTERS.get(vector_bits, 16)
         # two vectors of B and one broadcast of A stay live beside the accumulators
         mr = min(8, (registers - 3) // 2)
         return cls(mr=mr, nr=2 * lanes, vectorize=True)
+
+
+def target_vector_bits(target: Any) -> int:
+    """The widest vector register of the target's CPU, in bits. On x86 from its features
+    (AVX-512F: 512, AVX: 256, else SSE's 128): TVM 0.27's ``llvm_get_vector_width`` answers
+    512 for every x86-64 CPU name, AVX2-only ones (haswell, znver3) included, and micro-kernels
+    sized for 32 zmm registers then spill on 16 ymm ones (22 GFLOP/s instead of about 100 on
+    a 2-core znver3). Other architectures keep TVM's answer."""
+    from tvm.target import codegen
+
+    triple = str(target.attrs.get("mtriple") or codegen.llvm_get_system_triple())
+    if not triple.startswith(("x86_64", "i386", "i686")):
+        return int(codegen.llvm_get_vector_width(target))
+    if codegen.target_has_features("avx512f", target):
+        return 512
+    return 256 if codegen.target_has_features("avx", target) else 128
 
 
 def _static(expr: Any) -> int | None:
