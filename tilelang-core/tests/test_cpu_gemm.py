@@ -155,7 +155,9 @@ def test_an_avx2_cpu_gets_ymm_micro_kernels_that_compute_the_product():
     source = kernel.get_kernel_source()
     # rows of NR = 16 lanes (two ymm), not the 32 lanes (two zmm) of an AVX-512 micro-kernel
     assert "<16 x float>" in source and "<32 x float>" not in source
-    if "avx2" not in open("/proc/cpuinfo").read():
+    from pathlib import Path
+
+    if "avx2" not in Path("/proc/cpuinfo").read_text():
         pytest.skip("this CPU cannot run AVX2 code")
     a, b = rng.standard_normal((96, 32), dtype="float32"), rng.standard_normal((32, 64), dtype="float32")
     np.testing.assert_allclose(kernel(a, b), reference(a, b), rtol=1e-5, atol=1e-5 * 32)
