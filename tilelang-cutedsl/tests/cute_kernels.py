@@ -1,5 +1,6 @@
 """Kernels the cutedsl tests compile: what this backend lowers (elementwise, copies, fill,
-reductions, the swizzled-shared extension) and one it does not (an atomic)."""
+reductions, the swizzled-shared extension, a GEMM staged through shared memory) and one it
+does not (an atomic)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,27 @@ def row_max_exp(M=64, N=64, rows=4):
             T.reduce_max(S, m, dim=1)
             for i, j in T.Parallel(rows, N):
                 B[bx * rows + i, j] = T.exp(S[i, j] - m[i])
+
+    return main
+
+
+def row_sum_of_product():
+    """S = rowsum(A @ B): a reduction reads the GEMM's accumulator across the MMA layout, so
+    the GEMM runs on MMA atoms through shared memory (staged.py), once."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), S: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((32, 64), "float16")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            Sl = T.alloc_fragment((64,), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(Cl)
+            T.gemm(As, Bs, Cl)
+            T.reduce_sum(Cl, Sl, dim=1)  # reads across the MMA layout
+            T.copy(Sl, S)
 
     return main
 

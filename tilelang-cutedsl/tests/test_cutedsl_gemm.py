@@ -15,6 +15,7 @@ import textwrap
 import pytest
 import tilelang
 import tilelang.language as T
+from cute_kernels import row_sum_of_product
 from tilelang.cutedsl.gemm import operand_swizzle, warp_grid
 from tilelang.testing.kernels import tile_gemm
 
@@ -91,23 +92,8 @@ def test_other_gemms_keep_the_simt_lowering_or_are_staged() -> None:
     assert "make_tiled_mma" not in source(tile_gemm(64, 64, 32, dtype="float32"))  # no fp32 atom
     assert "make_tiled_mma" not in source(tile_gemm(48, 48, 32, 48, 48, 32))  # no warp grid fits
 
-    @T.prim_func
-    def row_sum_of_product(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
-                           S: T.Tensor((64,), "float32")):
-        with T.Kernel(1, threads=128):
-            As = T.alloc_shared((64, 32), "float16")
-            Bs = T.alloc_shared((32, 64), "float16")
-            Cl = T.alloc_fragment((64, 64), "float32")
-            Sl = T.alloc_fragment((64,), "float32")
-            T.copy(A, As)
-            T.copy(B, Bs)
-            T.clear(Cl)
-            T.gemm(As, Bs, Cl)
-            T.reduce_sum(Cl, Sl, dim=1)  # reads across the MMA layout
-            T.copy(Sl, S)
-
     # an accumulator read by a reduction: MMA atoms through shared memory (staged.py)
-    src = source(row_sum_of_product)
+    src = source(row_sum_of_product())
     assert "Cl_stage = smem.allocate_tensor(cutlass.Float32" in src and "cute.gemm(tiled_mma_0, acc_" in src
 
 

@@ -8,8 +8,12 @@ import re
 
 import pytest
 import tilelang
-import tilelang.language as T
-from cute_kernels import atomic_sum, swizzled_transpose, tile_copy_scale
+from cute_kernels import (
+    atomic_sum,
+    row_sum_of_product,
+    swizzled_transpose,
+    tile_copy_scale,
+)
 from tilelang.backend import create_backend_context
 from tilelang.errors import LanguageError
 
@@ -153,20 +157,3 @@ def test_gemms_staged_through_shared_memory_every_iteration_stay_on_cuda() -> No
         "it through shared memory (flash attention ran at 0.08x the cuda path); target=\"cutedsl\" still compiles it")
     assert unsupported_reason(row_sum_of_product()) is None
 
-
-def row_sum_of_product():
-    @T.prim_func
-    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), S: T.Tensor((64,), "float32")):
-        with T.Kernel(1, threads=128):
-            As = T.alloc_shared((64, 32), "float16")
-            Bs = T.alloc_shared((32, 64), "float16")
-            Cl = T.alloc_fragment((64, 64), "float32")
-            Sl = T.alloc_fragment((64,), "float32")
-            T.copy(A, As)
-            T.copy(B, Bs)
-            T.clear(Cl)
-            T.gemm(As, Bs, Cl)
-            T.reduce_sum(Cl, Sl, dim=1)
-            T.copy(Sl, S)
-
-    return main

@@ -79,14 +79,16 @@ def _args_in_loops(kernel: Any) -> list[Any]:
     import tvm_ffi
     from tilelang.plugin import tile_op_name
     from tvm import tirx
+    from tvm_ffi.structural import WalkResult
 
     found: list[Any] = []
 
-    def in_loop(loop: Any) -> None:
+    def in_loop(loop: Any) -> Any:
         tvm_ffi.structural_walk(loop.body, (tirx.Evaluate, lambda stmt: found.append(stmt.value.args)
                                             if tile_op_name(stmt) is not None else None))
+        return WalkResult.SKIP  # the outermost loop's walk saw the inner loops' ops
 
-    tvm_ffi.structural_walk(kernel.body, (tirx.For, in_loop))
+    tvm_ffi.structural_walk(kernel.body, (tirx.For, in_loop), order="pre")
     return found
 
 
