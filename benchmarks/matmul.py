@@ -9,8 +9,10 @@ instruction mix (PTX counts and ptxas' register/spill report, where nvcc is inst
 
 Persistent configs ("persistent/..."): upstream's examples/gemm/example_gemm_persistent.py
 kernel — one block per SM (the SM count from the device) walking the tiles with
-T.Persistent, C written through a shared tile — and its non-persistent twin with the same
-shared epilogue ("shared-epilogue/..."), measured in the same run.
+T.Persistent, C written through a shared tile — the same kernel with upstream's
+T.PersistentTileScheduler's while loop ("scheduler/...", panels of 8 tile columns), and its
+non-persistent twin with the same shared epilogue ("shared-epilogue/..."), measured in the
+same run.
 
 Usage: python benchmarks/matmul.py [--sizes 4096 8192] [--json out]
 """
@@ -131,6 +133,7 @@ def main() -> None:
         for config in PERSISTENT_CONFIGS:
             shape = "x".join(map(str, config[:3])) + f"/t{config[3]}/s{config[4]}"
             jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num), {}))
+            jobs.append((f"scheduler/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num, "scheduler"), {}))
             jobs.append((f"shared-epilogue/{shape}", persistent_gemm(n, n, n, *config, None, "tile"), {}))
         jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for label, func, options in jobs:

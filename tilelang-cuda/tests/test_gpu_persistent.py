@@ -109,3 +109,21 @@ def test_a_tile_loaded_once_per_tile_matches_torch(plain_read):
     s = q.float() @ k.float().reshape(2, 4, 128, 128).sum(1).transpose(1, 2)
     expected = s - s.amax(-1, keepdim=True) + (q.float() if plain_read else 0)
     torch.testing.assert_close(kernel(q, k), expected, rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("blocks", ["sms", 5])
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("spelling", ["scheduler", "scheduler_coord"])
+def test_tile_scheduler_gemm_matches_torch(spelling, size, blocks):
+    """T.PersistentTileScheduler's two spellings (tilelang.testing.kernels.persistent_gemm),
+    panels of 8 tile columns, the last narrower: every tile once, the TMA ring carried."""
+    from tilelang.testing.kernels import persistent_gemm
+
+    M, N, K = size
+    sm_num = _sms() if blocks == "sms" else blocks
+    kernel = tilelang.compile(persistent_gemm(M, N, K, 128, 128, 32, 128, 3, sm_num, spelling), out_idx=[-1],
+                              target="cuda")
+    assert "tma_consumed" in kernel.get_kernel_source(), "expected the carried TMA ring"
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)

@@ -101,7 +101,12 @@ CONFIGS = [pytest.param(4096, 4096, 512, 128, 256, 64, 256, 3, id="128x256x64-t2
            pytest.param(1000, 1400, 520, 128, 128, 32, 128, 3, id="128x128x32-t128-s3-tails")]
 
 
-@pytest.mark.parametrize("spelling", ["persistent", "wave_loop"])
+#: every spelling of a persistent GEMM (tilelang.testing.kernels.persistent_gemm) and the
+#: name of its outer loop's variable in the generated source
+SPELLINGS = {"persistent": "w", "wave_loop": "w", "scheduler": "sched_iter", "scheduler_coord": "w"}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
 @pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
 def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, bM, bN, bK, threads, stages,
                                                                        spelling):
@@ -111,7 +116,8 @@ def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, 
     consumers, producer = roles(body, threads)
     # the producer replays the wave loop and issues every box; the consumers issue none
     assert "tl_tma_load_2d" in producer and "tl_tma_load" not in consumers
-    assert re.search(r"for \(int w_\d+ = 0; w_\d+ < \d+; \+\+w_\d+\)", producer)
+    outer = SPELLINGS[spelling]
+    assert re.search(rf"for \(int {outer}_\d+ = 0; {outer}_\d+ < [^;]+; \+\+{outer}_\d+\)", producer)
     # stage and parity from the running counts, which each role advances per tile
     k_steps = -(-K // bK)
     assert f"(consumed + k) % {stages})" in consumers and f"((consumed + k) % {2 * stages}) / {stages})" in consumers
@@ -121,7 +127,7 @@ def test_persistent_gemm_takes_tma_and_a_producer_warp_that_runs_ahead(M, N, K, 
     assert "__syncthreads" not in consumers and f"tl_named_barrier_sync(1, {threads});" in consumers
 
 
-@pytest.mark.parametrize("spelling", ["persistent", "wave_loop"])
+@pytest.mark.parametrize("spelling", ["persistent", "wave_loop", "scheduler_coord"])
 def test_the_producer_keeps_the_tile_guard_when_blocks_outnumber_tiles(spelling):
     """One wave (132 blocks, 48 tiles): the replayed guard is the same expression as the
     consumers' own, so a producer left inside their condition lost it to the simplifier and
@@ -428,10 +434,11 @@ def run_ring(code: RingCode, tiles: int, steps: int, producer_first: bool, alter
         assert progressed, f"the ring hangs: {tiles} tiles of {steps} iterations, {stages} stages"
 
 
+@pytest.mark.parametrize("spelling", ["persistent", "scheduler"])
 @pytest.mark.parametrize("M,N,K,bM,bN,bK,threads,stages", CONFIGS)
 @pytest.mark.parametrize("tiles", [1, 2, 3, 5])
-def test_the_generated_ring_protocol_holds_across_tiles(M, N, K, bM, bN, bK, threads, stages, tiles):
-    body = kernel_body(lower(persistent_gemm(M, N, K, bM, bN, bK, threads, stages, 132)).device_source)
+def test_the_generated_ring_protocol_holds_across_tiles(M, N, K, bM, bN, bK, threads, stages, tiles, spelling):
+    body = kernel_body(lower(persistent_gemm(M, N, K, bM, bN, bK, threads, stages, 132, spelling)).device_source)
     code = RingCode.parse(body, threads, stages)
     for producer_first in (True, False):
         run_ring(code, tiles, -(-K // bK), producer_first)
@@ -449,7 +456,7 @@ def test_the_model_rejects_a_ring_that_restarts_per_tile():
         run_ring(per_tile, 3, 9, producer_first=True)
 
 
-@pytest.mark.parametrize("spelling", ["persistent", "wave_loop"])
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
 def test_persistent_gemm_as_lowered_equals_numpy(spelling):
     """The codegen-only lowering (cp.async stage rings; tilelang.lower has no host code for
     tensor maps) run by the numpy interpreter of lowered device IR: T.Persistent's waves,

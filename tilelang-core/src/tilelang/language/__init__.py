@@ -54,6 +54,7 @@ __all__ = [
     "Layout",
     "Parallel",
     "Persistent",
+    "PersistentTileScheduler",
     "Pipelined",
     "Serial",
     "StridedTensor",

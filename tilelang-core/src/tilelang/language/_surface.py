@@ -74,6 +74,7 @@ from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import GemmWarpPolicy, clamp, device_assert, import_source, print, sync_threads  # noqa: A004
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
+from .tile_scheduler import PersistentTileScheduler
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .symbolic import dynamic, symbolic
 from .tile import (

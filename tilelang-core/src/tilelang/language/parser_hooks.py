@@ -1,4 +1,4 @@
-"""Three extensions of TVMScript's tirx parser, for upstream's spellings.
+"""Four extensions of TVMScript's tirx parser, for upstream's spellings.
 
 A kernel body may give a Python callable a name. Upstream's kernels pick a tile op in the
 body (``scan = T.cumsum if op == "cumsum" else T.cummax``, then ``scan(A_shared, dim=0)``);
@@ -21,6 +21,9 @@ Python reads it. Everything else goes to TVMScript's own binding, unchanged.
 A one-dimensional ``T.Kernel`` unpacks into a one-element tuple: ``with T.Kernel(n) as
 (bx,):`` (upstream's frame is iterable; here the frame yields the block index itself, a TVM
 variable that Python cannot unpack).
+
+``while sched.valid():`` over a ``T.PersistentTileScheduler`` is a counted loop where its
+shape allows (``tile_scheduler.tile_loop``); every other ``while`` is TVMScript's.
 """
 
 from __future__ import annotations
@@ -179,4 +182,14 @@ def install() -> None:
         return original_eval_assign(self, target, source, *args, **kwargs)
 
     Parser.eval_assign = eval_assign
+
+    visit_while = dispatch.get(token="tirx", type_name="While")
+
+    def visit_while_tiles(self: Any, node: Any) -> Any:
+        from .tile_scheduler import tile_loop
+
+        if not tile_loop(self, node):
+            visit_while(self, node)
+
+    dispatch.register(token="tirx", type_name="While")(visit_while_tiles)
     _INSTALLED = True

@@ -140,8 +140,10 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
                     dtype="float16", accum_dtype="float32"):
     """Upstream's examples/gemm/example_gemm_persistent.py kernel as a classic builder:
     ``sm_num`` blocks walk the tiles (``spelling`` "persistent": T.Persistent; "wave_loop":
-    upstream's hand-written loop over waves), C through a shared tile. "tile": its
-    non-persistent twin, a block per tile (rasterized in panels of 10; ``sm_num`` unused)."""
+    upstream's hand-written loop over waves; "scheduler": T.PersistentTileScheduler's while
+    loop, panels of ``group_size``; "scheduler_coord": its stateless ``coord`` in a wave
+    loop), C through a shared tile. "tile": its non-persistent twin, a block per tile
+    (rasterized in panels of 10; ``sm_num`` unused)."""
     m_blocks, n_blocks = -(-M // bM), -(-N // bN)
 
     @T.macro
@@ -168,6 +170,40 @@ def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="pers
         return main
 
     waves = -(-(m_blocks * n_blocks) // sm_num)
+
+    if spelling == "scheduler":  # upstream's T.PersistentTileScheduler, its while loop
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(sm_num, threads=threads) as block_id:
+                A_shared = T.alloc_shared((bM, bK), dtype)
+                B_shared = T.alloc_shared((bK, bN), dtype)
+                C_local = T.alloc_fragment((bM, bN), accum_dtype)
+                C_shared = T.alloc_shared((bM, bN), dtype)
+                sched = T.PersistentTileScheduler(m_blocks, n_blocks, num_workers=sm_num, swizzle_size=group_size)
+                sched.init(block_id)
+                while sched.valid():
+                    bx, by = sched.m_idx, sched.n_idx
+                    tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by)
+                    sched.next_tile()
+
+        return main
+
+    if spelling == "scheduler_coord":  # the scheduler without state: coordinates of a number
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(sm_num, threads=threads) as block_id:
+                A_shared = T.alloc_shared((bM, bK), dtype)
+                B_shared = T.alloc_shared((bK, bN), dtype)
+                C_local = T.alloc_fragment((bM, bN), accum_dtype)
+                C_shared = T.alloc_shared((bM, bN), dtype)
+                sched = T.PersistentTileScheduler(m_blocks, n_blocks, num_workers=sm_num, swizzle_size=group_size,
+                                                  stateful=False)
+                for w in T.serial(waves):
+                    bx, by = sched.coord(sm_num * w + block_id)
+                    if bx < m_blocks and by < n_blocks:
+                        tile(A, B, C, A_shared, B_shared, C_local, C_shared, bx, by)
+
+        return main
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):

@@ -469,12 +469,15 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
     and every loop bound, condition and assigned value on the way, and every expression in
     ``expressions`` (the ring's trip count and tile corners), depends only on ``allowed``
     variables (block indices, parameters), the path's own loop variables and names, and
-    never on other memory; a name must be assigned nowhere else. Then the producer takes
+    never on other memory; a name must be assigned nowhere else, or only after the path's
+    outermost loop is over (a T.PersistentTileScheduler's state once its tile loop has
+    run: nothing on the path sees those stores). Then the producer takes
     the same path as the consumers, and the two agree on every iteration of the ring;
     anything else (a condition on a value the consumers compute) could send them
     different ways and hang."""
     allowed = list(allowed)
     names: list[tuple[Any, Any]] = []  # assigned name (buffer) -> a variable standing for it
+    after: list[Any] = []  # stores that run after the path has finished (the loop's last turn)
 
     def pure(expr: Any, memory: bool = False) -> bool:
         """``memory``: loads of parameters may stay (tile corners, as before outer loops)."""
@@ -488,9 +491,13 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
             return trail
         if isinstance(stmt, tirx.SeqStmt):
             before: list[Any] = []
-            for child in stmt:
+            for i, child in enumerate(stmt):
                 found = find(child, trail + before)
                 if found is not None:
+                    if not any(isinstance(step, tirx.For) for step in trail):
+                        # run once the path is done: no loop of the path repeats them
+                        for later in list(stmt)[i + 1:]:
+                            tvm_ffi.structural_walk(later, (tirx.BufferStore, after.append))
                     return found
                 if isinstance(child, tirx.Bind):
                     before.append(child)
@@ -523,6 +530,7 @@ def producer_path(body: Any, loop: Any, allowed: list[Any], expressions: list[An
                 return None
         elif isinstance(step, ScalarStore):
             on_path = sum(isinstance(s, ScalarStore) and s.buffer.same_as(step.buffer) for s in found)
+            on_path += sum(s.buffer.same_as(step.buffer) for s in after)
             if not pure(step.value) or sum(s.buffer.same_as(step.buffer) for s in stores) != on_path:
                 return None
             var = tirx.Var(step.buffer.name, step.buffer.dtype)
