@@ -34,6 +34,7 @@ KERNELS = {
     "flat_views": kit.flat_views,
     "global_layout_accumulate": lambda: kit.global_layout_pair()[0],
     "global_layout_unpack": lambda: kit.global_layout_pair()[1],
+    "row_sums_while": kit.row_sums,
 }
 # (example module, its @tilelang.jit object, sizes)
 EXAMPLE_KERNELS = {
@@ -128,6 +129,16 @@ def test_mfma_gemm_call_and_barriers():
     assert len(calls) == 1
     assert lines[calls[0]].startswith("tl_hip_mfma_gemm<32, 32, 16, 128, true, true, false, false>(")
     assert lines[calls[0] - 1] == lines[calls[0] + 1] == "__syncthreads();"
+
+
+def test_a_while_loop_gets_its_barriers():
+    """core's transform/gpu/while_sync.py, as ROCm composes the GPU passes: a barrier before
+    each tile's copy (the previous iteration's reads) and one after it, inside the loop."""
+    body = hip_source(kit.row_sums())
+    body = body[body.index("while (1)"):]
+    first, second = (i for i in range(len(body)) if body.startswith("__syncthreads();", i))
+    assert body.count("__syncthreads();") == 2
+    assert first < body.index("tile_ptr + ((k * 512)") < second < body.index("tile_ptr[")
 
 
 def test_dialect_wavefront_functions():

@@ -452,3 +452,37 @@ def global_layout_pair(M=16, N=32):
             T.copy(Q[bx * 8:(bx + 1) * 8, :], O[bx * 8:(bx + 1) * 8, :])
 
     return accumulate, unpack
+
+
+def row_sums(M=1024, N=256, blocks=8, rows=32, loop="while"):
+    """B = A.sum(1), ``blocks`` blocks each summing the row tiles ``b, b + blocks, ...``
+    through a shared tile, in a ``while`` loop over a block-uniform counter (as upstream's AMD
+    flash attention walks its tiles) or, ``loop="for"``, a counted loop: the barriers inside
+    a while loop (transform/gpu/while_sync.py)."""
+
+    if loop == "while":
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M,), "float32")):
+            with T.Kernel(blocks, threads=128) as (b,):
+                tile = T.alloc_shared((rows, N), "float32")
+                acc = T.alloc_fragment((rows,), "float32")
+                bx = T.alloc_var(T.int32)
+                bx = b
+                while bx < M // rows:
+                    T.copy(A[bx * rows, 0], tile)
+                    T.reduce_sum(tile, acc, dim=1)
+                    T.copy(acc, B[bx * rows])
+                    bx = bx + blocks
+    else:
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M,), "float32")):
+            with T.Kernel(blocks, threads=128) as (b,):
+                tile = T.alloc_shared((rows, N), "float32")
+                acc = T.alloc_fragment((rows,), "float32")
+                for w in T.serial(M // rows // blocks):
+                    bx = b + w * blocks
+                    T.copy(A[bx * rows, 0], tile)
+                    T.reduce_sum(tile, acc, dim=1)
+                    T.copy(acc, B[bx * rows])
+
+    return main

@@ -42,6 +42,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from .rasterize import RasterizeBlocks
     from .shared_sync import SyncSharedWritesOfSeveralThreads
     from .thread_loops import BindNestedThreadLoops
+    from .while_sync import LoopAsWhile, WhileAsLoop
 
     middle = flatten_and_vectorize()
     if not legalize_bf16:
@@ -55,8 +56,10 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         *middle,
         SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
+        WhileAsLoop(),  # a uniform while loop as a counted one, so ThreadSync can place barriers
         unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared")),
         unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared.dyn")),
+        LoopAsWhile(),
         s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),
         s_tir.transform.MergeSharedMemoryAllocations(),
