@@ -126,3 +126,23 @@ def test_while_loop_kernels_match_torch():
     b = torch.randn(512, 768, device="cuda", dtype=torch.float16)
     kernel = tilelang.compile(gemm_tiles_while(), out_idx=[-1], target="cuda")
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
+def test_a_barrier_under_a_per_thread_condition_is_refused_with_advice():
+    @T.prim_func
+    def reversed_copy(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=128) as (b,):
+            tile = T.alloc_shared((128,), "float32")
+            i = T.alloc_var(T.int32)
+            i = T.get_thread_binding() + b
+            while i < 256:
+                tile[i % 128] = A[i]
+                B[i] = tile[127 - i % 128]  # another thread's element: a barrier between
+                i = i + 128
+
+    with pytest.raises(tilelang.errors.CompileError) as caught:
+        lower(reversed_copy, host_code=False)
+    message = str(caught.value)
+    assert "Cannot insert syncs inside condition" in message
+    assert "A barrier (__syncthreads) is needed inside a loop or branch whose condition may differ" in message
+    assert "Make the condition the same in every thread" in message

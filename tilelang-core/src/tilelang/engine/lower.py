@@ -149,8 +149,9 @@ def lower(
         original = take_pass_error()
         if original is not None and str(original) in str(err):
             raise original from None  # a TileLang pass's own error, type restored
+        hint = next((f"\n{advice}" for text, advice in _KNOWN_FAILURES if text in str(err)), "")
         raise CompileError(
-            f"kernel {name!r}: {stage} failed in {context.describe()}: {type(err).__name__}: {err}"
+            f"kernel {name!r}: {stage} failed in {context.describe()}: {type(err).__name__}: {err}{hint}"
         ) from err
     from ..backend.device_codegen import inspect_source
 
@@ -175,6 +176,17 @@ def lower(
         route=context.route.describe() if context.route is not None else "",
         device_type=int(context.target.get_target_device_type()),
     )
+
+
+#: (text of a TVM failure, what it means in the kernel's terms and how to fix it)
+_KNOWN_FAILURES = (
+    ("Cannot insert syncs inside condition",
+     ("A barrier (__syncthreads) is needed inside a loop or branch whose condition may differ between "
+      "the threads of a block: it reads the thread index or a value only some threads hold, so not every "
+      "thread would reach the barrier. Make the condition the same in every thread (block indices, "
+      "parameters, T.alloc_var counters every thread updates alike, e.g. `while tile < n: ...; "
+      "tile += blocks`), or move the shared-memory accesses out of it.")),
+)
 
 
 class _StageClock:
