@@ -21,11 +21,12 @@ def _activation(x, act: str):
     return 0.5 * x * (1.0 + T.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
 
 
-def linear_kernel(M, N, K, act, bM=128, bN=128, bK=32, threads=128, num_stages=3, dtype="float16"):
+def linear_kernel(M, N, K, act, bM=128, bN=128, bK=32, threads=128, num_stages=3, panel=0, dtype="float16"):
     @T.prim_func
     def main(X: T.Tensor((M, K), dtype), W: T.Tensor((N, K), dtype), bias: T.Tensor((N,), dtype),
              Y: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            T.use_swizzle(max(panel, 1), enable=panel > 0)  # blocks in panels sharing L2 tiles
             Xs = T.alloc_shared((bM, bK), dtype)
             Ws = T.alloc_shared((bN, bK), dtype)
             Cl = T.alloc_fragment((bM, bN), "float32")
