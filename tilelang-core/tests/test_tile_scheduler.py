@@ -242,3 +242,36 @@ def test_init_inside_the_loop_keeps_a_while_loop():
     a = np.zeros(8, np.int32)
     tilelang.compile(kernel, target="cpu")(a)
     assert a.tolist() == [1, 0, 0, 0, 0, 0, 1, 0]  # 0, then init(3) + 3 = 6, then 12 ends it
+
+
+def moved_or_repeated(shape):
+    """A scheduler moved after init(), or a loop around its while loop: the counted loop
+    would restart at init()'s tile, so these stay while loops."""
+
+    @T.prim_func
+    def kernel(Count: T.Tensor((2,), T.int32)):
+        with T.Kernel(2, threads=1) as (block_id,):
+            sched = T.PersistentTileScheduler(3, 2, num_workers=2)
+            sched.init(block_id)
+            Count[block_id] = 0
+            if shape == "moved":
+                sched.next_tile()  # skip the first tile
+                while sched.valid():
+                    Count[block_id] = Count[block_id] + 1
+                    sched.next_tile()
+            else:
+                for _ in T.serial(2):  # the second turn finds every tile walked
+                    while sched.valid():
+                        Count[block_id] = Count[block_id] + 1
+                        sched.next_tile()
+
+    count = np.full(2, -1, np.int32)
+    tilelang.compile(kernel, target="cpu")(count)
+    return kernel, count.tolist()
+
+
+@pytest.mark.parametrize("shape,expected", [("moved", [2, 2]), ("repeated", [3, 3])])
+def test_a_moved_or_repeated_scheduler_keeps_its_while_loop(shape, expected):
+    kernel, count = moved_or_repeated(shape)
+    assert "while" in kernel.script()
+    assert count == expected  # 6 tiles over 2 workers: 3 each, one fewer when moved first

@@ -117,6 +117,7 @@ class PersistentTileScheduler:
         self._tirx_state: dict[str, Any] = {}
         self._tirx_name = name or "sched"
         self._tirx_workers: list[Any] = []  # the worker of each init() call
+        self._tirx_started: list[Any] | None = None  # the builder's frames at init(), while fresh
         self._tirx_loop: tuple[Any, Any] | None = None  # (counter, linear number) in a tile loop
         self._tirx_advanced = 0  # next_tile() calls in the tile loop's body
         if self.stateful:
@@ -204,12 +205,14 @@ class PersistentTileScheduler:
                                 "call it once, before the loop")
         self._tirx_workers.append(worker)
         self._set(tirx.IntImm("int32", 0), worker, "sched.init()")
+        self._tirx_started = list(IRBuilder.current().frames)
 
     def next_tile(self) -> None:
         """Move to this worker's next tile (``num_workers`` further on)."""
         if self._tirx_loop is not None:  # the tile loop advances itself (see tile_loop)
             self._tirx_advanced += 1
             return
+        self._tirx_started = None  # no longer on the first tile init() chose
         linear = self._buffer("linear_idx", "sched.next_tile()")[0]
         self._set(self._buffer("current_iter", "sched.next_tile()")[0] + 1, linear + self.num_workers,
                   "sched.next_tile()")
@@ -248,8 +251,9 @@ def tile_loop(parser: Any, node: Any) -> bool:
     ``sched.init(worker); while sched.valid(): ...; sched.next_tile()`` visits the tiles
     ``worker + i * num_workers`` for ``i`` below ``ceildiv(total - worker, num_workers)``.
     Where the loop has exactly that shape — its condition is ``sched.valid()`` of a stateful
-    scheduler initialized once, its body ends in the loop's only ``sched.next_tile()`` and
-    holds no ``break``, ``continue``, ``return`` or ``sched.init`` — it becomes a serial loop
+    scheduler initialized once and not moved since (nor in a loop or branch init() was
+    not), its body ends in the loop's only ``sched.next_tile()`` and holds no ``break``,
+    ``continue``, ``return`` or ``sched.init`` — it becomes a serial loop
     over ``i``, and inside it the scheduler's fields are expressions of ``i`` instead of reads
     of its scalars. A ``while`` loop cannot have barriers inserted in its body (TVM's
     ThreadSync refuses), and a tile whose coordinates are arithmetic of the block index and
@@ -264,7 +268,7 @@ def tile_loop(parser: Any, node: Any) -> bool:
         return False
     sched = parser.eval_expr(test.func.value)
     if not (isinstance(sched, PersistentTileScheduler) and sched.stateful and len(sched._tirx_workers) == 1
-            and sched._tirx_loop is None):
+            and sched._tirx_loop is None and _fresh_here(sched._tirx_started)):
         return False
     last = node.body[-1] if node.body else None
     ends_in_next = (isinstance(last, doc.Expr) and isinstance(last.value, doc.Call)
@@ -292,4 +296,17 @@ def tile_loop(parser: Any, node: Any) -> bool:
             raise LanguageError(f"`while sched.valid():` ran sched.next_tile() {sched._tirx_advanced} times per "
                                 f"tile; call it once, as the loop body's last statement")
     sched._set(count, worker + count * workers, "sched.next_tile()")
+    sched._tirx_started = None  # the loop has run to the end
     return True
+
+
+def _fresh_here(started: list[Any] | None) -> bool:
+    """Whether the scheduler still stands on init()'s tile here: init() ran, nothing moved it
+    since, and no loop lies between init() and this point (whose later turns would find the
+    tiles already walked) nor a branch that init() was in and this point is not."""
+    if started is None:
+        return False
+    frames = list(IRBuilder.current().frames)
+    if len(frames) < len(started) or not all(a.same_as(b) for a, b in zip(started, frames)):
+        return False
+    return not any(isinstance(f, (_ib.frame.ForFrame, _ib.frame.WhileFrame)) for f in frames[len(started):])
