@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tilelang.language as T
 
-from .common import Case, KernelSpec, Variant
+from .common import Case, KernelSpec, Variant, sm_count
 
 # batch, M, N, K; the last one, with a long K, tells a per-tile cost (the ring's fill, the
 # epilogue: about the same for any K) from the main loop's speed
@@ -81,12 +81,8 @@ def bmm_persistent_kernel(batch, M, N, K, bM=128, bN=256, bK=64, threads=256, nu
 
 
 def _workers(device: str) -> int:
-    """One block per SM; a dry run (no GPU) lowers for the H100/H200's 132, the CPU check uses 3."""
-    if device == "cpu":
-        return 3
-    import torch
-
-    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+    """One block per SM (common.sm_count); the CPU check uses 3."""
+    return 3 if device == "cpu" else sm_count()
 
 
 def _inputs(b: int, m: int, n: int, k: int, device: str) -> dict:

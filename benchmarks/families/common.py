@@ -33,6 +33,14 @@ def load_benchmark(name: str) -> Any:
     return module
 
 
+def sm_count() -> int:
+    """The GPU's SM count for persistent kernels; a dry run (no GPU) lowers for the
+    H100/H200's 132."""
+    import torch
+
+    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """One launch of a variant: a ``T.prim_func`` and how it is compiled. Outputs are

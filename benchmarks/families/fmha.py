@@ -10,7 +10,7 @@ forces it on the other configs, "/mask-as-written" keeps the kernel as written."
 
 from __future__ import annotations
 
-from .common import Case, KernelSpec, Variant, load_benchmark
+from .common import Case, KernelSpec, Variant, load_benchmark, sm_count
 
 SHAPES = ((8, 16, 4096, 64), (8, 16, 4096, 128))  # batch, heads, seq_len, dim
 SMALL_SHAPE = (1, 2, 128, 64)
@@ -30,11 +30,7 @@ def _variants(shape: tuple, causal: bool, quick: bool) -> list[Variant]:
         from tilelang.testing.kernels import flash_attention_persistent
 
         def persistent(c: tuple, o: dict) -> list[KernelSpec]:
-            import torch
-
-            # a dry run lowers without a GPU: the H100/H200's 132 SMs stand in
-            sm_num = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
-            return [KernelSpec(flash_attention_persistent(*shape, *c, sm_num=sm_num), o or None)]
+            return [KernelSpec(flash_attention_persistent(*shape, *c, sm_num=sm_count()), o or None)]
 
         variants += [Variant("persistent/" + benchmark.label(c, options), lambda c=c, o=options: persistent(c, o))
                      for c, options in benchmark.PERSISTENT]

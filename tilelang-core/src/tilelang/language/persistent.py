@@ -50,21 +50,30 @@ tvm.ir.register_op_attr(PERSISTENT_EXTENT, "TScriptPrinterName", "T.persistent_e
 _DOC = "T.Persistent(domain, wave_size, index, group_size=8)"
 
 
-def _integer(value: Any, what: str, minimum: int) -> Any:
-    """``value`` as an int32 expression; a constant below ``minimum`` is refused."""
+def checked_integer(value: Any, what: str, minimum: int, doc: str = _DOC) -> Any:
+    """``value`` as given, once it is an int of at least ``minimum`` or an integer expression
+    (a constant one checked too); ``doc`` names the call in the errors."""
     if isinstance(value, bool) or value is None:
-        raise LanguageTypeError(f"{_DOC}: {what} must be an integer or an integer expression, got {value!r}")
+        raise LanguageTypeError(f"{doc}: {what} must be an integer or an integer expression, got {value!r}")
     if isinstance(value, int):
         if value < minimum:
-            raise LanguageError(f"{_DOC}: {what} must be at least {minimum}, got {value}")
-        return tirx.IntImm("int32", value)
+            raise LanguageError(f"{doc}: {what} must be at least {minimum}, got {value}")
+        return value
     dtype = str(getattr(value, "ty", getattr(value, "dtype", "")))
     if not isinstance(value, tirx.PrimExpr) or not dtype.startswith(("int", "uint")):
-        raise LanguageTypeError(f"{_DOC}: {what} must be an integer or an integer expression, "
+        raise LanguageTypeError(f"{doc}: {what} must be an integer or an integer expression, "
                                 f"got {value!r} of type {dtype or type(value).__name__}")
     if isinstance(value, tirx.IntImm) and value.value < minimum:
-        raise LanguageError(f"{_DOC}: {what} must be at least {minimum}, got {value.value}")
-    return value if dtype == "int32" else tirx.Cast("int32", value)
+        raise LanguageError(f"{doc}: {what} must be at least {minimum}, got {value.value}")
+    return value
+
+
+def _integer(value: Any, what: str, minimum: int) -> Any:
+    """``value`` as an int32 expression; a constant below ``minimum`` is refused."""
+    value = checked_integer(value, what, minimum)
+    if isinstance(value, int):
+        return tirx.IntImm("int32", value)
+    return value if str(getattr(value, "ty", getattr(value, "dtype", ""))) == "int32" else tirx.Cast("int32", value)
 
 
 def Persistent(domain: Any, wave_size: Any, index: Any, group_size: Any = 8) -> Any:

@@ -41,26 +41,11 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as _ib
 
-from ..errors import LanguageError, LanguageTypeError
+from ..errors import LanguageError
+from .persistent import checked_integer
 
 _DOC = "T.PersistentTileScheduler(num_m_tiles, num_n_tiles, num_workers=None, swizzle_size=1, ...)"
 _STATE = ("m_idx", "n_idx", "linear_idx", "current_iter")
-
-
-def _count(value: Any, what: str, minimum: int) -> Any:
-    """An int (checked against ``minimum``) or an integer expression, as given."""
-    if isinstance(value, bool) or value is None:
-        raise LanguageTypeError(f"{_DOC}: {what} must be an integer or an integer expression, got {value!r}")
-    if isinstance(value, int):
-        if value < minimum:
-            raise LanguageError(f"{_DOC}: {what} must be at least {minimum}, got {value}")
-        return value
-    dtype = str(getattr(value, "ty", getattr(value, "dtype", "")))
-    if isinstance(value, tirx.PrimExpr) and dtype.startswith(("int", "uint")):
-        if isinstance(value, tirx.IntImm) and value.value < minimum:
-            raise LanguageError(f"{_DOC}: {what} must be at least {minimum}, got {value.value}")
-        return value
-    raise LanguageTypeError(f"{_DOC}: {what} must be an integer or an integer expression, got {value!r}")
 
 
 def _ceildiv(a: Any, b: int) -> Any:
@@ -103,9 +88,10 @@ class PersistentTileScheduler:
                                     f"kernel's code), got {value!r}")
         if name is not None and (not isinstance(name, str) or not name.isidentifier()):
             raise LanguageError(f"{_DOC}: name must be an identifier (a prefix of the state's names), got {name!r}")
-        m_tiles = _count(num_m_tiles, "num_m_tiles", 0)
-        n_tiles = _count(num_n_tiles, "num_n_tiles", 0)
-        workers = _default_workers(cluster_size) if num_workers is None else _count(num_workers, "num_workers", 1)
+        m_tiles = checked_integer(num_m_tiles, "num_m_tiles", 0, _DOC)
+        n_tiles = checked_integer(num_n_tiles, "num_n_tiles", 0, _DOC)
+        workers = (_default_workers(cluster_size) if num_workers is None
+                   else checked_integer(num_workers, "num_workers", 1, _DOC))
         self.num_workers = workers
         self.swizzle_size = swizzle_size
         self.cluster_size = cluster_size
@@ -116,8 +102,8 @@ class PersistentTileScheduler:
         self._fast, self._slow = (m_rows, n_tiles) if self.column_major else (n_tiles, m_rows)
         self._tirx_state: dict[str, Any] = {}
         self._tirx_name = name or "sched"
-        self._tirx_workers: list[Any] = []  # the worker of each init() call
-        self._tirx_started: list[Any] | None = None  # the builder's frames at init(), while fresh
+        # (worker, the builder's frames) of the last init(), while the scheduler stands on its tile
+        self._tirx_start: tuple[Any, list[Any]] | None = None
         self._tirx_loop: tuple[Any, Any] | None = None  # (counter, linear number) in a tile loop
         self._tirx_advanced = 0  # next_tile() calls in the tile loop's body
         if self.stateful:
@@ -131,7 +117,7 @@ class PersistentTileScheduler:
     def coord(self, tile_id: Any) -> tuple[Any, Any]:
         """The tile coordinates ``(m, n)`` of linear tile number ``tile_id`` (expressions;
         ``m`` is the cluster row when ``cluster_size > 1``). Allocates and stores nothing."""
-        tile_id = _count(tile_id, "coord's tile_id", 0)
+        tile_id = checked_integer(tile_id, "coord's tile_id", 0, _DOC)
         fast, slow, swizzle = self._fast, self._slow, self.swizzle_size
         if swizzle == 1:
             along, across = tile_id % fast, tile_id // fast
@@ -199,20 +185,19 @@ class PersistentTileScheduler:
 
     def init(self, worker_id: Any) -> None:
         """Start worker ``worker_id`` (``0 <= worker_id < num_workers``) on its first tile."""
-        worker = _count(worker_id, "init's worker_id", 0)
+        worker = checked_integer(worker_id, "init's worker_id", 0, _DOC)
         if self._tirx_loop is not None:
             raise LanguageError("sched.init() inside `while sched.valid():` restarts the loop it is in; "
                                 "call it once, before the loop")
-        self._tirx_workers.append(worker)
         self._set(tirx.IntImm("int32", 0), worker, "sched.init()")
-        self._tirx_started = list(IRBuilder.current().frames)
+        self._tirx_start = (worker, list(IRBuilder.current().frames))
 
     def next_tile(self) -> None:
         """Move to this worker's next tile (``num_workers`` further on)."""
         if self._tirx_loop is not None:  # the tile loop advances itself (see tile_loop)
             self._tirx_advanced += 1
             return
-        self._tirx_started = None  # no longer on the first tile init() chose
+        self._tirx_start = None  # no longer on the first tile init() chose
         linear = self._buffer("linear_idx", "sched.next_tile()")[0]
         self._set(self._buffer("current_iter", "sched.next_tile()")[0] + 1, linear + self.num_workers,
                   "sched.next_tile()")
@@ -251,8 +236,7 @@ def tile_loop(parser: Any, node: Any) -> bool:
     ``sched.init(worker); while sched.valid(): ...; sched.next_tile()`` visits the tiles
     ``worker + i * num_workers`` for ``i`` below ``ceildiv(total - worker, num_workers)``.
     Where the loop has exactly that shape — its condition is ``sched.valid()`` of a stateful
-    scheduler initialized once and not moved since (nor in a loop or branch init() was
-    not), its body ends in the loop's only ``sched.next_tile()`` and holds no ``break``,
+    scheduler not moved since its last init() (nor in a loop or branch init() was not), its body ends in the loop's only ``sched.next_tile()`` and holds no ``break``,
     ``continue``, ``return`` or ``sched.init`` — it becomes a serial loop
     over ``i``, and inside it the scheduler's fields are expressions of ``i`` instead of reads
     of its scalars. A ``while`` loop cannot have barriers inserted in its body (TVM's
@@ -267,8 +251,8 @@ def tile_loop(parser: Any, node: Any) -> bool:
             and not test.args and not test.keywords):
         return False
     sched = parser.eval_expr(test.func.value)
-    if not (isinstance(sched, PersistentTileScheduler) and sched.stateful and len(sched._tirx_workers) == 1
-            and sched._tirx_loop is None and _fresh_here(sched._tirx_started)):
+    if not (isinstance(sched, PersistentTileScheduler) and sched.stateful and sched._tirx_loop is None
+            and sched._tirx_start is not None and _fresh_here(sched._tirx_start[1])):
         return False
     last = node.body[-1] if node.body else None
     ends_in_next = (isinstance(last, doc.Expr) and isinstance(last.value, doc.Call)
@@ -278,7 +262,7 @@ def tile_loop(parser: Any, node: Any) -> bool:
             or _calls(node.body, "next_tile") != 1 or _calls(node.body, "init")
             or any(isinstance(n, (doc.Break, doc.Continue, doc.Return)) for s in node.body for n in _walk(s))):
         return False
-    worker = sched._tirx_workers[0]
+    worker = sched._tirx_start[0]
     remaining = sched.total_tiles - worker
     remaining = max(remaining, 0) if isinstance(remaining, int) else tirx.max(remaining, 0)
     workers = sched.num_workers
@@ -296,16 +280,14 @@ def tile_loop(parser: Any, node: Any) -> bool:
             raise LanguageError(f"`while sched.valid():` ran sched.next_tile() {sched._tirx_advanced} times per "
                                 f"tile; call it once, as the loop body's last statement")
     sched._set(count, worker + count * workers, "sched.next_tile()")
-    sched._tirx_started = None  # the loop has run to the end
+    sched._tirx_start = None  # the loop has run to the end
     return True
 
 
-def _fresh_here(started: list[Any] | None) -> bool:
-    """Whether the scheduler still stands on init()'s tile here: init() ran, nothing moved it
-    since, and no loop lies between init() and this point (whose later turns would find the
-    tiles already walked) nor a branch that init() was in and this point is not."""
-    if started is None:
-        return False
+def _fresh_here(started: list[Any]) -> bool:
+    """Whether a scheduler that stood on init()'s tile when the builder had the frames
+    ``started`` still does here: no loop lies between init() and this point (whose later turns
+    would find the tiles already walked) nor a branch that init() was in and this point is not."""
     frames = list(IRBuilder.current().frames)
     if len(frames) < len(started) or not all(a.same_as(b) for a, b in zip(started, frames)):
         return False
