@@ -349,7 +349,6 @@ def test_print_refuses_messages_it_cannot_quote():
     ("tma_load", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
     ("alloc_cluster_barrier", "use T.sync_threads"),
     ("alloc_tmem", "Blackwell"),
-    ("shfl_xor", "from tilelang.cuda import language as T"),
 ])
 def test_upstream_only_names_raise_a_language_error(name, advice):
     with pytest.raises(LanguageError, match=advice):

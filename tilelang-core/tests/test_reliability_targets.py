@@ -50,21 +50,37 @@ def test_a_libm_function_still_runs(backend: tuple[str, str]) -> None:
 
 
 def shuffle_on_the_cpu():
-    from tilelang.cuda import language as C
-
     @T.prim_func
     def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
         with T.Kernel(1) as _:
             for i in T.serial(32):
-                B[i] = C.shfl_xor(A[i], 1)
+                B[i] = T.shfl_xor(A[i], 1)
 
     return main
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_cuda_dialect_on_the_cpu_is_a_compile_error(backend: tuple[str, str]) -> None:
-    pytest.importorskip("tilelang.cuda")
+def test_a_warp_intrinsic_on_the_cpu_is_a_compile_error(backend: tuple[str, str]) -> None:
+    target, execution = backend
+    with pytest.raises(LanguageError, match=r"kernel 'main': T.shfl_xor is a warp intrinsic, which target backend "
+                                            r"'cpu' does not lower \(it has no warps to shuffle or vote over\); "
+                                            r"compile the kernel for a GPU target.*\n --> " + HERE):
+        tilelang.compile(shuffle_on_the_cpu(), out_idx=[-1], target=target, execution_backend=execution)
+
+
+def extern_on_the_cpu():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(32):
+                B[i] = T.call_extern("float32", "__shfl_xor_sync", T.uint32(0xFFFFFFFF), A[i], 1, 32)
+
+    return main
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cuda_function_on_the_cpu_is_a_compile_error(backend: tuple[str, str]) -> None:
     target, execution = backend
     with pytest.raises(LanguageError, match=r"T.call_extern of '__shfl_xor_sync', which target backend 'cpu' "
                                             r"cannot call.*\n --> " + HERE):
-        tilelang.compile(shuffle_on_the_cpu(), out_idx=[-1], target=target, execution_backend=execution)
+        tilelang.compile(extern_on_the_cpu(), out_idx=[-1], target=target, execution_backend=execution)

@@ -17,10 +17,16 @@ a wrong result here, as it would on the GPU.
   Matrix Layout"), swizzled on absolute addresses; register A is the m16n8k16 A fragment
   of the warp's 16 rows; D register i of warp w holds row 16 w + lane / 4 + 8 (i / 2 % 2),
   column 8 (i / 4) + 2 (lane % 4) + i % 2.
-* shfl.sync.bfly.b32 (``__shfl_xor_sync``; "Data Movement and Conversion Instructions:
-  shfl.sync"): with c = ((32 - width) << 8) | 31, segmask = c[12:8], a lane reads lane
-  j = lane ^ (laneMask & 31) when j <= (lane & segmask) | (31 & ~segmask), else its own
-  value; a lane outside the member mask, or reading one outside it, is undefined: an error.
+* shfl.sync.{bfly,idx,down,up}.b32 (``__shfl_xor_sync``, ``__shfl_sync``,
+  ``__shfl_down_sync``, ``__shfl_up_sync``; "Data Movement and Conversion Instructions:
+  shfl.sync"): with c = ((32 - width) << 8) | clamp (0 for up, else 31), segmask = c[12:8],
+  maxLane = (lane & segmask) | (clamp & ~segmask), a lane reads lane j (bfly: lane ^ b,
+  idx: (lane & segmask) | (b & ~segmask), down: lane + b, up: lane - b) when j <= maxLane
+  (up: j >= maxLane), else its own value; a lane outside the member mask, or reading one
+  outside it, is undefined: an error.
+* vote.sync.{ballot,any,all} and activemask ("Parallel Synchronization and Communication
+  Instructions"), match.{any,all}.sync, bar.red.{popc,and,or} (``__syncthreads_count/and/or``):
+  over the lanes of the member mask (ballot: bit i = lane i), the block for bar.red.
 """
 
 from __future__ import annotations
@@ -228,21 +234,123 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
     kernel.write(d_ptr.memory, d_offsets, d, np.dtype(np.float32))
 
 
-# -- warp shuffles -------------------------------------------------------------------------
-def _shfl_xor_sync(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
-    member, value, lane_mask, width = args
-    active = kernel.mask
+# -- warp shuffles, votes and matches ---------------------------------------------------------
+def _member(kernel: LoweredKernel, member: Any, name: str) -> np.ndarray:
+    """The member mask's bit of each thread's lane; a lane that runs the call outside its
+    mask, or a lane of the mask that does not run it (branched away), is undefined: an error."""
     lane = kernel.tids % WARP
-    segmask = (WARP - width) & 31
-    max_lane = (lane & segmask) | (31 & ~segmask)
-    source = lane ^ (lane_mask & 31)
-    source = np.where(source <= max_lane, source, lane)
-    thread = kernel.tids - lane + source
-    if (active & (((member >> lane) & 1) == 0)).any():
-        raise EmulationError("__shfl_xor_sync: a lane runs the shuffle outside its member mask")
-    if (active & ((((member >> source) & 1) == 0) | ~kernel.mask[thread])).any():
-        raise EmulationError("__shfl_xor_sync: a lane reads a lane outside the member mask (undefined)")
-    return compute(value[thread], call.dtype)
+    member = np.broadcast_to(np.asarray(member, np.int64), kernel.tids.shape)
+    if (kernel.mask & (((member >> lane) & 1) == 0)).any():
+        raise EmulationError(f"{name}: a lane runs the shuffle outside its member mask")
+    for warp in np.unique(kernel.tids[kernel.mask] // WARP):
+        lanes = slice(warp * WARP, (warp + 1) * WARP)
+        named = (int(member[lanes][kernel.mask[lanes]][0]) >> np.arange(WARP)) & 1
+        if (named[: len(kernel.mask[lanes])].astype(bool) & ~kernel.mask[lanes]).any():
+            raise EmulationError(f"{name}: a lane of the member mask does not run the call (undefined)")
+    return member
+
+
+def _shuffle(mode: str) -> Callable[..., np.ndarray]:
+    """shfl.sync.{up,down,bfly,idx}.b32 as CUDA's __shfl_*_sync calls it: c = ((32 - width)
+    << 8) | clamp, clamp 0 for up and 31 otherwise; the source lane j of each mode, or the
+    lane's own value where j is outside its segment."""
+    name = {"up": "__shfl_up_sync", "down": "__shfl_down_sync", "bfly": "__shfl_xor_sync", "idx": "__shfl_sync"}[mode]
+
+    def run(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+        member, value, b, width = args
+        member = _member(kernel, member, name)
+        lane = kernel.tids % WARP
+        b = np.asarray(b, np.int64) & 31
+        segmask = (WARP - np.asarray(width, np.int64)) & 31
+        max_lane = (lane & segmask) | ((0 if mode == "up" else 31) & ~segmask)
+        if mode == "up":
+            source, inside = lane - b, lane - b >= max_lane
+        elif mode == "down":
+            source, inside = lane + b, lane + b <= max_lane
+        elif mode == "bfly":
+            source = lane ^ b
+            inside = source <= max_lane
+        else:
+            source = (lane & segmask) | (b & ~segmask)
+            inside = source <= max_lane
+        source = np.where(inside, source, lane)
+        thread = kernel.tids - lane + source
+        if (kernel.mask & ((((member >> source) & 1) == 0) | ~kernel.mask[thread])).any():
+            raise EmulationError(f"{name}: a lane reads a lane outside the member mask (undefined)")
+        return compute(np.asarray(value)[thread], call.dtype)
+
+    return run
+
+
+def _per_warp(kernel: LoweredKernel, values: np.ndarray, combine: Callable[[np.ndarray], Any]) -> np.ndarray:
+    """``combine`` of the active lanes' ``values`` of each thread's warp, for every thread."""
+    out = np.zeros(kernel.tids.shape, np.int64)
+    for warp in np.unique(kernel.tids // WARP):
+        lanes = slice(warp * WARP, (warp + 1) * WARP)
+        out[lanes] = combine(np.where(kernel.mask[lanes], values[lanes], 0), kernel.mask[lanes])
+    return out
+
+
+def _bits(flags: np.ndarray) -> int:
+    return int(sum(1 << i for i, flag in enumerate(flags) if flag))
+
+
+def _vote(kind: str) -> Callable[..., np.ndarray]:
+    name = {"ballot": "__ballot_sync", "any": "__any_sync", "all": "__all_sync"}[kind]
+
+    def run(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+        member, predicate = args
+        member = _member(kernel, member, name)
+        predicate = np.broadcast_to(np.asarray(predicate) != 0, kernel.tids.shape)
+        named = ((member >> (kernel.tids % WARP)) & 1).astype(bool)
+        if kind == "ballot":
+            return _per_warp(kernel, predicate & named, lambda p, active: _bits(p & active))
+        if kind == "any":
+            return _per_warp(kernel, predicate & named, lambda p, active: int((p & active).any()))
+        return _per_warp(kernel, predicate | ~named, lambda p, active: int(p[active].all()))
+
+    return run
+
+
+def _activemask(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+    return _per_warp(kernel, kernel.mask, lambda p, active: _bits(active))
+
+
+def _match_any(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+    member, value = args
+    member = _member(kernel, member, "__match_any_sync")
+    value = np.broadcast_to(np.asarray(value), kernel.tids.shape)
+    out = np.zeros(kernel.tids.shape, np.int64)
+    for t in kernel.tids[kernel.mask]:
+        warp = t - t % WARP
+        same = [kernel.mask[warp + i] and (member[t] >> i) & 1 and value[warp + i] == value[t]
+                for i in range(min(WARP, len(kernel.tids) - warp))]
+        out[t] = _bits(same)
+    return out
+
+
+def _match_all(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+    member, value = args
+    member = _member(kernel, member, "tl_match_all_sync")
+    value = np.broadcast_to(np.asarray(value), kernel.tids.shape)
+    out = np.zeros(kernel.tids.shape, np.int64)
+    for t in kernel.tids[kernel.mask]:
+        warp = t - t % WARP
+        lanes = [warp + i for i in range(WARP) if (member[t] >> i) & 1]
+        out[t] = member[t] if all(value[i] == value[t] for i in lanes) else 0
+    return out
+
+
+def _block_vote(kind: str) -> Callable[..., np.ndarray]:
+    """__syncthreads_count/and/or: a barrier of the whole block, so every thread must run it."""
+    def run(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+        if not kernel.mask.all():
+            raise EmulationError(f"__syncthreads_{kind}: some threads of the block do not reach the barrier")
+        predicate = np.broadcast_to(np.asarray(args[0]) != 0, kernel.tids.shape)
+        total = {"count": int(predicate.sum()), "and": int(predicate.all()), "or": int(predicate.any())}[kind]
+        return np.full(kernel.tids.shape, total, np.int64)
+
+    return run
 
 
 def _no_op(kernel: LoweredKernel, args: list[Any], call: Any = None) -> None:
@@ -263,5 +371,18 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     # fence, commit and wait order the registers around it on the GPU)
     "tl_wgmma_fence": _no_op, "tl_wgmma_commit": _no_op, "tl_wgmma_wait": _no_op,
     "tl_fence_proxy_async": _no_op,
-    "__shfl_xor_sync": _shfl_xor_sync,
+    "__shfl_xor_sync": _shuffle("bfly"),
+    "__shfl_sync": _shuffle("idx"),
+    "__shfl_down_sync": _shuffle("down"),
+    "__shfl_up_sync": _shuffle("up"),
+    "__ballot_sync": _vote("ballot"),
+    "__any_sync": _vote("any"),
+    "__all_sync": _vote("all"),
+    "__activemask": _activemask,
+    "__match_any_sync": _match_any,
+    "tl_match_all_sync": _match_all,
+    "__syncwarp": _no_op,  # the emulator runs a warp's lanes together
+    "__syncthreads_count": _block_vote("count"),
+    "__syncthreads_and": _block_vote("and"),
+    "__syncthreads_or": _block_vote("or"),
 }

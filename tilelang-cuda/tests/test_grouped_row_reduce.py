@@ -18,35 +18,14 @@ import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
-from lowered_emulator import EmulationError, LoweredKernel
-from lowered_instructions import WARP, _shfl_xor_sync, extern_for
+from lowered_emulator import LoweredKernel
+from lowered_instructions import EXTERNS, extern_for
 from tilelang.cuda import toolchain
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 
 
-def _shfl_down_sync(kernel: LoweredKernel, args: list, call) -> np.ndarray:
-    """shfl.sync.down: lane reads lane + delta when that stays within its width-lane
-    segment, else keeps its own value."""
-    member, value, delta, width = args
-    lane = kernel.tids % WARP
-    segmask = (WARP - width) & 31
-    max_lane = (lane & segmask) | (31 & ~segmask)
-    source = lane + delta
-    source = np.where(source <= max_lane, source, lane)
-    thread = kernel.tids - lane + source
-    if (kernel.mask & (((member >> lane) & 1) == 0)).any():
-        raise EmulationError("__shfl_down_sync: a lane runs the shuffle outside its member mask")
-    return value[thread].astype(value.dtype)
-
-
-def _activemask(kernel: LoweredKernel, args: list, call) -> np.ndarray:
-    """Each lane's view of which lanes of its warp run the instruction."""
-    bits = (kernel.mask.reshape(-1, WARP).astype(np.int64) << np.arange(WARP)).sum(axis=1)
-    return np.repeat(bits, WARP)
-
-
-CUDA_OPS = {"__shfl_xor_sync": _shfl_xor_sync, "__shfl_down_sync": _shfl_down_sync, "__activemask": _activemask}
+CUDA_OPS = {name: EXTERNS[name] for name in ("__shfl_xor_sync", "__shfl_down_sync", "__activemask")}
 
 
 def _rsqrtf(kernel: LoweredKernel, args: list, call) -> np.ndarray:

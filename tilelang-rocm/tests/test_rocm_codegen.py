@@ -169,6 +169,49 @@ def test_dialect_refuses_a_width_beyond_the_wavefront():
         T.shfl_xor(T.float32(1), 1, width=128)
 
 
+def upstream_warp_kernel():
+    import tilelang.language as T
+
+    @T.prim_func
+    def warp_ops(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "int32"), M: T.Tensor((256,), "uint64")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            A[tx] = T.warp_reduce_max(A[tx]) + T.shfl_sync(A[tx], 3) + T.shfl_down(A[tx], 1) + T.shfl_up(A[tx], 2)
+            B[tx] = (T.any_sync(tx == 3) + T.all_sync(tx < 300) + T.syncthreads_count(tx < 7)
+                     + T.get_lane_idx() * 1000 + T.warp_reduce_bitor(B[tx]) + T.cast(T.shfl_xor(T.int8(1), 1), "int32"))
+            M[tx] = T.ballot(tx % 2 == 0) | T.activemask()
+            T.sync_warp()
+
+    return warp_ops
+
+
+def test_upstream_warp_intrinsics_lower_to_hip_functions(needs_hipcc):
+    """``import tilelang.language as T``'s warp ops (upstream's spelling): HIP's functions
+    without masks over 64 lanes (a 6-step butterfly), a 64-bit ballot, ballot(1) for the
+    active lanes, the wave barrier for T.sync_warp; hipcc compiles the result."""
+    source = hip_source(upstream_warp_kernel())
+    body = source[source.index("__global__"):]
+    for call in ("__shfl_xor(", "__shfl(", "__shfl_down(", "__shfl_up(", "__any(", "__all(", "__ballot(",
+                 "__syncthreads_count(", "__builtin_amdgcn_wave_barrier()", "__ballot(1)"):
+        assert call in body, call
+    assert body.count("__shfl_xor(") == 2 * 6 + 1 and ", 32, 64)" in body and "_sync(" not in body
+    assert "& 63" in body  # the lane: the thread index modulo 64
+    code_object = toolchain.compile_code_object(source, "gfx90a", "warp_ops")
+    assert toolchain.device_elf(code_object, "gfx90a")[:4] == b"\x7fELF"
+
+
+def test_warp_matches_are_refused_on_hip():
+    import tilelang.language as T
+
+    @T.prim_func
+    def match(B: T.Tensor((64,), "uint32")):
+        with T.Kernel(1, threads=64):
+            B[T.get_thread_binding()] = T.match_any_sync(T.get_thread_binding() % 4)
+
+    with pytest.raises(tilelang.LanguageError, match=r"kernel 'match' uses T.match_any_sync, which HIP does not have"):
+        hip_source(match)
+
+
 def test_atomics_lower_to_hip_functions():
     import tilelang.language as T
 

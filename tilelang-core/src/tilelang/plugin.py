@@ -88,6 +88,8 @@ _EXPORTS: dict[str, str] = {
     "RasterizeBlocks": "tilelang.transform.gpu",
     "AtomicFunctions": "tilelang.transform.gpu",
     "LowerAtomics": "tilelang.transform.gpu",
+    "WarpFunctions": "tilelang.transform.gpu",
+    "LowerWarpOps": "tilelang.transform.gpu",
     "gpu_block_passes": "tilelang.transform.gpu",
     "FRAGMENT_SCOPE": "tilelang.transform.gpu",
     "ALIGNMENT_ATTR": "tilelang.transform.gpu",

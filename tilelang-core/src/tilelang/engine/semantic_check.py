@@ -63,9 +63,28 @@ def _check_launch_nesting(body: Any, name: str) -> None:
             )
 
 
+def _first_span(func: Any, op_name: str) -> Any:
+    """The span of the first statement that calls ``op_name`` (None if it has none)."""
+    from ..language.ops import is_call_to
+
+    found: list[Any] = []
+
+    def on_stmt(stmt: Any) -> None:
+        hits: list[Any] = []
+        for part in (getattr(stmt, "value", None), getattr(stmt, "condition", None)):
+            if part is not None and not isinstance(part, (int, str)):
+                tvm_ffi.structural_walk(part, (Call, lambda c: hits.append(c) if is_call_to(c, op_name) else None))
+        if hits and stmt.span is not None:
+            found.append(stmt.span)
+
+    tvm_ffi.structural_walk(func.body, [((tirx.BufferStore, tirx.Evaluate, tirx.IfThenElse, tirx.Bind), on_stmt)])
+    return found[0] if found else None
+
+
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
-    from ..language.ops import is_named_barrier, tl_op_names_in
+    from ..language.bounds import source_location
+    from ..language.ops import WARP_OPS, is_named_barrier, tl_op_names_in
 
     for func in mod.functions.values():
         calls: list[Any] = []
@@ -76,6 +95,12 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                 f"target backend {backend!r} does not have; use T.sync_threads() (every thread of the "
                 "block) or compile for a backend with named barriers (CUDA)")
         left = tl_op_names_in(func)
+        warp = sorted(left & WARP_OPS.keys())
+        if warp:
+            raise LanguageError(
+                f"kernel {name!r}: {WARP_OPS[warp[0]]} is a warp intrinsic, which target backend {backend!r} does "
+                "not lower (it has no warps to shuffle or vote over); compile the kernel for a GPU target, or "
+                "reduce tiles with T.reduce_*" + source_location(_first_span(func, warp[0])))
         if left:
             raise LanguageError(
                 f"kernel {name!r}: target backend {backend!r} did not lower {sorted(left)}; the "

@@ -71,10 +71,16 @@ from .hints import disable_warp_group_reg_alloc, no_set_max_nreg
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
-from .misc import GemmWarpPolicy, clamp, device_assert, import_source, print, sync_threads  # noqa: A004
+from .misc import (
+    GemmWarpPolicy,
+    clamp,
+    device_assert,
+    import_source,
+    print,
+    sync_threads,
+)
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
-from .tile_scheduler import PersistentTileScheduler
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .symbolic import dynamic, symbolic
 from .tile import (
@@ -100,11 +106,37 @@ from .tile import (
     transpose,
     use_swizzle,
 )
+from .tile_scheduler import PersistentTileScheduler
 from .variables import alloc_global, alloc_var
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
 _install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
 from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
+from .warp import (  # upstream's warp intrinsics, lowered by each GPU backend
+    activemask,
+    all_sync,
+    any_sync,
+    ballot,
+    ballot_sync,
+    get_lane_idx,
+    get_warp_idx,
+    get_warp_idx_sync,
+    match_all_sync,
+    match_any_sync,
+    shfl_down,
+    shfl_sync,
+    shfl_up,
+    shfl_xor,
+    sync_warp,
+    syncthreads_and,
+    syncthreads_count,
+    syncthreads_or,
+    warp_reduce_bitand,
+    warp_reduce_bitor,
+    warp_reduce_max,
+    warp_reduce_min,
+    warp_reduce_sum,
+)
 
 # T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
 # TVMScript's constructors): they replace the tirx namespace's constructors of the same names.

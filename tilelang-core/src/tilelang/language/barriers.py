@@ -233,9 +233,10 @@ def get_warp_group_idx(warp_size: Any = None, warps_per_group: Any = None) -> An
     return _call(WARP_GROUP_IDX)
 
 
-def _linear_thread() -> Any:
+def _linear_thread(what: str = "T.ws") -> Any:
+    """The calling thread's linear index in its block (x fastest)."""
     if not _ACTIVE:
-        raise LanguageError("T.ws is only valid inside a T.Kernel frame")
+        raise LanguageError(f"{what} is only valid inside a T.Kernel frame")
     kernel = _ACTIVE[-1]
     tid, extent = None, 1
     for var, threads in zip(kernel.thread_vars, kernel.threads):

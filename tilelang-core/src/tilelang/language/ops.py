@@ -41,6 +41,35 @@ for _op in ATOMIC_ELEMENT_OPS:
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
+#: Warp ops (tilelang.language.warp), lowered by each GPU backend with its own functions and
+#: warp size (tilelang.transform.gpu.warp_ops). Operands, as upstream orders them:
+#:   tl.shfl_{sync,xor_sync,down_sync,up_sync}(mask, value, lane or delta, width) -> value's type
+#:   tl.sync_warp(mask); tl.{any,all}_sync(mask, predicate) -> int32
+#:   tl.ballot_sync(mask, predicate), tl.activemask() -> uint64
+#:   tl.match_{any,all}_sync(mask, value) -> uint32; tl.syncthreads_{count,and,or}(predicate) -> int32
+#:   tl.warp_reduce(kind, value) -> value's type (kind indexes WARP_REDUCE_KINDS)
+#:   tl.get_lane_idx / tl.get_warp_idx(linear thread index, warp size or 0 = the backend's)
+SHFL_SYNC, SHFL_XOR, SHFL_DOWN, SHFL_UP = "tl.shfl_sync", "tl.shfl_xor_sync", "tl.shfl_down_sync", "tl.shfl_up_sync"
+SYNC_WARP, ANY_SYNC, ALL_SYNC = "tl.sync_warp", "tl.any_sync", "tl.all_sync"
+BALLOT_SYNC, ACTIVEMASK = "tl.ballot_sync", "tl.activemask"
+MATCH_ANY_SYNC, MATCH_ALL_SYNC = "tl.match_any_sync", "tl.match_all_sync"
+SYNCTHREADS_COUNT, SYNCTHREADS_AND, SYNCTHREADS_OR = "tl.syncthreads_count", "tl.syncthreads_and", "tl.syncthreads_or"
+WARP_REDUCE, LANE_IDX, WARP_IDX = "tl.warp_reduce", "tl.get_lane_idx", "tl.get_warp_idx"
+WARP_REDUCE_KINDS = ("sum", "max", "min", "bitand", "bitor")
+#: op -> how a kernel spells it (for error messages)
+WARP_OPS: dict[str, str] = {
+    SHFL_SYNC: "T.shfl_sync", SHFL_XOR: "T.shfl_xor", SHFL_DOWN: "T.shfl_down", SHFL_UP: "T.shfl_up",
+    SYNC_WARP: "T.sync_warp", ANY_SYNC: "T.any_sync", ALL_SYNC: "T.all_sync",
+    BALLOT_SYNC: "T.ballot_sync / T.ballot", ACTIVEMASK: "T.activemask",
+    MATCH_ANY_SYNC: "T.match_any_sync", MATCH_ALL_SYNC: "T.match_all_sync",
+    SYNCTHREADS_COUNT: "T.syncthreads_count", SYNCTHREADS_AND: "T.syncthreads_and",
+    SYNCTHREADS_OR: "T.syncthreads_or", WARP_REDUCE: "T.warp_reduce_*",
+    LANE_IDX: "T.get_lane_idx", WARP_IDX: "T.get_warp_idx",
+}
+for _op in WARP_OPS:  # opaque: a shuffle's value depends on other lanes, so nothing may move it
+    _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
+
+
 def is_call_to(expr: object, op_name: str) -> bool:
     op = getattr(expr, "op", None)
     return op is not None and getattr(op, "name", None) == op_name

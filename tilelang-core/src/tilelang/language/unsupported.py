@@ -1,9 +1,8 @@
 """Upstream TileLang names this language does not provide, each with what to write instead.
 
 Kernels written for upstream TileLang reach for Hopper/Blackwell primitives (TMA, mbarriers,
-warp specialization, TMEM, tcgen05) and CUDA warp intrinsics. Here those are either not
-implemented yet or live in a backend dialect, so ``T.<name>`` raises a LanguageError that
-says so and names the replacement, instead of a bare AttributeError. ``tilelang.language``
+warp specialization, TMEM, tcgen05). Those not implemented here make ``T.<name>`` raise a
+LanguageError that says so and names the replacement, instead of a bare AttributeError. ``tilelang.language``
 takes this module's ``__getattr__`` as its own (Python looks a module's missing attributes
 up there, PEP 562); names not listed here still raise AttributeError, so ``hasattr`` and
 TVMScript's own probing keep working.
@@ -46,11 +45,6 @@ _add("alloc_tmem deallocate_tmem tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_m
 _add("cluster_arrive cluster_arrive_relaxed cluster_wait cluster_sync block_rank_in_cluster "
      "ClusterKernel clc_try_cancel clc_try_cancel_multicast clc_is_canceled",
      f"{_HOPPER} (thread-block clusters)", "launch independent blocks with T.Kernel")
-_add("shfl_sync shfl_xor shfl_down shfl_up activemask any_sync all_sync ballot ballot_sync "
-     "sync_warp warp_reduce_sum match_any_sync match_all_sync",
-     "a CUDA warp intrinsic, provided by the CUDA dialect rather than the backend-neutral language",
-     "import the dialect: `from tilelang.cuda import language as T` (pip install 'tilelang[cuda]'); "
-     "backend-neutral code reduces tiles with T.reduce_* instead")
 
 
 def unsupported_names() -> list[str]:

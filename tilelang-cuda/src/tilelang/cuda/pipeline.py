@@ -24,7 +24,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
-    from .transform import LowerAtomics, LowerTensorCoreGemm, SpecializeWarps
+    from .transform import LowerAtomics, LowerTensorCoreGemm, LowerWarpOps, SpecializeWarps
     from .transform.explicit_sync import (
         LowerExplicitSync,
         LowerNamedBarriers,
@@ -53,6 +53,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerAtomics(),
+        LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
         *gpu_block_passes(VECTOR_BYTES),

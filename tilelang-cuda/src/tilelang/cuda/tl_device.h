@@ -304,4 +304,11 @@ template <typename T> __device__ __forceinline__ void tl_atomic_store(T* addr, T
   if (order == 5) __threadfence();  // seq_cst: later loads do not pass the store
 }
 
+// T.match_all_sync: __match_all_sync's value, without its predicate output (upstream's
+// result: the mask where every lane of it has the same value, else 0)
+template <typename T> __device__ __forceinline__ unsigned tl_match_all_sync(unsigned mask, T value) {
+  int same;
+  return __match_all_sync(mask, value, &same);
+}
+
 #endif  // TILELANG_CUDA_DEVICE_H_

@@ -29,7 +29,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     )
     from tvm import tirx
 
-    from .transform import LowerAtomics, LowerMfmaGemm
+    from .transform import LowerAtomics, LowerMfmaGemm, LowerWarpOps
 
     return [
         LowerMfmaGemm(),
@@ -38,6 +38,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerAtomics(),
+        LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: HIP's functions over 64 lanes
         *gpu_block_passes(VECTOR_BYTES, legalize_bf16=False),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (TVM's runtime would launch one)

@@ -3,7 +3,8 @@ threads in vectors (``PartitionParallelLoops(max_vector_bytes)``), fragments pla
 registers or shared memory (``PlaceFragments``), the barriers TVM's ThreadSync misses
 (``SyncSharedWritesOfSeveralThreads``, ``HoistSharedReads``), block rasterization
 (``RasterizeBlocks``) and atomics lowered to a dialect's functions given as data
-(``LowerAtomics(AtomicFunctions(...))``). Nothing here knows a vendor: what differs
+(``LowerAtomics(AtomicFunctions(...))``), and warp shuffles, votes and reductions lowered to
+a dialect's functions over its warp size (``LowerWarpOps(WarpFunctions(...))``). Nothing here knows a vendor: what differs
 between GPUs is a parameter the backend passes. The IR helpers (``ir_util``,
 ``fragments``) are shared with the backends' own instruction-selection passes;
 ``gpu_block_passes`` is the whole run, in order, that a GPU pipeline splices in.
@@ -16,6 +17,7 @@ from .hoist_shared_reads import HoistSharedReads
 from .partition_parallel import ALIGNMENT_ATTR, PartitionParallelLoops
 from .rasterize import RasterizeBlocks
 from .shared_sync import SyncSharedWritesOfSeveralThreads
+from .warp_ops import LowerWarpOps, WarpFunctions
 
 __all__ = [
     "ALIGNMENT_ATTR",
@@ -23,9 +25,11 @@ __all__ = [
     "AtomicFunctions",
     "HoistSharedReads",
     "LowerAtomics",
+    "LowerWarpOps",
     "PartitionParallelLoops",
     "PlaceFragments",
     "RasterizeBlocks",
     "SyncSharedWritesOfSeveralThreads",
+    "WarpFunctions",
     "gpu_block_passes",
 ]

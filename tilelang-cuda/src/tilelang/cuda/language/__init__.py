@@ -1,32 +1,10 @@
-"""``from tilelang.cuda import language as T``: the common TileLang surface plus CUDA
-extensions (warp shuffles and votes, block barriers); atomics are the common T.atomic_*."""
+"""``from tilelang.cuda import language as T``: the common TileLang surface, as upstream's
+``tilelang.language`` is for CUDA. Upstream's warp intrinsics (``T.shfl_*``, ``T.any_sync``,
+``T.ballot*``, ``T.warp_reduce_*`` ...) and atomics are part of the common surface: core
+builds neutral ops, and this backend lowers them to CUDA's warp and atomic functions
+(``tilelang.cuda.transform``)."""
 
 from tilelang.language import *
 from tilelang.language import __all__ as _common_all
 
-from .extensions import (
-    activemask,
-    all_sync,
-    any_sync,
-    shfl_down,
-    shfl_sync,
-    shfl_up,
-    shfl_xor,
-    sync_threads,
-    sync_warp,
-    warp_reduce_sum,
-)
-
-__all__ = [
-    *_common_all,
-    "activemask",
-    "all_sync",
-    "any_sync",
-    "shfl_down",
-    "shfl_sync",
-    "shfl_up",
-    "shfl_xor",
-    "sync_threads",
-    "sync_warp",
-    "warp_reduce_sum",
-]
+__all__ = list(_common_all)

@@ -211,7 +211,9 @@ class RowFamilies:
         """T.reduce_*(C, row vector, dim=1): the thread's columns of each of its rows,
         then the quad's 4 lanes combined with xor shuffles (every lane ends with the row's
         value, as every lane holds the row vector)."""
-        from tilelang.cuda.language.extensions import shfl_xor
+        from tilelang.language import (
+            shfl_xor,  # lowered to __shfl_xor_sync by LowerWarpOps, later
+        )
 
         src = self._find(args[0].source, self.accumulators)
         dst = self._find(args[1].source, self.rows)

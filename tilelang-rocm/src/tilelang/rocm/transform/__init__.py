@@ -1,7 +1,8 @@
-"""ROCm instruction selection: MFMA GEMMs and HIP's atomic functions. The GPU-neutral
+"""ROCm instruction selection: MFMA GEMMs, HIP's atomic and warp functions. The GPU-neutral
 passes the pipeline also runs live in core (``tilelang.transform.gpu``)."""
 
 from .atomics import LowerAtomics
 from .mfma import LowerMfmaGemm
+from .warp_ops import LowerWarpOps
 
-__all__ = ["LowerAtomics", "LowerMfmaGemm"]
+__all__ = ["LowerAtomics", "LowerMfmaGemm", "LowerWarpOps"]
