@@ -1,6 +1,6 @@
 """Out-of-range indices (issue 15, item 3).
 
-Before: a constant out-of-range index segfaulted, ``C[-1, 0]`` wrote before the tensor
+Before: a constant out-of-range index segfaulted, ``C[-65, 0]`` wrote before the tensor
 silently, ``T.Parallel(640)`` over a 64-row tile corrupted the heap (SIGABRT), and no
 bounds check could be turned on (TVM's InstrumentBoundCheckers, which the tirx key enables,
 is not in this pipeline and reads annotations nothing writes). Now accesses certain to leave
@@ -30,7 +30,7 @@ def negative_row():
     @T.prim_func
     def main(A: T.Tensor((64, n), "float32"), C: T.Tensor((64, n), "float32")):
         with T.Kernel(1) as _:
-            C[-1, 0] = A[0, 0]
+            C[-65, 0] = A[0, 0]
 
     return main
 
@@ -74,8 +74,8 @@ def offset_read():
 
 
 @pytest.mark.parametrize("make,message", [
-    (negative_row, r"out-of-range index: write C\[-1, 0\] uses index -1 on axis 0 of C, whose extent is 64 "
-                   r"\(shape \(64, n\)\); fix the index\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+C\[-1, 0\] = A\[0, 0\]"),
+    (negative_row, r"out-of-range index: write C\[-65, 0\] uses index -65 on axis 0 of C, whose extent is 64 "
+                   r"\(shape \(64, n\)\); fix the index\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+C\[-65, 0\] = A\[0, 0\]"),
     (row_past_the_end, r"read A\[64, 0\] uses index 64 on axis 0 of A, whose extent is 64 \(shape \(64, n\)\); "
                        r"fix the index\n --> " + HERE + r":\d+:\d+\n \d+ \|\s+C\[0, 0\] = A\[64, 0\]"),
     (parallel_past_the_tile, r"write S\[i, j\] uses index i \(from 0 to 639\) on axis 0 of S, whose extent is "
@@ -148,3 +148,47 @@ def test_the_runtime_bounds_check_catches_a_write(backend: tuple[str, str]) -> N
     np.testing.assert_array_equal(out, np.ones(16, dtype="float32"))
     with pytest.raises(LaunchError, match=r"out-of-bounds write to C\[A\[i\]\] \(shape \(16\)\)"):
         kernel(np.full(16, 16, dtype="int32"), out)
+
+
+# -- negative indices count from the end, as upstream (and Python) read them ----------------
+def from_the_end():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((8, n), "float32")):
+        with T.Kernel(1) as _:
+            B[-1, -1] = A[-1]  # a symbolic extent counts too: B[7, n - 1]
+            for i in T.serial(4):
+                B[0, i] = A[-i - 1]  # certain to be negative for every i: A[15 - i]
+            B[1, 0] = A[T.int32(-16)]
+
+    return main
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_negative_index_counts_from_the_end(backend):
+    target, execution = backend
+    kernel = tilelang.compile(from_the_end(), target=target, execution_backend=execution)
+    a, b = np.arange(1, 17, dtype="float32"), np.zeros((8, 5), "float32")
+    kernel(a, b)
+    expected = np.zeros((8, 5), "float32")
+    expected[7, 4], expected[0, :4], expected[1, 0] = 16, [16, 15, 14, 13], 1
+    np.testing.assert_array_equal(b, expected)
+    assert "A[15 - i]" in from_the_end().script()
+
+
+def either_sign():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.serial(8):
+                B[i] = A[i - 2]
+
+    return main
+
+
+def test_an_index_of_either_sign_is_not_wrapped():
+    """``A[i - 2]`` is -2 and -1 for two of its iterations only: upstream leaves it as
+    written, and here it stays an out-of-range read, not a silent wrap."""
+    with pytest.raises(LanguageError, match=r"read A\[i - 2\] uses index i - 2 \(from -2 to 5\) on axis 0 of A"):
+        either_sign()

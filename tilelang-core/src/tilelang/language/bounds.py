@@ -1,5 +1,10 @@
 """Compile-time index and store checks, run when a kernel is parsed, with the source line.
 
+First, as upstream does, an index that is negative whatever the loop and block indices
+are counts from the end of its axis, as in Python (``A[-1]`` is the last element,
+``A[-i - 1]`` for i in T.serial(4) the last four in reverse). An index that may be either
+sign is left as written (upstream's rule too).
+
 Two kinds of access are certain to leave their buffer, so they are LanguageErrors:
 - an index that is out of range whatever the loop and block indices are (``C[-1, 0]``,
   ``A[64, 0]`` on a (64, n) tensor, ``A[i + 64]`` for i in T.Parallel(8) on 64 rows);
@@ -149,9 +154,54 @@ def _check_store_type(store: Any) -> None:
         )
 
 
+def _ranges(body: Any) -> Analyzer:
+    """An analyzer that knows the range of every loop and thread index of constant extent
+    (each variable is bound once in TIR, so one analyzer serves the whole function)."""
+    checker = _Checker()
+
+    def on_for(loop: Any) -> None:
+        checker.bind(loop.loop_var, loop.min, loop.extent)
+
+    def on_attr(attr: Any) -> None:
+        if attr.attr_key == "thread_extent" and isinstance(attr.node, tirx.IterVar):
+            checker.bind(attr.node.var, tirx.const(0, "int32"), attr.value)
+
+    tvm_ffi.structural_walk(body, [(tirx.For, on_for), (tirx.AttrStmt, on_attr)])
+    return checker.analyzer
+
+
+def legalize_negative_indices(func: Any) -> Any:
+    """Every index certain to be negative, and not below minus its axis' extent, plus that
+    extent (upstream's LegalizeNegativeIndex): Python's meaning of ``A[-1]``."""
+    from tvm.ir import TensorLoad
+
+    analyzer = _ranges(func.body)
+
+    def legal(buffer: Any, indices: Any) -> list[Any] | None:
+        changed, out = False, []
+        for index, extent in zip(indices, buffer.shape):
+            if "x" not in str(getattr(index.ty, "dtype", "")):
+                bound = analyzer.const_int_bound(index)
+                if bound.max_value < 0 and (not isinstance(extent, tirx.IntImm) or bound.min_value >= -extent.value):
+                    index, changed = analyzer.simplify(index + tirx.Cast(str(index.ty), extent)), True
+            out.append(index)
+        return out if changed else None
+
+    def on_load(load: Any) -> Any:
+        indices = legal(load.source, load.indices) if isinstance(load.source, tirx.Buffer) else None
+        return load if indices is None else tirx.BufferLoad(load.source, indices, span=load.span)
+
+    def on_store(store: Any) -> Any:
+        indices = legal(store.buffer, store.indices)
+        return store if indices is None else tirx.BufferStore(store.buffer, store.value, indices, span=store.span)
+
+    body = tvm_ffi.structural_map(func.body, [(TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post")
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def check_constant_bounds(func: Any) -> None:
     """Raise LanguageError (with the source line) for an access certain to leave its buffer."""
     _Checker().stmt(func.body, False)
 
 
-__all__ = ["check_constant_bounds", "source_location"]
+__all__ = ["check_constant_bounds", "legalize_negative_indices", "source_location"]

@@ -7,7 +7,7 @@ from typing import Any
 import tvm_ffi
 from tvm import tirx
 
-from .bounds import check_constant_bounds
+from .bounds import check_constant_bounds, legalize_negative_indices
 from .ops import PARALLEL_EXTENT, is_call_to, substitute
 from .persistent import expand_persistent_loops
 from .reducer import rewrite_reducer_updates
@@ -48,5 +48,6 @@ def normalize(func: Any) -> Any:
     # T.Persistent nests first: their wave loops are ordinary loops for what follows
     body = tvm_ffi.structural_map(expand_persistent_loops(func.body), (tirx.For, on_for), order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
+    func = legalize_negative_indices(func)  # A[-1]: the last element, as upstream (and Python) read it
     check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates
