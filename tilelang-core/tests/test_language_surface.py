@@ -124,6 +124,22 @@ def test_clamp(execution_backend):
     np.testing.assert_array_equal(b, np.clip(a, -0.5, 0.75))
 
 
+def test_clamp_takes_upstreams_keywords_and_an_open_bound():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float16"), B: T.Tensor((3, 64), "float16")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[0, i] = T.clamp(A[i], min_val=-0.05, max_val=0.05)
+                B[1, i] = T.clamp(A[i], max_val=0.0)
+                B[2, i] = T.clamp(A[i], min_val=0.25)
+
+    a = (rng.standard_normal(64) * 0.1).astype("float16")
+    b = np.zeros((3, 64), "float16")
+    cpu(main)(a, b)
+    lo, hi = np.float16(-0.05), np.float16(0.05)
+    np.testing.assert_array_equal(b, [np.clip(a, lo, hi), np.minimum(a, 0), np.maximum(a, np.float16(0.25))])
+
+
 def test_gemm_warp_policy_is_accepted_and_results_do_not_depend_on_it():
     assert [int(p) for p in T.GemmWarpPolicy] == [0, 1, 2]
     assert T.GemmWarpPolicy.FullRow.is_full_row() and not T.GemmWarpPolicy.Square.is_full_col()

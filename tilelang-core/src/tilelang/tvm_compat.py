@@ -6,6 +6,8 @@ expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_ex
 ``install()`` adds, where TVM lacks them, so such code runs unchanged:
 
 * ``tvm.tirx.PrimExpr``: a class whose ``isinstance`` answers exactly that;
+* ``tvm.tirx.Call`` and ``tvm.tirx.StringImm``: TVM 0.27 keeps these classes in ``tvm.ir``
+  (``isinstance(x, tirx.Call)`` in upstream's code asks about the same nodes);
 * ``Expr.dtype``: upstream's expressions carry ``.dtype`` (``val.dtype == T.uint8``); in
   TVM 0.27 it is ``expr.ty.dtype``. The property answers for primitive-typed expressions
   and raises AttributeError otherwise, so ``hasattr(x, "dtype")`` stays False for others.
@@ -57,11 +59,14 @@ def _expr_dtype(expr: Any) -> Any:
 
 def install() -> None:
     """Add upstream's missing names to TVM's modules (idempotent)."""
-    from tvm import tirx
+    from tvm import ir, tirx
     from tvm.ir import Expr
 
     if not hasattr(tirx, "PrimExpr"):
         tirx.PrimExpr = PrimExpr
+    for name in ("Call", "StringImm"):
+        if not hasattr(tirx, name):
+            setattr(tirx, name, getattr(ir, name))
     if "dtype" not in dir(Expr):
         Expr.dtype = property(_expr_dtype, doc="The dtype of a primitive-typed expression (expr.ty.dtype).")
 

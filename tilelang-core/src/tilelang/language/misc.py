@@ -21,9 +21,14 @@ from .kernel import _ACTIVE
 from .ops import BLOCK_BARRIER, block_barrier
 
 
-def clamp(value: Any, lo: Any, hi: Any) -> Any:
-    """``min(max(value, lo), hi)``: ``value`` limited to [lo, hi] (upstream's T.clamp)."""
-    return tirx.min(tirx.max(value, lo), hi)
+def clamp(value: Any, min_val: Any = None, max_val: Any = None) -> Any:
+    """``min(max(value, min_val), max_val)``: ``value`` limited to [min_val, max_val]
+    (upstream's T.clamp and its keyword names); a bound left None does not limit."""
+    if min_val is not None:
+        value = tirx.max(value, min_val)
+    if max_val is not None:
+        value = tirx.min(value, max_val)
+    return value
 
 
 class GemmWarpPolicy(enum.IntEnum):

@@ -24,12 +24,18 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
-    from .transform import LowerAtomics, LowerTensorCoreGemm, LowerWarpOps, SpecializeWarps
+    from .transform import (
+        LowerAtomics,
+        LowerTensorCoreGemm,
+        LowerWarpOps,
+        SpecializeWarps,
+    )
     from .transform.explicit_sync import (
         LowerExplicitSync,
         LowerNamedBarriers,
         NameRoleBarriers,
     )
+    from .transform.fp8_arith import ComputeFp8InFloat32
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.mask_after_gemm import MaskAfterGemm
     from .transform.merge_k_steps import MergeShortKSteps
@@ -62,6 +68,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
         OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
+        ComputeFp8InFloat32(),  # fp8 + - * / min max: CUDA's fp8 types are storage types
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)

@@ -1,0 +1,47 @@
+"""ComputeFp8InFloat32: arithmetic on fp8 values (``+ - * /``, ``T.min``/``T.max``,
+``T.clamp``, comparisons) computed in float32, each result rounded back to its fp8 type.
+
+CUDA's ``__nv_fp8_e4m3`` / ``__nv_fp8_e5m2`` are storage types: no arithmetic operators and
+no ``min``/``max`` overloads, so ``C[i] = T.max(A[i], B[i])`` on fp8 tensors did not compile
+(nvcc: "no instance of overloaded function"). TVM's FP8ComputeLegalize skips every target
+that "supports fp8" (sm_89 and newer) and so never rewrites them here. Each operation is
+rounded to fp8 as written, as upstream computes them; min, max and comparisons are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tilelang.plugin import prim_func_pass
+from tvm import tirx
+
+_ARITHMETIC = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
+_COMPARISONS = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+
+
+def _fp8(expr: Any) -> str | None:
+    dtype = str(getattr(expr.ty, "dtype", ""))
+    return dtype if dtype.startswith("float8") else None
+
+
+def _wide(dtype: str) -> str:
+    lanes = dtype.partition("x")[2]
+    return f"float32x{lanes}" if lanes else "float32"
+
+
+def _on_binary(node: Any) -> Any:
+    dtype = _fp8(node.a)
+    if dtype is None:
+        return node
+    wide = _wide(dtype)
+    result = type(node)(tirx.Cast(wide, node.a), tirx.Cast(wide, node.b))
+    return result if isinstance(node, _COMPARISONS) else tirx.Cast(dtype, result)
+
+
+def ComputeFp8InFloat32() -> Any:
+    def run(func: Any, mod: Any, ctx: Any) -> Any:
+        body = tvm_ffi.structural_map(func.body, ((*_ARITHMETIC, *_COMPARISONS), _on_binary), order="post")
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return prim_func_pass(run, "tl.cuda.ComputeFp8InFloat32")
