@@ -43,6 +43,34 @@ def test_sync_threads_is_a_block_barrier_on_cuda():
     assert source.count("__syncthreads();") == 1
 
 
+def row_normalize():
+    """A row reduction whose fragments this compiler stages through shared memory (upstream
+    holds them in registers, so its tests turn the barriers off for such kernels)."""
+    @T.prim_func
+    def main(x: T.Tensor((2, 512), "float32"), out: T.Tensor((2, 512), "float32")):
+        with T.Kernel(1, threads=128):
+            x_frag = T.alloc_fragment((2, 512), "float32")
+            sums = T.alloc_fragment((2,), "float32")
+            for i, j in T.Parallel(2, 512):
+                x_frag[i, j] = x[i, j]
+            T.reduce_sum(x_frag, sums, dim=1)
+            for i, j in T.Parallel(2, 512):
+                out[i, j] = x_frag[i, j] / sums[i]
+
+    return main
+
+
+def test_the_compilers_own_shared_buffers_keep_their_barriers():
+    """tl.disable_thread_storage_sync leaves the kernel's own shared tiles to the kernel
+    (above); the fragments the compiler placed in shared memory and the block reduction's
+    partials keep the barriers they need, with a warning naming them: without, the kernel
+    raced (upstream's partial-reduce tests got wrong values on the H200)."""
+    with pytest.warns(UserWarning, match=r"kernel 'main': tl.disable_thread_storage_sync is not applied: the "
+                                         r"compiler placed row_partials\d+, sums, x_frag in shared memory"):
+        source = lower_sm90(row_normalize(), **{"tl.disable_thread_storage_sync": True})
+    assert source.count("__syncthreads();") == lower_sm90(row_normalize()).count("__syncthreads();") == 3
+
+
 def named_barrier_kernel(*barrier):
     """Upstream's deepseek_v32 top-k shape: 64 of 128 threads meet at a named barrier while
     they pass values through shared memory, inside a condition on the thread."""

@@ -241,6 +241,7 @@ class LoweredKernel:
         buffer = stmt.buffer
         index = self._index(stmt.indices)
         value = np.broadcast_to(self._lanes_like(self.eval(stmt.value), index), index.shape)
+        self._check_vector_alignment(stmt.indices, self._byte_offset(buffer, index), buffer)
         self.write(self.memory_of(buffer), self._byte_offset(buffer, index), value, storage(buffer.dtype))
 
     def uniform(self, expr: Any, what: str) -> int:
@@ -328,9 +329,23 @@ class LoweredKernel:
         result = binary(a, b)
         return result if kind in _COMPARE else compute(result, expr.dtype)
 
+    def _check_vector_alignment(self, indices: Any, offset: np.ndarray, buffer: Any) -> None:
+        """A contiguous vector access (a Ramp of stride 1: one ld/st of lanes x the element)
+        must start at a multiple of its size, or the GPU faults (misaligned address)."""
+        ramp = indices[0] if len(indices) == 1 else None
+        if not (type(ramp).__name__ == "Ramp" and isinstance(ramp.stride, E.IntImm) and ramp.stride.value == 1):
+            return
+        size = int(ramp.lanes) * storage(buffer.dtype).itemsize
+        active = np.broadcast_to(self._lanes_like(self.mask, offset), offset.shape)[..., 0]
+        bad = active & (offset[..., 0] % size != 0)
+        if bad.any():
+            raise EmulationError(f"thread {int(np.argwhere(bad)[0][0])} accesses {size} bytes of {buffer.name} at byte "
+                                 f"{int(offset[..., 0][bad][0])}, not a multiple of {size} (misaligned address)")
+
     def _eval_TensorLoad(self, expr: Any) -> np.ndarray:
         buffer = expr.source
         index = self._index(expr.indices)
+        self._check_vector_alignment(expr.indices, self._byte_offset(buffer, index), buffer)
         values = self.read(self.memory_of(buffer), self._byte_offset(buffer, index), storage(buffer.dtype))
         return compute(values, buffer.dtype)
 

@@ -86,6 +86,7 @@ _LAZY = {
     "TensorSupplyType": (".profiler", "TensorSupplyType"),
     "autotuner": (".autotuner", None),
     "profiler": (".profiler", None),
+    "transform": (".transform", None),  # upstream's `tl.transform.<Pass>()` (it imports TVM)
 }
 
 tvm_compat.install_on_import()  # upstream scripts read tirx.PrimExpr before any T.<name>

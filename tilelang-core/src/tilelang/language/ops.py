@@ -70,6 +70,20 @@ for _op in WARP_OPS:  # opaque: a shuffle's value depends on other lanes, so not
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
+#: function attribute: names of the shared buffers the compiler itself introduced (fragments
+#: placed in shared memory, block reductions' per-warp partials). Their barriers are the
+#: compiler's to place, also under ``tl.disable_thread_storage_sync``.
+COMPILER_SHARED_ATTR = "tl.compiler_shared_buffers"
+
+
+def with_compiler_shared(func: object, names: list[str]) -> object:
+    """``func`` with ``names`` added to its :data:`COMPILER_SHARED_ATTR`."""
+    if not names:
+        return func
+    old = [str(n) for n in (func.attrs.get(COMPILER_SHARED_ATTR, []) if func.attrs else [])]
+    return func.with_attr(COMPILER_SHARED_ATTR, sorted({*old, *names}))
+
+
 def is_call_to(expr: object, op_name: str) -> bool:
     op = getattr(expr, "op", None)
     return op is not None and getattr(op, "name", None) == op_name

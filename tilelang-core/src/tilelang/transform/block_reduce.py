@@ -160,6 +160,7 @@ def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: s
         staging = tirx.decl_buffer((threads // WARP,), dtype, name=f"row_partials{lowering.counter}",
                                    scope="shared")
         first = row * warps
+        lowering.compiler_shared.append(staging.name)
         stmts += [tirx.AllocBuffer(staging),
                   tirx.IfThenElse(tirx.floormod(tid, WARP) == 0,
                                   tirx.BufferStore(staging, total, [tirx.floordiv(tid, WARP)]), None)]

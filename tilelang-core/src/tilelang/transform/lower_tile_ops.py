@@ -25,7 +25,12 @@ from tvm.sym.analyzer import Analyzer
 from ..backend.pass_pipeline import prim_func_pass
 from ..errors import LanguageError
 from ..language.bounds import source_location
-from ..language.ops import ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS, TILE_OPS
+from ..language.ops import (
+    ATOMIC_RMW_ELEMENT,
+    ATOMIC_RMW_KINDS,
+    TILE_OPS,
+    with_compiler_shared,
+)
 from ..language.tile import REDUCE_KINDS, SCAN_KINDS
 from .block_reduce import across_threads, reduce_across_threads
 from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
@@ -56,6 +61,7 @@ class TileOpLowering:
         self.analyzer = Analyzer()
         self.counter = 0
         self.swizzle: list[int] | None = None
+        self.compiler_shared: list[str] = []  # shared buffers this lowering introduced
         self._scope: Any = func.body  # where the ifs around each tile op are read (scope_to)
         self._conditions: list[tuple[Any, list[Any]]] | None = None  # read on the first lower()
         bounds: list[tuple[Any, Any, Any]] = []
@@ -472,7 +478,7 @@ def _run(func: Any, cross_thread: bool) -> Any:
     func = func.with_body(body)
     if lowering.swizzle is not None:
         func = func.with_attr(BLOCK_SWIZZLE_ATTR, lowering.swizzle)
-    return func
+    return with_compiler_shared(func, lowering.compiler_shared)
 
 
 def LowerTileOps(cross_thread: bool = False) -> Any:

@@ -11,16 +11,38 @@ from typing import Any
 DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
 
 
-def unless_configured(key: str, inner: Any) -> Any:
-    """``inner`` (a module pass), skipped when pass config ``key`` is true."""
+def storage_sync(inner: Any) -> Any:
+    """TVM's ThreadSync (``inner``), honouring ``tl.disable_thread_storage_sync``, except in
+    kernels where the compiler itself staged values through shared memory: upstream keeps
+    such fragments in registers, so its users turn the barriers off where, here, the
+    compiler's own shared buffers need them (without them the kernel races and returns
+    wrong values). Those kernels keep ThreadSync, with a warning that names the buffers."""
+    import warnings
+
     import tvm
 
     from ...backend.pass_pipeline import pass_config
+    from ...language.ops import COMPILER_SHARED_ATTR
 
     def run(mod: Any, ctx: Any) -> Any:
-        return mod if pass_config(key, False) else inner(mod)
+        if not pass_config(DISABLE_THREAD_STORAGE_SYNC, False):
+            return inner(mod)
+        staged = {gv: f for gv, f in mod.functions.items()
+                  if f.attrs is not None and f.attrs.get(COMPILER_SHARED_ATTR)}
+        if not staged:
+            return mod
+        for gv, func in staged.items():
+            names = ", ".join(str(n) for n in func.attrs[COMPILER_SHARED_ATTR])
+            warnings.warn(f"kernel {gv.name_hint!r}: {DISABLE_THREAD_STORAGE_SYNC} is not applied: the compiler "
+                          f"placed {names} in shared memory, whose barriers it keeps (upstream holds them in "
+                          "registers, where none are needed)", stacklevel=2)
+        synced = inner(tvm.IRModule(dict(staged)))
+        out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+        for gv in staged:
+            out[gv] = synced[gv.name_hint]
+        return out
 
-    return tvm.transform.module_pass(run, opt_level=0, name=f"{inner.info.name} (unless {key})")
+    return tvm.transform.module_pass(run, opt_level=0, name=f"{inner.info.name} (unless {DISABLE_THREAD_STORAGE_SYNC})")
 
 
 def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap") -> list[Any]:
@@ -42,6 +64,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from .rasterize import RasterizeBlocks
     from .shared_sync import SyncSharedWritesOfSeveralThreads
     from .thread_loops import BindNestedThreadLoops
+    from .vectorized_loops import LegalizeVectorizedLoops
     from .while_sync import LoopAsWhile, WhileAsLoop
 
     middle = flatten_and_vectorize()
@@ -50,6 +73,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     return [
         BindNestedThreadLoops(),  # T.thread_binding of the kernel's own thread index: that index
         PlaceFragments(),
+        LegalizeVectorizedLoops(max_vector_bytes),  # T.vectorized(n): aligned vectors of at most that size
         PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
         RasterizeBlocks(),
         InstrumentBoundsChecks(trap=trap),  # only with tl.bounds_check / tirx.instrument_bound_checkers
@@ -57,8 +81,8 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
         WhileAsLoop(),  # a uniform while loop as a counted one, so ThreadSync can place barriers
-        unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared")),
-        unless_configured(DISABLE_THREAD_STORAGE_SYNC, s_tir.transform.ThreadSync("shared.dyn")),
+        storage_sync(s_tir.transform.ThreadSync("shared")),
+        storage_sync(s_tir.transform.ThreadSync("shared.dyn")),
         LoopAsWhile(),
         s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),

@@ -20,6 +20,7 @@ from tvm import tirx
 from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
+from ...language.ops import with_compiler_shared
 from .ir_util import buffer_accesses
 
 FRAGMENT_SCOPE = "local.fragment"
@@ -107,7 +108,8 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
                 return new
         return buffer
 
-    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
+    func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
+    return with_compiler_shared(func, [old.name for old, _ in moved])
 
 
 def PlaceFragments() -> Any:

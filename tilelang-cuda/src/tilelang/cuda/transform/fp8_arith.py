@@ -1,5 +1,6 @@
 """ComputeFp8InFloat32: arithmetic on fp8 values (``+ - * /``, ``T.min``/``T.max``,
-``T.clamp``, comparisons) computed in float32, each result rounded back to its fp8 type.
+``T.clamp``, comparisons) computed in float32, each result rounded back to its fp8 type;
+integers converted to fp8 through float32.
 
 CUDA's ``__nv_fp8_e4m3`` / ``__nv_fp8_e5m2`` are storage types: no arithmetic operators and
 no ``min``/``max`` overloads, so ``C[i] = T.max(A[i], B[i])`` on fp8 tensors did not compile
@@ -39,9 +40,20 @@ def _on_binary(node: Any) -> Any:
     return result if isinstance(node, _COMPARISONS) else tirx.Cast(dtype, result)
 
 
+def _on_cast(cast: Any) -> Any:
+    """An fp8 value made from an integer goes through float32: CUDA converts fp8 from float
+    (and its vector types from float2 / float4) only."""
+    dtype = str(cast.ty.dtype)
+    source = str(getattr(cast.value.ty, "dtype", ""))
+    if not dtype.startswith("float8") or source.startswith(("float", "bfloat")):
+        return cast
+    return tirx.Cast(dtype, tirx.Cast(_wide(dtype), cast.value))
+
+
 def ComputeFp8InFloat32() -> Any:
     def run(func: Any, mod: Any, ctx: Any) -> Any:
-        body = tvm_ffi.structural_map(func.body, ((*_ARITHMETIC, *_COMPARISONS), _on_binary), order="post")
+        body = tvm_ffi.structural_map(func.body, [((*_ARITHMETIC, *_COMPARISONS), _on_binary),
+                                                  (tirx.Cast, _on_cast)], order="post")
         return func if body.same_as(func.body) else func.with_body(body)
 
     return prim_func_pass(run, "tl.cuda.ComputeFp8InFloat32")

@@ -1,0 +1,85 @@
+"""``T.vectorized(n)`` on CUDA (core's transform/gpu/vectorized_loops.py): vectors of at most
+16 bytes whose first element is aligned to their size, a serial loop over them; n = 1 is a
+serial loop. Before, T.vectorized(128) over float32 and T.vectorized(1) did not compile, and
+an unaligned start would fault at run time. Checked in the source, with nvcc, in the
+lowered-IR emulator (each access's alignment is checked there too: lowered_emulator.py) and
+on a GPU against torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from lowered_instructions import lowered_kernel
+from tilelang.cuda import toolchain
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def strided_copy(n: int, m: int, stride_a: int, stride_b: int):
+    @T.prim_func
+    def main(A: T.StridedTensor[(n, m), (1, stride_a), T.float32], B: T.StridedTensor[(n, m), (1, stride_b), T.float32]):
+        with T.Kernel(m // 32, threads=32) as bx:
+            col = bx * 32 + T.get_thread_binding(0)
+            for row in T.vectorized(n):
+                B[row, col] = A[row, col] * 2.0
+
+    return main
+
+
+def device_code(func) -> str:
+    source = tilelang.lower(func, target=SM90).device_source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "vectorized")[:4] == b"\x7fELF"
+    return source[source.index('extern "C" __global__'):]
+
+
+@pytest.mark.parametrize("stride_a,stride_b,vector", [(128, 128, "float4"), (130, 132, "float2"),
+                                                       (132, 136, "float4"), (129, 128, None)])
+def test_a_long_vectorized_loop_becomes_aligned_vectors(stride_a, stride_b, vector):
+    code = device_code(strided_copy(128, 64, stride_a, stride_b))
+    if vector is None:  # a column starts at an odd float: one element at a time
+        assert "float2" not in code and "float4" not in code
+    else:
+        assert f"*({vector}*)(B_ptr" in code and ("float4" not in code if vector == "float2" else True)
+    a = np.arange(stride_a * 64, dtype="float32")
+    b = np.zeros(stride_b * 64, "float32")
+    lowered_kernel(tilelang.lower(strided_copy(128, 64, stride_a, stride_b), target=SM90).device_mod)(a, b)
+    expected = np.zeros((64, stride_b), "float32")
+    expected[:, :128] = a.reshape(64, stride_a)[:, :128] * 2
+    np.testing.assert_array_equal(b.reshape(64, stride_b), expected)
+
+
+def filled(dtype: str, n: int):
+    @T.prim_func
+    def main(A: T.Tensor[(64,), dtype]):
+        with T.Kernel(1, threads=32):
+            for i in T.vectorized(n):
+                A[i] = T.cast(i + 1, dtype)
+
+    return main
+
+
+@pytest.mark.parametrize("dtype,n", [("uint8", 1), ("int8", 2), ("int8", 8), ("int64", 1), ("int64", 4),
+                                     ("uint64", 8), ("float8_e4m3fn", 1), ("float8_e4m3fn", 4),
+                                     ("float8_e5m2", 2), ("float32", 64)])
+def test_every_width_compiles(dtype, n):
+    code = device_code(filled(dtype, n))
+    if n == 1:
+        assert "A_ptr[0] = " in code
+    if dtype.endswith("64") and n > 2:
+        assert "longlong2*)(A_ptr + (i_o * 2))" in code  # 16 bytes a vector, a loop over them
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stride_a,stride_b", [(128, 128), (130, 132), (129, 136)])
+def test_strided_vectorized_copy_on_the_gpu(stride_a, stride_b):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(strided_copy(128, 64, stride_a, stride_b), target="cuda")
+    base_a = torch.randn(64, stride_a, device="cuda")
+    base_b = torch.zeros(64, stride_b, device="cuda")
+    a = torch.as_strided(base_a, (128, 64), (1, stride_a))
+    b = torch.as_strided(base_b, (128, 64), (1, stride_b))
+    kernel(a, b)
+    torch.testing.assert_close(b, a * 2, rtol=0, atol=0)
