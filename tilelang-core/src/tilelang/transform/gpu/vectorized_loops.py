@@ -10,9 +10,10 @@ pass: the loop becomes a serial loop over vectors of v lanes, v the largest powe
 * divides n,
 * keeps every vector within ``max_vector_bytes`` (the widest element the body reads,
   writes or casts to decides), and
-* divides the element offset of every access at the loop's first lane (its alignment, as
-  far as the offset is known: a stride of 130 floats allows 2 lanes, of 132 four), where
-  the access moves one element per lane; an access of another stride allows no vector.
+* divides the element offset of every access at the loop's first lane (its alignment: a
+  stride of 130 floats allows 2 lanes, of 132 four), where the access moves one element per
+  lane; an access of another stride allows no vector. An offset that depends on a symbolic
+  size (``n * row``) does not limit the width: its alignment is the caller's, as before.
 
 v = 1 leaves a serial loop. The loop's meaning does not change: its iterations are
 independent by the contract of ``T.vectorized``.
@@ -58,8 +59,10 @@ def _widest(body: Any, accesses: list[tuple[Any, Any]]) -> int:
     return max([widest, *(_bytes(c.ty.dtype) for c in casts)])
 
 
-def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyzer) -> int:
-    """The gcd of what every access allows: 0 = no limit (it does not move with the loop)."""
+def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyzer, ranged: list[Any]) -> int:
+    """The gcd of what every access allows: 0 = no limit (it does not move with the loop, or
+    its offset depends on a symbolic size, whose alignment is the caller's: left as TVM
+    vectorizes it)."""
     var, allowed = loop.loop_var, 0
     for buffer, indices in accesses:
         if any("x" in str(getattr(i.ty, "dtype", "")) for i in indices):
@@ -71,19 +74,23 @@ def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyze
             continue
         if not (isinstance(step, tirx.IntImm) and step.value == 1):
             return 1
+        free: list[Any] = []
+        tvm_ffi.structural_walk(first, (tirx.Var, free.append))
+        if not all(any(v.same_as(r) for r in ranged) for v in free):
+            continue
         modular = analyzer.modular_set(first)
         alignment = math.gcd(int(modular.coeff), int(modular.base))
         allowed = math.gcd(allowed, alignment)  # gcd(x, 0) = x: an offset of 0 allows any width
     return allowed
 
 
-def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer) -> Any:
+def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: list[Any]) -> Any:
     if not isinstance(loop.extent, tirx.IntImm):
         return loop
     n = int(loop.extent.value)
     accesses = _accesses(loop.body)
     lanes = max(1, max_vector_bytes // _widest(loop.body, accesses))
-    allowed = _lanes_allowed(loop, accesses, analyzer)
+    allowed = _lanes_allowed(loop, accesses, analyzer, ranged)
     v = 1
     while v * 2 <= lanes and n % (v * 2) == 0 and (allowed == 0 or allowed % (v * 2) == 0):
         v *= 2
@@ -102,19 +109,39 @@ def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer) -> Any:
 
 def LegalizeVectorizedLoops(max_vector_bytes: int) -> Any:
     def run(func: Any, mod: Any, ctx: Any) -> Any:
-        analyzer = Analyzer()
+        analyzer, ranged = Analyzer(), []  # loop, thread and block indices, with their ranges
 
         def bind(node: Any) -> None:
-            if isinstance(node, tirx.For) and isinstance(node.extent, tirx.IntImm) and node.extent.value > 0:
-                analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+            if isinstance(node, tirx.For):
+                ranged.append(node.loop_var)
+                if isinstance(node.extent, tirx.IntImm) and node.extent.value > 0:
+                    analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
             elif (isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent"
                   and isinstance(node.node, tirx.IterVar)):
+                ranged.append(node.node.var)
                 analyzer.bind(node.node.var, tvm.ir.Range.from_min_extent(tirx.const(0, "int32"), node.value))
+            elif isinstance(node, (tirx.Bind, tirx.LetStmt)):
+                lets.append(node)
 
-        tvm_ffi.structural_walk(func.body, [(tirx.For, bind), (tirx.AttrStmt, bind)])
+        lets: list[Any] = []
+        tvm_ffi.structural_walk(func.body, [(tirx.For, bind), (tirx.AttrStmt, bind), (tirx.Bind, bind),
+                                            (tirx.LetStmt, bind)])
+        # `col = bx * 32 + tx`: a name bound to loop and thread indices (the walk is not in
+        # program order, so until nothing more resolves)
+        changed = True
+        while changed:
+            changed = False
+            for let in list(lets):
+                free: list[Any] = []
+                tvm_ffi.structural_walk(let.value, (tirx.Var, free.append))
+                if all(any(v.same_as(r) for r in ranged) for v in free):
+                    ranged.append(let.var)
+                    analyzer.bind(let.var, let.value)
+                    lets.remove(let)
+                    changed = True
 
         def on_for(loop: Any) -> Any:
-            return _split(loop, max_vector_bytes, analyzer) if loop.kind == tirx.ForKind.VECTORIZED else loop
+            return _split(loop, max_vector_bytes, analyzer, ranged) if loop.kind == tirx.ForKind.VECTORIZED else loop
 
         body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
         return func if body.same_as(func.body) else func.with_body(body)
