@@ -132,12 +132,18 @@ def LegalizeVectorizedLoops(max_vector_bytes: int) -> Any:
         while changed:
             changed = False
             for let in list(lets):
+                if not str(getattr(let.var.ty, "dtype", "")).startswith(("int", "uint")):
+                    lets.remove(let)  # a handle, a float: never part of an index's alignment
+                    continue
                 free: list[Any] = []
                 tvm_ffi.structural_walk(let.value, (tirx.Var, free.append))
                 if all(any(v.same_as(r) for r in ranged) for v in free):
-                    ranged.append(let.var)
-                    analyzer.bind(let.var, let.value)
                     lets.remove(let)
+                    try:
+                        analyzer.bind(let.var, let.value)
+                    except TypeError:  # a value the analyzer does not take: not an index
+                        continue
+                    ranged.append(let.var)
                     changed = True
 
         def on_for(loop: Any) -> Any:
