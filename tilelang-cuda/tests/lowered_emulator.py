@@ -401,6 +401,8 @@ class LoweredKernel:
             return self.eval(args[0]) if op != "tirx.tvm_storage_sync" else None
         if op in ("tirx.if_then_else", "prim.if_then_else"):
             return self._choose(args[0], args[1], args[2])
+        if op == "tirx.isnan":
+            return np.isnan(self.eval(args[0]))
         raise EmulationError(f"intrinsic {op} is not emulated: {expr}")
 
     def eval_arg(self, arg: Any) -> Any:
@@ -413,7 +415,7 @@ _COMPARE = {"EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or"}
 _BINARY = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
     "Div": lambda a, b: np.true_divide(a, b) if a.dtype.kind == "f" else np.trunc(a / b).astype(a.dtype),
-    "Mod": np.fmod, "FloorDiv": np.floor_divide, "FloorMod": np.mod, "Min": np.minimum, "Max": np.maximum,
+    "Mod": np.fmod, "FloorDiv": np.floor_divide, "FloorMod": np.mod, "Min": np.fmin, "Max": np.fmax,
     "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor,
     "RShift": np.right_shift, "LShift": np.left_shift,
     "EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,

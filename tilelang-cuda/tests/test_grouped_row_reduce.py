@@ -243,3 +243,51 @@ def test_nvcc_compiles_the_grouped_softmax(rows, threads):
     source = tilelang.lower(softmax(65536, 1024, rows, threads), target=SM90).device_source
     assert "__shfl_xor_sync" in source
     assert toolchain._compile_nvcc(source, "sm_90", f"softmax_r{rows}_t{threads}")[:4] == b"\x7fELF"
+
+
+def nan_rows(rows, n, threads, kind, nan_propagate, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((2, rows, n), dtype), O: T.Tensor((2, rows), dtype)):
+        with T.Kernel(2, threads=threads) as bx:
+            x = T.alloc_fragment((rows, n), dtype)
+            r = T.alloc_fragment((rows,), dtype)
+            T.copy(X[bx, 0, 0], x)
+            getattr(T, f"reduce_{kind}")(x, r, dim=1, nan_propagate=nan_propagate)
+            T.copy(r, O[bx, 0])
+
+    return main
+
+
+NAN_SKIPPING = {"max": lambda x: np.fmax.reduce(x, -1, initial=-np.inf),
+                "min": lambda x: np.fmin.reduce(x, -1, initial=np.inf),
+                "absmax": lambda x: np.fmax.reduce(np.abs(x), -1, initial=0)}
+NAN_PROPAGATING = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1), "absmax": lambda x: np.abs(x).max(-1)}
+
+
+# warp groups with shuffles (4 x 256 by 256 threads), one row by the thread all-reduce
+# (1 x 1024 by 128), one thread per row (64 x 64)
+@pytest.mark.parametrize("rows,n,threads", [(4, 256, 256), (1, 1024, 128), (64, 64, 128)])
+@pytest.mark.parametrize("kind", ["max", "min", "absmax"])
+@pytest.mark.parametrize("nan_propagate", [True, False])
+def test_nan_propagate_as_lowered_on_every_reduction_path(rows, n, threads, kind, nan_propagate):
+    """Upstream's nan_propagate: a NaN anywhere in a row is the row's result; without it max
+    and min skip NaNs (CUDA's fmaxf / __hmax). The shuffled values are stored before they
+    are combined: the NaN-propagating combine reads an operand under a select, whose
+    branches CUDA evaluates only when taken, and every lane has to execute a shuffle (the
+    interpreter faults on a shuffle that some lanes of its mask skip)."""
+    x = np.random.default_rng(rows + n).standard_normal((2, rows, n)).astype(np.float32)
+    x[0, 0, 5] = x[1, rows - 1, n - 1] = np.nan
+    out = np.zeros((2, rows), np.float32)
+    run(nan_rows(rows, n, threads, kind, nan_propagate), x, out)
+    expected = (NAN_PROPAGATING if nan_propagate else NAN_SKIPPING)[kind](x)
+    np.testing.assert_array_equal(out, expected)
+    assert np.isnan(out).sum() == (2 if nan_propagate else 0)
+
+
+@pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_nvcc_compiles_nan_propagating_half_reductions(dtype):
+    # upstream's own shape (64 elements, one warp) and a grouped one
+    for rows, n, threads in [(1, 64, 32), (4, 256, 256)]:
+        source = tilelang.lower(nan_rows(rows, n, threads, "max", True, dtype), target=SM90).device_source
+        assert toolchain._compile_nvcc(source, "sm_90", f"nan_{dtype}_{rows}")[:4] == b"\x7fELF"

@@ -50,6 +50,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CheckExternCalls,
         KeepComputeFunctions,
         LegalizeBoolCompare,
+        LegalizeFloatMinMax,
         LowerAtomics,
         LowerGemmToMicroKernels,
         LowerKernelLaunchToLoops,
@@ -67,6 +68,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
         LegalizeBoolCompare(),
+        LegalizeFloatMinMax(),
         s_tir.transform.UnifyThreadBinding(),
         InstrumentBoundsChecks(),  # only with tl.bounds_check / tirx.instrument_bound_checkers
         *flatten_and_vectorize(),

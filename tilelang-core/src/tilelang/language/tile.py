@@ -121,28 +121,34 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
 
 
 #: (new kinds go at the end: the IR names a kind by its index)
-REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor")
+REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor",
+                "max_nan", "min_nan", "absmax_nan")
 BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")
+#: the kinds ``nan_propagate=True`` turns max, min and absmax into (any NaN makes the result NaN)
+NAN_PROPAGATING = {"max": "max_nan", "min": "min_nan", "absmax": "absmax_nan"}
+#: the kinds ``T.reduce`` is spelled with
+SPELLED_REDUCE_KINDS = tuple(kind for kind in REDUCE_KINDS if kind not in NAN_PROPAGATING.values())
 
 
-def _reduce_options(kind: str, batch: int, nan_propagate: bool) -> None:
-    """Upstream's tuning keywords. ``batch`` (outputs per warp all-reduce) only groups
-    barriers, so any valid value gives the same result here; ``nan_propagate`` changes the
-    result, and this TileLang's max/min return the non-NaN operand, as upstream's default."""
+def _reduce_kind(kind: str, batch: int, nan_propagate: bool, dtype: str) -> str:
+    """The kind the IR records, after upstream's tuning keywords. ``batch`` (outputs per warp
+    all-reduce) only groups barriers, so any valid value gives the same result here. By
+    default max/min return the non-NaN operand (upstream's default, CUDA's fmax/__hmax);
+    ``nan_propagate=True`` makes a NaN anywhere in a row the row's result, as upstream's
+    __hmax_nan does for float16/bfloat16 (here for every floating type and backend). A sum
+    propagates NaN anyway, and integers have none: there the keyword changes nothing."""
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise LanguageError(f"T.reduce_{kind}: batch must be an int >= 1, got {batch!r}")
-    if nan_propagate:
-        raise LanguageError(f"T.reduce_{kind}(nan_propagate=True) is not supported: max/min here "
-                            "return the non-NaN operand (upstream's default); drop the keyword, or "
-                            "check for NaN with T.isnan before the reduction")
+    if nan_propagate and kind in NAN_PROPAGATING and dtype.startswith(("float", "bfloat")):
+        return NAN_PROPAGATING[kind]
+    return kind
 
 
 def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True, batch: int = 1,
            nan_propagate: bool = False, annotations: Any = None) -> None:
     del annotations  # upstream's per-target lowering hints
-    _reduce_options(kind, batch, nan_propagate)
-    if kind not in REDUCE_KINDS:
-        raise LanguageError(f"T.reduce: kind {kind!r} is not one of {REDUCE_KINDS}")
+    if kind not in SPELLED_REDUCE_KINDS:
+        raise LanguageError(f"T.reduce: kind {kind!r} is not one of {SPELLED_REDUCE_KINDS}")
     src_region = _region(src, None, f"T.reduce_{kind} source")
     if kind in BITWISE_REDUCE_KINDS:
         for region in (src_region, _region(dst, None, f"T.reduce_{kind} destination")):
@@ -154,6 +160,7 @@ def reduce(src: Any, dst: Any, kind: str, dim: int = -1, clear: bool = True, bat
     axis = dim + rank if dim < 0 else dim
     if not 0 <= axis < rank:
         raise LanguageError(f"T.reduce_{kind}: dim {dim} is out of range for a {rank}-d tile")
+    kind = _reduce_kind(kind, batch, nan_propagate, str(src_region.source.dtype))
     _emit(TILE_OPS["reduce"], src_region, _region(dst, None, f"T.reduce_{kind} destination"),
           tirx.const(REDUCE_KINDS.index(kind), "int32"), tirx.const(axis, "int32"),
           tirx.const(int(clear), "int32"))

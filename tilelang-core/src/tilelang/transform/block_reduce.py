@@ -54,7 +54,7 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
     None (the generic one-thread-per-row form)."""
     if not lowering.cross_thread or lowering.threads is None or not clear or s_buf.scope() == "global":
         return None
-    if kind not in ("sum", "max", "min", "abssum", "absmax"):
+    if kind not in ("sum", "max", "min", "abssum", "absmax", "max_nan", "min_nan", "absmax_nan"):
         return None
     tid, threads = lowering.threads
     rows = 1
@@ -96,7 +96,7 @@ def reduce_across_threads(lowering: Any, across: Across, src: Any, dst: Any, kin
 
 def _combiner(kind: str) -> str:
     """How partial results combine (an abs kind's partials are already magnitudes)."""
-    return {"absmax": "max", "abssum": "sum"}.get(kind, kind)
+    return {"absmax": "max", "abssum": "sum", "absmax_nan": "max_nan"}.get(kind, kind)
 
 
 def _partial(lowering: Any, src: Any, kind: str, axis: int, kept: list[int], d_axes: list[int], dst: Any,
@@ -145,12 +145,17 @@ def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: s
               tirx.BufferStore(mask, tirx.call_intrin("uint32", "tirx.tvm_warp_activemask"), [0])]
     # butterfly within the warp (PTX ISA, shfl.sync.bfly): after log2(32) steps every lane
     # holds the warp's total, so no broadcast is needed
+    # holds each step's shuffled value: a combine may read an operand twice and under a
+    # select, and every lane has to execute the shuffle
+    other = lowering.local_scalar(dtype)
+    stmts.append(tirx.AllocBuffer(other))
     offset = WARP // 2
     while offset:
         current = tirx.BufferLoad(part, [0])
-        other = tirx.call_intrin(dtype, "tirx.tvm_warp_shuffle_xor", tirx.BufferLoad(mask, [0]), current,
-                                 tirx.const(offset, "int32"), tirx.const(WARP, "int32"), tirx.const(WARP, "int32"))
-        stmts.append(tirx.BufferStore(part, reduce_combine(combine, current, other), [0]))
+        shuffled = tirx.call_intrin(dtype, "tirx.tvm_warp_shuffle_xor", tirx.BufferLoad(mask, [0]), current,
+                                    tirx.const(offset, "int32"), tirx.const(WARP, "int32"), tirx.const(WARP, "int32"))
+        stmts += [tirx.BufferStore(other, shuffled, [0]),
+                  tirx.BufferStore(part, reduce_combine(combine, current, tirx.BufferLoad(other, [0])), [0])]
         offset //= 2
     total: Any = tirx.BufferLoad(part, [0])
     warps = group // WARP

@@ -6,14 +6,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 from tvm import tirx
+
+
+def _base(kind: str) -> str:
+    """A NaN-propagating kind's plain one (``max_nan`` -> ``max``)."""
+    return kind[:-4] if kind.endswith("_nan") else kind
+
+
+def isnan(value: Any) -> Any:
+    """``isnan`` of any floating value: TVM builds it for float16/32/64 only, so other floats
+    (bfloat16, fp8) are tested in float32, which keeps NaN (vectors lane by lane)."""
+    dtype = tvm.DataType(str(value.ty))
+    if str(dtype.with_lanes(1)) not in ("float16", "float32", "float64"):
+        value = tirx.Cast(str(tvm.DataType("float32").with_lanes(dtype.lanes)), value)
+    return tirx.isnan(value)
 
 
 def reduce_identity(kind: str, dtype: Any) -> Any:
     """The value a cleared reduction starts from: -inf / +inf for floating max / min (as
     upstream: a row of -inf reduces to -inf), the type's extremes for integers, all ones
     for bitand, else 0."""
-    dtype = str(dtype)
+    kind, dtype = _base(kind), str(dtype)
     is_float = dtype.startswith(("float", "bfloat"))
     if kind == "max":
         return tirx.const(float("-inf"), dtype) if is_float else tirx.min_value(dtype)
@@ -26,10 +41,19 @@ def reduce_identity(kind: str, dtype: Any) -> Any:
 
 def reduce_operand(kind: str, value: Any) -> Any:
     """What a reduction of ``kind`` combines of an element (its magnitude for abs kinds)."""
-    return tirx.abs(value) if kind in ("abssum", "absmax") else value
+    return tirx.abs(value) if kind in ("abssum", "absmax", "absmax_nan") else value
 
 
 def reduce_combine(kind: str, acc: Any, value: Any) -> Any:
+    """``acc`` and ``value`` combined. The ``*_nan`` kinds (``nan_propagate=True``) give a
+    NaN operand back, the NaN-free ones max/min, which return the non-NaN operand.
+
+    Both operands may be read more than once, and inside a select, whose branches C and CUDA
+    evaluate only when taken: pass loads and names, not calls (a warp shuffle has to be
+    executed by every lane: store it first)."""
+    if kind.endswith("_nan"):
+        plain = reduce_combine(_base(kind), acc, value)
+        return tirx.Select(isnan(acc), acc, tirx.Select(isnan(value), value, plain))
     if kind in ("max", "absmax"):
         return tirx.max(acc, value)
     if kind == "min":

@@ -10,6 +10,7 @@ from .compute_function import (
 )
 from .dtypes import RefuseNarrowFloats
 from .extern_calls import CheckExternCalls
+from .float_minmax import LegalizeFloatMinMax
 from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
 
@@ -18,6 +19,7 @@ __all__ = [
     "CheckExternCalls",
     "KeepComputeFunctions",
     "LegalizeBoolCompare",
+    "LegalizeFloatMinMax",
     "LowerAtomics",
     "LowerGemmToMicroKernels",
     "LowerKernelLaunchToLoops",

@@ -230,7 +230,13 @@ class RowFamilies:
         value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(src.regs, [layout.c_register(mi, ni, h, v)])))
         current = tirx.BufferLoad(acc, [0])
         own = unrolled(ni, layout.nt, unrolled(v, 2, tirx.BufferStore(acc, combine(current, value), [0])))
-        shuffles = [tirx.BufferStore(acc, combine(current, shfl_xor(current, lanes)), [0]) for lanes in (1, 2)]
+        # the shuffled value is stored first: a combine may read it twice and under a
+        # select, and every lane of the quad has to execute the shuffle
+        other = tirx.decl_buffer((1,), dtype, name="row_other", scope="local")
+        shuffles = [tirx.AllocBuffer(other)]
+        for lanes in (1, 2):
+            shuffles += [tirx.BufferStore(other, shfl_xor(current, lanes), [0]),
+                         tirx.BufferStore(acc, combine(current, tirx.BufferLoad(other, [0])), [0])]
         target = RowVector.register(mi, h)
         result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
         body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles,
