@@ -12,7 +12,7 @@ from tvm import tirx
 
 def _base(kind: str) -> str:
     """A NaN-propagating kind's plain one (``max_nan`` -> ``max``)."""
-    return kind[:-4] if kind.endswith("_nan") else kind
+    return kind.removesuffix("_nan")
 
 
 def isnan(value: Any) -> Any:
