@@ -192,3 +192,41 @@ def test_an_index_of_either_sign_is_not_wrapped():
     written, and here it stays an out-of-range read, not a silent wrap."""
     with pytest.raises(LanguageError, match=r"read A\[i - 2\] uses index i - 2 \(from -2 to 5\) on axis 0 of A"):
         either_sign()
+
+
+# -- hand-written vectors (T.Ramp): every lane is an index -------------------------------------
+def ramp_from_the_end():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1) as _:
+            for t in T.serial(4):
+                B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t * 2 - 12, 1, 4)]  # lanes -12 .. -3: A[4 + 2t ..]
+
+    return main
+
+
+def test_a_ramp_negative_in_every_lane_counts_from_the_end():
+    # (LLVM only: TVM's C code generator has no vector types for a T.Ramp)
+    a, b = np.arange(16, dtype="float32"), np.zeros((4, 4), "float32")
+    tilelang.compile(ramp_from_the_end(), target="cpu")(a, b)
+    np.testing.assert_array_equal(b, np.stack([a[4 + 2 * t:8 + 2 * t] for t in range(4)]))
+
+
+def test_a_ramp_whose_lanes_leave_the_buffer_is_refused_with_its_line():
+    """Upstream's issue 2554 kernel: lanes from -2 to 4 for t in T.serial(4). Before, the
+    lanes were not checked: the read took memory before the tensor, and the store (a vector
+    at a misaligned address on the GPU) faulted."""
+    with pytest.raises(LanguageError, match=r"read A\[T.Ramp\(t - 2, 1, 4\)\] uses index T.Ramp\(t - 2, 1, 4\) "
+                                            r"\(from -2 to 4\) on axis 0 of A(.|\n)*B\[t, T.Ramp\(0, 1, 4\)\] = "):
+        @T.prim_func
+        def main(A: T.Tensor((1024,), T.float32), B: T.Tensor((4, 4), T.float32)):
+            with T.Kernel(1, threads=1) as _:
+                for t in T.serial(4):
+                    B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]
+    with pytest.raises(LanguageError, match=r"write B\[t, T.Ramp\(1, 1, 4\)\] uses index T.Ramp\(1, 1, 4\) "
+                                            r"\(from 1 to 4\) on axis 1 of B"):
+        @T.prim_func
+        def past_the_row(A: T.Tensor((16,), T.float32), B: T.Tensor((4, 4), T.float32)):
+            with T.Kernel(1, threads=1) as _:
+                for t in T.serial(4):
+                    B[t, T.Ramp(1, 1, 4)] = A[T.Ramp(t * 4, 1, 4)]

@@ -11,6 +11,8 @@ Two kinds of access are certain to leave their buffer, so they are LanguageError
 - an unguarded index made only of loop and block indices of constant extent that runs past
   a constant extent for some of them (``S[i, j]`` in ``T.Parallel(640, 8)`` over a
   (64, 8) tile: before, the heap past the tile was overwritten).
+Each lane of a hand-written vector index (``T.Ramp(base, stride, n)``) is an index too: the
+ramp spans its first and last lane, and one negative in every lane moves as a whole.
 Anything guarded by an ``if`` or ``T.if_then_else`` (the edge tiles of every tiled kernel),
 or depending on a symbolic size or a runtime value, is left to the opt-in runtime check
 (``tl.bounds_check``).
@@ -24,8 +26,9 @@ source span the implicit one lacks, which is how the two are told apart).
 from __future__ import annotations
 
 import linecache
-from typing import Any
+from typing import Any, NamedTuple
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
@@ -65,9 +68,9 @@ class _Checker:
 
     def check(self, buffer: Any, indices: Any, span: Any, guarded: bool, what: str) -> None:
         for axis, (index, extent) in enumerate(zip(indices, buffer.shape)):
-            if "x" in str(getattr(index.ty, "dtype", "")):
-                continue  # a vector index (ramp): vectorized code, not written by hand
-            bound = self.analyzer.const_int_bound(index)
+            bound = _lane_bound(self.analyzer, index)
+            if bound is None:
+                continue  # a vector index other than T.Ramp / T.Broadcast
             constant_extent = int(extent.value) if isinstance(extent, tirx.IntImm) else None
             never_inside = bound.max_value < 0 or (constant_extent is not None and bound.min_value >= constant_extent)
             sometimes_outside = (not guarded and constant_extent is not None and self.only_ranged(index)
@@ -135,6 +138,28 @@ class _Checker:
                 self.stmt(body, guarded)
 
 
+class _Bound(NamedTuple):
+    min_value: int
+    max_value: int
+
+
+def _lane_bound(analyzer: Analyzer, index: Any) -> _Bound | None:
+    """The least and greatest value of an index over every lane: a ``T.Ramp(base, stride,
+    n)`` spans its first and last lane, a ``T.Broadcast`` its value; None for another
+    vector expression."""
+    if isinstance(index, tirx.Ramp):
+        lanes = int(tvm.DataType(str(index.ty)).lanes)
+        ends = [analyzer.const_int_bound(index.base),
+                analyzer.const_int_bound(index.base + index.stride * (lanes - 1))]
+        return _Bound(min(b.min_value for b in ends), max(b.max_value for b in ends))
+    if isinstance(index, tirx.Broadcast):
+        index = index.value
+    elif "x" in str(getattr(index.ty, "dtype", "")):
+        return None
+    bound = analyzer.const_int_bound(index)
+    return _Bound(bound.min_value, bound.max_value)
+
+
 def _dtype(expr: Any) -> str:
     return str(getattr(getattr(expr, "ty", None), "dtype", ""))
 
@@ -180,10 +205,15 @@ def legalize_negative_indices(func: Any) -> Any:
     def legal(buffer: Any, indices: Any) -> list[Any] | None:
         changed, out = False, []
         for index, extent in zip(indices, buffer.shape):
-            if "x" not in str(getattr(index.ty, "dtype", "")):
-                bound = analyzer.const_int_bound(index)
-                if bound.max_value < 0 and (not isinstance(extent, tirx.IntImm) or bound.min_value >= -extent.value):
-                    index, changed = analyzer.simplify(index + tirx.Cast(str(index.ty), extent)), True
+            bound = _lane_bound(analyzer, index)
+            if bound is not None and bound.max_value < 0 and (not isinstance(extent, tirx.IntImm)
+                                                              or bound.min_value >= -extent.value):
+                if isinstance(index, tirx.Ramp):  # every lane negative: the ramp moves as a whole
+                    base = analyzer.simplify(index.base + tirx.Cast(str(index.base.ty), extent))
+                    index = tirx.Ramp(base, index.stride, index.lanes)
+                elif not isinstance(index, tirx.Broadcast):
+                    index = analyzer.simplify(index + tirx.Cast(str(index.ty), extent))
+                changed = changed or not isinstance(index, tirx.Broadcast)
             out.append(index)
         return out if changed else None
 

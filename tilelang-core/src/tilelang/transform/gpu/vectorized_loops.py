@@ -17,6 +17,11 @@ pass: the loop becomes a serial loop over vectors of v lanes, v the largest powe
 
 v = 1 leaves a serial loop. The loop's meaning does not change: its iterations are
 independent by the contract of ``T.vectorized``.
+
+A vector store written by hand into a global buffer (``A[T.Ramp(t + 2, 1, 4)] = ...``,
+upstream's issue 2554) is split the same way: TVM prints it as one vector store whatever
+its address (its loads it gathers where it cannot prove the alignment), so it becomes an
+unrolled loop of the widest aligned vectors, down to single elements.
 """
 
 from __future__ import annotations
@@ -107,6 +112,86 @@ def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: list[An
                     annotations=loop.annotations)
 
 
+class _NotSliceable(Exception):
+    """A vector expression whose lanes this pass does not take apart (a shuffle, a call of
+    another arity): the store stays as written."""
+
+
+def _lanes_of(expr: Any) -> int:
+    return tvm.DataType(str(expr.ty)).lanes
+
+
+def _with_lanes(dtype: Any, lanes: int) -> str:
+    return str(tvm.DataType(str(dtype)).with_lanes(lanes))
+
+
+_ELEMENTWISE = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min,
+                tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And, tirx.Or)
+
+
+def _slice(expr: Any, start: Any, width: int) -> Any:
+    """Lanes ``start .. start + width - 1`` of a vector expression (a scalar for width 1)."""
+    from tvm.ir import TensorLoad
+
+    if _lanes_of(expr) == 1:
+        return expr
+    if isinstance(expr, tirx.Ramp):
+        base = expr.base + start * expr.stride
+        return base if width == 1 else tirx.Ramp(base, expr.stride, width)
+    if isinstance(expr, tirx.Broadcast):
+        return expr.value if width == 1 else tirx.Broadcast(expr.value, width)
+    if isinstance(expr, TensorLoad) and isinstance(expr.source, tirx.Buffer):
+        return tirx.BufferLoad(expr.source, [_slice(i, start, width) for i in expr.indices])
+    if isinstance(expr, tirx.Cast):
+        return tirx.Cast(_with_lanes(expr.ty, width), _slice(expr.value, start, width))
+    if isinstance(expr, _ELEMENTWISE):
+        return type(expr)(_slice(expr.a, start, width), _slice(expr.b, start, width))
+    if isinstance(expr, tirx.Not):
+        return tirx.Not(_slice(expr.a, start, width))
+    if isinstance(expr, tirx.Select):
+        return tirx.Select(_slice(expr.condition, start, width), _slice(expr.true_value, start, width),
+                           _slice(expr.false_value, start, width))
+    raise _NotSliceable(type(expr).__name__)
+
+
+def _split_store(store: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: list[Any]) -> Any:
+    """A vector store into a global buffer whose first lane is not aligned to the vector
+    (``A[T.Ramp(t + 2, 1, 4)] = ...``): TVM's code generator stores it as one vector
+    whatever its address, which faults; here it becomes aligned vectors, down to one
+    element each. Only global stores with indices of loop and thread indices are looked at:
+    the compiler's own vector stores into shared memory and fragments are aligned by
+    construction, and an offset with a symbolic size keeps the caller's alignment."""
+    if store.buffer.scope() != "global" or not store.indices:
+        return store
+    last = store.indices[-1]
+    if not (isinstance(last, tirx.Ramp) and isinstance(last.stride, tirx.IntImm) and last.stride.value == 1):
+        return store
+    lanes = _lanes_of(last)
+    if any(_lanes_of(i) != 1 for i in store.indices[:-1]):
+        return store
+    first = analyzer.simplify(store.buffer.offset_of([*store.indices[:-1], last.base])[0])
+    free: list[Any] = []
+    tvm_ffi.structural_walk(first, (tirx.Var, free.append))
+    if not all(any(v.same_as(r) for r in ranged) for v in free):
+        return store
+    modular = analyzer.modular_set(first)
+    alignment = math.gcd(int(modular.coeff), int(modular.base))
+    width = math.gcd(lanes, alignment) if alignment else lanes
+    width = min(width, max(1, max_vector_bytes // _bytes(store.buffer.dtype)))
+    width = 1 << (width.bit_length() - 1)  # a power of two that divides lanes
+    if width == lanes or lanes % width:
+        return store
+    part = tirx.Var("lane", "int32")
+    start = part * width
+    try:
+        value = _slice(store.value, start, width)
+        indices = [_slice(i, start, width) for i in store.indices]
+    except _NotSliceable:
+        return store
+    body = tirx.BufferStore(store.buffer, value, indices)
+    return tirx.For(part, tirx.const(0, "int32"), tirx.const(lanes // width, "int32"), tirx.ForKind.UNROLLED, body)
+
+
 def LegalizeVectorizedLoops(max_vector_bytes: int) -> Any:
     def run(func: Any, mod: Any, ctx: Any) -> Any:
         analyzer, ranged = Analyzer(), []  # loop, thread and block indices, with their ranges
@@ -149,7 +234,10 @@ def LegalizeVectorizedLoops(max_vector_bytes: int) -> Any:
         def on_for(loop: Any) -> Any:
             return _split(loop, max_vector_bytes, analyzer, ranged) if loop.kind == tirx.ForKind.VECTORIZED else loop
 
-        body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
+        def on_store(store: Any) -> Any:
+            return _split_store(store, max_vector_bytes, analyzer, ranged)
+
+        body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for), (tirx.BufferStore, on_store)], order="post")
         return func if body.same_as(func.body) else func.with_body(body)
 
     return prim_func_pass(run, "tl.gpu.LegalizeVectorizedLoops")

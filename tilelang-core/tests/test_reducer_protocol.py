@@ -1,0 +1,149 @@
+"""Reducer misuse that would give a wrong result is refused with the reducer's name and a
+fix, as upstream's reducer v2 refuses it (its test_tilelang_language_reducer_v2.py), while
+upstream's first reducer form (T.clear, then ``r[i] += v``) keeps working."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang import LanguageError
+
+
+def _parse(body):
+    """A one-block kernel over A (8,) -> B (1,) whose reducer steps ``body`` writes."""
+    @T.prim_func
+    def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=32):
+            src = T.alloc_fragment((8,), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((1,), T.float32, op="sum")
+            result = T.alloc_fragment((1,), T.float32)
+            body(acc, src, result)
+            B[0] = result[0]
+
+    return kernel
+
+
+def test_an_update_before_init_is_refused():
+    with pytest.raises(LanguageError, match=r"T.reducer_update of reducer 'acc' before T.reducer_init: it holds "
+                                            r"no started value; call T.reducer_init\(acc\) first"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+                T.finalize_reducer(acc)
+                B[0] = acc[0]
+
+
+def test_an_update_after_finalize_is_refused():
+    with pytest.raises(LanguageError, match=r"after T.finalize_reducer closed its reduction"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                T.finalize_reducer(acc)
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+
+
+def test_a_second_init_before_finalize_is_refused():
+    with pytest.raises(LanguageError, match=r"double T.reducer_init of reducer 'acc': the reduction the first one "
+                                            r"opened was not finalized"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                T.reducer_init(acc)
+
+
+def test_a_starting_value_of_another_dtype_is_refused():
+    with pytest.raises(LanguageError, match=r"the starting value's dtype float16 does not match reducer 'acc' "
+                                            r"\(float32\); write T.cast\(value, 'float32'\)"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc, T.float16(1.0))
+
+
+def test_a_reducer_updated_and_never_finalized_is_refused():
+    with pytest.raises(LanguageError, match=r"kernel: reducer 'acc' is updated and never finalized: the block's "
+                                            r"threads see its combined values only after T.finalize_reducer"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+                B[0] = acc[0]
+
+
+def test_the_first_reducer_form_must_be_finalized_too():
+    with pytest.raises(LanguageError, match=r"reducer 'r' is updated and never finalized"):
+        @T.prim_func
+        def kernel(A: T.Tensor((32,), T.float32)):
+            with T.Kernel(1, threads=32):
+                r = T.alloc_reducer(32, T.float32)
+                T.clear(r)
+                for i in T.Parallel(32):
+                    r[i] += A[i]
+                T.copy(r, A)
+
+
+def test_an_update_every_thread_runs_is_refused():
+    """Outside a T.Parallel loop each of the 32 threads would add A[0]: 32 * A[0]."""
+    with pytest.raises(LanguageError, match=r"kernel: reducer 'acc' is updated outside any T.Parallel loop "
+                                            r"\(`(.|\n)*`\): every thread of the block would combine the same value"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                T.reducer_update(acc[0], A[0])
+                T.finalize_reducer(acc)
+                B[0] = acc[0]
+
+
+def _epochs():
+    # a reduction per iteration of a serial loop, one guarded by a thread test, and the
+    # first form (T.clear, +=): all allowed, and each gives numpy's result
+    @T.prim_func
+    def kernel(A: T.Tensor((4, 8), T.float32), B: T.Tensor((4,), T.float32), C: T.Tensor((2,), T.float32)):
+        with T.Kernel(1, threads=32):
+            total = T.alloc_fragment((1,), T.float32)
+            for k in T.serial(4):
+                acc = T.alloc_reducer((1,), T.float32, op="max")
+                T.reducer_init(acc, T.float32(-100))
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[k, i])
+                T.finalize_reducer(acc, total)
+                B[k] = total[0]
+            once = T.alloc_reducer((1,), T.float32, op="sum")
+            T.reducer_init(once)
+            if T.get_thread_binding() == 0:
+                T.reducer_update(once[0], A[0, 0])
+            T.finalize_reducer(once, total)
+            C[0] = total[0]
+            old = T.alloc_reducer((1,), T.float32, op="sum")
+            T.clear(old)
+            for i, j in T.Parallel(4, 8):
+                old[0] += A[i, j]
+            T.finalize_reducer(old)
+            C[1] = old[0]
+
+    return kernel
+
+
+def test_epochs_guarded_updates_and_the_first_form_still_compile_and_agree_with_numpy():
+    a = np.random.default_rng(3).integers(-8, 9, (4, 8)).astype("float32")
+    b, c = np.zeros(4, "float32"), np.zeros(2, "float32")
+    tilelang.compile(_epochs(), target="cpu")(a, b, c)
+    np.testing.assert_array_equal(b, a.max(axis=1))
+    np.testing.assert_array_equal(c, [a[0, 0], a.sum()])
