@@ -88,6 +88,16 @@ def test_fp8_kernels_are_refused_by_the_cpu_backend_with_the_reason():
         tilelang.compile(_fp8_cast(), out_idx=[1], target="cpu")
 
 
+def test_upstreams_float8_e4m3_is_the_hardware_e4m3fn():
+    """Upstream's T.float8_e4m3 names NVIDIA's e4m3 (its CUDA code and `.as_torch()` are
+    e4m3fn's); ml_dtypes' IEEE-style float8_e4m3 (a different type: inf, max 240) keeps
+    TVM's name for it, so an array of it does not pass for e4m3fn."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert T.float8_e4m3 == T.dtype("float8_e4m3") == T.float8_e4m3fn == "float8_e4m3fn"
+    assert T.dtype(np.dtype(ml_dtypes.float8_e4m3)) == "float8_e4m3"
+    assert T.dtype(np.dtype(ml_dtypes.float8_e4m3fn)) == "float8_e4m3fn"
+
+
 def test_tensor_subscript_and_torch_dtypes_in_annotations():
     # upstream writes T.Tensor[(n,), dtype] / T.Tensor[n, dtype] and passes torch dtypes;
     # neither warns here

@@ -282,6 +282,7 @@ def test_alloc_reducer_errors() -> None:
         def bad_store(A: T.Tensor((32,), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 r = T.alloc_reducer(32, "float32")
+                T.clear(r)
                 for i in T.Parallel(32):
                     r[i] = A[i]
                 T.finalize_reducer(r)

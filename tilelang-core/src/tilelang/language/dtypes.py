@@ -31,8 +31,11 @@ ALIASES = {"bool": "bool", "short": "int16", "int": "int32", "uint": "uint32", "
            # in float32, at least TF32's precision
            "tfloat32": "float32"}
 
-# fp8 spellings of other frameworks (torch/ml_dtypes) mapped to TVM's names where they differ
-_FOREIGN_NAMES = {"float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
+# Upstream's `T.float8_e4m3` is the e4m3 of NVIDIA's hardware: its CUDA code generator
+# prints the same type for float8_e4m3 and float8_e4m3fn, and `.as_torch()` gives
+# torch.float8_e4m3fn. Written as a name (T.float8_e4m3, "float8_e4m3"), it means that here
+# too; a numpy array of ml_dtypes' IEEE-style float8_e4m3 keeps TVM's type of that name.
+_UPSTREAM_NAMES = {"float8_e4m3": "float8_e4m3fn"}
 
 
 def _name_of(value: Any) -> str:
@@ -68,8 +71,10 @@ class dtype(tvm.DataType):
             return value
         name = _name_of(value)
         name = ALIASES.get(name, name)
+        if isinstance(value, (str, _ir.DtypeConstructor)):
+            name = _UPSTREAM_NAMES.get(name, name)
         try:
-            return super().__new__(cls, _FOREIGN_NAMES.get(name, name))
+            return super().__new__(cls, name)
         except Exception as err:  # TVM's parser raises a plain ValueError/TVMError
             raise LanguageError(f"{name!r} is not a dtype TVM knows ({err}); write e.g. T.float16, "
                                 "T.bfloat16, T.float32, T.int8, T.float8_e4m3fn") from None

@@ -16,10 +16,19 @@ accepted and does not change the storage.
 
 The rewrite runs in the frontend normalization (``rewrite_reducer_updates``), which reads
 the reducers ``T.alloc_reducer`` recorded while the kernel was parsed.
+
+Misuse that would give a wrong result here is refused, as upstream's reducer v2 refuses it:
+an update before the reducer was initialised (its memory holds garbage), a second
+``T.reducer_init`` before the reduction was finalized, a starting value of another dtype,
+a reducer updated and never finalized (no thread is certain to see the combined values),
+and an update outside any T.Parallel loop or ``if`` (every thread of the block would
+combine the same value: a sum counted once per thread). The parser calls these functions
+in source order, a loop's body once, so the order checks follow the text.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import tvm_ffi
@@ -29,6 +38,7 @@ from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError
 from .atomic import rmw_element
+from .bounds import source_location
 from .misc import sync_threads
 from .ops import block_barrier
 
@@ -37,8 +47,18 @@ _BITWISE = ("bitand", "bitor", "bitxor")
 _KIND = {"sum": "add", "max": "max", "min": "min", "bitand": "and", "bitor": "or", "bitxor": "xor"}
 _FORMS = {"sum": "r[i] += v", "max": "r[i] = T.max(r[i], v)", "min": "r[i] = T.min(r[i], v)",
           "bitand": "r[i] = r[i] & v", "bitor": "r[i] = r[i] | v", "bitxor": "r[i] = r[i] ^ v"}
-#: reducers allocated since the last normalization: (buffer, op)
-_PENDING: list[tuple[Any, str]] = []
+
+
+@dataclass
+class _Reducer:
+    buffer: Any
+    op: str
+    state: str = "new"  # "open" after an initialisation, "final" after T.finalize_reducer
+    updated: bool = False  # by T.reducer_update since it was opened
+
+
+#: reducers allocated since the last normalization
+_PENDING: list[_Reducer] = []
 
 
 def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = None) -> Any:
@@ -54,15 +74,26 @@ def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = No
         raise LanguageError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
     shape = shape if isinstance(shape, (list, tuple)) else (shape,)
     buffer = _ib.alloc_buffer(shape, str(dtype), scope="shared.dyn")
-    _PENDING.append((buffer, op))
+    _PENDING.append(_Reducer(buffer, op))
     return buffer
 
 
-def _op_of(reducer: Any, what: str) -> str:
-    for buffer, op in _PENDING:
-        if reducer.same_as(buffer):
-            return op
-    raise LanguageError(f"{what}: {getattr(reducer, 'name', reducer)!r} was not allocated with T.alloc_reducer")
+def _find(buffer: Any) -> _Reducer | None:
+    return next((r for r in _PENDING if buffer.same_as(r.buffer)), None)
+
+
+def _reducer_of(reducer: Any, what: str) -> _Reducer:
+    found = _find(reducer) if isinstance(reducer, tirx.Buffer) else None
+    if found is None:
+        raise LanguageError(f"{what}: {getattr(reducer, 'name', reducer)!r} was not allocated with T.alloc_reducer")
+    return found
+
+
+def opened_by_fill(buffer: Any) -> None:
+    """``T.clear`` / ``T.fill`` of a reducer (upstream's first reducer form) initialise it."""
+    found = _find(buffer)
+    if found is not None:
+        found.state, found.updated = "open", False
 
 
 def reducer_init(reducer: Any, init: Any = None) -> None:
@@ -72,13 +103,21 @@ def reducer_init(reducer: Any, init: Any = None) -> None:
     ``init`` is filling it with ``init``."""
     from .tile import fill
 
-    op = _op_of(reducer, "T.reducer_init")
-    dtype = str(reducer.dtype)
+    found = _reducer_of(reducer, "T.reducer_init")
+    name, dtype = str(reducer.name), str(reducer.dtype)
+    if found.state == "open":
+        raise LanguageError(f"double T.reducer_init of reducer {name!r}: the reduction the first one opened "
+                            f"was not finalized; call T.finalize_reducer({name}, ...) in between, or drop "
+                            "one of them")
+    init_dtype = str(getattr(getattr(init, "ty", None), "dtype", "") or "")
+    if init is not None and init_dtype and init_dtype != dtype:
+        raise LanguageError(f"T.reducer_init: the starting value's dtype {init_dtype} does not match reducer "
+                            f"{name!r} ({dtype}); write T.cast(value, {dtype!r})")
     if init is None:
         from ..transform.reduce_kinds import reduce_identity
 
-        init = reduce_identity(op, dtype)
-    fill(reducer, init)
+        init = reduce_identity(found.op, dtype)
+    fill(reducer, init)  # opens it (tile.fill -> opened_by_fill)
 
 
 def reducer_update(target: Any, value: Any) -> None:
@@ -86,8 +125,14 @@ def reducer_update(target: Any, value: Any) -> None:
     if not isinstance(target, TensorLoad):
         raise LanguageError(f"T.reducer_update takes the output as `acc[indices]` (a reducer element), "
                             f"got {type(target).__name__}")
-    op = _op_of(target.source, "T.reducer_update")
-    _ib.evaluate(rmw_element(_KIND[op], target, value, tirx.const(0, "int32")))
+    found = _reducer_of(target.source, "T.reducer_update")
+    if found.state != "open":
+        name = str(found.buffer.name)
+        when = "after T.finalize_reducer closed its reduction" if found.state == "final" else "before T.reducer_init"
+        raise LanguageError(f"T.reducer_update of reducer {name!r} {when}: it holds no started value; "
+                            f"call T.reducer_init({name}) first")
+    found.updated = True
+    _ib.evaluate(rmw_element(_KIND[found.op], target, value, tirx.const(0, "int32")))
 
 
 def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations: Any = None) -> None:
@@ -97,7 +142,11 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     del annotations
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise LanguageError(f"T.finalize_reducer: batch must be an int >= 1, got {batch!r}")
-    _op_of(reducer, "T.finalize_reducer")
+    found = _reducer_of(reducer, "T.finalize_reducer")
+    if found.state == "new":
+        raise LanguageError(f"T.finalize_reducer of reducer {str(reducer.name)!r}, which was never initialised: "
+                            f"call T.reducer_init({reducer.name}) (or T.clear) and update it first")
+    found.state = "final"
     sync_threads()
     if dst is not None:
         from .tile import copy
@@ -128,8 +177,14 @@ def rewrite_reducer_updates(func: Any) -> Any:
     """Turn updates of reducer tiles into atomic element updates (see the module doc)."""
     if not _PENDING:
         return func
-    reducers = list(_PENDING)
+    # this kernel's: a kernel whose parse failed may have left its reducers behind
+    allocated: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, lambda alloc: allocated.append(alloc.buffer)))
+    pending = [r for r in _PENDING if any(r.buffer.same_as(b) for b in allocated)]
     _PENDING.clear()
+    reducers = [(r.buffer, r.op) for r in pending]
+    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
+    _check_update_sites(func.body, reducers, name)
 
     def on_store(store: Any) -> Any:
         for buffer, op in reducers:
@@ -141,6 +196,7 @@ def rewrite_reducer_updates(func: Any) -> Any:
                 # as a plain RuntimeError
                 bad.append((buffer, op, store))
                 return store
+            v1_updates.append(store)
             element = buffer[tuple(store.indices)] if len(store.indices) > 1 else buffer[store.indices[0]]
             return tirx.Evaluate(rmw_element(_KIND[op], element, operand, tirx.const(0, "int32")))
         return store
@@ -157,11 +213,57 @@ def rewrite_reducer_updates(func: Any) -> Any:
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
     bad: list[tuple[Any, str, Any]] = []
+    v1_updates: list[Any] = []
     body = tvm_ffi.structural_map(body, (tirx.BufferStore, on_store), order="post")
     if bad:
         buffer, op, store = bad[0]
-        name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs else "kernel"
         written = f"{buffer.name}[{', '.join(str(i) for i in store.indices)}] = {store.value}"
         raise LanguageError(f"{name}: the {op} reducer {str(buffer.name)!r} is written as `{written}`; "
                             f"a reducer is only updated as `{_FORMS[op]}` (initialise it with T.clear / T.fill)")
+    for r in pending:
+        if r.state == "open" and (r.updated or any(store.buffer.same_as(r.buffer) for store in v1_updates)):
+            raise LanguageError(f"{name}: reducer {str(r.buffer.name)!r} is updated and never finalized: the block's "
+                                f"threads see its combined values only after T.finalize_reducer("
+                                f"{r.buffer.name}[, dst]); call it after the last update")
     return func.with_body(body) if not body.same_as(func.body) else func
+
+
+def _check_update_sites(body: Any, reducers: list[tuple[Any, str]], kernel: str) -> None:
+    """Refuse an update that every thread of the block runs (see the module doc)."""
+    from .ops import ATOMIC_RMW_ELEMENT, is_call_to
+
+    def target(stmt: Any) -> Any:
+        if isinstance(stmt, tirx.BufferStore):
+            return stmt.buffer
+        value = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+        if value is not None and is_call_to(value, ATOMIC_RMW_ELEMENT):
+            return value.args[1].source
+        return None
+
+    def visit(stmt: Any, per_thread: bool) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                visit(s, per_thread)
+        elif isinstance(stmt, tirx.For):
+            visit(stmt.body, per_thread or stmt.kind in (tirx.ForKind.PARALLEL, tirx.ForKind.THREAD_BINDING))
+        elif isinstance(stmt, tirx.IfThenElse):  # a guard may pick the thread (if tx == 0)
+            visit(stmt.then_case, True)
+            if stmt.else_case is not None:
+                visit(stmt.else_case, True)
+        elif isinstance(stmt, (tirx.BufferStore, tirx.Evaluate)):
+            buffer = target(stmt)
+            if per_thread or buffer is None:
+                return
+            for reducer, _ in reducers:
+                if buffer.same_as(reducer):
+                    raise LanguageError(
+                        f"{kernel}: reducer {str(reducer.name)!r} is updated outside any T.Parallel loop "
+                        f"(`{str(stmt).strip()}`): every thread of the block would combine the same "
+                        "value; update it inside `for i in T.Parallel(...)`, or guard the update "
+                        "(if T.get_thread_binding() == 0:)" + source_location(getattr(stmt, "span", None)))
+        else:
+            inner = getattr(stmt, "body", None)
+            if isinstance(inner, tirx.Stmt):
+                visit(inner, per_thread)
+
+    visit(body, False)

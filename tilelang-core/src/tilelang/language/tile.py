@@ -104,6 +104,9 @@ def fill(dst: Any, value: Any) -> None:
     ones = [1] * len(dst.indices) if isinstance(dst, TensorLoad) else None
     region = _region(dst, ones, "T.fill")
     _emit(TILE_OPS["fill"], region, _const(value, str(region.source.dtype)))
+    from .reducer import opened_by_fill
+
+    opened_by_fill(region.source)
 
 
 def clear(dst: Any) -> None:
