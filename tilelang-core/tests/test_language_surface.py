@@ -140,6 +140,37 @@ def test_clamp_takes_upstreams_keywords_and_an_open_bound():
     np.testing.assert_array_equal(b, [np.clip(a, lo, hi), np.minimum(a, 0), np.maximum(a, np.float16(0.25))])
 
 
+def test_round_takes_upstreams_rounding_modes():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), H: T.Tensor((64,), "float16"), B: T.Tensor((3, 64), "float32"),
+             C: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[0, i] = T.round(A[i])
+                B[1, i] = T.round(A[i], "ties-to-even")
+                B[2, i] = T.round(A[i], rounding_mode="ties-away-from-zero")
+                C[i] = T.round(H[i], "ties-away-from-zero")
+
+    # ties of both signs, their neighbours (0.49999997 rounds down: floor(|x| + 0.5) would
+    # not), and larger values
+    a = np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 1e7 + 0.5, 3.2, -3.7, 0.0]
+                 * 6)[:64].astype("float32")
+    a[60:] = rng.standard_normal(4) * 10
+    h = np.clip(a * 0.25, -1000, 1000).astype("float16")
+    b, c = np.zeros((3, 64), "float32"), np.zeros(64, "float16")
+    cpu(main)(a, h, b, c)
+
+    def away(x):  # in float64, where |x| + 0.5 is exact for these values
+        wide = x.astype("float64")
+        return np.copysign(np.floor(np.abs(wide) + 0.5), wide).astype(x.dtype)
+
+    np.testing.assert_array_equal(b, [np.round(a), np.round(a), away(a)])
+    np.testing.assert_array_equal(c, away(h))
+    with pytest.raises(LanguageError, match=r"T.round: rounding_mode must be one of \['ties-to-even', "
+                                            r"'ties-away-from-zero'\], got 'up'"):
+        T.round(T.float32(1.5), "up")
+
+
 def test_gemm_warp_policy_is_accepted_and_results_do_not_depend_on_it():
     assert [int(p) for p in T.GemmWarpPolicy] == [0, 1, 2]
     assert T.GemmWarpPolicy.FullRow.is_full_row() and not T.GemmWarpPolicy.Square.is_full_col()

@@ -153,6 +153,7 @@ __all__ = [
     "reducer_update",
     "reinterpret",
     "reshape",
+    "round",
     "serial",
     "set_max_nreg",
     "shfl_down",

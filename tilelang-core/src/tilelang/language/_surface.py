@@ -77,6 +77,7 @@ from .misc import (
     device_assert,
     import_source,
     print,
+    round,
     sync_threads,
 )
 from .parser_hooks import install as _install_parser_hooks

@@ -1,4 +1,4 @@
-"""Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.GemmWarpPolicy``,
+"""Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.round``, ``T.GemmWarpPolicy``,
 ``T.sync_threads``, ``T.import_source``, ``T.print`` and ``T.device_assert``.
 
 Each is plain TIR that every backend already maps: a barrier is TVM's
@@ -29,6 +29,34 @@ def clamp(value: Any, min_val: Any = None, max_val: Any = None) -> Any:
     if max_val is not None:
         value = tirx.min(value, max_val)
     return value
+
+
+ROUNDING_MODES = ("ties-to-even", "ties-away-from-zero")
+
+
+def round(x: Any, rounding_mode: Any = "ties-to-even", span: Any = None) -> Any:  # noqa: A001 - upstream's name
+    """``x`` rounded to the nearest integer; a tie goes to the even neighbour (TVM's
+    ``round``, the default) or away from zero (``rounding_mode="ties-away-from-zero"``, C's
+    ``round``), as upstream's T.round. The second is ``t + (|x - t| >= 0.5 ? sign(x) : 0)``
+    with ``t = trunc(x)``: ``x - t`` is exact, where ``floor(|x| + 0.5)`` would round
+    0.49999997 up. Types narrower than float32 are rounded in float32 (exact: every value
+    of theirs is a float32 and the result an integer they hold)."""
+    if rounding_mode is None:
+        rounding_mode = "ties-to-even"
+    elif not isinstance(rounding_mode, str):  # TVM's positional span
+        span, rounding_mode = rounding_mode, "ties-to-even"
+    if rounding_mode not in ROUNDING_MODES:
+        raise LanguageError(f"T.round: rounding_mode must be one of {list(ROUNDING_MODES)}, got {rounding_mode!r}")
+    x = tirx.convert(x) if not isinstance(x, tirx.PrimExpr) else x
+    if rounding_mode == "ties-to-even":
+        return tirx.round(x, span)
+    dtype = str(x.ty)
+    wide = dtype if dtype in ("float32", "float64") else "float32"
+    value = x if wide == dtype else tirx.Cast(wide, x)
+    whole = tirx.trunc(value)
+    step = tirx.Select(value < tirx.const(0, wide), tirx.const(-1, wide), tirx.const(1, wide))
+    rounded = whole + tirx.Select(tirx.abs(value - whole) >= tirx.const(0.5, wide), step, tirx.const(0, wide))
+    return rounded if wide == dtype else tirx.Cast(dtype, rounded)
 
 
 class GemmWarpPolicy(enum.IntEnum):
