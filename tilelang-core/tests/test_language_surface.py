@@ -608,3 +608,48 @@ def test_a_name_for_a_constant_is_the_constant():
     assert "rows_ptr" not in named and "__shared__" not in named.split("main_kernel(")[-1]
     bound, variables = _bound_and_variables(doubled(named=True))
     assert "rows" not in bound | variables
+
+
+# -- T.any_of / T.all_of / T.align_up -------------------------------------------------------------
+def test_any_of_and_all_of_test_a_constant_region():
+    @T.prim_func
+    def main(M: T.Tensor((4, 3), "bool"), V: T.Tensor((4, 2), "int32"), B: T.Tensor((4, 4), "int32")):
+        with T.Kernel(1, threads=4) as _:
+            for i in T.Parallel(4):
+                B[i, 0] = T.if_then_else(T.any_of(M[i, :]), 1, 0)
+                B[i, 1] = T.if_then_else(T.all_of(M[i, 0:3]), 1, 0)
+                B[i, 2] = T.if_then_else(T.any_of(V[i, :]), 1, 0)  # integers: non-zero is true
+                B[i, 3] = T.if_then_else(T.all_of(M), 1, 0)  # the whole buffer
+
+    m = np.array([[0, 0, 0], [0, 1, 0], [1, 1, 1], [1, 0, 1]], dtype=bool)
+    v = np.array([[0, 0], [0, 3], [-1, 0], [2, 2]], dtype="int32")
+    b = np.zeros((4, 4), "int32")
+    cpu(main)(m, v, b)
+    np.testing.assert_array_equal(b[:, 0], m.any(axis=1))
+    np.testing.assert_array_equal(b[:, 1], m.all(axis=1))
+    np.testing.assert_array_equal(b[:, 2], (v != 0).any(axis=1))
+    np.testing.assert_array_equal(b[:, 3], [m.all()] * 4)
+
+
+def test_any_of_refuses_a_symbolic_range_with_the_fix():
+    with pytest.raises(LanguageError, match=r"T.any_of: the extent n of M is not a constant; .*test a symbolic "
+                                            r"range with a loop"):
+        n = T.symbolic("n")
+
+        @T.prim_func
+        def main(M: T.Tensor((n,), "bool"), B: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=1) as _:
+                B[0] = T.if_then_else(T.any_of(M), 1, 0)
+
+
+def test_align_up_rounds_up_to_a_multiple():
+    @T.prim_func
+    def main(A: T.Tensor((5,), "int32"), B: T.Tensor((5,), "int32")):
+        with T.Kernel(1, threads=5) as _:
+            for i in T.Parallel(5):
+                B[i] = T.align_up(A[i], 32)
+
+    a = np.array([128, 1, -1, -2, 33], dtype="int32")
+    b = np.zeros(5, "int32")
+    cpu(main)(a, b)
+    np.testing.assert_array_equal(b, -(-a // 32) * 32)  # ceil-divided, times 32: [128, 32, 0, 0, 64]

@@ -136,3 +136,24 @@ def test_warp_shuffle_and_atomics():
     out = torch.zeros(1, device="cuda")
     kernel(a, out)
     torch.testing.assert_close(out, a.sum().reshape(1), rtol=1e-4, atol=1e-3)
+
+
+def _iota(n):
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(start: T.int32, A: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=n):
+            A[T.get_thread_binding(0)] = start + T.get_thread_binding(0)
+
+    return main
+
+
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_an_output_of_a_kernel_without_tensor_arguments_is_made_on_the_current_device(backend):
+    # upstream's `kernel()` for a kernel of scalars: before, "cannot allocate output 'A' on
+    # cuda without a torch input tensor"
+    kernel = compile_cuda(_iota(64), backend)
+    out = kernel(5)
+    assert out.device == torch.device("cuda", torch.cuda.current_device())
+    torch.testing.assert_close(out, torch.arange(5, 69, dtype=torch.int32, device="cuda"), rtol=0, atol=0)

@@ -26,6 +26,8 @@ from ..errors import ArgumentError, LanguageError
 
 # DLPack device type codes (dlpack.h DLDeviceType)
 DEVICE_NAMES = {1: "cpu", 2: "cuda", 10: "rocm"}
+#: DLPack device types torch allocates on, by torch's name (a ROCm build names its GPUs "cuda")
+TORCH_DEVICES = {2: "cuda", 10: "cuda"}
 _TORCH_DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 
 
@@ -298,6 +300,13 @@ class ArgumentBinder:
 
             device = like.obj.device
             return torch.empty(shape, dtype=getattr(torch, param.dtype), device=device)
+        if like is None and self.device_type in TORCH_DEVICES:
+            # no tensor argument (scalars only): the current device, as upstream allocates
+            device = _current_torch_device(TORCH_DEVICES[self.device_type])
+            if device is not None:
+                import torch
+
+                return torch.empty(shape, dtype=getattr(torch, param.dtype), device=device)
         if self.device_type != 1:
             raise ArgumentError(
                 f"kernel {self.kernel!r}: cannot allocate output {param.name!r} on "
@@ -307,3 +316,15 @@ class ArgumentBinder:
         import numpy
 
         return _compact_if_empty(numpy.empty(shape, dtype=param.dtype))
+
+
+def _current_torch_device(kind: str) -> Any:
+    """torch's current device of ``kind``, or None without torch or such a device."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    module = getattr(torch, kind, None)
+    if module is None or not module.is_available():
+        return None
+    return torch.device(kind, module.current_device())

@@ -73,6 +73,9 @@ from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
 from .misc import (
     GemmWarpPolicy,
+    align_up,
+    all_of,
+    any_of,
     clamp,
     device_assert,
     import_source,

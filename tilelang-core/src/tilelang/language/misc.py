@@ -1,4 +1,5 @@
-"""Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.round``, ``T.GemmWarpPolicy``,
+"""Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.round``,
+``T.align_up``, ``T.any_of`` / ``T.all_of``, ``T.GemmWarpPolicy``,
 ``T.sync_threads``, ``T.import_source``, ``T.print`` and ``T.device_assert``.
 
 Each is plain TIR that every backend already maps: a barrier is TVM's
@@ -31,10 +32,70 @@ def clamp(value: Any, min_val: Any = None, max_val: Any = None) -> Any:
     return value
 
 
+def align_up(x: Any, align: Any) -> Any:
+    """``x`` rounded up to a multiple of ``align``: ``T.ceildiv(x, align) * align``, as
+    upstream's (so -1 aligns up to 0)."""
+    x, align = tirx.convert(x), tirx.convert(align)
+    return tirx.floordiv(x + align - 1, align) * align
+
+
+#: the most elements T.any_of / T.all_of combine (each is one load in the condition)
+MAX_LOGICAL_ELEMENTS = 256
+
+
+def _elements(region: Any, what: str) -> list[Any]:
+    """A load of every element of ``region`` (a buffer, a slice ``B[i, 0:4]`` or an element)."""
+    import itertools
+
+    from .tile import _region
+
+    tile = _region(region, None, what)
+    buffer = tile.source
+    extents = []
+    for r in tile.region:
+        if not isinstance(r.extent, tirx.IntImm):
+            raise LanguageError(f"{what}: the extent {r.extent} of {buffer.name} is not a constant; "
+                                f"it combines at most {MAX_LOGICAL_ELEMENTS} elements named by constant "
+                                "slices (B[i, 0:4]); test a symbolic range with a loop and T.alloc_var")
+        extents.append(int(r.extent.value))
+    count = 1
+    for e in extents:
+        count *= e
+    if count > MAX_LOGICAL_ELEMENTS:
+        raise LanguageError(f"{what}: {buffer.name}'s region has {count} elements, more than the "
+                            f"{MAX_LOGICAL_ELEMENTS} it combines in one condition; reduce it first "
+                            "(T.reduce_max of a 0/1 tile) or test a smaller slice")
+    loads = []
+    for offsets in itertools.product(*(range(e) for e in extents)):
+        indices = [r.min + o for r, o in zip(tile.region, offsets)]
+        load = tirx.BufferLoad(buffer, indices)
+        loads.append(load if str(buffer.dtype) == "bool" else load != tirx.const(0, str(buffer.dtype)))
+    return loads
+
+
+def any_of(region: Any) -> Any:
+    """True where some element of ``region`` is true (non-zero): upstream's T.any_of, as
+    ``a[0] or a[1] or ...`` over a constant region (``if T.any_of(mask[by, bx, k, :]):``)."""
+    loads = _elements(region, "T.any_of")
+    result = loads[0]
+    for load in loads[1:]:
+        result = tirx.Or(result, load)
+    return result
+
+
+def all_of(region: Any) -> Any:
+    """True where every element of ``region`` is true (non-zero): upstream's T.all_of."""
+    loads = _elements(region, "T.all_of")
+    result = loads[0]
+    for load in loads[1:]:
+        result = tirx.And(result, load)
+    return result
+
+
 ROUNDING_MODES = ("ties-to-even", "ties-away-from-zero")
 
 
-def round(x: Any, rounding_mode: Any = "ties-to-even", span: Any = None) -> Any:  # noqa: A001 - upstream's name
+def round(x: Any, rounding_mode: Any = "ties-to-even", span: Any = None) -> Any:
     """``x`` rounded to the nearest integer; a tie goes to the even neighbour (TVM's
     ``round``, the default) or away from zero (``rounding_mode="ties-away-from-zero"``, C's
     ``round``), as upstream's T.round. The second is ``t + (|x - t| >= 0.5 ? sign(x) : 0)``
