@@ -143,3 +143,22 @@ def test_an_update_one_thread_runs_under_a_guard_is_accepted():
             B[0] = once[0]
 
     assert "atomicAdd" in tilelang.lower(kernel, target={"kind": "cuda", "arch": "sm_90"}).device_source
+
+
+@pytest.mark.parametrize("batch,message", [
+    (0, r"T.finalize_reducer: batch must be >= 1 \(an int\), got 0"),
+    (128, r"T.finalize_reducer: batch 128 exceeds total output elements \(64\) of reducer 'acc'"),
+    (3, r"T.finalize_reducer: batch 3 must evenly divide the 64 output elements of reducer 'acc'"),
+])
+def test_finalize_batch_is_checked_as_upstream_checks_it(batch, message):
+    # upstream's test_finalize_reducer_invalid_batch cases (its messages' words)
+    with pytest.raises(LanguageError, match=message):
+        @T.prim_func
+        def kernel(A: T.Tensor((64, 8), T.float32), B: T.Tensor((64,), T.float32)):
+            with T.Kernel(1, threads=64):
+                acc = T.alloc_reducer(64, T.float32, op="sum")
+                T.clear(acc)
+                for i, j in T.Parallel(64, 8):
+                    acc[i] += A[i, j]
+                T.finalize_reducer(acc, batch=batch)
+                T.copy(acc, B)

@@ -151,7 +151,7 @@ def test_reducer_v2_epoch_sums_each_contribution_once():
             for i in T.Parallel(M):
                 T.reducer_update(peak[0], result[i])
             top = T.alloc_fragment((1,), T.float32)
-            T.finalize_reducer(peak, top, batch=2)
+            T.finalize_reducer(peak, top, batch=1)
             T.copy(top, C)
 
     a = np.random.default_rng(7).standard_normal((M, K)).astype("float32")

@@ -28,6 +28,7 @@ in source order, a loop's body once, so the order checks follow the text.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,8 +142,18 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
     and ``annotations`` are upstream's grouping hints (same result)."""
     del annotations
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise LanguageError(f"T.finalize_reducer: batch must be an int >= 1, got {batch!r}")
+        raise LanguageError(f"T.finalize_reducer: batch must be >= 1 (an int), got {batch!r}")
     found = _reducer_of(reducer, "T.finalize_reducer")
+    extents = [e.value if isinstance(e, tirx.IntImm) else None for e in reducer.shape]
+    total = None if None in extents else math.prod(extents)
+    # upstream's limits on the grouping: the same kernels are refused here (the result
+    # would not depend on it)
+    if total is not None and batch > total:
+        raise LanguageError(f"T.finalize_reducer: batch {batch} exceeds total output elements ({total}) of "
+                            f"reducer {str(reducer.name)!r}; use a batch that divides {total}")
+    if total is not None and total % batch:
+        raise LanguageError(f"T.finalize_reducer: batch {batch} must evenly divide the {total} output "
+                            f"elements of reducer {str(reducer.name)!r}")
     if found.state == "new":
         raise LanguageError(f"T.finalize_reducer of reducer {str(reducer.name)!r}, which was never initialised: "
                             f"call T.reducer_init({reducer.name}) (or T.clear) and update it first")

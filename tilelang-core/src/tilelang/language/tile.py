@@ -141,7 +141,7 @@ def _reduce_kind(kind: str, batch: int, nan_propagate: bool, dtype: str) -> str:
     __hmax_nan does for float16/bfloat16 (here for every floating type and backend). A sum
     propagates NaN anyway, and integers have none: there the keyword changes nothing."""
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise LanguageError(f"T.reduce_{kind}: batch must be an int >= 1, got {batch!r}")
+        raise LanguageError(f"T.reduce_{kind}: batch must be >= 1 (an int), got {batch!r}")
     if nan_propagate and kind in NAN_PROPAGATING and dtype.startswith(("float", "bfloat")):
         return NAN_PROPAGATING[kind]
     return kind
