@@ -653,3 +653,56 @@ def test_align_up_rounds_up_to_a_multiple():
     b = np.zeros(5, "int32")
     cpu(main)(a, b)
     np.testing.assert_array_equal(b, -(-a // 32) * 32)  # ceil-divided, times 32: [128, 32, 0, 0, 64]
+
+
+# -- vector dtypes, packing and T.extract_lane --------------------------------------------------
+def _pack_and_extract(dtype, vector_dtype):
+    @T.prim_func
+    def kernel(A: T.Tensor((2,), dtype), B: T.Tensor((2,), dtype)):
+        with T.Kernel(1, threads=1):
+            packed = T.alloc_var(vector_dtype)
+            packed = vector_dtype(A[0], A[1])  # upstream's packing form: a two-lane vector
+            B[0] = T.extract_lane(packed, 1)
+            B[1] = T.extract_lane(packed, 0)
+
+    return kernel
+
+
+def test_a_vector_packed_from_lanes_and_a_lane_extracted():
+    from tvm import tirx
+
+    assert T.bfloat16x2 == "bfloat16x2" and T.float32x4.lanes == 4
+    lane = T.extract_lane(tirx.Var("v", "bfloat16x2"), tirx.IntImm("int32", 1))
+    assert isinstance(lane, tirx.Shuffle) and str(lane.ty) == "bfloat16" and lane.indices[0].value == 1
+    a, b = np.array([1.25, -2.5], "float32"), np.zeros(2, "float32")
+    tilelang.compile(_pack_and_extract(T.float32, T.float32x2), target="cpu")(a, b)  # LLVM: C has no vectors
+    np.testing.assert_array_equal(b, a[::-1])
+
+
+def test_extract_lane_errors_are_upstreams_types():
+    from tvm import tirx
+
+    vector = tirx.Var("vector", "bfloat16x2")
+    with pytest.raises(TypeError, match="expects a PrimExpr"):
+        T.extract_lane(1, 0)
+    with pytest.raises(ValueError, match="expects a vector expression"):
+        T.extract_lane(tirx.Var("scalar", "bfloat16"), 0)
+    with pytest.raises(TypeError, match="compile-time integer"):
+        T.extract_lane(vector, tirx.Var("lane", "int32"))
+    with pytest.raises(IndexError, match="lane 2 is out of bounds for a vector of 2 lanes"):
+        T.extract_lane(vector, 2)
+    with pytest.raises(LanguageError, match=r"T.float32x4\(...\) packs 4 lanes, got 2 values"):
+        T.float32x4(T.float32(1), T.float32(2))
+
+
+def test_half_vectors_packed_for_cuda():
+    pytest.importorskip("tilelang.cuda")
+    from tilelang.cuda import toolchain
+
+    for dtype, vector_dtype, make in [(T.bfloat16, T.bfloat16x2, "make_nv_bfloat162"),
+                                      (T.float16, T.float16x2, "make___half2")]:
+        source = tilelang.lower(_pack_and_extract(dtype, vector_dtype),
+                                target={"kind": "cuda", "arch": "sm_90"}).device_source
+        assert ").y;" in source and ").x;" in source
+        if toolchain.nvcc_path() is not None:
+            assert toolchain._compile_nvcc(source, "sm_90", f"lanes_{dtype}")[:4] == b"\x7fELF"

@@ -35,6 +35,11 @@ class LanguageTypeError(LanguageError, TypeError):
     TypeError there: both ``except`` clauses catch it)."""
 
 
+class LanguageIndexError(LanguageError, IndexError):
+    """A language operation got an index outside what it indexes (upstream raises
+    IndexError there)."""
+
+
 class CompileError(TileLangError):
     """Lowering or code generation failed."""
 

@@ -113,6 +113,7 @@ __all__ = [
     "dynamic",
     "empty",
     "ext",
+    "extract_lane",
     "fill",
     "finalize_reducer",
     "gemm",

@@ -77,6 +77,7 @@ from .misc import (
     all_of,
     any_of,
     clamp,
+    extract_lane,
     device_assert,
     import_source,
     print,

@@ -17,6 +17,7 @@ import builtins
 from typing import Any
 
 import tvm
+from tvm import tirx
 from tvm.tirx.script.builder import ir as _ir
 
 from ..errors import LanguageError
@@ -79,8 +80,17 @@ class dtype(tvm.DataType):
             raise LanguageError(f"{name!r} is not a dtype TVM knows ({err}); write e.g. T.float16, "
                                 "T.bfloat16, T.float32, T.int8, T.float8_e4m3fn") from None
 
-    def __call__(self, expr: Any = None, is_size_var: bool = False) -> Any:
-        """``T.float32(1)``: a constant of this dtype; ``T.float32()``: a new variable."""
+    def __call__(self, expr: Any = None, *more: Any, is_size_var: bool = False) -> Any:
+        """``T.float32(1)``: a constant of this dtype; ``T.float32()``: a new variable;
+        ``T.bfloat16x2(a, b)``: a vector of its lanes (upstream's packing form)."""
+        if more:
+            values = [expr, *more]
+            if len(values) != self.lanes:
+                raise LanguageError(f"T.{str.__str__(self)}(...) packs {self.lanes} lanes, got {len(values)} values")
+            lane = str(self.with_lanes(1))
+            values = [tirx.convert(v) if not isinstance(v, tirx.PrimExpr) else v for v in values]
+            values = [v if str(v.ty) == lane else tirx.Cast(lane, v) for v in values]
+            return tirx.Shuffle(values, [tirx.const(i, "int32") for i in range(len(values))])
         if expr is None:
             return _ir.var(str(self), is_size_var=is_size_var) if is_size_var else _constructor(self)()
         return _constructor(self)(expr)
@@ -130,6 +140,13 @@ for _alias, _target in ALIASES.items():
     DTYPES[_alias] = dtype(_target)
 for _extra in ("int4", "uint4", "float4_e2m1fn", "float8_e4m3fn", "float8_e5m2"):
     DTYPES.setdefault(_extra, dtype(_extra))
+# vectors of every sized scalar, as upstream exports them (T.bfloat16x2, T.float32x4, ...)
+for _scalar in [n for n in DTYPES if "x" not in n and n not in ALIASES and n not in ("void", "handle")]:
+    for _lanes in (2, 4, 8):
+        try:
+            DTYPES.setdefault(f"{_scalar}x{_lanes}", dtype(f"{_scalar}x{_lanes}"))
+        except LanguageError:  # a name TVM has no vector of
+            pass
 
 
 def as_dtype_str(value: Any) -> str:

@@ -1,5 +1,5 @@
 """Small backend-neutral helpers upstream kernels use: ``T.clamp``, ``T.round``,
-``T.align_up``, ``T.any_of`` / ``T.all_of``, ``T.GemmWarpPolicy``,
+``T.align_up``, ``T.any_of`` / ``T.all_of``, ``T.extract_lane``, ``T.GemmWarpPolicy``,
 ``T.sync_threads``, ``T.import_source``, ``T.print`` and ``T.device_assert``.
 
 Each is plain TIR that every backend already maps: a barrier is TVM's
@@ -90,6 +90,25 @@ def all_of(region: Any) -> Any:
     for load in loads[1:]:
         result = tirx.And(result, load)
     return result
+
+
+def extract_lane(vector: Any, lane: Any) -> Any:
+    """Lane ``lane`` of a vector value (``T.extract_lane(packed, 1)``: upstream's name for
+    TIR's one-lane ``Shuffle``)."""
+    from ..errors import LanguageIndexError, LanguageTypeError
+
+    if not isinstance(vector, tirx.PrimExpr):
+        raise LanguageTypeError(f"T.extract_lane expects a PrimExpr vector, got {type(vector).__name__}")
+    lanes = tvm.DataType(str(vector.ty)).lanes
+    if lanes == 1:
+        raise LanguageError(f"T.extract_lane expects a vector expression, got {vector} of dtype {vector.ty}")
+    if isinstance(lane, tirx.IntImm):
+        lane = int(lane.value)
+    if not isinstance(lane, int) or isinstance(lane, bool):
+        raise LanguageTypeError(f"T.extract_lane: the lane must be a compile-time integer, got {lane!r}")
+    if not 0 <= lane < lanes:
+        raise LanguageIndexError(f"T.extract_lane: lane {lane} is out of bounds for a vector of {lanes} lanes")
+    return tirx.Shuffle([vector], [tirx.const(lane, "int32")])
 
 
 ROUNDING_MODES = ("ties-to-even", "ties-away-from-zero")
