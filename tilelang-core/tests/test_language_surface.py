@@ -353,9 +353,23 @@ def test_row_major_layout_and_fragment_hint_are_accepted():
     assert "B_ptr[" in cuda_source(func)  # lowers for CUDA too (the hint changes nothing)
 
 
+def test_a_one_to_one_shared_layout_is_accepted_row_major_and_a_many_to_one_refused():
+    # upstream's issue 2632: a transposed or permuted order is kept row-major here (results
+    # cannot tell), with a warning; two elements on one address are refused
+    with pytest.warns(UserWarning, match=r"'s' is stored row-major, not in the order the Layout gives"):
+        func = layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, i ^ 1])})
+    a, b = rng.standard_normal((16, 8)).astype("float32"), np.zeros((16, 8), "float32")
+    cpu(func)(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(LanguageError, match=r"the Layout of shared buffer `s` must be injective: elements \(0, 0\) "
+                                            r"and \(0, 4\) both map to physical coordinates \(0, 0\)"):
+        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [i, j % 4])})
+
+
 def test_layouts_that_cannot_be_honoured_are_refused():
+    n = T.symbolic("n")  # a map the check cannot enumerate: refused as before
     with pytest.raises(LanguageError, match=r"order other than row-major is not implemented; use .*make_swizzled_layout"):
-        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, i])})
+        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, (i * n) % 16])})
     frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i, forward_index_fn=lambda i, j: j)
     with pytest.raises(LanguageError, match="a Fragment describes registers of a T.alloc_fragment buffer"):
         layout_kernel(lambda s, f: {s: frag})

@@ -9,8 +9,12 @@ feed tensor cores are laid out bank-conflict free). What a kernel can ask for:
   compiler would otherwise keep row-major; backends with banked shared memory (CUDA) give
   it one, others keep their layout, which never changes results.
 * a ``Layout`` equal to the buffer's own row-major order (``lambda *i: i``): honoured as is.
-  Any other index map on a buffer is refused with the reason: storing a tile in an
-  arbitrary order is not implemented.
+  Another one-to-one map on an on-chip tile (``lambda i: i ^ 1``) is accepted and not
+  followed, with a warning: the tile stays row-major, which never changes results (every
+  access goes through the language). A many-to-one map is refused, naming two elements it
+  sends to one address, as upstream refuses it. A map the check cannot enumerate (a symbolic
+  shape, over 2**20 elements, an operation it does not evaluate) is refused as before:
+  storing a tile in an arbitrary order is not implemented.
 * a ``Fragment`` on a ``T.alloc_fragment`` buffer: accepted as a hint and not followed —
   each backend places fragment elements in the layout of the instructions that use them
   (the CPU keeps a fragment as an ordinary array), which never changes results.
@@ -181,11 +185,89 @@ def accepted_as_is(buffer: Any, layout: Any) -> bool:
                             f"{buffer.name!r} is a {scope} buffer; use a Layout, or drop the annotation")
     if layout.is_identity_for(buffer.shape):
         return True
+    if scope != "global":
+        collision = _first_collision(layout)
+        if collision is not None and collision is not _UNKNOWN:
+            a, b, at = collision
+            raise LanguageError(f"{where}: the Layout of shared buffer `{buffer.name}` must be injective: elements "
+                                f"{a} and {b} both map to physical coordinates {at}, so one would overwrite the "
+                                "other; give each element its own storage index, or drop the annotation")
+        if collision is None:
+            import warnings
+
+            warnings.warn(f"{where}: {buffer.name!r} is stored row-major, not in the order the Layout gives "
+                          f"({layout.forward_index}); an on-chip tile's storage order never changes results "
+                          "here, only its bank conflicts (tilelang.layout.make_swizzled_layout asks for a "
+                          "bank-conflict-free one)", stacklevel=4)
+            return True
     # (a global tensor's Layout is applied: language/tile.py, transform/global_layouts.py)
     advice = ("use tilelang.layout.make_swizzled_layout(buffer) for a bank-conflict-free shared tile, "
               "or drop the annotation: results never depend on an on-chip tile's storage order")
     raise LanguageError(f"{where} maps {layout.shape} to {layout.forward_index}; storing a {scope} buffer "
                         f"in an order other than row-major is not implemented; {advice}")
+
+
+#: the most elements whose storage indices are enumerated to check that a Layout is injective
+MAX_CHECKED_ELEMENTS = 1 << 20
+_UNKNOWN = object()  # a map this check cannot evaluate
+
+
+def _first_collision(layout: Layout) -> Any:
+    """None when ``layout`` gives every element of its tile its own storage index, (first,
+    second, shared index) for the first two elements that share one, ``_UNKNOWN`` when the
+    map cannot be enumerated here (a symbolic shape, a large tile, an operation the numpy
+    evaluation below does not know)."""
+    import numpy as np
+
+    if not all(isinstance(d, int) for d in layout.shape):
+        return _UNKNOWN
+    total = int(np.prod(layout.shape)) if layout.shape else 1
+    if total > MAX_CHECKED_ELEMENTS:
+        return _UNKNOWN
+    grids = np.indices(layout.shape, dtype=np.int64).reshape(len(layout.shape), -1)
+    env = [(v, grids[axis]) for axis, v in enumerate(layout.forward_vars)]
+    try:
+        out = np.stack([np.broadcast_to(_evaluate(e, env), (total,)) for e in layout.forward_index])
+    except _NotEvaluable:
+        return _UNKNOWN
+    _, first, counts = np.unique(out.T, axis=0, return_index=True, return_counts=True)
+    if (counts == 1).all():
+        return None
+    shared = out.T[first[np.argmax(counts > 1)]]
+    hits = np.flatnonzero((out.T == shared).all(axis=1))[:2]
+    logical = [tuple(int(g[h]) for g in grids) for h in hits]
+    return logical[0], logical[1], tuple(int(x) for x in shared)
+
+
+class _NotEvaluable(Exception):
+    pass
+
+
+def _evaluate(expr: Any, env: list[tuple[Any, Any]]) -> Any:
+    """An integer index expression over numpy arrays of the forward variables."""
+    import numpy as np
+    from tvm import tirx
+
+    ops = {tirx.Add: np.add, tirx.Sub: np.subtract, tirx.Mul: np.multiply, tirx.FloorDiv: np.floor_divide,
+           tirx.FloorMod: np.mod, tirx.Min: np.minimum, tirx.Max: np.maximum, tirx.BitwiseXor: np.bitwise_xor,
+           tirx.BitwiseAnd: np.bitwise_and, tirx.BitwiseOr: np.bitwise_or, tirx.LShift: np.left_shift,
+           tirx.RShift: np.right_shift}
+    if isinstance(expr, tirx.IntImm):
+        return np.int64(expr.value)
+    if isinstance(expr, tirx.Var):
+        for var, values in env:
+            if expr.same_as(var):
+                return values
+        raise _NotEvaluable(str(expr))
+    for node, op in ops.items():
+        if isinstance(expr, node):
+            return op(_evaluate(expr.a, env), _evaluate(expr.b, env))
+    if isinstance(expr, (tirx.Div, tirx.Mod)):  # C's truncation; indices here are >= 0
+        a, b = _evaluate(expr.a, env), _evaluate(expr.b, env)
+        return np.floor_divide(a, b) if isinstance(expr, tirx.Div) else np.mod(a, b)
+    if isinstance(expr, tirx.Cast):
+        return _evaluate(expr.value, env)
+    raise _NotEvaluable(type(expr).__name__)
 
 
 __all__ = ["Fragment", "Layout", "SwizzledLayout", "accepted_as_is", "make_swizzled_layout"]
