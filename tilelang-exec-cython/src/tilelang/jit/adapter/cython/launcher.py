@@ -38,6 +38,9 @@ _ONLY_C_CHECKS = {
     RANGE: "{value!r} does not fit its type {dtype}",
     DEVICE_ID: "it is on {device} but an earlier tensor argument is on another device; move "
                "all tensors to one device",
+    NO_TORCH: "it is an output, and the cython launcher allocates outputs on the device of the "
+              "first torch tensor argument, which this call does not have; pass the output "
+              "yourself (compile without out_idx) or use the tvm_ffi or nvrtc execution backend",
 }
 
 
