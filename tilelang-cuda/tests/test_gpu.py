@@ -164,3 +164,26 @@ def test_an_output_of_a_kernel_without_tensor_arguments_is_made_on_the_current_d
     out = kernel(5)
     assert out.device == torch.device("cuda", torch.cuda.current_device())
     torch.testing.assert_close(out, torch.arange(5, 69, dtype=torch.int32, device="cuda"), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_an_assumption_over_the_parameters(backend):
+    import tilelang.language as T
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def ones(A: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.assume(n % 4 == 0)
+            tx = T.get_thread_binding()
+            if tx < n:
+                A[tx] = 1.0
+
+    kernel = compile_cuda(ones, backend, out_idx=None)
+    a = torch.zeros(8, device="cuda")
+    kernel(a)
+    torch.testing.assert_close(a, torch.ones(8, device="cuda"), rtol=0, atol=0)
+    if backend == "tvm_ffi":  # the host code of the packed entry checks it (nvrtc, cython: see note 63)
+        with pytest.raises(RuntimeError, match=r"Assume: n % 4 == 0"):
+            kernel(torch.zeros(6, device="cuda"))

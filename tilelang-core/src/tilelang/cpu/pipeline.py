@@ -44,6 +44,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     from ..backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..transform import ApplyGlobalLayouts, LowerTileOps
+    from ..transform.assumes import LowerAssumes
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
         AllocateOnStack,
@@ -72,6 +73,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         s_tir.transform.UnifyThreadBinding(),
         InstrumentBoundsChecks(),  # only with tl.bounds_check / tirx.instrument_bound_checkers
         *flatten_and_vectorize(),
+        LowerAssumes(),  # over parameters only, a check of the packed entry's host code
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
     ]

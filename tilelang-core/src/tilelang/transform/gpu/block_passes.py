@@ -58,6 +58,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
 
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
     from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
+    from ..assumes import LowerAssumes
     from .fragments import PlaceFragments
     from .hoist_shared_reads import HoistSharedReads
     from .partition_parallel import PartitionParallelLoops
@@ -71,6 +72,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     if not legalize_bf16:
         middle = [p for p in middle if p.info.name != "tirx.BF16ComputeLegalize"]
     return [
+        LowerAssumes(),  # T.assume: gone from device code; over parameters only, a host check
         BindNestedThreadLoops(),  # T.thread_binding of the kernel's own thread index: that index
         PlaceFragments(),
         LegalizeVectorizedLoops(max_vector_bytes),  # T.vectorized(n): aligned vectors of at most that size
