@@ -177,10 +177,10 @@ def test_bitwise_atomics_need_integer_elements():
 
 def test_memory_orders_are_checked_against_the_operation():
     element = tirx.BufferLoad(_buffer(), [0])
-    with pytest.raises(LanguageError, match=r"T.atomic_load: memory_order='release' is not one of "
-                                            r"\['relaxed', 'consume', 'acquire', 'seq_cst'\]"):
+    with pytest.raises(LanguageError, match=r"T.atomic_load does not support memory_order='release'; use "
+                                            r"one of \['relaxed', 'consume', 'acquire', 'seq_cst'\]"):
         T.atomic_load(element, memory_order="release")
-    with pytest.raises(LanguageError, match=r"T.atomic_add: memory_order='strong' is not one of"):
+    with pytest.raises(LanguageError, match=r"T.atomic_add does not support memory_order='strong'"):
         T.atomic_add(element, 1.0, memory_order="strong")
 
 

@@ -42,7 +42,8 @@ def _order(what: str, memory_order: str | None, allowed: tuple[str, ...] = MEMOR
     if memory_order is None:
         memory_order = "relaxed"
     if memory_order not in allowed:
-        raise LanguageError(f"{what}: memory_order={memory_order!r} is not one of {list(allowed)}")
+        # upstream's words first ("atomic_load does not support memory_order"), then the fix
+        raise LanguageError(f"{what} does not support memory_order={memory_order!r}; use one of {list(allowed)}")
     return tirx.const(MEMORY_ORDERS.index(memory_order), "int32")
 
 
