@@ -47,6 +47,22 @@ def test_fp8_tensors_lower_to_cuda_fp8_types(fp8):
         assert toolchain._compile_nvcc(source, "sm_90", f"cast_{fp8}")[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "float8_e5m2"])
+def test_infinity_of_every_type_that_has_one_compiles(dtype):
+    import tilelang.language as T
+
+    @T.prim_func
+    def fill_inf(A: T.Tensor((32,), dtype)):
+        with T.Kernel(1, threads=32):
+            T.fill(A, T.infinity(dtype))
+
+    source = tilelang.lower(fill_inf, target=SM90).device_source
+    store = next(line for line in source.splitlines() if "A_ptr[" in line)
+    assert "inf" in store.lower() or "CUDART_INF" in store
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", f"inf_{dtype}")[:4] == b"\x7fELF"
+
+
 def test_one_row_fragments_get_shared_memory_they_can_share():
     # blk_m=1: the row's sum is a 4-byte shared buffer, which TVM's shared-memory merging
     # cannot place (an internal check) unless it is widened first

@@ -133,6 +133,7 @@ __all__ = [
     "ieee_sub",
     "im2col",
     "import_source",
+    "infinity",
     "inc_max_nreg",
     "make_tensor",
     "match_all_sync",

@@ -80,6 +80,7 @@ from .misc import (
     extract_lane,
     device_assert,
     import_source,
+    infinity,
     print,
     round,
     sync_threads,

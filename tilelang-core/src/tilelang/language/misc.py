@@ -111,6 +111,21 @@ def extract_lane(vector: Any, lane: Any) -> Any:
     return tirx.Shuffle([vector], [tirx.const(lane, "int32")])
 
 
+def infinity(dtype: Any, span: Any = None) -> Any:
+    """Positive infinity of a floating type. TVM's own knows float16/32/64 only; bfloat16
+    and the fp8 types with an infinity (e5m2) are encoded here too. Types without one
+    (e4m3fn and the other finite fp8/fp4 formats) are refused with what to use instead."""
+    from .dtypes import as_dtype_str
+
+    name = as_dtype_str(dtype)
+    kind = tvm.DataType(name)
+    if not name.startswith(("float", "bfloat")) or kind.lanes != 1:
+        raise LanguageError(f"T.infinity: {name} is not a scalar floating type; infinity needs one (T.float32 ...)")
+    if name.endswith("fn") or name.endswith("fnu") or name.startswith(("float4_", "float6_")) or "e8m0" in name:
+        raise LanguageError(f"T.infinity: {name} has no infinity (a finite format); use T.max_value({name!r})")
+    return tirx.FloatImm(name, float("inf"), span)
+
+
 ROUNDING_MODES = ("ties-to-even", "ties-away-from-zero")
 
 
