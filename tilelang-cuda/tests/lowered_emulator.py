@@ -403,6 +403,13 @@ class LoweredKernel:
             return self._choose(args[0], args[1], args[2])
         if op == "tirx.isnan":
             return np.isnan(self.eval(args[0]))
+        if op == "tirx.reinterpret":  # the same bytes per thread, read as the new type
+            source = _type_of(args[0])
+            value = np.asarray(self.eval(args[0])).astype(storage(source))
+            threads = value.shape[0]
+            _, lanes = dtype_parts(expr.dtype)
+            out = np.ascontiguousarray(value).reshape(threads, -1).view(storage(expr.dtype))
+            return compute(out if lanes > 1 else out[:, 0], expr.dtype)
         raise EmulationError(f"intrinsic {op} is not emulated: {expr}")
 
     def eval_arg(self, arg: Any) -> Any:

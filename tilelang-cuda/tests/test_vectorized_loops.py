@@ -7,6 +7,8 @@ on a GPU against torch."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tilelang
@@ -141,3 +143,41 @@ def test_a_hand_written_unaligned_vector_store_on_the_gpu():
     for t in range(4):
         expected[t + 2:t + 6] = b[t].cpu() * 2
     torch.testing.assert_close(a.cpu(), expected, rtol=0, atol=0)
+
+
+def byte_broadcast(dtype: str, lanes: int, runtime: bool):
+    """``packed[0:lanes] = T.Broadcast(x, lanes)`` of a byte type (upstream's issue 2480)."""
+    @T.prim_func
+    def main(src: T.Tensor((1,), dtype), out: T.Tensor((lanes,), dtype)):
+        with T.Kernel(1, threads=1):
+            packed = T.alloc_local((lanes,), dtype)
+            packed[0:lanes] = T.Broadcast(src[0] if runtime else T.cast(-37 if dtype == "int8" else 213, dtype), lanes)
+            for i in T.serial(lanes):
+                out[i] = packed[i]
+
+    return main
+
+
+@pytest.mark.parametrize("dtype,value", [("int8", -37), ("uint8", 213)])
+@pytest.mark.parametrize("lanes", [4, 16, 32])
+@pytest.mark.parametrize("runtime", [True, False])
+def test_a_byte_broadcast_wider_than_a_vector(dtype, value, lanes, runtime):
+    """TVM's CUDA codegen broadcast bytes only as constants, and had no type for 32 lanes
+    ("Cannot convert type T.int8x32 to CUDA type"): the store is split into 16-byte vectors
+    and a runtime byte is packed into words; nvcc compiles it and the interpreter agrees."""
+    code = device_code(byte_broadcast(dtype, lanes, runtime))
+    assert re.search(r"\*\(u?int4\*\)\(packed_ptr" if lanes >= 16 else r"\*\(u?int\*\)\(packed_ptr", code)
+    out = np.zeros(lanes, dtype)
+    lowered_kernel(tilelang.lower(byte_broadcast(dtype, lanes, runtime), target=SM90).device_mod)(
+        np.array([value], dtype), out)
+    np.testing.assert_array_equal(out, np.full(lanes, value, dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,value", [("int8", -37), ("uint8", 213)])
+def test_a_byte_broadcast_on_the_gpu(dtype, value):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(byte_broadcast(dtype, 32, True), target="cuda")
+    out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
+    kernel(torch.tensor([value], dtype=getattr(torch, dtype), device="cuda"), out)
+    torch.testing.assert_close(out.cpu(), torch.full((32,), value, dtype=getattr(torch, dtype)), rtol=0, atol=0)

@@ -38,6 +38,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.fp8_arith import ComputeFp8InFloat32
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.mask_after_gemm import MaskAfterGemm
+    from .transform.narrow_broadcast import PackByteBroadcasts
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
@@ -68,6 +69,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
         OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
+        PackByteBroadcasts(),  # a runtime byte broadcast to 4n lanes: one packed word per 4 lanes
         ComputeFp8InFloat32(),  # fp8 + - * / min max: CUDA's fp8 types are storage types
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),

@@ -160,13 +160,17 @@ def _split_store(store: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: 
     whatever its address, which faults; here it becomes aligned vectors, down to one
     element each. Only global stores with indices of loop and thread indices are looked at:
     the compiler's own vector stores into shared memory and fragments are aligned by
-    construction, and an offset with a symbolic size keeps the caller's alignment."""
-    if store.buffer.scope() != "global" or not store.indices:
+    construction, and an offset with a symbolic size keeps the caller's alignment. A store
+    wider than the widest vector, in any scope (``packed[0:32] = T.Broadcast(x, 32)`` of
+    int8: upstream's issue 2480; CUDA has no 32-byte vector type), is split likewise."""
+    if not store.indices:
         return store
     last = store.indices[-1]
     if not (isinstance(last, tirx.Ramp) and isinstance(last.stride, tirx.IntImm) and last.stride.value == 1):
         return store
     lanes = _lanes_of(last)
+    if store.buffer.scope() != "global" and lanes * _bytes(store.buffer.dtype) <= max_vector_bytes:
+        return store
     if any(_lanes_of(i) != 1 for i in store.indices[:-1]):
         return store
     first = analyzer.simplify(store.buffer.offset_of([*store.indices[:-1], last.base])[0])
