@@ -170,3 +170,18 @@ def test_torch_scalar_range_on_the_fast_path(backend: tuple[str, str]) -> None:
     with pytest.raises(ArgumentError, match=r"1099511627776 does not fit its type int32"):
         kernel(x, 2**40)
     assert torch.equal(kernel(A=x, s=-3), x - 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_a_gemm_over_an_empty_axis(backend: tuple[str, str], library: str) -> None:
+    """K = 0 (upstream's issue 1697): A is (64, 0), whose strides torch gives as (1, 1) and
+    numpy as zeros, where TVM's compact-layout check wants (0, 1); C is all zeros."""
+    from tilelang.testing.kernels import tiled_matmul
+
+    kernel = tilelang.compile(tiled_matmul(64, 96, 0), out_idx=[-1], target=backend[0], execution_backend=backend[1])
+    if library == "torch":
+        out = kernel(torch.randn(64, 0), torch.randn(0, 96)).numpy()
+    else:
+        out = kernel(np.zeros((64, 0), np.float32), np.zeros((0, 96), np.float32))
+    np.testing.assert_array_equal(out, np.zeros((64, 96), np.float32))

@@ -35,21 +35,35 @@ def _describe_shape(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides in elements, each the product of the later extents (0 after an
+    empty axis): what TVM's compact-layout check of a static shape compares against."""
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
 def _compact_if_empty(array: Any) -> Any:
-    """numpy (2.x) gives arrays with no elements all-zero strides, which DLPack consumers
-    checking for a compact layout reject; give them the row-major strides instead.
-    ``torch.from_numpy`` keeps those strides (and torch calls the tensor contiguous)."""
+    """An array with no elements has no layout, but DLPack consumers check its strides:
+    numpy (2.x) gives such arrays all-zero strides and torch gives ``(1, 1)`` for a
+    ``(512, 0)`` tensor, where TVM's check wants ``(0, 1)`` (upstream's issue 1697, a GEMM
+    with K = 0). Give them the compact strides instead; no element is ever read or written.
+    ``torch.from_numpy`` keeps numpy's strides (and torch calls the tensor contiguous)."""
     if type(array).__module__.startswith("torch"):
-        return array.new_empty(array.shape) if array.numel() == 0 and array.dim() else array
+        if array.numel() or not array.dim():
+            return array
+        import torch
+
+        return torch.empty_strided(tuple(array.shape), _compact_strides(array.shape), dtype=array.dtype,
+                                   device=array.device)
     if type(array).__module__ != "numpy" or array.size != 0 or array.ndim == 0:
         return array
     import numpy
 
-    strides, step = [], array.itemsize
-    for dim in reversed(array.shape):
-        strides.append(step)
-        step *= max(dim, 1)
-    return numpy.lib.stride_tricks.as_strided(array, shape=array.shape, strides=tuple(reversed(strides)))
+    strides = tuple(s * array.itemsize for s in _compact_strides(array.shape))
+    return numpy.lib.stride_tricks.as_strided(array, shape=array.shape, strides=strides)
 
 
 def int_range(dtype: str) -> tuple[int, int] | None:
