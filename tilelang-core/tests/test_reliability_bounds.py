@@ -230,3 +230,30 @@ def test_a_ramp_whose_lanes_leave_the_buffer_is_refused_with_its_line():
             with T.Kernel(1, threads=1) as _:
                 for t in T.serial(4):
                     B[t, T.Ramp(1, 1, 4)] = A[T.Ramp(t * 4, 1, 4)]
+
+
+def test_bitwise_indices_are_bounded_by_their_operands():
+    """``tx ^ 1`` for tx in [0, 1024) lies in [0, 1023] (TVM bounds bitwise operations by
+    their type, so upstream's issue-1257 kernel was refused); past the extent it still is."""
+    @T.prim_func
+    def swap_pairs(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32"), C: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding(0)
+            A[tx ^ 1] = tx | 64
+            C[tx & 7] = 7 & tx  # every thread t stores t & 7 there
+            B[tx] = A[(tx >> 1) ^ 3] * 0 + tx
+
+    a, b, c = np.zeros(64, "int32"), np.zeros(64, "int32"), np.zeros(8, "int32")
+    tilelang.compile(swap_pairs, target="cpu")(a, b, c)
+    np.testing.assert_array_equal(a, [(t ^ 1) | 64 for t in range(64)])
+    np.testing.assert_array_equal(b, np.arange(64))
+    np.testing.assert_array_equal(c, np.arange(8))
+    with pytest.raises(LanguageError, match=r"write S\[tx \^ 1\] uses index tx \^ 1 \(from 0 to 1023\) on axis 0 "
+                                            r"of S, whose extent is 512"):
+        @T.prim_func
+        def past_the_tile(A: T.Tensor((1024,), "int32")):
+            with T.Kernel(1, threads=1024):
+                S = T.alloc_shared((512,), "int32")
+                tx = T.get_thread_binding(0)
+                S[tx ^ 1] = 0
+                A[tx] = S[tx & 511]

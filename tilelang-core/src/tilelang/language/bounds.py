@@ -143,10 +143,34 @@ class _Bound(NamedTuple):
     max_value: int
 
 
+def _bound_bitwise(analyzer: Analyzer, expr: Any) -> Any:
+    """``expr`` with each ``a ^ b`` / ``a | b`` / ``a & b`` of non-negative operands replaced
+    by a fresh variable bound to the values it can take (``tx ^ 1`` for tx in [0, 1024) is in
+    [0, 1023]): TVM's bound analysis gives bitwise operations the type's whole range, and
+    an index of that range looked out of bounds (upstream's issue 1257)."""
+
+    def on_bitwise(node: Any) -> Any:
+        a, b = (analyzer.const_int_bound(x) for x in (node.a, node.b))
+        if a.min_value < 0 or b.min_value < 0:
+            return node
+        top = (min(a.max_value, b.max_value) if isinstance(node, tirx.BitwiseAnd)
+               else (1 << max(a.max_value, b.max_value).bit_length()) - 1)
+        if top >= 2 ** 31:
+            return node
+        dtype = str(node.ty.dtype)
+        var = tirx.Var("bits", dtype)
+        analyzer.bind(var, Range.from_min_extent(tirx.const(0, dtype), tirx.const(top + 1, dtype)))
+        return var
+
+    return tvm_ffi.structural_map(expr, [(t, on_bitwise) for t in (tirx.BitwiseXor, tirx.BitwiseOr, tirx.BitwiseAnd)],
+                                  order="post")
+
+
 def _lane_bound(analyzer: Analyzer, index: Any) -> _Bound | None:
     """The least and greatest value of an index over every lane: a ``T.Ramp(base, stride,
     n)`` spans its first and last lane, a ``T.Broadcast`` its value; None for another
     vector expression."""
+    index = _bound_bitwise(analyzer, index)
     if isinstance(index, tirx.Ramp):
         lanes = int(tvm.DataType(str(index.ty)).lanes)
         ends = [analyzer.const_int_bound(index.base),

@@ -11,7 +11,9 @@ put none before the final read either. Here, in the statement list
 right under the kernel's thread launch, a store to a shared buffer whose index misses a
 thread dimension (of extent > 1) — or such an element passed by address, as atomics do —
 gets a barrier after its statement when a later statement
-of that list accesses the buffer. Every thread of the block runs that list, so the barrier
+of that list accesses the buffer. So does a shared element written where a later statement
+reaches the buffer by address at another index, or written by address where a later one
+touches it at another index: ThreadSync does not see accesses by address. Every thread of the block runs that list, so the barrier
 is reached by all; ThreadSync then sees it and adds none of its own there.
 """
 
@@ -64,38 +66,54 @@ class _ThreadDeps:
         return len(self.of(exprs)) == self.count
 
 
-def _shared_writes_of_several_threads(stmt: Any, deps: _ThreadDeps) -> list[Any]:
-    found: list[Any] = []
+class _Access:
+    """A shared element a statement touches: by address (an atomic's ``&C_shared[i]``,
+    which TVM's ThreadSync does not count as an access) or as a load/store."""
 
-    def note(buffer: Any, indices: list[Any]) -> None:
-        if buffer.scope() in _SHARED and not deps.uses_all(indices):
-            found.append(buffer)
+    def __init__(self, buffer: Any, indices: list[Any], by_address: bool) -> None:
+        self.buffer, self.indices, self.by_address = buffer, indices, by_address
 
-    def visit_store(store: Any) -> None:
-        note(store.buffer, list(store.indices))
+    def same_element(self, other: _Access) -> bool:
+        return len(self.indices) == len(other.indices) and all(
+            tvm_ffi.structural_equal(a, b) for a, b in zip(self.indices, other.indices))
+
+
+def _shared_accesses(stmt: Any, writes_only: bool) -> list[_Access]:
+    found: list[_Access] = []
+
+    def note(buffer: Any, indices: Any, by_address: bool) -> None:
+        if isinstance(buffer, tirx.Buffer) and buffer.scope() in _SHARED:
+            found.append(_Access(buffer, list(indices), by_address))
 
     def visit_call(call: Any) -> None:
         # an element passed by address (atomicAdd(&C_shared[tn], v)) may be written
         if str(getattr(call.op, "name", "")) == "tirx.address_of" and isinstance(call.args[0], TensorLoad):
-            load = call.args[0]
-            if isinstance(load.source, tirx.Buffer):
-                note(load.source, list(load.indices))
+            note(call.args[0].source, call.args[0].indices, True)
 
-    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, visit_store), (Call, visit_call)])
+    visitors = [(tirx.BufferStore, lambda s: note(s.buffer, s.indices, False)), (Call, visit_call)]
+    if not writes_only:
+        visitors.append((TensorLoad, lambda load: note(load.source, load.indices, False)))
+    tvm_ffi.structural_walk(stmt, visitors)
+    if not writes_only:  # the load under an address_of is that access, already noted
+        by_address = [a for a in found if a.by_address]
+        found = [a for a in found if a.by_address or not any(
+            a.buffer.same_as(b.buffer) and a.same_element(b) for b in by_address)]
     return found
 
 
-def _touches(stmt: Any, buffers: list[Any]) -> bool:
-    hit = False
-
-    def visit(node: Any) -> None:
-        nonlocal hit
-        buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
-        if any(buffer.same_as(b) for b in buffers):
-            hit = True
-
-    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, visit), (TensorLoad, visit)])
-    return hit
+def _needs_barrier(write: _Access, later: list[_Access], deps: _ThreadDeps) -> bool:
+    """Whether a later access of ``write``'s buffer may be another thread's element with no
+    barrier from ThreadSync: the write's index misses a thread dimension (several threads
+    write one element), or either side is by address and the indices differ (``shared[tx ^
+    1] = 0`` then ``T.atomic_add(shared[tx], 1)``: upstream's issue 1257)."""
+    for access in later:
+        if not access.buffer.same_as(write.buffer):
+            continue
+        if not deps.uses_all(write.indices):
+            return True
+        if (write.by_address or access.by_address) and not write.same_element(access):
+            return True
+    return False
 
 
 def _sync_sequence(body: Any, thread_vars: list[Any]) -> Any:
@@ -106,9 +124,14 @@ def _sync_sequence(body: Any, thread_vars: list[Any]) -> Any:
     out: list[Any] = []
     for i, stmt in enumerate(stmts):
         out.append(stmt)
-        shared = _shared_writes_of_several_threads(stmt, deps)
         rest = stmts[i + 1:]
-        if shared and rest and not is_block_barrier(rest[0]) and any(_touches(s, shared) for s in rest):
+        if not rest or is_block_barrier(rest[0]):
+            continue
+        writes = _shared_accesses(stmt, writes_only=True)
+        if not writes:
+            continue
+        later = [a for s in rest for a in _shared_accesses(s, writes_only=False)]
+        if any(_needs_barrier(w, later, deps) for w in writes):
             out.append(block_barrier())
     return tirx.SeqStmt(out) if len(out) != len(stmts) else body
 
