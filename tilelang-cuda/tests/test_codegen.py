@@ -63,6 +63,22 @@ def test_infinity_of_every_type_that_has_one_compiles(dtype):
         assert toolchain._compile_nvcc(source, "sm_90", f"inf_{dtype}")[:4] == b"\x7fELF"
 
 
+def test_min_blocks_per_sm_becomes_the_second_launch_bound():
+    import tilelang.language as T
+
+    @T.prim_func
+    def add_one(A: T.Tensor((128, 128), "float32"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(128, threads=128) as bx:
+            T.annotate_min_blocks_per_sm(2)
+            for i in T.serial(128):
+                C[bx, i] = A[bx, i] + 1.0
+
+    source = tilelang.lower(add_one, target=SM90).device_source
+    assert "__launch_bounds__(128, 2) add_one_kernel" in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "min_blocks")[:4] == b"\x7fELF"
+
+
 def test_one_row_fragments_get_shared_memory_they_can_share():
     # blk_m=1: the row's sum is a 4-byte shared buffer, which TVM's shared-memory merging
     # cannot place (an internal check) unless it is widened first

@@ -70,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "CaptureLaunchMetadata": "tilelang.backend.pass_pipeline",
     "captured_launches": "tilelang.backend.pass_pipeline",
     "GuardEmptyLaunches": "tilelang.backend.pass_pipeline",
+    "KernelLaunchBounds": "tilelang.backend.pass_pipeline.launch_hints",
     "PadTinySharedAllocations": "tilelang.backend.pass_pipeline",
     "python_expr": "tilelang.backend.pass_pipeline",
     "apply_source_postproc": "tilelang.engine.callback",

@@ -72,6 +72,7 @@ __all__ = [
     "access_ptr",
     "activemask",
     "align_up",
+    "annotate_min_blocks_per_sm",
     "all_of",
     "all_sync",
     "alloc_barrier",

@@ -1,4 +1,11 @@
-"""Upstream scheduling hints whose request this TileLang already fulfils.
+"""Upstream scheduling hints.
+
+``T.annotate_min_blocks_per_sm(n)`` asks that n blocks of the kernel fit on one SM at
+once (CUDA's second ``__launch_bounds__`` argument, which caps registers per thread). It
+is recorded on the function (:data:`MIN_BLOCKS_PER_SM_ATTR`); a backend whose kernels take
+the bound applies it to each kernel it splits off, others ignore it.
+
+The others are requests this TileLang already fulfils:
 
 ``T.disable_warp_group_reg_alloc()`` (alias ``T.no_set_max_nreg()``) asks upstream's
 warp-specialized lowering not to rebalance registers between warpgroups with
@@ -9,6 +16,29 @@ nothing.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from ..errors import LanguageError
+
+from ..backend.pass_pipeline.launch_hints import MIN_BLOCKS_PER_SM_ATTR
+
+
+def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
+    """``T.annotate_min_blocks_per_sm(2)``, inside ``T.Kernel``: at least that many blocks
+    resident per SM (registers are limited to make room)."""
+    from tvm import tirx
+
+    from .kernel import _ACTIVE
+
+    if isinstance(num_blocks, tirx.IntImm):
+        num_blocks = int(num_blocks.value)
+    if not isinstance(num_blocks, int) or isinstance(num_blocks, bool) or num_blocks < 1:
+        raise LanguageError(f"T.annotate_min_blocks_per_sm: the block count must be a positive constant int, "
+                            f"got {num_blocks!r}")
+    if not _ACTIVE:
+        raise LanguageError("T.annotate_min_blocks_per_sm is only valid inside a T.Kernel frame")
+    _ACTIVE[-1].function_attrs[MIN_BLOCKS_PER_SM_ATTR] = tirx.const(num_blocks, "int32")  # set as it closes
 
 
 def disable_warp_group_reg_alloc() -> None:

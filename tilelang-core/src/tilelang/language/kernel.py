@@ -70,6 +70,7 @@ class Kernel:
         self._stack: contextlib.ExitStack | None = None
         self.thread_vars: tuple[Any, ...] = ()
         self.block_vars: tuple[Any, ...] = ()
+        self.function_attrs: dict[str, Any] = {}  # for the enclosing PrimFunc (language/hints.py)
 
     def __enter__(self) -> Any:
         stack = contextlib.ExitStack()
@@ -86,4 +87,11 @@ class Kernel:
     def __exit__(self, *exc: object) -> bool | None:
         assert self._stack is not None
         _ACTIVE.remove(self)
-        return self._stack.__exit__(*exc)
+        result = self._stack.__exit__(*exc)
+        if self.function_attrs and not any(exc):
+            try:
+                _ib.func_attr(self.function_attrs)
+            except Exception as err:  # noqa: BLE001 - TVM's "must be called at the top of a PrimFunc"
+                raise LanguageError(f"{', '.join(self.function_attrs)}: the T.Kernel that asks for it must be a "
+                                    "statement of the function's body, not inside another frame") from err
+        return result

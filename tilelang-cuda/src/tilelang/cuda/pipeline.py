@@ -18,6 +18,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts,
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
+        KernelLaunchBounds,
         LowerTileOps,
         gpu_block_passes,
     )
@@ -76,6 +77,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
+        KernelLaunchBounds("tirx.launch_bounds_min_blocks_per_sm"),  # T.annotate_min_blocks_per_sm
         LowerIket(),
         CaptureLaunchMetadata(),
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure

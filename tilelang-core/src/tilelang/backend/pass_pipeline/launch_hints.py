@@ -1,0 +1,35 @@
+"""KernelLaunchBounds: the blocks per SM a function asked for, on each kernel split off it.
+
+``T.annotate_min_blocks_per_sm(n)`` records ``tl.min_blocks_per_sm`` on the PrimFunc
+(tilelang.language.hints); TVM's SplitHostDevice does not hand function attributes on to
+the kernels it creates. A backend whose code generator reads a minimum-blocks attribute
+runs this pass after the split, naming that attribute (CUDA: TVM's
+``tirx.launch_bounds_min_blocks_per_sm``, printed as ``__launch_bounds__(threads, n)``).
+A kernel compilation holds one user function, so every kernel of the module gets it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"  # tilelang.language.hints records it
+
+
+def KernelLaunchBounds(min_blocks_attr: str) -> Any:
+    import tvm
+
+    def run(mod: Any, ctx: Any) -> Any:
+        asked = [f.attrs[MIN_BLOCKS_PER_SM_ATTR] for f in mod.functions.values()
+                 if f.attrs is not None and MIN_BLOCKS_PER_SM_ATTR in f.attrs]
+        if not asked:
+            return mod
+        updates = {}
+        for gvar, func in mod.functions.items():
+            attrs = func.attrs
+            if attrs is not None and int(attrs.get("calling_conv", 0)) == 2:  # a device kernel
+                updates[gvar] = func.with_attr(min_blocks_attr, int(asked[0]))
+        for gvar, func in updates.items():
+            mod[gvar] = func
+        return mod
+
+    return tvm.transform.module_pass(run, opt_level=0, name="tl.KernelLaunchBounds")
