@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import LanguageError
-
 from ..backend.pass_pipeline.launch_hints import MIN_BLOCKS_PER_SM_ATTR
+from ..errors import LanguageError
 
 
 def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
@@ -43,7 +42,7 @@ def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
 
 def disable_warp_group_reg_alloc() -> None:
     """Keep the register allocation the compiler chose for every warpgroup (always the case here)."""
-    return None
+    return
 
 
 no_set_max_nreg = disable_warp_group_reg_alloc

@@ -91,7 +91,7 @@ class Kernel:
         if self.function_attrs and not any(exc):
             try:
                 _ib.func_attr(self.function_attrs)
-            except Exception as err:  # noqa: BLE001 - TVM's "must be called at the top of a PrimFunc"
+            except Exception as err:
                 raise LanguageError(f"{', '.join(self.function_attrs)}: the T.Kernel that asks for it must be a "
                                     "statement of the function's body, not inside another frame") from err
         return result

@@ -39,8 +39,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.fp8_arith import ComputeFp8InFloat32
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.mask_after_gemm import MaskAfterGemm
-    from .transform.narrow_broadcast import PackByteBroadcasts
     from .transform.merge_k_steps import MergeShortKSteps
+    from .transform.narrow_broadcast import PackByteBroadcasts
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
