@@ -93,3 +93,21 @@ def test_jit_takes_upstreams_verbose_and_compile_flags(capsys):
     out = np.zeros_like(a)
     kernel(a, out)
     np.testing.assert_array_equal(out, a * 2)
+
+
+def test_a_chained_assignment_stores_one_value_to_each_target_in_order():
+    """``A[i] = B[i] = C[i] = 1`` (upstream's chain_equal test); with a value that reads a
+    target, Python's meaning: the value is computed once, before any store."""
+    @T.prim_func
+    def chained(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), C: T.Tensor((128,), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            for lane in T.Parallel(64):
+                idx = bx * 64 + lane
+                A[idx] = B[idx] = C[idx] = 1
+                C[idx] = A[idx] = C[idx] + A[idx] * 2
+
+    a, b, c = (np.zeros(128, "float32") for _ in range(3))
+    tilelang.compile(chained, target="cpu")(a, b, c)
+    np.testing.assert_array_equal(a, 3.0)
+    np.testing.assert_array_equal(b, 1.0)
+    np.testing.assert_array_equal(c, 3.0)

@@ -183,6 +183,25 @@ def install() -> None:
 
     Parser.eval_assign = eval_assign
 
+    visit_assign = dispatch.get(token="tirx", type_name="Assign")
+
+    def visit_chained_assign(self: Any, node: Any) -> Any:
+        """``A[i] = B[i] = value``: Python's meaning, the value evaluated once and stored to
+        each target from left to right (TVMScript refused "Consequential assignments")."""
+        if len(node.targets) == 1:
+            return visit_assign(self, node)
+        where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+        value = node.value
+        if not isinstance(value, doc.Constant):  # bound to a name first, so it is read once
+            name = f"_chained_value_{node.lineno}_{node.col_offset}"
+            visit_assign(self, doc.Assign([doc.Name(name, doc.Store(), *where)], value, *where))
+            value = doc.Name(name, doc.Load(), *where)
+        for target in node.targets:
+            visit_assign(self, doc.Assign([target], value, *where))
+        return None
+
+    dispatch.register(token="tirx", type_name="Assign")(visit_chained_assign)
+
     visit_while = dispatch.get(token="tirx", type_name="While")
 
     def visit_while_tiles(self: Any, node: Any) -> Any:
