@@ -59,6 +59,92 @@ def _const_name(size: Any, consts: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: PrimFunc attributes of the declarations (upstream's names): the outputs' parameter
+#: indices (negative: the T.empty outputs come last), pass configs, device compiler flags
+OUT_IDX_ATTR, PASS_CONFIGS_ATTR, COMPILE_FLAGS_ATTR = "tilelang_out_idx", "tilelang_pass_configs", "tilelang_compile_flags"
+
+
+def with_declared_options(func: Any, build: EagerBuild) -> Any:
+    """``func`` with what its declarations asked for recorded as attributes, which
+    ``tilelang.compile`` reads (:func:`declared_options`)."""
+    if build.outputs:
+        func = func.with_attr(OUT_IDX_ATTR, [i - len(build.outputs) for i in range(len(build.outputs))])
+    if build.pass_configs:
+        func = func.with_attr(PASS_CONFIGS_ATTR, dict(build.pass_configs))
+    if build.compile_flags:
+        func = func.with_attr(COMPILE_FLAGS_ATTR, list(build.compile_flags))
+    return func
+
+
+def _python(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _python(v) for k, v in value.items()}
+    if isinstance(value, tvm.tirx.IntImm):
+        return bool(value.value) if str(value.ty.dtype) == "bool" else int(value.value)
+    if isinstance(value, tvm.tirx.FloatImm):
+        return float(value.value)
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
+        return [_python(v) for v in value]
+    return str(value)
+
+
+def declared_options(func: Any, out_idx: Any, pass_configs: Mapping[str, Any] | None
+                     ) -> tuple[Any, Mapping[str, Any] | None]:
+    """(out_idx, pass_configs) of a compile of ``func``, with its declared attributes: the
+    T.empty outputs (given out_idx too is a conflict, as upstream says), its pass configs
+    under the compile's own, its compile flags before the compile's."""
+    attrs = getattr(func, "attrs", None)
+    if attrs is None:
+        return out_idx, pass_configs
+    if OUT_IDX_ATTR in attrs:
+        declared = _python(attrs[OUT_IDX_ATTR])
+        if out_idx is not None:
+            raise LanguageError(
+                f"Out index conflict: kernel {str(attrs.get('global_symbol', 'kernel'))!r} returns its T.empty "
+                f"outputs (out_idx {declared}) and the compile was given out_idx={out_idx!r}; drop out_idx=")
+        out_idx = declared
+    if PASS_CONFIGS_ATTR in attrs:
+        pass_configs = {**_python(attrs[PASS_CONFIGS_ATTR]), **(pass_configs or {})}
+    if COMPILE_FLAGS_ATTR in attrs:
+        flags = _python(attrs[COMPILE_FLAGS_ATTR])
+        given = list((pass_configs or {}).get("tl.device_compile_flags", []))
+        pass_configs = {**(pass_configs or {}), "tl.device_compile_flags": flags + given}
+    return out_idx, pass_configs
+
+
+def lazy_prim_func(func: Callable[..., Any]) -> Any:
+    """``@T.prim_func def kernel(A, B): A: T.Tensor(...); ...``: a kernel whose parameters
+    are declared in its body, with T.empty outputs returned (upstream's lazy style). Its
+    declarations run once, without arguments: sizes known only at run time are T.dynamic;
+    T.const names need @tilelang.jit, which reads them from each call's tensors."""
+    from .eager_source import read_eager_source
+
+    source = read_eager_source(func)
+    name = getattr(func, "__name__", "kernel")
+    if source is None:
+        raise LanguageError(f"T.prim_func {name!r}: its parameters have no annotations, and its body does not "
+                            "declare them before a `with T.Kernel(...)`; annotate them (`A: T.Tensor((M, N), "
+                            "T.float32)`) in the signature or as the body's first statements")
+    undeclared = [p for p in source.params if p not in source.tensors]
+    if undeclared:
+        raise LanguageError(f"T.prim_func {name!r}: parameter(s) {undeclared} are declared neither in the "
+                            "signature nor in the body; annotate them (`n: T.int32`) in the signature")
+    lazy = EagerFunction(func, source, {}, compile_fn=lambda *a, **k: None)
+    template = lazy._template((), {})
+    if template.consts:
+        raise LanguageError(f"T.prim_func {name!r}: T.const {list(template.consts)} takes its values from a "
+                            "call's tensors; decorate the function with @tilelang.jit, or use T.dynamic")
+    func_ir, outputs = lazy._prim_func({}, {})
+    if source.returns is not None:
+        wrong = [r for r in source.returns if r not in outputs]
+        if wrong:
+            raise LanguageError(f"T.prim_func {name!r}: `return` names {wrong}, which T.empty did not make; "
+                                f"the outputs are {list(outputs) or 'none'}")
+    return func_ir
+
+
 @dataclass(frozen=True)
 class EagerTemplate:
     """Where the T.const names sit in the input tensors' shapes (for one set of
@@ -234,7 +320,7 @@ class EagerFunction:
         namespace.update({_PARAM.format(t): buffers[t] for t in self.source.tensors})
         namespace.update({_PARAM.format(n): local_values[n] for n in outputs})
         namespace[_PRIM_FUNC] = T.prim_func
-        return self._parse(params, namespace), tuple(outputs)
+        return with_declared_options(self._parse(params, namespace), build), tuple(outputs)
 
     def _parse(self, params: list[str], namespace: dict[str, Any]) -> Any:
         fdef = self.source.function
@@ -288,9 +374,7 @@ class EagerFunction:
                     raise LanguageError(
                         f"eager kernel {self.source.name!r}: `return` names {wrong}, which "
                         f"T.empty did not make; the outputs are {outputs or 'none'}")
-            first = len(self.source.tensors)
-            kernel = self._compile(func, out_idx=list(range(first, first + len(outputs))) or None,
-                                   **self.options, request=request)
+            kernel = self._compile(func, **self.options, request=request)  # out_idx: the function's attribute
             picks = None if returns is None else tuple(outputs.index(r) for r in returns)
             spec = Specialization(kernel, self.source.tensors, picks, len(outputs))
             self._kernels[full_key] = spec

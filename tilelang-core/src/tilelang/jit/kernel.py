@@ -53,8 +53,10 @@ class JITKernel:
         the request index then remembers the kernel key for the next process."""
         from ..engine.lower import lower, validate_pass_configs
         from ..engine.semantic_check import check_kernel
+        from .eager import declared_options
 
         check_kernel(func, getattr(func, "__name__", "kernel"))  # before hashing its script
+        out_idx, pass_configs = declared_options(func, out_idx, pass_configs)  # T.empty, T.annotate_*
         if isinstance(out_idx, int):
             out_idx = [out_idx]
         if execution_backend is None:

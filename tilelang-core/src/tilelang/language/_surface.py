@@ -46,7 +46,12 @@ from .casts import reinterpret
 from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype
-from .eager import const, empty  # the eager @tilelang.jit style's declarations
+from .eager import (  # the eager @tilelang.jit style's declarations
+    annotate_compile_flags,
+    annotate_pass_configs,
+    const,
+    empty,
+)
 from .ext import ext
 from .fastmath import (
     __cos,
@@ -154,6 +159,10 @@ def prim_func(func=None, **kwargs):
     frontend normalization)."""
 
     def wrap(f):
+        if _declares_its_parameters(f):  # `def kernel(A): A: T.Tensor(...)`: upstream's lazy style
+            from ..jit.eager import lazy_prim_func
+
+            return lazy_prim_func(f)
         try:
             parsed = _tvm_prim_func(f, **kwargs)
         except OSError as err:  # inspect could not find the function's source
@@ -179,6 +188,19 @@ def prim_func(func=None, **kwargs):
         return _normalize(parsed)
 
     return wrap(func) if func is not None else wrap
+
+
+def _declares_its_parameters(f) -> bool:
+    """Whether a Python function's parameters have no annotations (they are declared in
+    its body, before its first `with`)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    # (no `bool(...)` here: this module's `bool` is the dtype T.bool)
+    return len(params) > 0 and all(p.annotation is inspect.Parameter.empty for p in params)
 
 
 def _tilelang_cause(err: BaseException):

@@ -71,6 +71,8 @@ class EagerBuild:
         self.numbers = numbers
         self.consts: dict[str, Any] = {}  # name -> tirx.Var, or its placeholder int
         self.outputs: list[Any] = []
+        self.pass_configs: dict[str, Any] = {}  # T.annotate_pass_configs
+        self.compile_flags: list[str] = []  # T.annotate_compile_flags
 
     def const(self, name: str, dtype: str) -> Any:
         if self.values is None:
@@ -109,8 +111,9 @@ def _current(what: str) -> EagerBuild:
     stack = _builds()
     if not stack:
         raise LanguageError(
-            f"{what} is only valid in the body of an eager @tilelang.jit function, before its "
-            "first `with T.Kernel(...)` (e.g. `M, N = T.const(\"M, N\")`); in a T.prim_func use "
+            f"{what} is only valid in the body of an eager @tilelang.jit function, or of a "
+            "T.prim_func whose parameters are annotated in its body, before its first `with "
+            "T.Kernel(...)` (e.g. `M, N = T.const(\"M, N\")`); in a T.prim_func use "
             "T.dynamic(\"M\") for a size known at run time"
         )
     return stack[-1]
@@ -155,3 +158,22 @@ def empty(*shape: Any, dtype: Any = None) -> Any:
 
 
 __all__ = ["EagerBuild", "const", "eager_build", "empty", "placeholder", "split_names"]
+
+
+def annotate_pass_configs(configs: Mapping[Any, Any]) -> None:
+    """``T.annotate_pass_configs({PassConfigKey.TL_ENABLE_FAST_MATH: True})`` among the
+    declarations: pass configs the kernel compiles with (a compile's own win)."""
+    build = _current("T.annotate_pass_configs")
+    if not isinstance(configs, Mapping):
+        raise LanguageError(f"T.annotate_pass_configs expects a dict of pass configs, got {type(configs).__name__}")
+    build.pass_configs.update({str(getattr(k, "value", k)): v for k, v in configs.items()})
+
+
+def annotate_compile_flags(flags: Sequence[str] | str) -> None:
+    """``T.annotate_compile_flags(["--use_fast_math"])`` among the declarations: flags for the
+    backend's device compiler, as ``tilelang.compile(..., compile_flags=)``."""
+    build = _current("T.annotate_compile_flags")
+    flags = [flags] if isinstance(flags, str) else list(flags)
+    if not all(isinstance(f, str) for f in flags):
+        raise LanguageError(f"T.annotate_compile_flags expects strings, got {flags!r}")
+    build.compile_flags.extend(flags)
