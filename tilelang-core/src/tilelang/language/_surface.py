@@ -72,7 +72,11 @@ from .fastmath import (
     ieee_sub,
 )
 from .frontend import normalize as _normalize
-from .hints import annotate_min_blocks_per_sm, disable_warp_group_reg_alloc, no_set_max_nreg
+from .hints import (
+    annotate_min_blocks_per_sm,
+    disable_warp_group_reg_alloc,
+    no_set_max_nreg,
+)
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
@@ -82,8 +86,8 @@ from .misc import (
     all_of,
     any_of,
     clamp,
-    extract_lane,
     device_assert,
+    extract_lane,
     import_source,
     infinity,
     print,
