@@ -393,6 +393,10 @@ class LoweredKernel:
                 value = self.eval(args[1])
                 return compute(_MATH[name](value.astype(np.float32)), expr.dtype)
             return self._extern_for(name)(self, [self.eval_arg(a) for a in args[1:]], expr)
+        if op.startswith("tirx.cuda.__"):  # TVM's CUDA intrinsics as ops: the CUDA function of that name
+            name = op.removeprefix("tirx.cuda.")
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return self._extern_for(name)(self, [self.eval_arg(a) for a in args], expr)
         if op == "tirx.address_of":
             load = args[0]
             index = self._index(load.indices)

@@ -59,6 +59,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
     from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..assumes import LowerAssumes
+    from .fragment_views import InlineFragmentViews
     from .fragments import PlaceFragments
     from .hoist_shared_reads import HoistSharedReads
     from .partition_parallel import PartitionParallelLoops
@@ -74,6 +75,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     return [
         LowerAssumes(),  # T.assume: gone from device code; over parameters only, a host check
         BindNestedThreadLoops(),  # T.thread_binding of the kernel's own thread index: that index
+        InlineFragmentViews(),  # T.view / T.reshape of a fragment: accesses of the fragment itself
         PlaceFragments(),
         LegalizeVectorizedLoops(max_vector_bytes),  # T.vectorized(n): aligned vectors of at most that size
         PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
