@@ -59,9 +59,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         RefuseNarrowFloats,
         RelaxParamAlignment,
     )
+    from .transform.c_vectors import RefuseVectorsInC
 
     middle_end = [
         CheckExternCalls(c_source=is_c_target(context.target)),
+        *([RefuseVectorsInC()] if is_c_target(context.target) else []),
         RefuseNarrowFloats(),
         LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest
         LowerTileOps(),

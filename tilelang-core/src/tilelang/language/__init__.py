@@ -48,6 +48,21 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "__ldg",
+    "ldg32",
+    "ldg64",
+    "ldg128",
+    "ldg256",
+    "lds32",
+    "lds64",
+    "lds128",
+    "stg32",
+    "stg64",
+    "stg128",
+    "stg256",
+    "sts32",
+    "sts64",
+    "sts128",
     "Fragment",
     "GemmWarpPolicy",
     "Kernel",

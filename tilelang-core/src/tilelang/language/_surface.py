@@ -71,6 +71,23 @@ from .fastmath import (
     ieee_mul,
     ieee_sub,
 )
+from .explicit_memory import (
+    __ldg,
+    ldg32,
+    ldg64,
+    ldg128,
+    ldg256,
+    lds32,
+    lds64,
+    lds128,
+    stg32,
+    stg64,
+    stg128,
+    stg256,
+    sts32,
+    sts64,
+    sts128,
+)
 from .frontend import normalize as _normalize
 from .hints import (
     annotate_min_blocks_per_sm,

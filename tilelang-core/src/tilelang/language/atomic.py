@@ -133,7 +133,7 @@ def atomic_xor(dst: Any, value: Any, memory_order: str | None = None, return_pre
     return _rmw("xor", dst, value, memory_order, return_prev)
 
 
-def _lanes(what: str, operand: Any, lanes: int) -> tuple[Any, list[Any]]:
+def _lanes(what: str, operand: Any, lanes: int, access: str = "atomic") -> tuple[Any, list[Any]]:
     """(buffer, first index) of ``lanes`` consecutive elements along the last axis: an
     element ``A[i, j]`` (the run starts there), a buffer or a slice of that many elements."""
     if _element(operand):
@@ -145,7 +145,7 @@ def _lanes(what: str, operand: Any, lanes: int) -> tuple[Any, list[Any]]:
     extents = [r.extent for r in region.region]
     static = [int(e.value) if isinstance(e, tirx.IntImm) else None for e in extents]
     if static[-1] != lanes or any(e != 1 for e in static[:-1]):
-        raise LanguageError(f"{what}: {_name(region)} gives a tile of {extents}; a {lanes}-wide atomic "
+        raise LanguageError(f"{what}: {_name(region)} gives a tile of {extents}; a {lanes}-wide {access} "
                             f"takes {lanes} consecutive elements of the last axis")
     return region.source, [r.min for r in region.region]
 
