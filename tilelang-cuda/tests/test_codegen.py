@@ -172,3 +172,28 @@ def test_two_dimensional_thread_blocks_and_symbolic_parallel_extents():
     assert artifact.launches[0].block == ("32", "4", "1")
     if toolchain.nvcc_path() is not None:
         assert toolchain._compile_nvcc(source, "sm_90", "scale_rows")[:4] == b"\x7fELF"
+
+
+def test_programmatic_dependent_launch_instructions():
+    """T.pdl_trigger / T.pdl_sync: griddepcontrol on sm_90 (nothing on older GPUs, which
+    have no overlapping launch); the waiting kernel's pointers lose __restrict__."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def pair(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32"), C: T.Tensor((1024,), "float32")):
+        with T.Kernel(4, threads=256) as bx:
+            for i in T.Parallel(256):
+                B[bx * 256 + i] = A[bx * 256 + i] + 1.0
+            T.pdl_trigger()
+        with T.Kernel(4, threads=256) as bx2:
+            T.pdl_sync()
+            for i in T.Parallel(256):
+                C[bx2 * 256 + i] = B[bx2 * 256 + i] * 2.0
+
+    source = tilelang.lower(pair, target=SM90).device_source
+    assert "griddepcontrol.launch_dependents" in source and "griddepcontrol.wait" in source
+    assert "pair_kernel(float* __restrict__ A_ptr, float* __restrict__ B_ptr) {" in source
+    assert "pair_kernel_1(float* B_ptr, float* C_ptr) {" in source
+    if toolchain.nvcc_path() is not None:
+        for arch in ("sm_90", "sm_80"):
+            assert toolchain._compile_nvcc(source, arch, f"pdl_{arch}")[:4] == b"\x7fELF"

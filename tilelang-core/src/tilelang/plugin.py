@@ -77,6 +77,8 @@ _EXPORTS: dict[str, str] = {
     # -- shared passes: tile ops, global layouts -------------------------------------------
     "LowerTileOps": "tilelang.transform",
     "ApplyGlobalLayouts": "tilelang.transform",
+    "LowerGridDependencies": "tilelang.transform.grid_dependencies",
+    "WaitingKernelsMayAlias": "tilelang.transform.grid_dependencies",
     "TileOpLowering": "tilelang.transform.lower_tile_ops",
     "reduce_combine": "tilelang.transform.reduce_kinds",
     "reduce_identity": "tilelang.transform.reduce_kinds",

@@ -45,6 +45,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from ..backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..transform import ApplyGlobalLayouts, LowerTileOps
     from ..transform.assumes import LowerAssumes
+    from ..transform.grid_dependencies import LowerGridDependencies
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
         AllocateOnStack,
@@ -63,6 +64,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
 
     middle_end = [
         CheckExternCalls(c_source=is_c_target(context.target)),
+        LowerGridDependencies(),  # T.pdl_*: a CPU has no dependent launches
         *([RefuseVectorsInC()] if is_c_target(context.target) else []),
         RefuseNarrowFloats(),
         LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest

@@ -48,6 +48,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "pdl_sync",
+    "pdl_trigger",
     "__ldg",
     "ldg32",
     "ldg64",

@@ -89,6 +89,7 @@ from .explicit_memory import (
     sts128,
 )
 from .frontend import normalize as _normalize
+from .grid_dependencies import pdl_sync, pdl_trigger
 from .hints import (
     annotate_min_blocks_per_sm,
     disable_warp_group_reg_alloc,

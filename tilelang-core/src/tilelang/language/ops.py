@@ -70,6 +70,14 @@ for _op in WARP_OPS:  # opaque: a shuffle's value depends on other lanes, so not
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
+#: programmatic dependent launch (upstream's T.pdl_trigger / T.pdl_sync): a kernel lets the
+#: next kernel of its stream start, or waits for the kernels it depends on to finish; each
+#: backend lowers them (transform/grid_dependencies.py)
+PDL_TRIGGER, PDL_SYNC = "tl.pdl_trigger", "tl.pdl_sync"
+for _op in (PDL_TRIGGER, PDL_SYNC):
+    _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
+
+
 #: function attribute: names of the shared buffers the compiler itself introduced (fragments
 #: placed in shared memory, block reductions' per-warp partials). Their barriers are the
 #: compiler's to place, also under ``tl.disable_thread_storage_sync``.

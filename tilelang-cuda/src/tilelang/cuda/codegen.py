@@ -24,7 +24,7 @@ from . import toolchain
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
-            "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match")  # tl_device.h's families
+            "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_")  # tl_device.h's families
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")

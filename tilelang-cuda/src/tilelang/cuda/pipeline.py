@@ -19,7 +19,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
         KernelLaunchBounds,
+        LowerGridDependencies,
         LowerTileOps,
+        WaitingKernelsMayAlias,
         gpu_block_passes,
     )
     from tvm import tirx
@@ -50,6 +52,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     # them from the launch metadata
     tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
     return [
+        LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
         MaskAfterGemm(tensor_maps=tensor_maps),  # sm_90: a mask given as a GEMM's starting value applied after it, where it masks
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
@@ -78,6 +81,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
         KernelLaunchBounds("tirx.launch_bounds_min_blocks_per_sm"),  # T.annotate_min_blocks_per_sm
+        WaitingKernelsMayAlias("tl_pdl_wait"),  # T.pdl_sync: no __restrict__ (reads may not pass the wait)
         LowerIket(),
         CaptureLaunchMetadata(),
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure

@@ -135,6 +135,21 @@ __device__ __forceinline__ void tl_check_swizzle_base(const void* smem) {
   }
 }
 
+// Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90): T.pdl_trigger lets the
+// next kernel of the stream start, T.pdl_sync waits for the kernels this one depends on.
+// Older architectures have no overlapping launch, so there is nothing to order.
+__device__ __forceinline__ void tl_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tl_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Named barrier 1 over the first n threads (a warp-specialized block's consumers; the
 // producer warp never reaches it). n: a multiple of 32.
 __device__ __forceinline__ void tl_named_barrier_sync(int id, int n) {

@@ -55,6 +55,11 @@ def lowering_passes(context: Any) -> Sequence[Any]:
             continue
         if name == "tirx.SplitHostDevice":
             passes.append(StaticSharedBuffers())
+        if name == "tl.LowerGridDependencies":  # T.pdl_*: dropped (the launcher launches without PDL)
+            from tilelang.plugin import LowerGridDependencies
+
+            passes.append(LowerGridDependencies())
+            continue
         if name == "tl.cuda.LowerAtomics":  # CuTe DSL's atomic functions instead of CUDA C's
             passes.append(LowerAtomics())
         elif name == "tl.LowerTileOps":  # rows reduced one thread each: no thread all-reduce here

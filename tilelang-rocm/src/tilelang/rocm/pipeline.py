@@ -24,6 +24,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts,
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
+        LowerGridDependencies,
         LowerTileOps,
         gpu_block_passes,
     )
@@ -32,6 +33,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import LowerAtomics, LowerMfmaGemm, LowerWarpOps
 
     return [
+        LowerGridDependencies(),  # T.pdl_*: no programmatic dependent launch on HIP; dropped
         LowerMfmaGemm(),
         # rows reduced one thread each: TVM's all-reduce declares shared staging inside the
         # row loop as `__shared__ alignas(64)`, which hipcc (clang) rejects there
