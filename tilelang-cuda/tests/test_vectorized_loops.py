@@ -181,3 +181,52 @@ def test_a_byte_broadcast_on_the_gpu(dtype, value):
     out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
     kernel(torch.tensor([value], dtype=getattr(torch, dtype), device="cuda"), out)
     torch.testing.assert_close(out.cpu(), torch.full((32,), value, dtype=getattr(torch, dtype)), rtol=0, atol=0)
+
+
+def zeroed(dtype: str, n: int):
+    @T.prim_func
+    def main(A: T.Tensor((64,), dtype)):
+        with T.Kernel(1, threads=32):
+            for i in T.vectorized(n):
+                A[i] = 0
+
+    return main
+
+
+@pytest.mark.parametrize("dtype,lanes", [("int8", 4), ("uint8", 4), ("int8", 16)])
+def test_vectorized_byte_ramps_compile_and_count(dtype, lanes):
+    """int8 ramps of 4 lanes printed as make_int (no such function)."""
+    code = device_code(filled(dtype, lanes))
+    assert "make_int(" not in code and "make_uint(" not in code
+    out = np.zeros(64, dtype)
+    lowered_kernel(tilelang.lower(filled(dtype, lanes), target=SM90).device_mod)(out)
+    np.testing.assert_array_equal(out[:lanes], np.arange(1, lanes + 1))
+    np.testing.assert_array_equal(out[lanes:], 0)
+
+
+@pytest.mark.parametrize("dtype,lanes", [("float8_e4m3fn", 8), ("float8_e5m2", 16), ("int8", 32)])
+def test_a_vectorized_zero_fill_of_bytes_compiles(dtype, lanes):
+    """fp8 broadcasts of 8 or 16 lanes stopped TVM's code generator on "lanes == 1 || lanes
+    == 2 || lanes == 4" (upstream's issue 1601): the byte is packed into words."""
+    code = device_code(zeroed(dtype, lanes))
+    assert "16843009" in code  # 0x01010101: one byte spread over a word
+
+
+def half_selected():
+    @T.prim_func
+    def main(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(1024):
+                B[i] = T.Select(i < 512, A[i], 0.0)
+
+    return main
+
+
+def test_a_select_whose_condition_is_the_same_in_every_lane():
+    """TVM kept a broadcast condition in a temporary of the values' type (`float4 v_ =
+    make_ushort4(...)`: no conversion); a scalar branch picks the vector instead."""
+    code = device_code(half_selected())
+    assert "make_ushort4" not in code
+    a, b = np.arange(1024, dtype="float32") + 1, np.full(1024, -1, "float32")
+    lowered_kernel(tilelang.lower(half_selected(), target=SM90).device_mod)(a, b)
+    np.testing.assert_array_equal(b, np.where(np.arange(1024) < 512, a, 0))

@@ -42,7 +42,6 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.mask_after_gemm import MaskAfterGemm
     from .transform.merge_k_steps import MergeShortKSteps
-    from .transform.narrow_broadcast import PackByteBroadcasts
     from .transform.pingpong import AlternateWarpgroupGemms
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
@@ -73,7 +72,6 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
         OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
-        PackByteBroadcasts(),  # a runtime byte broadcast to 4n lanes: one packed word per 4 lanes
         ComputeFp8InFloat32(),  # fp8 + - * / min max: CUDA's fp8 types are storage types
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
@@ -100,7 +98,11 @@ def finalize_host_passes(context: Any) -> Sequence[Any]:
 def finalize_device_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
 
-    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin()]
+    from .transform.narrow_broadcast import PackByteBroadcasts
+
+    # byte vectors after the last simplification, which folds a narrowing cast back into a ramp
+    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin(),
+            PackByteBroadcasts()]
 
 
 def trial_lowering_passes(context: Any) -> Sequence[Any]:
