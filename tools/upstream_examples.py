@@ -141,6 +141,13 @@ def _jit_option(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+def _undeclared(func: Any, out_idx: Any) -> Any:
+    """``out_idx`` unless the PrimFunc declares its outputs itself (T.empty; giving both is
+    upstream's "Out index conflict")."""
+    attrs = getattr(func, "attrs", None)
+    return None if attrs is not None and "tilelang_out_idx" in attrs else out_idx
+
+
 def build_prim_func(module: Any, kernel: Kernel, cpu: bool = False) -> tuple[Any, Any]:
     """(PrimFunc, the JIT object or None) for one recipe kernel: a module-level prim_func
     as is; a @tilelang.jit object through get_tir (upstream's spelling, eager and lazy) or
@@ -185,7 +192,7 @@ def _lower_kernel(module: Any, kernel: Kernel, arch: str, nvcc: bool) -> dict[st
         func, jit_obj = build_prim_func(module, kernel)
         phase = "lower"
         artifact = tilelang.lower(func, target={"kind": "cuda", "arch": arch},
-                                  out_idx=_jit_option(jit_obj, "out_idx"),
+                                  out_idx=_undeclared(func, _jit_option(jit_obj, "out_idx")),
                                   pass_configs=_jit_option(jit_obj, "pass_configs"))
         if not artifact.device_source:
             raise RecipeError("lowering produced no CUDA source")
@@ -218,7 +225,7 @@ def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
         out_idx = _jit_option(jit_obj, "out_idx")
         if case is not None and case.out_idx is not None:
             out_idx = list(case.out_idx)
-        compiled = tilelang.compile(func, out_idx=out_idx, target="cpu",
+        compiled = tilelang.compile(func, out_idx=_undeclared(func, out_idx), target="cpu",
                                     pass_configs=_jit_option(jit_obj, "pass_configs"))
         if case is None or case.inputs is None:
             out["status"] = "compiled"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tilelang
@@ -39,4 +40,7 @@ def test_a_finite_format_has_no_infinity(dtype):
 def test_infinity_needs_a_floating_type():
     with pytest.raises(LanguageError, match=r"T.infinity: int32 is not a scalar floating type"):
         T.infinity(T.int32)
-    assert np.isinf(T.infinity(T.float8_e5m2).value)
+    # fp8: the encoding itself (CUDA's float -> fp8 conversion saturates inf to 57344)
+    e5m2 = T.infinity(T.float8_e5m2)
+    assert str(e5m2.ty.dtype) == "float8_e5m2" and int(e5m2.args[0].value) == 0x7C
+    assert np.isinf(np.array([0x7C], np.uint8).view(ml_dtypes.float8_e5m2).astype(np.float32))[0]

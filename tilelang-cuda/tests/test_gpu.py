@@ -209,3 +209,17 @@ def test_a_producer_and_a_waiting_consumer(backend):
     b, c = torch.zeros_like(a), torch.zeros_like(a)
     kernel(a, b, c)
     torch.testing.assert_close(c, (a + 1) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float8_e5m2"])
+def test_infinity_fills_are_infinite(dtype):
+    import tilelang.language as T
+
+    @T.prim_func
+    def fill_inf(A: T.Tensor((32,), dtype)):
+        with T.Kernel(1, threads=32):
+            T.fill(A, T.infinity(dtype))
+
+    out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
+    compile_cuda(fill_inf, "tvm_ffi", out_idx=None)(out)
+    assert torch.isinf(out.float()).all() and (out.float() > 0).all()  # e5m2 was 57344: a saturating cast

@@ -69,6 +69,7 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
     from ..backend.module import create_backend_context
     from ..backend.resolution import execution_spec_named
     from ..engine.lower import lower as engine_lower
+    from .eager import declared_options
     from .kernel import _name_of
 
     context = create_backend_context(target, target_host, execution_backend=None, kernel=func,
@@ -76,6 +77,7 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
     if execution_backend is not None:
         context = dataclasses.replace(context, execution_spec=execution_spec_named(context.module,
                                                                                    execution_backend))
+    out_idx, pass_configs = declared_options(func, out_idx, pass_configs)  # T.empty, T.annotate_*
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
     return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
 

@@ -123,6 +123,9 @@ def infinity(dtype: Any, span: Any = None) -> Any:
         raise LanguageError(f"T.infinity: {name} is not a scalar floating type; infinity needs one (T.float32 ...)")
     if name.endswith(("fn", "fnu")) or name.startswith(("float4_", "float6_")) or "e8m0" in name:
         raise LanguageError(f"T.infinity: {name} has no infinity (a finite format); use T.max_value({name!r})")
+    if name.startswith("float8"):
+        # the encoding itself: CUDA's float -> fp8 conversion saturates (inf became 57344)
+        return tirx.reinterpret(name, tirx.const(0x7C, "uint8"))  # e5m2: sign 0, exponent all ones
     return tirx.FloatImm(name, float("inf"), span)
 
 
