@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from upstream_recipes import RECIPES, CpuCase, Kernel, ModAttr, Recipe, Splat, Tensor  # noqa: E402
+from upstream_recipes import RECIPES, CpuCase, Kernel, ModAttr, Recipe, Splat, Tensor
 
 DEFAULT_EXAMPLES = "/work/up/examples"
 PASS_STATES = ("pass", "compiled")

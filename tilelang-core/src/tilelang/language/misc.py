@@ -259,7 +259,7 @@ def _first_thread() -> Any:
     return cond
 
 
-def print(obj: Any = None, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
+def print(obj: Any = None, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:
     """``T.print(x, msg="")``: printf from the kernel (device printf on CUDA). A scalar
     expression prints ``msg: value`` from every thread that executes it; a buffer prints
     one line per element (``msg name[i] = value``) from the block's first thread; with no
