@@ -111,3 +111,44 @@ def test_a_chained_assignment_stores_one_value_to_each_target_in_order():
     np.testing.assert_array_equal(a, 3.0)
     np.testing.assert_array_equal(b, 1.0)
     np.testing.assert_array_equal(c, 3.0)
+
+
+def _bound_by_hand():
+    @T.prim_func
+    def main(A_ptr: T.handle):
+        A = T.match_buffer(A_ptr, (16, 16), dtype=T.float32, align=16)
+        for b in T.thread_binding(2, thread="blockIdx.x"):
+            for t in T.thread_binding(8, thread="threadIdx.x"):
+                for i in T.unroll(0, 16, step=2):
+                    A[b * 8 + t, i] = T.float32(b * 100 + t)
+
+    return main
+
+
+@pytest.mark.parametrize("backend", [("cpu", "tvm_ffi"), ("c", "cython")])
+def test_a_kernel_of_thread_binding_loops_launches_like_t_kernel(backend):
+    """TVMScript's own kernel style, without T.Kernel (upstream's unroll tests): "cannot
+    handle for type launch_thread" in the host code generator before."""
+    a = np.full((16, 16), -1, "float32")
+    tilelang.compile(_bound_by_hand(), target=backend[0], execution_backend=backend[1])(a)
+    expected = np.full((16, 16), -1, "float32")
+    rows = np.array([b * 100 + t for b in range(2) for t in range(8)], "float32")
+    expected[:, 0::2] = rows[:, None]
+    np.testing.assert_array_equal(a, expected)
+
+
+def test_unroll_over_a_run_time_extent():
+    """``T.unroll(n % 32)``: TVM's UnrollLoop refused it ("Cannot unroll non-constant loop");
+    the loop runs as written and the device compiler gets the unroll hint."""
+    @T.prim_func
+    def ramp(out: T.Tensor((64,), "float32"), n: T.int32):
+        with T.Kernel(1, threads=1):
+            for i in T.unroll(n % 32):
+                out[i] = T.cast(i, "float32")
+
+    out = np.full(64, -1, "float32")
+    tilelang.compile(ramp, target="cpu")(out, 37)
+    np.testing.assert_array_equal(out[:5], np.arange(5))
+    np.testing.assert_array_equal(out[5:], -1)
+    source = tilelang.lower(ramp, target={"kind": "cuda", "arch": "sm_90"}).device_source
+    assert "#pragma unroll\n  for (int i = 0; i < (n & 31); ++i) {" in source

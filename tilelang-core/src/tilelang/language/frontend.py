@@ -28,12 +28,54 @@ def _unit_step(loop: Any) -> Any:
                     annotations=loop.annotations)
 
 
+#: a T.unroll loop whose extent is known only at run time (``T.unroll(tid % 32)``): TVM's
+#: UnrollLoop refuses it ("Cannot unroll non-constant loop"), so it is serial, so marked,
+#: until that pass ran, and unrolled again after it (RestoreDynamicUnroll), which leaves the
+#: code generator's ``#pragma unroll`` to the device compiler, as upstream does
+DYNAMIC_UNROLL = "tl.dynamic_unroll"
+_LAUNCH_TAGS = ("blockIdx.", "threadIdx.")
+
+
+def _dynamic_unroll(loop: Any) -> Any:
+    if loop.kind != tirx.ForKind.UNROLLED or isinstance(loop.extent, tirx.IntImm):
+        return loop
+    return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
+                    annotations={**dict(loop.annotations), DYNAMIC_UNROLL: 1})
+
+
+def _launch_from_bindings(body: Any) -> Any:
+    """A kernel written with ``T.thread_binding`` loops over block and thread indices and no
+    ``T.Kernel`` (TVMScript's own style, upstream's unroll tests): the loops become the
+    launch a T.Kernel makes (``thread_extent`` attributes); "cannot handle for type
+    launch_thread" in the host code generator before. Inside a T.Kernel such loops stay
+    for BindNestedThreadLoops."""
+    launches: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: launches.append(a) if a.attr_key == "thread_extent" else None))
+    if launches:
+        return body
+
+    def on_for(loop: Any) -> Any:
+        binding = loop.thread_binding
+        if loop.kind != tirx.ForKind.THREAD_BINDING or binding is None:
+            return loop
+        tag = str(binding.thread_tag)
+        if not tag.startswith(_LAUNCH_TAGS) or not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0):
+            return loop
+        import tvm
+
+        var = loop.loop_var
+        iter_var = tirx.IterVar(tvm.ir.Range.from_min_extent(loop.min, loop.extent), var, 1, tag)
+        return tirx.AttrStmt(iter_var, "thread_extent", loop.extent, loop.body)
+
+    return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
+
+
 def normalize(func: Any) -> Any:
     """Turn loops written with T.Parallel into ``ForKind.PARALLEL`` loops, and stepped
     loops into unit-step ones."""
 
     def on_for(loop: Any) -> Any:
-        loop = _unit_step(loop)
+        loop = _dynamic_unroll(_unit_step(loop))
         if not is_call_to(loop.extent, PARALLEL_EXTENT):
             return loop
         return tirx.For(
@@ -46,7 +88,8 @@ def normalize(func: Any) -> Any:
         )
 
     # T.Persistent nests first: their wave loops are ordinary loops for what follows
-    body = tvm_ffi.structural_map(expand_persistent_loops(func.body), (tirx.For, on_for), order="post")
+    body = tvm_ffi.structural_map(expand_persistent_loops(_launch_from_bindings(func.body)), (tirx.For, on_for),
+                                  order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
     func = legalize_negative_indices(func)  # A[-1]: the last element, as upstream (and Python) read it
     check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
