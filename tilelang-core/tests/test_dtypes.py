@@ -127,3 +127,23 @@ def test_tfloat32_is_float32_storage():
     # upstream's TF32 GEMM inputs: float32 tensors; this project computes their products
     # in float32 (at least TF32's precision)
     assert T.tfloat32 == "float32" and T.tfloat32.as_torch() is pytest.importorskip("torch").float32
+
+
+def test_the_upper_half_of_uint64_is_a_constant():
+    """T.uint64(0xFFFFFFFFFFFFFFFF): TVM's integer constants are int64 inside (it refused
+    a Python int past 2**63); the value is its bit pattern, reinterpreted."""
+    import tilelang
+    import tilelang.language as T
+
+    top = T.uint64(0xFFFFFFFFFFFFFFFF)
+    assert str(top.ty.dtype) == "uint64"
+
+    @T.prim_func
+    def store(A: T.Tensor((2,), "uint64")):
+        with T.Kernel(1, threads=1):
+            A[0] = T.uint64(0xFFFFFFFFFFFFFFFF)
+            A[1] = T.uint64(2 ** 63 + 5)
+
+    a = np.zeros(2, np.uint64)
+    tilelang.compile(store, target="cpu")(a)
+    np.testing.assert_array_equal(a, np.array([2 ** 64 - 1, 2 ** 63 + 5], np.uint64))

@@ -93,6 +93,9 @@ class dtype(tvm.DataType):
             return tirx.Shuffle(values, [tirx.const(i, "int32") for i in range(len(values))])
         if expr is None:
             return _ir.var(str(self), is_size_var=is_size_var) if is_size_var else _constructor(self)()
+        if str.__str__(self) == "uint64" and isinstance(expr, int) and 2 ** 63 <= expr < 2 ** 64:
+            # TVM's integer constants are int64 inside: the upper half of uint64 is its bit pattern
+            return tirx.reinterpret("uint64", tirx.const(expr - 2 ** 64, "int64"))
         return _constructor(self)(expr)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
