@@ -1,6 +1,6 @@
 """The rest of upstream's language surface: T.alloc_var, T.alloc_global, T.clamp, T.print,
 T.device_assert, T.view/T.reshape, T.make_tensor, T.access_ptr, T.StridedTensor, T.im2col,
-Layout/Fragment annotations, T.GemmWarpPolicy and the errors for upstream names not
+T.GemmWarpPolicy and the errors for upstream names not
 provided (barriers, T.thread_binding and T.import_source: test_language_device_code.py). CPU runs compare with numpy (exact unless a tolerance is stated); CUDA
 lowering is checked on the generated source (no GPU needed)."""
 
@@ -13,7 +13,6 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang import LanguageError
-from tilelang.layout import Fragment, Layout
 
 rng = np.random.default_rng(7)
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -317,64 +316,6 @@ def test_im2col_lowers_for_cuda():
     assert "condval = data_ptr[" in cuda_source(func)  # the guarded (padding-aware) image read
 
 
-# -- layouts ---------------------------------------------------------------------------------
-def test_layout_and_fragment_evaluate_their_maps():
-    transpose = Layout((4, 8), lambda i, j: [j, i])
-    assert [int(x) for x in transpose.get_output_shape()] == [8, 4]
-    assert [int(x) for x in transpose.map_forward_index([1, 2])] == [2, 1]
-    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i * 2 + j // 4, forward_index_fn=lambda i, j: j % 4)
-    assert int(frag.get_thread_size()) == 32 and int(frag.map_forward_thread([3, 5])) == 7
-    replicated = Fragment((16,), forward_fn=lambda i, rep: (i % 4 + rep * 4, i // 4), replicate=2)
-    assert int(replicated.get_thread_size()) == 8 and int(replicated.map_forward_thread([5], 1)) == 5
-
-
-def layout_kernel(layout_of):
-    @T.prim_func
-    def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32")):
-        with T.Kernel(1, threads=32) as _:
-            s = T.alloc_shared((16, 8), "float32")
-            f = T.alloc_fragment((16, 8), "float32")
-            T.annotate_layout(layout_of(s, f))
-            T.copy(A, s)
-            T.copy(s, f)
-            for i, j in T.Parallel(16, 8):
-                f[i, j] = f[i, j] + 1.0
-            T.copy(f, B)
-    return main
-
-
-def test_row_major_layout_and_fragment_hint_are_accepted():
-    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: (i * 8 + j) % 32, forward_index_fn=lambda i, j: (i * 8 + j) // 32)
-    func = layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [i, j]), f: frag})
-    a = rng.standard_normal((16, 8)).astype("float32")
-    b = np.zeros((16, 8), "float32")
-    cpu(func)(a, b)
-    np.testing.assert_array_equal(b, a + 1)
-    assert "B_ptr[" in cuda_source(func)  # lowers for CUDA too (the hint changes nothing)
-
-
-def test_a_one_to_one_shared_layout_is_accepted_row_major_and_a_many_to_one_refused():
-    # upstream's issue 2632: a transposed or permuted order is kept row-major here (results
-    # cannot tell), with a warning; two elements on one address are refused
-    with pytest.warns(UserWarning, match=r"'s' is stored row-major, not in the order the Layout gives"):
-        func = layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, i ^ 1])})
-    a, b = rng.standard_normal((16, 8)).astype("float32"), np.zeros((16, 8), "float32")
-    cpu(func)(a, b)
-    np.testing.assert_array_equal(b, a + 1)
-    with pytest.raises(LanguageError, match=r"the Layout of shared buffer `s` must be injective: elements \(0, 0\) "
-                                            r"and \(0, 4\) both map to physical coordinates \(0, 0\)"):
-        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [i, j % 4])})
-
-
-def test_layouts_that_cannot_be_honoured_are_refused():
-    n = T.symbolic("n")  # a map the check cannot enumerate: refused as before
-    with pytest.raises(LanguageError, match=r"order other than row-major is not implemented; use .*make_swizzled_layout"):
-        layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [j, (i * n) % 16])})
-    frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i, forward_index_fn=lambda i, j: j)
-    with pytest.raises(LanguageError, match="a Fragment describes registers of a T.alloc_fragment buffer"):
-        layout_kernel(lambda s, f: {s: frag})
-
-
 # -- T.print / T.device_assert ---------------------------------------------------------------
 def print_kernel():
     @T.prim_func
@@ -516,112 +457,6 @@ def test_a_one_dimensional_kernel_unpacks_into_a_one_element_tuple():
     out = np.zeros(4, "int32")
     tilelang.compile(ids, target="cpu")(out)
     np.testing.assert_array_equal(out, [0, 10, 20, 30])
-
-
-# -- name = expr: a binding where upstream's parser makes one ----------------------------------
-def _bound_and_variables(func) -> tuple[set[str], set[str]]:
-    """Names of the function's immutable bindings, and of its one-element scalar buffers."""
-    import tvm_ffi
-    from tvm import tirx
-
-    bound, variables = set(), set()
-    tvm_ffi.structural_walk(func.body, (tirx.Bind, lambda s, *_: bound.add(s.var.name)),
-                            (tirx.AllocBuffer, lambda s, *_: variables.add(s.buffer.name)))
-    return bound, variables
-
-
-def test_a_name_assigned_once_to_index_arithmetic_is_a_binding():
-    @T.prim_func
-    def reverse(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
-        with T.Kernel(8, threads=1) as bx:
-            src = 7 - bx  # upstream: a let binding the compiler sees through
-            B[bx] = A[src]
-
-    bound, variables = _bound_and_variables(reverse)
-    assert "src" in bound and "src" not in variables
-    a = rng.standard_normal(8).astype("float32")
-    b = np.zeros(8, "float32")
-    cpu(reverse)(a, b)
-    np.testing.assert_array_equal(b, a[::-1])
-
-
-def test_names_assigned_again_or_reading_memory_stay_variables():
-    @T.prim_func
-    def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4, 3), "int32")):
-        with T.Kernel(4, threads=1) as bx:
-            s = bx * 10
-            for _ in T.serial(3):
-                s = s + 1            # the same variable each iteration, as Python reads it
-            t = bx
-            t += 100                 # augmented
-            old = A[bx]              # a read: its value is taken here
-            A[bx] = -1
-            B[bx, 0] = s
-            B[bx, 1] = t
-            B[bx, 2] = old
-
-    bound, variables = _bound_and_variables(main)
-    assert {"s", "t", "old"} <= variables and not {"s", "t", "old"} & bound
-    a = np.arange(4, dtype="int32") + 50
-    b = np.zeros((4, 3), "int32")
-    cpu(main)(a, b)
-    np.testing.assert_array_equal(b, [[10 * i + 3, i + 100, 50 + i] for i in range(4)])
-    np.testing.assert_array_equal(a, [-1] * 4)
-
-
-def test_a_macro_called_twice_binds_its_names_each_time():
-    @T.macro
-    def put(B, i, k):
-        scaled = i * k  # assigned once in the macro's own body
-        B[i] = B[i] + scaled
-
-    @T.prim_func
-    def main(B: T.Tensor((4,), "int32")):
-        with T.Kernel(4, threads=1) as bx:
-            put(B, bx, 2)
-            put(B, bx, 3)
-
-    b = np.ones(4, "int32")
-    cpu(main)(b)
-    np.testing.assert_array_equal(b, [1 + 5 * i for i in range(4)])
-
-
-def test_a_reversed_block_index_leaves_no_scalar_in_the_cuda_source():
-    @T.prim_func
-    def reverse(A: T.Tensor((1024,), "float16"), B: T.Tensor((1024,), "float16")):
-        with T.Kernel(8, threads=128) as bx:
-            rx = 7 - bx
-            for i in T.Parallel(128):
-                B[bx * 128 + i] = A[rx * 128 + i]
-
-    body = cuda_source(reverse).split("reverse_kernel(")[-1]
-    # before: `alignas(64) int rx_ptr[1];`, and every address read it back
-    assert "rx_ptr" not in body and "if (" not in body
-    assert "A_ptr[((((int)threadIdx.x) + 896) - (((int)blockIdx.x) * 128))]" in body
-
-
-def doubled(named: bool):
-    @T.prim_func
-    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((128, 64), "float32")):
-        with T.Kernel(1, threads=128) as _:
-            rows = 128
-            frag = T.alloc_fragment((128, 64), "float32")
-            T.copy(A, frag)
-            for i, j in T.Parallel(rows if named else 128, 64):
-                frag[i, j] = frag[i, j] * 2.0
-            T.copy(frag, B)
-
-    return main
-
-
-def test_a_name_for_a_constant_is_the_constant():
-    # before: `rows` was a scalar buffer, the loop over it dynamic, and the fragment
-    # demoted to shared memory (`extern __shared__ float frag_ptr[]`)
-    named = cuda_source(doubled(named=True))
-    assert named == cuda_source(doubled(named=False))
-    assert "rows_ptr" not in named and "__shared__" not in named.split("main_kernel(")[-1]
-    bound, variables = _bound_and_variables(doubled(named=True))
-    assert "rows" not in bound | variables
 
 
 # -- T.any_of / T.all_of / T.align_up -------------------------------------------------------------
