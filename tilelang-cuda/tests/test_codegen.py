@@ -177,9 +177,9 @@ def test_two_dimensional_thread_blocks_and_symbolic_parallel_extents():
         assert toolchain._compile_nvcc(source, "sm_90", "scale_rows")[:4] == b"\x7fELF"
 
 
-def test_programmatic_dependent_launch_instructions():
-    """T.pdl_trigger / T.pdl_sync: griddepcontrol on sm_90 (nothing on older GPUs, which
-    have no overlapping launch); the waiting kernel's pointers lose __restrict__."""
+def producer_consumer_pair():
+    """B = A + 1 by a kernel that lets the next start early (T.pdl_trigger), C = 2 B by one
+    that waits for it (T.pdl_sync)."""
     import tilelang.language as T
 
     @T.prim_func
@@ -193,7 +193,13 @@ def test_programmatic_dependent_launch_instructions():
             for i in T.Parallel(256):
                 C[bx2 * 256 + i] = B[bx2 * 256 + i] * 2.0
 
-    source = tilelang.lower(pair, target=SM90).device_source
+    return pair
+
+
+def test_programmatic_dependent_launch_instructions():
+    """T.pdl_trigger / T.pdl_sync: griddepcontrol on sm_90 (nothing on older GPUs, which
+    have no overlapping launch); the waiting kernel's pointers lose __restrict__."""
+    source = tilelang.lower(producer_consumer_pair(), target=SM90).device_source
     assert "griddepcontrol.launch_dependents" in source and "griddepcontrol.wait" in source
     assert "pair_kernel(float* __restrict__ A_ptr, float* __restrict__ B_ptr) {" in source
     assert "pair_kernel_1(float* B_ptr, float* C_ptr) {" in source

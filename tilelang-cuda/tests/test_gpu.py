@@ -191,20 +191,9 @@ def test_an_assumption_over_the_parameters(backend):
 
 @pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
 def test_a_producer_and_a_waiting_consumer(backend):
-    import tilelang.language as T
+    from test_codegen import producer_consumer_pair
 
-    @T.prim_func
-    def pair(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32"), C: T.Tensor((1024,), "float32")):
-        with T.Kernel(4, threads=256) as bx:
-            for i in T.Parallel(256):
-                B[bx * 256 + i] = A[bx * 256 + i] + 1.0
-            T.pdl_trigger()
-        with T.Kernel(4, threads=256) as bx2:
-            T.pdl_sync()
-            for i in T.Parallel(256):
-                C[bx2 * 256 + i] = B[bx2 * 256 + i] * 2.0
-
-    kernel = compile_cuda(pair, backend, out_idx=None)
+    kernel = compile_cuda(producer_consumer_pair(), backend, out_idx=None)
     a = torch.randn(1024, device="cuda")
     b, c = torch.zeros_like(a), torch.zeros_like(a)
     kernel(a, b, c)

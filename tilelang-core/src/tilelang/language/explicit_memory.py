@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 from tvm import tirx
 from tvm.script.ir_builder import tirx as _ib
 
@@ -43,8 +44,6 @@ def _access(what: str, operand: Any, bits: int) -> tuple[Any, list[Any], str]:
     if not dtype:
         raise LanguageError(f"{what}: expected a buffer element or a slice such as X[i * 4 : i * 4 + 4], "
                             f"got {type(operand).__name__}")
-    import tvm
-
     element_bits = tvm.DataType(dtype).bits
     if bits % element_bits:
         raise LanguageError(f"{what}: {bits} bits are not a whole number of {dtype} elements")
@@ -68,8 +67,6 @@ def _load(bits: int, scope: str, src: Any, pred: Any) -> Any:
 def _store(bits: int, scope: str, dst: Any, value: Any, pred: Any) -> None:
     what = f"T.st{scope}{bits}"
     buffer, indices, vector = _access(what, dst, bits)
-    import tvm
-
     kind = tvm.DataType(str(getattr(getattr(value, "ty", None), "dtype", "")) or "void")
     if kind.bits * kind.lanes != bits:
         raise LanguageError(f"{what}: the value must be {bits} bits ({_word_type(bits)}, e.g. from "

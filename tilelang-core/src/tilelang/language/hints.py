@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend.pass_pipeline.launch_hints import MIN_BLOCKS_PER_SM_ATTR
 from ..errors import LanguageError
+from .ops import MIN_BLOCKS_PER_SM_ATTR
 
 
 def annotate_min_blocks_per_sm(num_blocks: Any) -> None:

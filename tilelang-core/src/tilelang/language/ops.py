@@ -78,6 +78,10 @@ for _op in (PDL_TRIGGER, PDL_SYNC):
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
+#: function attribute: the blocks per SM a kernel asked for (T.annotate_min_blocks_per_sm);
+#: backend/pass_pipeline/launch_hints.py hands it to the kernels split off the function
+MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"
+
 #: function attribute: names of the shared buffers the compiler itself introduced (fragments
 #: placed in shared memory, block reductions' per-warp partials). Their barriers are the
 #: compiler's to place, also under ``tl.disable_thread_storage_sync``.

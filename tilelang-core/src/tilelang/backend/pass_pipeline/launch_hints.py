@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"  # tilelang.language.hints records it
-
 
 def KernelLaunchBounds(min_blocks_attr: str) -> Any:
     import tvm
+
+    from ...language.ops import MIN_BLOCKS_PER_SM_ATTR
 
     def run(mod: Any, ctx: Any) -> Any:
         asked = [f.attrs[MIN_BLOCKS_PER_SM_ATTR] for f in mod.functions.values()
