@@ -41,7 +41,8 @@ _MATH = {"exp2f": np.exp2, "expf": np.exp, "__expf": np.exp, "exp2": np.exp2, "f
 def _type_of(expr: Any) -> str:
     """The scalar type of an expression ("" for a Var whose type is not a plain dtype)."""
     try:
-        return dtype_parts(expr.dtype)[0]
+        dtype = getattr(expr, "dtype", None) or expr.ty.dtype  # a Var's type is its .ty
+        return dtype_parts(dtype)[0]
     except (AttributeError, EmulationError):
         return ""
 

@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     # -- shared passes: tile ops, global layouts -------------------------------------------
     "LowerTileOps": "tilelang.transform",
     "ApplyGlobalLayouts": "tilelang.transform",
+    "LowerSubByteAccess": "tilelang.transform",
     "LowerGridDependencies": "tilelang.transform.grid_dependencies",
     "WaitingKernelsMayAlias": "tilelang.transform.grid_dependencies",
     "TileOpLowering": "tilelang.transform.lower_tile_ops",
@@ -133,8 +134,11 @@ _EXPORTS: dict[str, str] = {
     "CompiledArtifact": "tilelang.engine.artifact",
     "KernelLaunch": "tilelang.engine.artifact",
     "ParamInfo": "tilelang.engine.artifact",
+    "dim_symbols": "tilelang.engine.artifact",
+    "dim_value": "tilelang.engine.artifact",
     "ArgumentBinder": "tilelang.jit.arguments",
     "DEVICE_NAMES": "tilelang.jit.arguments",
+    "output_torch_dtype": "tilelang.jit.arguments",
     # -- caches (everything under TILELANG_CACHE_DIR) --------------------------------------
     "cache_subdir": "tilelang.cache",
     "cache_path": "tilelang.cache",

@@ -8,6 +8,8 @@ expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_ex
 * ``tvm.tirx.PrimExpr``: a class whose ``isinstance`` answers exactly that;
 * ``tvm.tirx.Call`` and ``tvm.tirx.StringImm``: TVM 0.27 keeps these classes in ``tvm.ir``
   (``isinstance(x, tirx.Call)`` in upstream's code asks about the same nodes);
+* ``PrimFunc.buffer_map``: upstream's parameter -> buffer map; a TVM 0.27 tensor parameter
+  is itself the buffer (a ``Var`` of ``BufferType``), so each maps to itself;
 * ``Expr.dtype``: upstream's expressions carry ``.dtype`` (``val.dtype == T.uint8``); in
   TVM 0.27 it is ``expr.ty.dtype``. The property answers for primitive-typed expressions
   and raises AttributeError otherwise, so ``hasattr(x, "dtype")`` stays False for others.
@@ -57,6 +59,12 @@ def _expr_dtype(expr: Any) -> Any:
                          "expressions have one)")
 
 
+def _buffer_map(func: Any) -> dict[Any, Any]:
+    from tvm import tirx
+
+    return {p: p for p in func.params if isinstance(p.ty, tirx.BufferType)}
+
+
 def install() -> None:
     """Add upstream's missing names to TVM's modules (idempotent)."""
     from tvm import ir, tirx
@@ -69,6 +77,9 @@ def install() -> None:
             setattr(tirx, name, getattr(ir, name))
     if "dtype" not in dir(Expr):
         Expr.dtype = property(_expr_dtype, doc="The dtype of a primitive-typed expression (expr.ty.dtype).")
+    if "buffer_map" not in dir(tirx.PrimFunc):
+        tirx.PrimFunc.buffer_map = property(_buffer_map, doc="Each tensor parameter -> its buffer (TVM 0.27: "
+                                            "the parameter itself, a Var of BufferType).")
 
 
 def _run_then_install(run: Any, module: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.artifact import CompiledArtifact
+from ..engine.artifact import CompiledArtifact, dim_symbols, dim_value
 
 _DTYPE = re.compile(r"[a-z][a-z0-9_]*\Z")
 
@@ -34,8 +34,18 @@ def _check_dims(dims: Any, what: str) -> None:
         return
     _need(type(dims) is tuple, what, dims)
     for axis, dim in enumerate(dims):
-        _need((_is_int(dim) and dim >= 0) or (type(dim) is str and dim.isidentifier()),
-              f"{what}[{axis}]", dim)
+        _need((_is_int(dim) and dim >= 0) or (type(dim) is str and _is_dim_text(dim)), f"{what}[{axis}]", dim)
+
+
+def _is_dim_text(text: str) -> bool:
+    """A symbol's name, or integer arithmetic over names (what dim_value evaluates)."""
+    if text.isidentifier():
+        return True
+    try:
+        dim_value(text, dict.fromkeys(dim_symbols(text), 1))
+    except (SyntaxError, ValueError, ArithmeticError):
+        return False
+    return True
 
 
 def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
@@ -54,6 +64,7 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
         _need(type(p.dtype) is str and bool(_DTYPE.match(p.dtype)), f"params[{i}].dtype", p.dtype)
         _check_dims(p.shape, f"params[{i}].shape")
         _check_dims(p.strides, f"params[{i}].strides")
+        _need(p.packs is None or (type(p.packs) is str and bool(_DTYPE.match(p.packs))), f"params[{i}].packs", p.packs)
     count = len(artifact.params)
     for i in artifact.out_idx:
         _need(_is_int(i) and 0 <= i < count, "out_idx", artifact.out_idx)

@@ -43,7 +43,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import s_tir, tirx
 
     from ..backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
-    from ..transform import ApplyGlobalLayouts, LowerTileOps
+    from ..transform import ApplyGlobalLayouts, LowerSubByteAccess, LowerTileOps
     from ..transform.assumes import LowerAssumes
     from ..transform.grid_dependencies import LowerGridDependencies
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
@@ -70,6 +70,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest
         LowerTileOps(),
         ApplyGlobalLayouts(),
+        LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
         LegalizeBoolCompare(),

@@ -3,11 +3,54 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import operator
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-Dim = int | str  # a constant extent, or the name of a symbolic dimension
+Dim = int | str  # a constant extent, the name of a symbolic dimension, or an expression over names
+
+
+def is_symbol(dim: Any) -> bool:
+    """A dimension that is a symbol's name (a str dimension that is not one is an expression
+    over symbol names, e.g. ``"(m * 4)"``: checked once the symbols are bound)."""
+    return isinstance(dim, str) and dim.isidentifier()
+
+
+def dim_value(dim: Any, symbols: Mapping[str, int]) -> int:
+    """A dimension's value given the symbols' values (KeyError: a symbol is unbound)."""
+    if not isinstance(dim, str):
+        return int(dim)
+    if dim.isidentifier():
+        return symbols[dim]
+    return _evaluate(ast.parse(dim, mode="eval").body, symbols, dim)
+
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _evaluate(node: ast.AST, symbols: Mapping[str, int], text: str) -> int:
+    """Integer arithmetic over symbol names, the only form lower.py writes (an artifact may
+    come from a cache entry on disk: nothing else is evaluated)."""
+    if isinstance(node, ast.Name):
+        return symbols[node.id]
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.left, symbols, text), _evaluate(node.right, symbols, text))
+    raise ValueError(f"dimension {text!r} is not integer arithmetic over symbols")
+
+
+def dim_symbols(dim: Any) -> list[str]:
+    """The symbol names a dimension refers to."""
+    if not isinstance(dim, str):
+        return []
+    if dim.isidentifier():
+        return [dim]
+    return [n.id for n in ast.walk(ast.parse(dim, mode="eval")) if isinstance(n, ast.Name)]
 
 
 @dataclass(frozen=True)
@@ -18,6 +61,9 @@ class ParamInfo:
     dtype: str
     shape: tuple[Dim, ...] | None = None  # None for scalars
     strides: tuple[Dim, ...] | None = None  # None: compact row-major
+    #: a sub-byte tensor's logical dtype (``dtype`` is then its bytes' uint8, and shape and
+    #: strides are the bytes'; transform/subbyte.py)
+    packs: str | None = None
 
     @property
     def is_tensor(self) -> bool:
@@ -99,7 +145,7 @@ class CompiledArtifact:
         seen: dict[str, None] = {}
         for p in self.params:
             for d in (p.shape or ()) + (p.strides or ()):
-                if isinstance(d, str):
+                if is_symbol(d):
                     seen.setdefault(d)
         return tuple(seen)
 
@@ -111,7 +157,7 @@ class CompiledArtifact:
         for i, p in enumerate(self.params):
             if i not in self.out_idx:
                 for d in p.shape or ():
-                    if isinstance(d, str):
+                    if is_symbol(d):
                         seen.setdefault(d)
         return tuple(seen)
 
@@ -130,6 +176,7 @@ class CompiledArtifact:
                 p["dtype"],
                 None if p["shape"] is None else tuple(p["shape"]),
                 None if p["strides"] is None else tuple(p["strides"]),
+                p.get("packs"),
             )
             for p in data["params"]
         )

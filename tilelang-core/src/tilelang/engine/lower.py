@@ -50,22 +50,41 @@ def _session(configs: Mapping[str, Any], instruments: Sequence[Any]) -> Iterator
         _PASS_CONFIGS.reset(token)
 
 
-def _dim(expr: Any, where: str) -> int | str:
+def _dim(expr: Any, where: str, plain: set[str]) -> int | str:
+    """A constant, a symbol's name, or integer arithmetic (+ - * // %) over symbols that
+    some dimension is exactly (``m * 4`` beside an ``m``): the binder checks it."""
+    import tvm
+    import tvm_ffi
     from tvm import tirx
+
+    from ..backend.pass_pipeline.launch_metadata import python_expr
 
     if isinstance(expr, tirx.IntImm):
         return int(expr.value)
     if isinstance(expr, tirx.Var):
         return expr.name
+    arithmetic = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.IntImm, tirx.Var)
+    nodes: list[Any] = []
+    tvm_ffi.structural_walk(expr, (object, nodes.append))
+    exprs = [n for n in nodes if tvm.ir.is_prim_expr(n)]
+    names = {n.name for n in exprs if isinstance(n, tirx.Var)}
+    if all(isinstance(n, arithmetic) for n in exprs) and names <= plain:
+        return python_expr(expr)[1:-1]  # a binary operation: its own parentheses dropped
     raise LanguageError(
-        f"{where}: dimension {expr} is an expression; use a constant or a single symbolic "
-        "dimension (T.symbolic) per axis"
+        f"{where}: dimension {expr} is an expression{' of ' + ', '.join(sorted(names - plain)) if names - plain else ''}; "
+        "use a constant, a symbolic dimension (T.symbolic), or integer arithmetic (+ - * // %) over "
+        "symbols that are whole dimensions of some tensor parameter"
     )
 
 
 def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
     from tvm import tirx
 
+    from ..transform.subbyte import packed_params
+
+    packed = packed_params(func)
+    plain = {d.name for p in func.params if isinstance(p.ty, tirx.BufferType)
+             for d in [*p.ty.shape, *p.ty.strides] if isinstance(d, tirx.Var)}
     params = []
     for param in func.params:
         buffer = param.ty
@@ -73,9 +92,9 @@ def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
             params.append(ParamInfo(param.name, str(buffer.dtype)))
             continue
         where = f"kernel {name!r}, parameter {param.name!r}"
-        shape = tuple(_dim(d, where) for d in buffer.shape)
-        strides = tuple(_dim(s, where) for s in buffer.strides) if len(buffer.strides) else None
-        params.append(ParamInfo(param.name, str(buffer.dtype), shape, strides))
+        shape = tuple(_dim(d, where, plain) for d in buffer.shape)
+        strides = tuple(_dim(s, where, plain) for s in buffer.strides) if len(buffer.strides) else None
+        params.append(ParamInfo(param.name, str(buffer.dtype), shape, strides, packed.get(param.name)))
     return tuple(params)
 
 
@@ -101,6 +120,9 @@ def lower(
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
+    from ..transform.subbyte import pack_params
+
+    func = pack_params(func, name)  # sub-byte tensors: byte parameters
     check_extensions(func, name, context.module, context.route)
     check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers
     params = kernel_params(func, name)

@@ -10,6 +10,7 @@ from tvm.ir import Call
 
 from ..errors import LanguageError
 from ..language.kernel import BLOCK_TAGS
+from ..transform.subbyte import SUBBYTE_BITS, is_subbyte
 
 SUPPORTED_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -34,10 +35,10 @@ def check_kernel(func: Any, name: str) -> None:
                 f"kernel {name!r}: parameter {param.name!r} is an untyped handle; annotate it "
                 "as T.Tensor(shape, dtype) or a scalar type such as T.int32"
             )
-        if dtype not in SUPPORTED_DTYPES:
+        if dtype not in SUPPORTED_DTYPES and not (isinstance(ty, tirx.BufferType) and is_subbyte(dtype)):
             raise LanguageError(
                 f"kernel {name!r}: parameter {param.name!r} has dtype {dtype!r}; supported: "
-                f"{', '.join(sorted(SUPPORTED_DTYPES))}"
+                f"{', '.join(sorted(SUPPORTED_DTYPES))} (and for tensors {', '.join(SUBBYTE_BITS)})"
             )
     _check_launch_nesting(func.body, name)
 

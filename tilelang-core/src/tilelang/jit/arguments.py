@@ -21,7 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..engine.artifact import CompiledArtifact, ParamInfo
+from ..engine.artifact import (
+    CompiledArtifact,
+    ParamInfo,
+    dim_symbols,
+    dim_value,
+    is_symbol,
+)
 from ..errors import ArgumentError, LanguageError
 
 # DLPack device type codes (dlpack.h DLDeviceType)
@@ -186,7 +192,7 @@ class ArgumentBinder:
         self._fast = build_fast_binder(artifact, device_type)
         bound = set(artifact.input_symbols)
         for i in self.out_idx:
-            free = [d for d in self.params[i].shape or () if isinstance(d, str) and d not in bound]
+            free = [s for d in self.params[i].shape or () for s in dim_symbols(d) if s not in bound]
             if free:
                 raise LanguageError(
                     f"kernel {self.kernel!r}: output {self.params[i].name!r} (out_idx {i}) has "
@@ -197,7 +203,8 @@ class ArgumentBinder:
         p = self.params[index]
         return ArgumentError(f"kernel {self.kernel!r}, argument {p.name!r} (#{index}): {message}")
 
-    def _check_tensor(self, index: int, value: Any, symbols: dict[str, int]) -> TensorInfo:
+    def _check_tensor(self, index: int, value: Any, symbols: dict[str, int],
+                      deferred: list[tuple[int, int, str, int, tuple[Any, ...]]]) -> TensorInfo:
         param = self.params[index]
         try:
             info = TensorInfo(value)
@@ -208,7 +215,11 @@ class ArgumentBinder:
         except TypeError:
             raise self._error(index, f"expected a tensor (torch.Tensor or numpy.ndarray), got "
                               f"{type(value).__name__}") from None
-        if info.dtype != param.dtype:
+        if param.packs is not None:
+            if info.dtype not in PACKED_STORAGE[param.packs]:
+                raise self._error(index, f"expected the bytes of a {param.packs} tensor (two elements per "
+                                  f"byte: {' or '.join(PACKED_STORAGE[param.packs])}), got {info.dtype}")
+        elif info.dtype != param.dtype:
             raise self._error(index, f"expected dtype {param.dtype}, got {info.dtype}; convert "
                               f"it first (e.g. x.to(torch.{param.dtype}) / x.astype('{param.dtype}'))")
         if info.device_type != self.device_type:
@@ -221,7 +232,9 @@ class ArgumentBinder:
             raise self._error(index, f"expected {len(shape)} dimensions {_describe_shape(shape)}, "
                               f"got shape {_describe_shape(info.shape)}")
         for axis, (want, got) in enumerate(zip(shape, info.shape)):
-            if isinstance(want, int):
+            if isinstance(want, str) and not is_symbol(want):
+                deferred.append((index, axis, want, got, tuple(info.shape)))  # once every symbol is bound
+            elif isinstance(want, int):
                 if want != got:
                     raise self._error(index, f"expected shape {_describe_shape(shape)}, got "
                                       f"{_describe_shape(info.shape)}: dimension {axis} must be {want}")
@@ -266,19 +279,29 @@ class ArgumentBinder:
         call: list[Any] = [None] * len(self.params)
         symbols: dict[str, int] = {}
         like: TensorInfo | None = None
+        deferred: list[tuple[int, int, str, int, tuple[Any, ...]]] = []
         for index, value in zip(self.inputs, args):
             param = self.params[index]
             if param.is_tensor:
-                info = self._check_tensor(index, value, symbols)
+                info = self._check_tensor(index, value, symbols, deferred)
                 like = like or info
                 value = _compact_if_empty(value) if info.writable else _writable_alias(value)
+                if param.packs is not None:
+                    value = _as_bytes(value)
             else:
                 value = self._check_scalar(index, param, value)
             call[index] = value
+        for index, axis, want, got, shape in deferred:
+            expected = dim_value(want, symbols)
+            if expected != got:
+                given = ", ".join(f"{n} = {symbols[n]}" for n in dim_symbols(want))
+                raise self._error(index, f"expected shape {_describe_shape(self.params[index].shape or ())}, "
+                                  f"got {_describe_shape(shape)}: dimension {axis} must be {want} = {expected} "
+                                  f"({given})")
         outputs = []
         for index in self.out_idx:
             out = self._allocate(self.params[index], symbols, like)
-            call[index] = out
+            call[index] = out if self.params[index].packs is None else _as_bytes(out)
             outputs.append(out)
         return call, outputs, symbols
 
@@ -308,19 +331,19 @@ class ArgumentBinder:
         return value
 
     def _allocate(self, param: ParamInfo, symbols: dict[str, int], like: TensorInfo | None) -> Any:
-        shape = tuple(symbols[d] if isinstance(d, str) else d for d in param.shape or ())
+        shape = tuple(dim_value(d, symbols) for d in param.shape or ())
         if like is not None and like.is_torch:
             import torch
 
             device = like.obj.device
-            return torch.empty(shape, dtype=getattr(torch, param.dtype), device=device)
+            return torch.empty(shape, dtype=output_torch_dtype(torch, param), device=device)
         if like is None and self.device_type in TORCH_DEVICES:
             # no tensor argument (scalars only): the current device, as upstream allocates
             device = _current_torch_device(TORCH_DEVICES[self.device_type])
             if device is not None:
                 import torch
 
-                return torch.empty(shape, dtype=getattr(torch, param.dtype), device=device)
+                return torch.empty(shape, dtype=output_torch_dtype(torch, param), device=device)
         if self.device_type != 1:
             raise ArgumentError(
                 f"kernel {self.kernel!r}: cannot allocate output {param.name!r} on "
@@ -330,6 +353,28 @@ class ArgumentBinder:
         import numpy
 
         return _compact_if_empty(numpy.empty(shape, dtype=param.dtype))
+
+
+#: a sub-byte dtype -> the dtypes of the byte tensors that hold it (the first: outputs'
+#: numpy dtype); torch allocates outputs as the last one it has (upstream's choice)
+PACKED_STORAGE = {"float4_e2m1fn": ("uint8", "int8", "float4_e2m1fn_x2"), "int4": ("int8", "uint8"),
+                  "uint4": ("uint8", "int8")}
+
+
+def output_torch_dtype(torch: Any, param: ParamInfo) -> Any:
+    """The torch dtype of an output tensor for ``param`` (a sub-byte one: its bytes')."""
+    if param.packs is None:
+        return getattr(torch, param.dtype, None)
+    return next(getattr(torch, d) for d in reversed(PACKED_STORAGE[param.packs]) if hasattr(torch, d))
+
+
+def _as_bytes(value: Any) -> Any:
+    """A byte tensor's uint8 view (the parameter's storage dtype), same memory."""
+    if type(value).__module__.startswith("torch"):
+        import torch
+
+        return value if value.dtype == torch.uint8 else value.view(torch.uint8)
+    return value if str(value.dtype) == "uint8" else value.view("uint8")
 
 
 def _current_torch_device(kind: str) -> Any:

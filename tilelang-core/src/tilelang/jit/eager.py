@@ -153,7 +153,9 @@ class EagerTemplate:
     consts: tuple[str, ...]  # every T.const name, in declaration order
     ranks: Mapping[str, int]  # input tensor -> annotated number of dimensions
     shapes: Mapping[str, str]  # input tensor -> its annotation, for messages
-    places: Mapping[str, tuple[tuple[str, int], ...]]  # const -> (tensor, dim) it is read from
+    #: const -> (tensor, axis, a stride?, elements per storage element) it is read from (a
+    #: sub-byte tensor's last dimension and other strides count elements, its storage bytes)
+    places: Mapping[str, tuple[tuple[str, int, bool, int], ...]]
 
     def values(self, kernel: str, tensors: Mapping[str, Any], given: Mapping[str, int]) -> dict[str, int]:
         """The value of every T.const name: ``given`` first, else the tensors' shapes (which
@@ -171,10 +173,10 @@ class EagerTemplate:
                 values[name] = int(given[name])
                 continue
             seen: tuple[str, int, int] | None = None
-            for tensor, dim in self.places.get(name, ()):
+            for tensor, dim, stride, scale in self.places.get(name, ()):
                 if tensors.get(tensor) is None:
                     continue
-                size = int(tensors[tensor].shape[dim])
+                size = (_stride(tensors[tensor], dim) if stride else int(tensors[tensor].shape[dim])) * scale
                 if seen is None:
                     seen = (tensor, dim, size)
                 elif seen[2] != size:
@@ -183,13 +185,22 @@ class EagerTemplate:
                         f"{seen[0]!r} (dimension {seen[1]}) but {size} in {tensor!r} "
                         f"(dimension {dim}); the tensors' shapes must agree")
             if seen is None:
-                tensors_with = sorted({t for t, _ in self.places.get(name, ())})
+                tensors_with = sorted({p[0] for p in self.places.get(name, ())})
                 where = (f"pass {' or '.join(map(repr, tensors_with))}, whose shape has it, or"
                          if tensors_with else "it is no dimension of an input tensor, so")
                 raise LanguageError(f"eager kernel {kernel!r}: no value for T.const {name!r}; "
                                     f"{where} give it as a keyword: {name}=...")
             values[name] = seen[2]
         return values
+
+
+def _stride(tensor: Any, axis: int) -> int:
+    """A tensor's stride along ``axis`` in elements (torch's stride(); numpy's strides are
+    in bytes)."""
+    stride = getattr(tensor, "stride", None)
+    if callable(stride):
+        return int(stride(axis))
+    return int(tensor.strides[axis]) // int(tensor.itemsize)
 
 
 class _KernelSource(Source):
@@ -283,13 +294,22 @@ class EagerFunction:
                     "(variables, then placeholder numbers) to find the names in the tensors' "
                     "shapes; move what needs the values into the kernel (after "
                     "`with T.Kernel(...)`) or pass it as a parameter") from err
-        places: dict[str, list[tuple[str, int]]] = {}
+        from ..transform.subbyte import SUBBYTE_BITS
+
+        places: dict[str, list[tuple[str, int, bool, int]]] = {}
         shapes: dict[str, str] = {}
         for tensor in self.source.tensors:
-            names = [_const_name(size, build.consts) for size in buffers[tensor].shape]
+            buffer = buffers[tensor]
+            pack = 8 // SUBBYTE_BITS.get(str(buffer.dtype), 8)
+            names = [_const_name(size, build.consts) for size in buffer.shape]
             for dim, name in enumerate(names):
                 if name is not None:
-                    places.setdefault(name, []).append((tensor, dim))
+                    scale = pack if dim == len(names) - 1 else 1
+                    places.setdefault(name, []).append((tensor, dim, False, scale))
+            for dim, stride in enumerate(list(buffer.strides)):
+                name = _const_name(stride, build.consts)
+                if name is not None:
+                    places.setdefault(name, []).append((tensor, dim, True, pack if dim < len(names) - 1 else 1))
             shapes[tensor] = "(" + ", ".join(n or str(d) for n, d in zip(names, buffers[tensor].shape)) + ")"
         template = EagerTemplate(
             consts=tuple(build.consts),

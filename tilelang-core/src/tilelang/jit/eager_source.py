@@ -96,6 +96,27 @@ def _declares(stmt: ast.stmt) -> bool:
             and value.func.attr in ("const", "empty"))
 
 
+def makes_outputs(func: Any) -> bool:
+    """Whether ``func``'s body calls T.empty before its first ``with`` (upstream's lazy
+    T.prim_func returning its outputs, whatever its signature annotates)."""
+    found = _function_source(func)
+    if found is None:
+        return False
+    try:
+        fdef = ast.parse(found[0]).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(fdef, ast.FunctionDef):
+        return False
+    for stmt in fdef.body:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            return False
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "empty":
+            return True
+    return False
+
+
 def _returned_names(node: ast.Return, name: str) -> tuple[str, ...]:
     value = node.value
     items = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [] if value is None else [value]
@@ -118,8 +139,8 @@ class _NoReturnInside(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         return None
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815
-    visit_Lambda = visit_FunctionDef  # noqa: N815
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Lambda = visit_FunctionDef
 
 
 def _declarations_function(fdef: ast.FunctionDef, statements: list[ast.stmt],

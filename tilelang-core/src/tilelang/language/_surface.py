@@ -52,6 +52,23 @@ from .eager import (  # the eager @tilelang.jit style's declarations
     const,
     empty,
 )
+from .explicit_memory import (
+    __ldg,
+    ldg32,
+    ldg64,
+    ldg128,
+    ldg256,
+    lds32,
+    lds64,
+    lds128,
+    stg32,
+    stg64,
+    stg128,
+    stg256,
+    sts32,
+    sts64,
+    sts128,
+)
 from .ext import ext
 from .fastmath import (
     __cos,
@@ -70,23 +87,6 @@ from .fastmath import (
     ieee_fsqrt,
     ieee_mul,
     ieee_sub,
-)
-from .explicit_memory import (
-    __ldg,
-    ldg32,
-    ldg64,
-    ldg128,
-    ldg256,
-    lds32,
-    lds64,
-    lds128,
-    stg32,
-    stg64,
-    stg128,
-    stg256,
-    sts32,
-    sts64,
-    sts128,
 )
 from .frontend import normalize as _normalize
 from .grid_dependencies import pdl_sync, pdl_trigger
@@ -213,8 +213,8 @@ def prim_func(func=None, **kwargs):
 
 
 def _declares_its_parameters(f) -> bool:
-    """Whether a Python function's parameters have no annotations (they are declared in
-    its body, before its first `with`)."""
+    """Whether a Python function is upstream's lazy kind: its parameters have no annotations
+    (they are declared in its body, before its first `with`), or it makes T.empty outputs."""
     import inspect
 
     try:
@@ -222,7 +222,11 @@ def _declares_its_parameters(f) -> bool:
     except (TypeError, ValueError):
         return False
     # (no `bool(...)` here: this module's `bool` is the dtype T.bool)
-    return len(params) > 0 and all(p.annotation is inspect.Parameter.empty for p in params)
+    if len(params) > 0 and all(p.annotation is inspect.Parameter.empty for p in params):
+        return True
+    from ..jit.eager_source import makes_outputs
+
+    return makes_outputs(f)  # `def kernel(n: T.int32): out = T.empty(...)`: lazy as well
 
 
 def _tilelang_cause(err: BaseException):

@@ -6,6 +6,7 @@ from ..backend.pass_configs import (
 from . import gpu  # the GPU-neutral passes that GPU backends compose
 from .global_layouts import ApplyGlobalLayouts
 from .lower_tile_ops import LowerTileOps
+from .subbyte import LowerSubByteAccess
 
 
 def LegalizeNegativeIndex():
@@ -18,4 +19,5 @@ def LegalizeNegativeIndex():
     return prim_func_pass(lambda func, mod, ctx: legalize_negative_indices(func), "tl.LegalizeNegativeIndex")
 
 
-__all__ = ["ApplyGlobalLayouts", "LegalizeNegativeIndex", "LowerTileOps", "PassConfigKey", "gpu"]
+__all__ = ["ApplyGlobalLayouts", "LegalizeNegativeIndex", "LowerSubByteAccess", "LowerTileOps", "PassConfigKey",
+           "gpu"]

@@ -20,6 +20,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         GuardEmptyLaunches,
         KernelLaunchBounds,
         LowerGridDependencies,
+        LowerSubByteAccess,
         LowerTileOps,
         WaitingKernelsMayAlias,
         gpu_block_passes,
@@ -62,6 +63,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTmaCopies(tensor_maps=tensor_maps or context.execution_backend is None),
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
+        LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
         LowerAtomics(),
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:

@@ -25,6 +25,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
         LowerGridDependencies,
+        LowerSubByteAccess,
         LowerTileOps,
         gpu_block_passes,
     )
@@ -39,6 +40,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # row loop as `__shared__ alignas(64)`, which hipcc (clang) rejects there
         LowerTileOps(),
         ApplyGlobalLayouts(),
+        LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
         LowerAtomics(),
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: HIP's functions over 64 lanes
         *gpu_block_passes(VECTOR_BYTES, legalize_bf16=False),

@@ -69,6 +69,7 @@ def python_expr(expr: Any) -> str:
 def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
     import tvm
     import tvm_ffi
+    from tvm import tirx
 
     names = [p.name for p in func.params]
     calls: list[Any] = []
@@ -78,7 +79,22 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
         if is_launch or (host_calls and isinstance(call.op, tvm.ir.GlobalVar)):
             calls.append(call)
 
-    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, visit))
+    views: dict[str, Any] = {}  # a buffer declared over another's data (T.view, a sub-byte tensor's bytes)
+
+    def on_decl(decl: Any) -> None:
+        data = decl.data
+        if getattr(getattr(data, "op", None), "name", None) == "tirx.buffer_data":
+            views[decl.buffer.name] = data.args[0].name
+
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl)])
+
+    def tensor_of(name: str) -> str:
+        seen = set()
+        while name in views and name not in names and name not in seen:
+            seen.add(name)
+            name = views[name]
+        return name
+
     maps = _tensor_maps(func, names)
     launches = []
     for call in calls:
@@ -92,7 +108,7 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
                 encoded.append("tensormap:" + next(text for var, text in maps.items() if operand.same_as(var)))
                 types.append("tensormap")
             elif getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
-                name = operand.args[0].name
+                name = tensor_of(operand.args[0].name)
                 encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
             else:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from tilelang.errors import CompileError
-from tilelang.plugin import CompiledArtifact, KernelLaunch, ParamInfo
+from tilelang.plugin import CompiledArtifact, KernelLaunch, ParamInfo, dim_symbols
 
 from .c_expr import CExpr, c_expression
 
@@ -110,6 +110,7 @@ class _Emitter:
         self.out = _Lines()
         self.where = f"kernel {artifact.kernel_name!r}"
         self.narrow = {name: _int_max(dtype) for name, dtype in artifact.narrow_symbols}
+        self.deferred: list[tuple[str, str, int]] = []  # (extent, expression dimension, parameter)
 
     # -- checks ---------------------------------------------------------------------
     def tensor(self, index: int, param: ParamInfo, arg: str) -> None:
@@ -122,13 +123,18 @@ class _Emitter:
         e(f"/* {_text(param.name)} (#{index}): {param.dtype} {_text(str(shape))} */")
         writable = int(self.a.written is None or index in self.a.written)
         e(f"if (tl_view_of(st, {arg}, &{v}, {writable})) TL_MISS(TL_MISS_NOT_TENSOR, {index});")
-        e(f"if (!tl_dtype_is(&{v}, {code}, {bits})) TL_MISS(TL_MISS_DTYPE, {index});")
+        if param.packs is not None:  # a sub-byte tensor: its bytes, of any 8-bit dtype (the binder's list)
+            e(f"if ({v}.dl.dtype.bits * {v}.dl.dtype.lanes != 8) TL_MISS(TL_MISS_DTYPE, {index});")
+        else:
+            e(f"if (!tl_dtype_is(&{v}, {code}, {bits})) TL_MISS(TL_MISS_DTYPE, {index});")
         e(f"if ({v}.dl.device.device_type != TL_DEVICE_TYPE) TL_MISS(TL_MISS_DEVICE, {index});")
         e(f"if ({v}.dl.ndim != {len(shape)}) TL_MISS(TL_MISS_NDIM, {index});")
         for axis, dim in enumerate(shape):
             extent = f"{v}.dl.shape[{axis}]"
             if isinstance(dim, int):
                 e(f"if ({extent} != {dim}) TL_MISS(TL_MISS_SHAPE, {index});")
+            elif not dim.isidentifier():  # an expression: checked once every symbol is bound
+                self.deferred.append((extent, dim, index))
             elif dim in self.symbols:
                 e(f"if ({extent} != {self.symbols[dim]}) TL_MISS(TL_MISS_SYMBOL, {index});")
             else:
@@ -170,10 +176,26 @@ class _Emitter:
             raise CompileError(f"{self.where}: scalar parameter {param.name!r} has dtype {dtype}, "
                                "which the cython launcher cannot pass")
 
+    def c_dim(self, dim: str) -> str | None:
+        """A symbol's C local, or an expression dimension (integer arithmetic over symbol
+        names, engine/lower.py) in C over them; None if a symbol is unbound."""
+        names = dim_symbols(dim)
+        if any(n not in self.symbols for n in names):
+            return None
+        return re.sub(r"[A-Za-z_][A-Za-z0-9_]*", lambda m: self.symbols[m.group(0)], dim).replace("//", "/")
+
+    def deferred_checks(self) -> None:
+        for extent, dim, index in self.deferred:
+            value = self.c_dim(dim)
+            if value is None:
+                raise CompileError(f"{self.where}: dimension {dim} of parameter {self.a.params[index].name!r} "
+                                   "refers to a symbol no input binds")
+            self.out(f"if ({extent} != {value}) TL_MISS(TL_MISS_SHAPE, {index});")
+
     # -- outputs --------------------------------------------------------------------
     def output(self, slot: int, index: int, param: ParamInfo) -> None:
         e = self.out
-        dims = [str(d) if isinstance(d, int) else self.symbols.get(d) for d in param.shape or ()]
+        dims = [str(d) if isinstance(d, int) else self.c_dim(d) for d in param.shape or ()]
         if None in dims:  # ArgumentBinder refuses such kernels when the launcher is made
             raise CompileError(f"{self.where}: output {param.name!r} has a symbolic dimension no input binds")
         shape = f"(const int64_t[]){{{', '.join(dims)}}}" if dims else "NULL"
@@ -264,6 +286,7 @@ def kernel_header(artifact: CompiledArtifact, source: KernelSource) -> str:
     for position, index in enumerate(m.inputs):
         param = params[index]
         (m.tensor if param.is_tensor else m.scalar)(index, param, f"argv[{position}]")
+    m.deferred_checks()
     for slot, index in enumerate(outputs):
         m.output(slot, index, params[index])
     if source.host_call:

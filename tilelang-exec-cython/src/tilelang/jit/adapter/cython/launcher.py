@@ -23,6 +23,7 @@ from tilelang.plugin import (
     ArgumentBinder,
     CompiledArtifact,
     KernelLauncher,
+    output_torch_dtype,
     stream_handle,
 )
 
@@ -110,7 +111,7 @@ def launcher_config(artifact: CompiledArtifact, device_type: int, cubin: bytes |
         torch_device=torch.device if torch is not None else None,
         device_name=DEVICE_NAMES.get(device_type, "cuda"),
         cubin=cubin,
-        torch_dtypes=tuple(getattr(torch, p.dtype, None) if torch is not None else None for p in outputs),
+        torch_dtypes=tuple(output_torch_dtype(torch, p) if torch is not None else None for p in outputs),
         numpy_dtypes=tuple(numpy_dtype(p.dtype) if numpy is not None else None for p in outputs),
     )
 
