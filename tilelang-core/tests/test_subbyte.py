@@ -233,3 +233,21 @@ def test_a_dimension_over_a_symbol_no_tensor_gives_is_refused():
     with pytest.raises(LanguageError, match=r"kernel 'free', parameter 'A': dimension k \* 2 is an expression of k; "
                                             r"use a constant, a symbolic dimension"):
         tilelang.compile(free, target="cpu")
+
+
+@pytest.mark.parametrize("scope", ["local", "shared"])
+def test_a_sub_byte_allocation_is_bytes_of_its_own(scope):
+    @T.prim_func
+    def staged(A: T.Tensor((32,), T.float32), B: T.Tensor((32,), T.float32)):
+        with T.Kernel(1, threads=1):
+            tile = T.alloc_local((32,), T.float4_e2m1fn) if scope == "local" else T.alloc_shared((32,), T.float4_e2m1fn)
+            for i in T.serial(32):
+                tile[i] = A[i]
+            for i in T.serial(32):
+                B[i] = tile[31 - i]
+
+    kernel = tilelang.compile(staged, target="cpu")
+    a = torch.linspace(-7, 7, 32)
+    b = torch.zeros(32)
+    kernel(a, b)
+    np.testing.assert_array_equal(b.numpy(), a.numpy().astype(FP4).astype(np.float32)[::-1])

@@ -91,3 +91,19 @@ def test_fp4_round_trip_and_scatter_on_the_gpu(backend):
     perm = torch.randperm(64, dtype=torch.int32, device="cuda")
     copy(src, dst, perm)
     assert torch.equal(dst[perm.long()], src)
+
+
+def test_a_reversed_index_survives_flattening_on_cuda():
+    """(c - i) // d after TVM's FlattenBuffer (FlipNegatedDivisions): on the GPU path too."""
+    @T.prim_func
+    def main(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            B[tx] = A[(63 - tx) // 2] + A[(63 - tx) % 3]
+
+    artifact = tilelang.lower(main, target=SM90)
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    lowered_kernel(artifact.device_mod)(a, b)
+    i = np.arange(64)
+    np.testing.assert_array_equal(b, a[(63 - i) // 2] + a[(63 - i) % 3])

@@ -39,6 +39,7 @@ def flatten_and_vectorize() -> list[Any]:
     from tvm import tirx
 
     from .index_bits import WidenLargeBufferIndices
+    from .negated_division import FlipNegatedDivisions
     from .vector_scalars import InlineScalarsInVectorizedLoops
 
     return [
@@ -48,6 +49,7 @@ def flatten_and_vectorize() -> list[Any]:
         tirx.transform.StmtSimplify(),
         # indices of buffers that may hold 2**31+ elements in int64 (see index_bits.py)
         WidenLargeBufferIndices(),
+        FlipNegatedDivisions(),  # (c - i) // d: TVM's iterator maps get it wrong (negated_division.py)
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
