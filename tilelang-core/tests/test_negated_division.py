@@ -62,3 +62,20 @@ def test_the_flipped_divisions_equal_the_originals():
                 want = analyzer.simplify(substitute(original, pairs))
                 got = analyzer.simplify(substitute(store.value, pairs))
                 assert got.value == want.value, (original, vi, vj)
+
+
+def test_a_division_of_loaded_values_is_left_alone():
+    """Dividends with loads (x[i] % 16, as in a histogram) are no affine form: kept."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), T.int32), A: T.Tensor((32,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(64):
+                B[i] = A[(31 - X[i] % 16) // 2 + X[i] % 16]
+
+    kernel = tilelang.compile(main, target="llvm")
+    x = torch.randint(0, 1000, (64,), dtype=torch.int32)
+    a = torch.arange(32, dtype=torch.float32)
+    b = torch.zeros(64)
+    kernel(x, a, b)
+    r = x.numpy() % 16
+    np.testing.assert_array_equal(b.numpy(), a.numpy()[(31 - r) // 2 + r])

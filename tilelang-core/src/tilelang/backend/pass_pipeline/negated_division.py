@@ -27,14 +27,22 @@ from .pipeline import prim_func_pass
 
 def _coefficients_all_negative(expr: Any, analyzer: Any) -> bool:
     """Whether ``expr`` is linear in its variables with only negative coefficients."""
+    import tvm
     import tvm_ffi
     from tvm import tirx
 
     from ...language.ops import substitute
 
+    nodes: list[Any] = []
+    tvm_ffi.structural_walk(expr, (object, nodes.append))
+    affine = (tirx.Add, tirx.Sub, tirx.Mul, tirx.IntImm, tirx.Var)
+    if not all(isinstance(n, affine) for n in nodes if tvm.ir.is_prim_expr(n)) or not all(
+            str(v.ty).startswith(("int", "uint")) for v in nodes if isinstance(v, tirx.Var)):
+        return False  # loads, calls, pointers: not the affine form the iterator map rewrites
     found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if not any(v.same_as(f) for f in found)
-                                   else None))
+    for v in nodes:
+        if isinstance(v, tirx.Var) and not any(v.same_as(f) for f in found):
+            found.append(v)
     if not found:
         return False
     for var in found:
