@@ -123,3 +123,29 @@ def test_a_manifest_declares_language_features_by_name():
     assert isinstance(dataclasses.replace(cpu, language_features=["explicit_warp_specialization"]).language_features,
                       tuple)
     assert BackendModule.__dataclass_fields__["language_features"].default == ()
+
+
+def test_the_cpu_refuses_thread_block_clusters_naming_the_backends_that_have_them():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.int32)):
+        with T.ClusterKernel(8, threads=32, cluster_dims=2) as bx:
+            A[bx] = T.block_rank_in_cluster()
+
+    from tilelang.backend.registry import REGISTRY
+
+    able = sorted(n for n, m in REGISTRY.backends.items() if "thread_block_clusters" in m.language_features)
+    expected = (f"target backend {able[0]!r} does" if able else "no installed target backend does")
+    with pytest.raises(LanguageError, match=rf"kernel 'main' uses T\.ClusterKernel\(cluster_dims=\(2, 1, 1\)\): "
+                                            rf"thread-block clusters, which target backend 'cpu' does not compile; "
+                                            rf"{expected}"):
+        tilelang.compile(main, target="cpu")
+
+
+def test_cluster_ops_in_a_plain_kernel_are_refused_on_the_cpu_too():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.int32)):
+        with T.Kernel(8, threads=32):
+            T.cluster_sync()
+
+    with pytest.raises(LanguageError, match=r"kernel 'main' uses T\.cluster_arrive\(\): thread-block clusters"):
+        tilelang.compile(main, target="cpu")

@@ -114,6 +114,7 @@ def lower(
     from tvm.tirx.build import split_host_device_mods
 
     from ..language.barriers import check_lowerable
+    from ..language.clusters import check_clusters
     from .semantic_check import check_fully_lowered, check_kernel
 
     if name is None:
@@ -125,6 +126,7 @@ def lower(
     func = pack_params(func, name)  # sub-byte tensors: byte parameters
     check_extensions(func, name, context.module, context.route)
     check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers
+    check_clusters(func, name, context.module.name, context.module.language_features)  # T.ClusterKernel
     params = kernel_params(func, name)
     out_idx = tuple(i if i >= 0 else len(params) + i for i in out_idx)
     for i in out_idx:

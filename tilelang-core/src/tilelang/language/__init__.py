@@ -48,6 +48,12 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ClusterKernel",
+    "block_rank_in_cluster",
+    "cluster_arrive",
+    "cluster_arrive_relaxed",
+    "cluster_sync",
+    "cluster_wait",
     "pdl_sync",
     "pdl_trigger",
     "__ldg",

@@ -43,6 +43,14 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     ws,
 )
 from .casts import reinterpret
+from .clusters import (
+    ClusterKernel,
+    block_rank_in_cluster,
+    cluster_arrive,
+    cluster_arrive_relaxed,
+    cluster_sync,
+    cluster_wait,
+)
 from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype

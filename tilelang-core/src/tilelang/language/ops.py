@@ -78,6 +78,17 @@ for _op in (PDL_TRIGGER, PDL_SYNC):
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
 
+#: thread-block clusters (upstream's T.ClusterKernel, sm_90): the function attribute
+#: holding the cluster's (x, y, z) blocks, and the ops a backend with clusters lowers
+#: (transform/clusters.py): tl.cluster_rank() -> int32, the block's rank in its cluster;
+#: tl.cluster_arrive / tl.cluster_arrive_relaxed / tl.cluster_wait, the cluster barrier
+CLUSTER_DIMS_ATTR = "tl.cluster_dims"
+CLUSTER_RANK, CLUSTER_ARRIVE = "tl.cluster_rank", "tl.cluster_arrive"
+CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT = "tl.cluster_arrive_relaxed", "tl.cluster_wait"
+CLUSTER_OPS = (CLUSTER_RANK, CLUSTER_ARRIVE, CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT)
+for _op in CLUSTER_OPS:
+    _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
+
 #: function attribute: the blocks per SM a kernel asked for (T.annotate_min_blocks_per_sm);
 #: backend/pass_pipeline/launch_hints.py hands it to the kernels split off the function
 MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"

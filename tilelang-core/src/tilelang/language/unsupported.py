@@ -31,7 +31,9 @@ _add("tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 tma_store
      "tma_store_wait create_tma_descriptor copy_cluster async_copy fence_proxy_async",
      _HOPPER, _PIPELINE_ADVICE)
 _add("alloc_cluster_barrier ptx_arrive_cluster_barrier named_barrier_arrive",
-     _HOPPER, "use T.sync_threads() for a block-wide barrier; for producer/consumer overlap, " + _PIPELINE_ADVICE)
+     f"{_HOPPER} (barriers across a cluster's blocks; T.ClusterKernel with T.cluster_sync() is provided)",
+     "use T.cluster_sync() for a cluster-wide barrier or T.sync_threads() for a block-wide one; for "
+     "producer/consumer overlap, " + _PIPELINE_ADVICE)
 _add("ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
      "annotate_ws_schedule annotate_producer_reg_dealloc annotate_consumer_reg_alloc",
      f"{_HOPPER} (warp specialization)",
@@ -42,9 +44,8 @@ _add("alloc_tmem deallocate_tmem tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_m
      "tcgen05_sf_warp_transpose tcgen05_cp_warpx4 alloc_tcgen05_smem_desc alloc_tcgen05_instr_desc "
      "alloc_tcgen05_instruction_desc",
      _BLACKWELL, "use T.gemm into a T.alloc_fragment accumulator")
-_add("cluster_arrive cluster_arrive_relaxed cluster_wait cluster_sync block_rank_in_cluster "
-     "ClusterKernel clc_try_cancel clc_try_cancel_multicast clc_is_canceled",
-     f"{_HOPPER} (thread-block clusters)", "launch independent blocks with T.Kernel")
+_add("clc_try_cancel clc_try_cancel_multicast clc_is_canceled clc_get_first_ctaid_x",
+     f"{_BLACKWELL} (cluster launch control)", "launch a persistent grid with T.Kernel and T.PersistentTileScheduler")
 
 
 def unsupported_names() -> list[str]:

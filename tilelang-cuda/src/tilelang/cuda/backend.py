@@ -33,8 +33,9 @@ BACKEND = BackendModule(
                              requires_host_codegen=False, requires_device_compile=False),
     ),
     toolchain="tilelang.cuda.toolchain:TOOLCHAIN",
-    # T.alloc_barrier, T.mbarrier_*, T.tma_copy, T.ws (transform/explicit_sync.py)
-    language_features=("explicit_warp_specialization",),
+    # T.alloc_barrier, T.mbarrier_*, T.tma_copy, T.ws (transform/explicit_sync.py); T.ClusterKernel
+    # (__cluster_dims__, sm_90: codegen.py)
+    language_features=("explicit_warp_specialization", "thread_block_clusters"),
     aliases=("gpu",),
     default_target=target.default_cuda_target,
     canonicalize_target=target.canonicalize,

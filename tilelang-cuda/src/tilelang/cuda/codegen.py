@@ -24,7 +24,8 @@ from . import toolchain
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
-            "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_")  # tl_device.h's families
+            "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
+            "tl_cluster_")  # tl_device.h's families
 # tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
@@ -69,6 +70,48 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
         "}\n")
 
 
+# T.ClusterKernel: the kernels' cluster shapes (KernelClusterDims puts them on each kernel as
+# this attribute), for the build in progress; _postproc prints them as __cluster_dims__, a
+# compile-time cluster shape that every launcher's plain cuLaunchKernel honours
+CLUSTER_DIMS_KERNEL_ATTR = "tl.kernel_cluster_dims"
+_CLUSTERS: contextvars.ContextVar[dict[str, tuple[int, ...]] | None] = contextvars.ContextVar("tl_clusters",
+                                                                                          default=None)
+
+
+def _cluster_dims(mod: Any) -> dict[str, tuple[int, ...]]:
+    found = {}
+    for gvar, func in mod.functions.items():
+        attrs = getattr(func, "attrs", None)
+        if attrs is not None and CLUSTER_DIMS_KERNEL_ATTR in attrs:
+            found[gvar.name_hint] = tuple(int(d) for d in attrs[CLUSTER_DIMS_KERNEL_ATTR])
+    return found
+
+
+def _with_cluster_dims(code: str, clusters: dict[str, tuple[int, ...]]) -> str:
+    for name, (x, y, z) in clusters.items():
+        code = re.sub(rf'(extern "C" __global__ void )((?:__launch_bounds__\([^)]*\) )?{re.escape(name)}\()',
+                      rf"\g<1>__cluster_dims__({x}, {y}, {z}) \g<2>", code)
+    return code
+
+
+def CheckClusterArch() -> Any:
+    """T.ClusterKernel and the cluster ops need sm_90 or newer: refused for older targets."""
+    from tilelang.plugin import LanguageError, prim_func_pass, uses_clusters
+
+    from .target import kernel_arch
+
+    def run(func: Any, mod: Any, ctx: Any) -> Any:
+        arch = kernel_arch(func)
+        digits = "".join(c for c in arch if c.isdigit())
+        if digits and int(digits) < 90:
+            spelling = uses_clusters(func)
+            if spelling:
+                raise LanguageError(f"{spelling}: thread-block clusters need sm_90 or newer; the target is {arch}")
+        return func
+
+    return prim_func_pass(run, "tl.cuda.CheckClusterArch")
+
+
 # The code T.import_source adds (TVM's pragma_import_c attribute), for the build in progress.
 # TVM's codegen writes it at the very top, before its own prelude; there NVRTC, which has no
 # system headers, lacks the prelude's names (`uint`: upstream's dequantize gemv did not
@@ -110,6 +153,7 @@ def _postproc(code: str, target: Any = None) -> str:
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
     code = _after_prelude(code, _IMPORTED.get())
+    code = _with_cluster_dims(code, _CLUSTERS.get() or {})
     if _INFF.search(code):
         # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
         # identifier nothing defines (upstream's bf16 max reductions start from -inf)
@@ -134,10 +178,12 @@ def _install_postproc() -> None:
 def _build_cuda(mod: Any, target: Any) -> Any:
     _install_postproc()
     token = _IMPORTED.set(imported_sources(mod))
+    clusters = _CLUSTERS.set(_cluster_dims(mod))
     try:
         return _build(mod, target)
     finally:
         _IMPORTED.reset(token)
+        _CLUSTERS.reset(clusters)
 
 
 # Where TVM's CUDA runtime library is loaded (a GPU host: `import tvm` loads it),

@@ -18,7 +18,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts,
         CaptureLaunchMetadata,
         GuardEmptyLaunches,
+        KernelClusterDims,
         KernelLaunchBounds,
+        LowerClusterOps,
         LowerGridDependencies,
         LowerSubByteAccess,
         LowerTileOps,
@@ -34,6 +36,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerWarpOps,
         SpecializeWarps,
     )
+    from .codegen import CLUSTER_DIMS_KERNEL_ATTR, CheckClusterArch
     from .transform.explicit_sync import (
         LowerExplicitSync,
         LowerNamedBarriers,
@@ -53,6 +56,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
     return [
         LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
+        CheckClusterArch(),  # T.ClusterKernel: sm_90 and newer
+        LowerClusterOps("tl_cluster_ctarank", "tl_cluster_arrive", "tl_cluster_arrive_relaxed", "tl_cluster_wait"),
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
         MaskAfterGemm(tensor_maps=tensor_maps),  # sm_90: a mask given as a GEMM's starting value applied after it, where it masks
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage
@@ -81,6 +86,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
         KernelLaunchBounds("tirx.launch_bounds_min_blocks_per_sm"),  # T.annotate_min_blocks_per_sm
+        KernelClusterDims(CLUSTER_DIMS_KERNEL_ATTR),  # T.ClusterKernel: printed as __cluster_dims__ (codegen.py)
         WaitingKernelsMayAlias("tl_pdl_wait"),  # T.pdl_sync: no __restrict__ (reads may not pass the wait)
         LowerIket(),
         CaptureLaunchMetadata(),

@@ -150,6 +150,36 @@ __device__ __forceinline__ void tl_pdl_wait() {
 #endif
 }
 
+// Thread-block clusters (sm_90, T.ClusterKernel): a block's rank in its cluster, and the
+// cluster barrier (PTX ISA "barrier.cluster"; arrive releases this thread's writes to the
+// cluster unless relaxed, wait acquires). A kernel launched without clusters is one
+// cluster of one block.
+__device__ __forceinline__ int tl_cluster_ctarank() {
+  unsigned rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return (int)rank;
+}
+
+__device__ __forceinline__ void tl_cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tl_cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tl_cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait;" ::: "memory");
+#endif
+}
+
 // Named barrier 1 over the first n threads (a warp-specialized block's consumers; the
 // producer warp never reaches it). n: a multiple of 32.
 __device__ __forceinline__ void tl_named_barrier_sync(int id, int n) {

@@ -1,0 +1,114 @@
+"""Thread-block clusters (T.ClusterKernel, language/clusters.py): the cluster shape is
+compiled into the kernel as __cluster_dims__ (so every launcher's plain launch honours
+it), T.block_rank_in_cluster / T.cluster_* become tl_device.h's PTX; nvcc compiles them,
+other targets and older GPUs refuse them, and (marked gpu) ranks and the cluster barrier
+are checked on the GPU through every execution backend."""
+
+from __future__ import annotations
+
+import pytest
+import tilelang
+import tilelang.backend
+import tilelang.language as T
+from tilelang.cuda import toolchain
+from tilelang.errors import LanguageError
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+EXECUTION_BACKENDS = [spec.name for spec in tilelang.backend.registered_backends()["cuda"].execution_backends]
+
+
+def neighbours(blocks=64, cluster=4):
+    """Each block publishes a flag, the cluster syncs, each block reads its neighbour's."""
+    @T.prim_func
+    def main(Flags: T.Tensor((blocks,), T.int32), Out: T.Tensor((blocks,), T.int32),
+             Rank: T.Tensor((blocks,), T.int32)):
+        with T.ClusterKernel(blocks, threads=32, cluster_dims=(cluster, 1, 1)) as bx:
+            tx = T.get_thread_binding()
+            rank = T.block_rank_in_cluster()
+            if tx == 0:
+                Flags[bx] = bx + 1
+                Rank[bx] = rank
+            T.cluster_sync()
+            if tx == 0:
+                Out[bx] = Flags[(bx // cluster) * cluster + (rank + 1) % cluster]
+
+    return main
+
+
+def cluster_gemm(M=256, N=256, K=128, block=64):
+    """Upstream's test_tilelang_language_cluster GEMM: a pipelined GEMM launched in clusters of 2."""
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.ClusterKernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128, cluster_dims=(2, 1, 1)) as (bx, by):
+            A_shared = T.alloc_shared((block, 32), T.float16)
+            B_shared = T.alloc_shared((32, block), T.float16)
+            C_local = T.alloc_fragment((block, block), T.float32)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+                T.copy(A[by * block, k * 32], A_shared)
+                T.copy(B[k * 32, bx * block], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block, bx * block])
+
+    return gemm
+
+
+def test_the_cluster_shape_is_compiled_into_the_kernel():
+    source = tilelang.lower(neighbours(), target=SM90).device_source
+    assert 'extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(32) main_kernel(' in source
+    for call in ("tl_cluster_ctarank()", "tl_cluster_arrive()", "tl_cluster_wait()"):
+        assert call in source
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kernel", [neighbours, cluster_gemm])
+def test_nvcc_compiles_cluster_kernels(kernel):
+    source = tilelang.lower(kernel(), target=SM90).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", kernel.__name__)[:4] == b"\x7fELF"
+
+
+def test_clusters_need_sm_90():
+    with pytest.raises(LanguageError, match=r"T.ClusterKernel\(cluster_dims=\(4, 1, 1\)\): thread-block clusters "
+                                            r"need sm_90 or newer; the target is sm_80"):
+        tilelang.lower(neighbours(), target={"kind": "cuda", "arch": "sm_80"})
+
+
+def test_a_grid_of_partial_clusters_is_refused():
+    with pytest.raises(LanguageError, match=r"T.ClusterKernel: grid extent 6 along x is not a multiple of the "
+                                            r"cluster's 4; a grid is launched in whole clusters"):
+        neighbours(blocks=6)
+
+
+def test_a_cluster_larger_than_portable_is_refused():
+    with pytest.raises(LanguageError, match=r"T.ClusterKernel\(cluster_dims=\(4, 4, 1\)\): 16 blocks per cluster; "
+                                            r"CUDA guarantees at most 8"):
+        @T.prim_func
+        def main(A: T.Tensor((16,), T.int32)):
+            with T.ClusterKernel(16, 4, cluster_dims=(4, 4)):
+                A[0] = 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_ranks_and_the_cluster_barrier_on_the_gpu(backend):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(neighbours(), target="cuda", execution_backend=backend)
+    for _ in range(20):  # the barrier orders the flags: no run may read a neighbour's before it is written
+        flags = torch.zeros(64, dtype=torch.int32, device="cuda")
+        out = torch.zeros(64, dtype=torch.int32, device="cuda")
+        rank = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+        kernel(flags, out, rank)
+        blocks = torch.arange(64, device="cuda")
+        assert torch.equal(rank, (blocks % 4).int())
+        assert torch.equal(out, ((blocks // 4) * 4 + (blocks + 1) % 4 + 1).int())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_a_gemm_launched_in_clusters(backend):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(cluster_gemm(), out_idx=[2], target="cuda", execution_backend=backend)
+    a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
+    b = torch.randn(128, 256, dtype=torch.float16, device="cuda")
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
