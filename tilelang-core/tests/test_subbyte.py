@@ -121,6 +121,7 @@ def roundtrip(rows=64, cols=128, threads=64):
         with T.Kernel(rows, threads=threads) as bx:
             for j in T.Parallel(cols):
                 B[bx, j] = A[bx, j]
+            T.sync_threads()  # the second loop reads bytes other threads wrote
             for j in T.Parallel(cols):
                 C[bx, j] = B[bx, j]
         return B, C
@@ -138,8 +139,8 @@ def test_a_parallel_store_gives_each_thread_whole_bytes_and_outputs_are_fp4_stor
     np.testing.assert_array_equal(c.float().numpy(), expected.astype(np.float32))
     # on the GPU: each thread writes the low, then the high nibble of the same byte
     source = tilelang.lower(roundtrip(), target={"kind": "cuda", "arch": "sm_90"}).device_source
-    stores = re.findall(r"B_bytes_ptr\[([^\]]*)\] = .*?& (\d+)\)", source)
-    assert [mask for _, mask in stores] == ["240", "15"]
+    stores = re.findall(r"B_bytes_ptr\[([^\]]*)\] = .*?& \((\d+) \^ 255\)", source)  # the nibble replaced
+    assert [mask for _, mask in stores] == ["15", "240"]
     assert stores[0][0] == stores[1][0] and ">> 1" not in stores[0][0]
 
 

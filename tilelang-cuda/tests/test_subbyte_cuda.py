@@ -33,6 +33,7 @@ def roundtrip(rows=8, cols=128, threads=64):
         with T.Kernel(rows, threads=threads) as bx:
             for j in T.Parallel(cols):
                 B[bx, j] = A[bx, j]
+            T.sync_threads()  # the second loop reads bytes other threads wrote
             for j in T.Parallel(cols):
                 C[bx, j] = B[bx, j]
 
