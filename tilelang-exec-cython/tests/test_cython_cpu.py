@@ -180,3 +180,27 @@ def test_concurrent_calls_from_threads() -> None:
         t.join()
     for (a, b), c in zip(inputs, results):
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_none_for_an_unused_tensor_and_sub_byte_tensors(backend) -> None:
+    """None where a tensor is never used (a null pointer), and fp4 bytes of any 8-bit dtype
+    with an expression dimension (m * 2), through the compiled checks as well."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, 8), T.float4_e2m1fn), B: T.Tensor((m * 2, 8), T.float32),
+             Unused: T.Tensor((m, 8), T.float32)):
+        with T.Kernel(1, threads=1):
+            for i, j in T.grid(m * 2, 8):
+                B[i, j] = T.cast(A[i % m, j], "float32")
+
+    kernel = compile_c(main, backend, out_idx=())
+    a = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    b = np.zeros((6, 8), np.float32)
+    kernel(a, b, None)
+    values = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    codes = np.stack([a & 15, a >> 4], axis=-1).reshape(3, 8)
+    np.testing.assert_array_equal(b, np.concatenate([values[codes]] * 2))
+    with pytest.raises(tilelang.errors.ArgumentError, match=r"dimension 0 must be m \* 2 = 6 \(m = 3\)"):
+        kernel(a, np.zeros((5, 8), np.float32), None)

@@ -65,6 +65,7 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
         _check_dims(p.shape, f"params[{i}].shape")
         _check_dims(p.strides, f"params[{i}].strides")
         _need(p.packs is None or (type(p.packs) is str and bool(_DTYPE.match(p.packs))), f"params[{i}].packs", p.packs)
+        _need(type(p.optional) is bool, f"params[{i}].optional", p.optional)
     count = len(artifact.params)
     for i in artifact.out_idx:
         _need(_is_int(i) and 0 <= i < count, "out_idx", artifact.out_idx)

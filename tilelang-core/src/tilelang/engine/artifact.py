@@ -64,6 +64,8 @@ class ParamInfo:
     #: a sub-byte tensor's logical dtype (``dtype`` is then its bytes' uint8, and shape and
     #: strides are the bytes'; transform/subbyte.py)
     packs: str | None = None
+    #: a tensor the kernel never refers to: a call may pass None for it (upstream's unused bias)
+    optional: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -177,6 +179,7 @@ class CompiledArtifact:
                 None if p["shape"] is None else tuple(p["shape"]),
                 None if p["strides"] is None else tuple(p["strides"]),
                 p.get("packs"),
+                bool(p.get("optional", False)),
             )
             for p in data["params"]
         )

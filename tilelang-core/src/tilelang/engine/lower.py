@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -98,6 +99,37 @@ def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
     return tuple(params)
 
 
+def unused_tensor_params(func: Any) -> set[str]:
+    """Tensor parameters the kernel never refers to, whose dimensions other parameters
+    give as well (a None argument can stand for such a tensor: nothing is read, nothing
+    bound from it)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    seen: list[Any] = []
+    tvm_ffi.structural_walk(func.body, (tirx.Var, seen.append))
+    tensors = [p for p in func.params if isinstance(p.ty, tirx.BufferType)]
+    unused = [p for p in tensors if not any(v.same_as(p) for v in seen)]
+    found = set()
+    for param in unused:
+        others = [d for q in func.params if not q.same_as(param) and isinstance(q.ty, tirx.BufferType)
+                  for d in [*q.ty.shape, *q.ty.strides] if isinstance(d, tirx.Var)]
+        others += [q for q in func.params if not isinstance(q.ty, tirx.BufferType)]
+        dims = [d for d in [*param.ty.shape, *param.ty.strides] if not isinstance(d, tirx.IntImm)]
+        if all(isinstance(d, tirx.Var) and any(d.same_as(o) for o in others) for d in dims):
+            found.add(param.name)
+    return found
+
+
+def _as_handles(func: Any, names: set[str]) -> Any:
+    """``func`` with the tensor parameters ``names`` as opaque handles: the packed entry
+    then accepts None for them (the binder checks a tensor given for one)."""
+    from tvm import tirx
+
+    params = [tirx.Var(p.name, "handle") if p.name in names else p for p in func.params]
+    return tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
+
+
 def lower(
     func: Any,
     context: BackendContext,
@@ -136,6 +168,11 @@ def lower(
     from .written_params import narrow_symbols, written_params
 
     written = written_params(func)
+    unused = unused_tensor_params(func)
+    if unused:  # None may stand for them (upstream's `kernel(a, b, c, None)` for an unused bias)
+        params = tuple(replace(p, optional=True) if p.name in unused and i not in out_idx else p
+                       for i, p in enumerate(params))
+        func = _as_handles(func, {p.name for p in params if p.optional})
     take_pass_error()  # forget one left by an earlier compilation
     clock = _StageClock(timings)
     stage = clock.enter("lowering")

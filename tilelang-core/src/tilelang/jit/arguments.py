@@ -282,7 +282,12 @@ class ArgumentBinder:
         deferred: list[tuple[int, int, str, int, tuple[Any, ...]]] = []
         for index, value in zip(self.inputs, args):
             param = self.params[index]
-            if param.is_tensor:
+            if param.is_tensor and value is None:
+                if not param.optional:
+                    raise self._error(index, "got None, but the kernel reads or writes this tensor; pass a "
+                                      "tensor (None may only stand for a tensor the kernel never uses)")
+                call[index] = None
+            elif param.is_tensor:
                 info = self._check_tensor(index, value, symbols, deferred)
                 like = like or info
                 value = _compact_if_empty(value) if info.writable else _writable_alias(value)

@@ -114,6 +114,20 @@ class _Emitter:
 
     # -- checks ---------------------------------------------------------------------
     def tensor(self, index: int, param: ParamInfo, arg: str) -> None:
+        if param.optional:  # a tensor the kernel never uses: None stands for it (a null pointer)
+            e = self.out
+            e(f"if ({arg} == Py_None) {{")
+            e(f"  v[{index}].dl.data = NULL;")
+            e(f"  v[{index}].dl.byte_offset = 0;")
+            e("} else {")
+            e.depth += 1
+            self._tensor(index, param, arg)
+            e.depth -= 1
+            e("}")
+            return
+        self._tensor(index, param, arg)
+
+    def _tensor(self, index: int, param: ParamInfo, arg: str) -> None:
         e, v = self.out, f"v[{index}]"
         if param.dtype not in DLPACK_DTYPES:
             raise CompileError(f"{self.where}: parameter {param.name!r} has dtype {param.dtype}, "
@@ -285,7 +299,11 @@ def kernel_header(artifact: CompiledArtifact, source: KernelSource) -> str:
     body.depth = 1
     for position, index in enumerate(m.inputs):
         param = params[index]
-        (m.tensor if param.is_tensor else m.scalar)(index, param, f"argv[{position}]")
+        if not param.optional:
+            (m.tensor if param.is_tensor else m.scalar)(index, param, f"argv[{position}]")
+    for position, index in enumerate(m.inputs):  # last: the parameters that bind them come first
+        if params[index].optional:
+            m.tensor(index, params[index], f"argv[{position}]")
     m.deferred_checks()
     for slot, index in enumerate(outputs):
         m.output(slot, index, params[index])
