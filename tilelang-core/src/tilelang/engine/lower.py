@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import replace
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..backend.module import BackendContext
