@@ -204,3 +204,19 @@ def test_none_for_an_unused_tensor_and_sub_byte_tensors(backend) -> None:
     np.testing.assert_array_equal(b, np.concatenate([values[codes]] * 2))
     with pytest.raises(tilelang.errors.ArgumentError, match=r"dimension 0 must be m \* 2 = 6 \(m = 3\)"):
         kernel(a, np.zeros((5, 8), np.float32), None)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_several_outputs_come_back_as_a_list(backend) -> None:
+    """Upstream returns a list of the outputs (its func_attrs tests check it)."""
+    @T.prim_func
+    def main(A: T.Tensor((4,), T.float32), B: T.Tensor((4,), T.float32), C: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                B[i] = A[i] + 1
+                C[i] = A[i] * 2
+
+    outputs = compile_c(main, backend, out_idx=(1, 2))(np.arange(4, dtype=np.float32))
+    assert isinstance(outputs, list) and len(outputs) == 2
+    np.testing.assert_array_equal(outputs[0], [1, 2, 3, 4])
+    np.testing.assert_array_equal(outputs[1], [0, 2, 4, 6])

@@ -103,7 +103,7 @@ class Specialization:
         outputs = (result,) if self.n_outputs == 1 else tuple(result or ())
         if len(self.picks) == 1:
             return outputs[self.picks[0]]
-        return tuple(outputs[i] for i in self.picks) if self.picks else None
+        return [outputs[i] for i in self.picks] if self.picks else None  # a list, as upstream
 
 
 class EagerEntry:

@@ -83,7 +83,7 @@ def build_fast_binder(artifact: CompiledArtifact, device_type: int,
                       launch: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
     """For torch tensors: without ``launch``, ``f(*inputs) -> (call_args, outputs, symbols)``
     or None; with ``launch``, ``f(*inputs)`` also calls ``launch(*call_args)`` and returns
-    the outputs as the kernel does (None, one tensor or a tuple), or MISS. None when torch
+    the outputs as the kernel does (None, one tensor or a list, as upstream), or MISS. None when torch
     is not installed or the signature needs the full path. Before torch is imported, a
     function that misses until it is (torch is not imported here)."""
     _check_pasted(artifact)
@@ -176,7 +176,7 @@ def _build(artifact: CompiledArtifact, device_type: int,
     else:
         e.line(f"_launch({call})")
         e.line("return " + ("None" if not outputs else outputs[0] if len(outputs) == 1
-                            else "(" + ", ".join(outputs) + ",)"))
+                            else "[" + ", ".join(outputs) + "]"))
     source = f"def fast_bind({', '.join(names)}):\n" + "\n".join(e.lines) + "\n"
     namespace: dict[str, Any] = dict(env)
     exec(compile(source, f"<tilelang fast binder for {artifact.kernel_name}>", "exec"), namespace)  # noqa: S102 - our own emitted code

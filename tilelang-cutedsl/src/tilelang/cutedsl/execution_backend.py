@@ -165,7 +165,7 @@ class CuTeDSLLauncher(KernelLauncher):
             raise LaunchError(f"kernel {self.kernel!r}: cutedsl {stage} failed: {type(err).__name__}: {err}") from err
         if not outputs:
             return None
-        return outputs[0] if self._single else tuple(outputs)
+        return outputs[0] if self._single else list(outputs)
 
 
 _DSL_TYPES = {

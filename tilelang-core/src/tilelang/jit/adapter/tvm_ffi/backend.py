@@ -75,7 +75,7 @@ class TVMFFILauncher(KernelLauncher):
             raise LaunchError(f"kernel {self.binder.kernel!r} failed: {err}") from err
         if not outputs:
             return None
-        return outputs[0] if self.single else tuple(outputs)
+        return outputs[0] if self.single else list(outputs)
 
 
 class TVMFFIExecutionBackend(ExecutionBackend):

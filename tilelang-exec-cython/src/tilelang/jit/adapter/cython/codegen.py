@@ -326,7 +326,12 @@ def kernel_header(artifact: CompiledArtifact, source: KernelSource) -> str:
         body("result = out[0];")
         body("out[0] = NULL;")
     else:
-        body(f"result = PyTuple_Pack({len(outputs)}, " + ", ".join(f"out[{s}]" for s in range(len(outputs))) + ");")
+        body(f"result = PyList_New({len(outputs)});  /* a list of the outputs, as upstream returns them */")
+        body("if (result != NULL) {")
+        for s in range(len(outputs)):
+            body(f"  PyList_SET_ITEM(result, {s}, out[{s}]);  /* the list takes the reference */")
+            body(f"  out[{s}] = NULL;")
+        body("}")
     return _assemble(artifact, source, m)
 
 

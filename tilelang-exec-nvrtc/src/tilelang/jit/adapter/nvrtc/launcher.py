@@ -121,7 +121,7 @@ class NVRTCLauncher(KernelLauncher):
             self._launch_elsewhere(device, call, symbols, stream)
         if not outputs:
             return None
-        return outputs[0] if self._single else tuple(outputs)
+        return outputs[0] if self._single else list(outputs)
 
     def _launch_all(self, loaded: _Loaded, call: list[Any], symbols: dict[str, int], stream: int) -> None:
         launch_kernel = self._launch_kernel
