@@ -254,3 +254,17 @@ def test_a_sub_byte_allocation_is_bytes_of_its_own(scope):
     b = torch.zeros(32)
     kernel(a, b)
     np.testing.assert_array_equal(b.numpy(), a.numpy().astype(FP4).astype(np.float32)[::-1])
+
+
+def test_a_two_dimensional_parallel_store_is_split_on_its_inner_axis():
+    @T.prim_func
+    def store(A: T.Tensor((4, 16), T.float32), B: T.Tensor((4, 16), T.float4_e2m1fn)):
+        with T.Kernel(1, threads=32):
+            for i, j in T.Parallel(4, 16):
+                B[i, j] = A[i, j]
+
+    kernel = tilelang.compile(store, target="cpu")
+    a = torch.randn(4, 16, generator=torch.Generator().manual_seed(2)) * 3
+    b = torch.zeros(4, 8, dtype=torch.uint8)
+    kernel(a, b)
+    np.testing.assert_array_equal(nibbles(b.numpy()), a.numpy().astype(FP4).view(np.uint8))

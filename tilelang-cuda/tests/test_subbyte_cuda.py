@@ -108,3 +108,17 @@ def test_a_reversed_index_survives_flattening_on_cuda():
     lowered_kernel(artifact.device_mod)(a, b)
     i = np.arange(64)
     np.testing.assert_array_equal(b, a[(63 - i) // 2] + a[(63 - i) % 3])
+
+
+def test_a_two_dimensional_parallel_store_in_the_interpreter():
+    @T.prim_func
+    def store(A: T.Tensor((4, 16), T.float32), B: T.Tensor((4, 16), T.float4_e2m1fn)):
+        with T.Kernel(1, threads=32):
+            for i, j in T.Parallel(4, 16):
+                B[i, j] = A[i, j]
+
+    artifact = tilelang.lower(store, target=SM90)
+    a = (np.random.default_rng(5).standard_normal((4, 16)) * 3).astype(np.float32)
+    b = np.zeros((4, 8), np.uint8)
+    lowered_kernel(artifact.device_mod)(a, b)
+    np.testing.assert_array_equal(nibbles(b), a.astype(FP4).view(np.uint8))

@@ -260,9 +260,10 @@ def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any
         return found
 
     refusals: list[str] = []
+    split_loops: list[Any] = []  # the loops made here (the map visits them again: left as they are)
 
     def on_for(loop: Any) -> Any:
-        if loop.kind != tirx.ForKind.PARALLEL:
+        if loop.kind != tirx.ForKind.PARALLEL or any(loop.same_as(done) for done in split_loops):
             return loop
         nest, body = parallel_nest(loop)
         stores = stores_in(body)
@@ -293,6 +294,7 @@ def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any
                          tirx.ForKind.UNROLLED, substitute(inner.body, [(inner.loop_var, outer * pack + lane)]))
         new_inner = tirx.For(outer, inner.min, analyzer.simplify(tirx.floordiv(inner.extent, pack)),
                              tirx.ForKind.PARALLEL, lanes, annotations=inner.annotations)
+        split_loops.append(new_inner)
         result = new_inner
         for l in reversed(nest[:-1]):
             result = tirx.For(l.loop_var, l.min, l.extent, l.kind, result, annotations=l.annotations)
