@@ -349,7 +349,8 @@ def test_print_refuses_messages_it_cannot_quote():
 # -- upstream names not provided -------------------------------------------------------------
 @pytest.mark.parametrize("name,advice", [
     ("tma_load", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
-    ("alloc_cluster_barrier", "use T.sync_threads"),
+    ("alloc_cluster_barrier", r"use T.cluster_sync\(\) for a cluster-wide barrier or T.sync_threads\(\)"),
+    ("clc_try_cancel", r"Blackwell \(sm_100\) primitive .* \(cluster launch control\)"),
     ("alloc_tmem", "Blackwell"),
 ])
 def test_upstream_only_names_raise_a_language_error(name, advice):
