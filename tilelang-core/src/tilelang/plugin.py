@@ -113,6 +113,7 @@ _EXPORTS: dict[str, str] = {
     "static_ints": "tilelang.transform.gpu.ir_util",
     "gemm_mnk": "tilelang.transform.gpu.ir_util",
     "substitute": "tilelang.transform.gpu.ir_util",
+    "uses_var": "tilelang.transform.gpu.ir_util",
     "tile_op_name": "tilelang.transform.gpu.ir_util",
     "unrolled": "tilelang.transform.gpu.ir_util",
     "TILE_OPS": "tilelang.language.ops",

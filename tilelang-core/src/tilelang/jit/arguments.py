@@ -286,7 +286,6 @@ class ArgumentBinder:
                 if not param.optional:
                     raise self._error(index, "got None, but the kernel reads or writes this tensor; pass a "
                                       "tensor (None may only stand for a tensor the kernel never uses)")
-                call[index] = None
             elif param.is_tensor:
                 info = self._check_tensor(index, value, symbols, deferred)
                 like = like or info

@@ -152,6 +152,16 @@ def substitute(node: object, pairs: list[tuple[object, object]]) -> object:
     return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
 
 
+def uses_var(node: object, var: object) -> bool:
+    """Whether ``node`` (an expression or statement) refers to the variable ``var``."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found: list[object] = []
+    tvm_ffi.structural_walk(node, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
+    return bool(found)
+
+
 def tl_op_names_in(node: object) -> set[str]:
     """Names of every ``tl.*`` op still called somewhere in a PrimFunc or statement."""
     import tvm_ffi

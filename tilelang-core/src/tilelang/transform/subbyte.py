@@ -245,8 +245,9 @@ class _Packed:
 def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any:
     """T.Parallel nests that store to sub-byte buffers: each thread gets whole bytes (the
     module doc). Raises LanguageError for a store whose byte other iterations may share."""
-    from ..language.ops import substitute
+    from ..language.ops import substitute, uses_var
     from .gpu.fragments import parallel_nest
+    from .gpu.ir_util import unrolled
 
     def stores_in(body: Any) -> list[tuple[Any, _Packed]]:
         found: list[tuple[Any, _Packed]] = []
@@ -274,11 +275,11 @@ def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any
         split = False
         for store, target in stores:
             last = store.indices[-1]
-            uses = [v for v in variables if _uses(last, v)]
+            uses = [v for v in variables if uses_var(last, v)]
             if not uses:
                 continue  # one byte column per iteration of the other axes' (whole-byte) strides
             rest = analyzer.simplify(last - inner.loop_var)
-            if uses == [inner.loop_var] and not _uses(rest, inner.loop_var) and analyzer.can_prove(
+            if uses == [inner.loop_var] and not uses_var(rest, inner.loop_var) and analyzer.can_prove(
                     tirx.floormod(rest, target.pack) == 0) and analyzer.can_prove(
                     tirx.floormod(inner.extent, target.pack) == 0) and analyzer.can_prove(inner.min == 0):
                 split = True
@@ -290,8 +291,8 @@ def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any
         pack = stores[0][1].pack
         outer = tirx.Var(f"{inner.loop_var.name}_byte", inner.loop_var.ty)
         lane = tirx.Var(f"{inner.loop_var.name}_half", inner.loop_var.ty)
-        lanes = tirx.For(lane, tirx.const(0, inner.extent.ty.dtype), tirx.const(pack, inner.extent.ty.dtype),
-                         tirx.ForKind.UNROLLED, substitute(inner.body, [(inner.loop_var, outer * pack + lane)]))
+        lanes = unrolled(lane, tirx.const(pack, inner.extent.ty.dtype),
+                         substitute(inner.body, [(inner.loop_var, outer * pack + lane)]))
         new_inner = tirx.For(outer, inner.min, analyzer.simplify(tirx.floordiv(inner.extent, pack)),
                              tirx.ForKind.PARALLEL, lanes, annotations=inner.annotations)
         split_loops.append(new_inner)
@@ -307,12 +308,6 @@ def _split_parallel(func: Any, packed: list[_Packed], analyzer: Analyzer) -> Any
             "of one byte at once; index the last axis by the innermost T.Parallel variable (plus an even "
             "offset), or store from a T.serial loop in one thread")
     return func.with_body(body)
-
-
-def _uses(expr: Any, var: Any) -> bool:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
-    return bool(found)
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:

@@ -40,19 +40,6 @@ def _loads(expr: Any) -> list[Any] | None:
     return None if lazy[0] else found
 
 
-def _uses(expr: Any, var: Any) -> bool:
-    import tvm_ffi
-    from tvm import tirx
-
-    found = [False]
-
-    def visit(v: Any) -> None:
-        found[0] = found[0] or v.same_as(var)
-
-    tvm_ffi.structural_walk(expr, (tirx.Var, visit))
-    return found[0]
-
-
 class VectorAccesses:
     def _vector_base(self, index: Any, var: Any, lanes: int) -> Any:
         """``index - var`` when it is free of ``var`` and a multiple of ``lanes``, else None."""
@@ -74,10 +61,11 @@ class VectorAccesses:
     def vector_loop(self, node: Any, depth: int) -> bool:
         """Print ``node`` (a VECTORIZED loop) with vector global accesses; False when it
         does not have the shape above (the caller prints it as a plain loop)."""
+        from tilelang.plugin import uses_var
         from tvm import tirx
 
         if isinstance(node.body, tirx.IfThenElse) and node.body.else_case is None and \
-                not _uses(node.body.condition, node.loop_var):
+                not uses_var(node.body.condition, node.loop_var):
             # a condition of the whole vector (an edge row): tested once, outside
             self.emit(depth, f"if {self.expr(node.body.condition)}:")
             inner = tirx.For(node.loop_var, node.min, node.extent, node.kind, node.body.then_case)

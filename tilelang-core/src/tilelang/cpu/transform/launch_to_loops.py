@@ -19,7 +19,7 @@ from tvm import tirx
 from ...backend import pass_config
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
-from ...language.ops import is_block_barrier
+from ...language.ops import is_block_barrier, uses_var
 from .atomics import uses_atomics
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
@@ -31,12 +31,6 @@ def _launch_chain(stmt: Any) -> tuple[list[tuple[str, Any, Any]], Any]:
         chain.append((stmt.node.thread_tag, stmt.node.var, stmt.value))
         stmt = stmt.body
     return chain, stmt
-
-
-def _uses(body: Any, var: Any) -> bool:
-    found = []
-    tvm_ffi.structural_walk(body, (tirx.Var, lambda v: found.append(1) if v.same_as(var) else None))
-    return bool(found)
 
 
 def _serialize_parallel(body: Any) -> Any:
@@ -114,7 +108,7 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     # threads run in sequence; a kernel that reads its thread index gets a serial loop
     thread_loops = False
     for tag, var, extent in reversed(threads):
-        if _uses(body, var):
+        if uses_var(body, var):
             body = tirx.For(var, 0, extent, _SERIAL, body)
             thread_loops = True
     if not thread_loops:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing

@@ -9,7 +9,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
 
-from ...language.ops import TILE_OPS, block_barrier, substitute  # noqa: F401 (re-exported)
+from ...language.ops import TILE_OPS, block_barrier, substitute, uses_var  # noqa: F401 (re-exported)
 
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
