@@ -99,6 +99,9 @@ def _declares(stmt: ast.stmt) -> bool:
 def makes_outputs(func: Any) -> bool:
     """Whether ``func``'s body calls T.empty before its first ``with`` (upstream's lazy
     T.prim_func returning its outputs, whatever its signature annotates)."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if code is not None and "empty" not in code.co_names:
+        return False  # no `.empty` anywhere in its body: no source to read and parse
     found = _function_source(func)
     if found is None:
         return False
