@@ -63,6 +63,12 @@ def test_tirx_primexpr_answers_for_primitive_expressions_and_expr_has_dtype() ->
     # upstream's fork keeps the call and string nodes in tirx; TVM 0.27 in tvm.ir
     assert isinstance(T.any_sync(1), tirx.Call) and not isinstance(one, tirx.Call)
     assert isinstance(tirx.call_extern("int32", "f").args[0], tirx.StringImm)
+    # TVM's Var.dtype answers for tensor variables only; upstream reads it off any variable
+    bx, buf = tirx.Var("bx", "int32"), tirx.decl_buffer((4,), "float16", name="buf")
+    assert bx.dtype == "int32" and (bx < 3).a.dtype == "int32" and buf.dtype == "float16"
+    handle = tvm.ir.Var("h", tvm.ir.PointerType(tvm.ir.PrimType("float32")))
+    with pytest.raises(AttributeError, match="BufferType"):
+        handle.dtype  # noqa: B018 -- neither primitive nor a tensor: TVM's own error
 
 
 def test_tirx_primexpr_is_there_when_an_upstream_script_imports_tvm_after_tilelang():

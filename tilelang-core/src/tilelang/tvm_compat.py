@@ -59,6 +59,20 @@ def _expr_dtype(expr: Any) -> Any:
                          "expressions have one)")
 
 
+def _var_dtype(tvm_property: Any) -> Any:
+    """TVM's ``Var.dtype`` (tensor variables), answering for primitive variables as well."""
+
+    def dtype(var: Any) -> Any:
+        from tvm.ir import PrimType
+
+        if isinstance(var.ty, PrimType):
+            return var.ty.dtype
+        return tvm_property.fget(var)
+
+    dtype._tilelang_prim = True  # type: ignore[attr-defined]
+    return property(dtype, doc=tvm_property.__doc__)
+
+
 def _buffer_map(func: Any) -> dict[Any, Any]:
     from tvm import tirx
 
@@ -77,6 +91,9 @@ def install() -> None:
             setattr(tirx, name, getattr(ir, name))
     if "dtype" not in dir(Expr):
         Expr.dtype = property(_expr_dtype, doc="The dtype of a primitive-typed expression (expr.ty.dtype).")
+    own = ir.Var.__dict__.get("dtype")
+    if isinstance(own, property) and not getattr(own.fget, "_tilelang_prim", False):
+        ir.Var.dtype = _var_dtype(own)
     if "buffer_map" not in dir(tirx.PrimFunc):
         tirx.PrimFunc.buffer_map = property(_buffer_map, doc="Each tensor parameter -> its buffer (TVM 0.27: "
                                             "the parameter itself, a Var of BufferType).")
