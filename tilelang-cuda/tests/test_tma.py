@@ -150,6 +150,58 @@ def test_a_name_assigned_in_the_pipelined_loop_keeps_the_pipeline(host_code, cop
     assert copy in body and "tl_wgmma_m64n128k16" in body and "tl_mma_m16n8k16" not in body
 
 
+@pytest.mark.parametrize("host_code,copy", [(True, "tl_tma_load_2d"), (False, "tl_cp_async_16")])
+def test_a_name_built_from_names_assigned_before_the_loop_keeps_the_pipeline(host_code, copy):
+    import tilelang.language as T
+
+    # upstream's varlen attention: actual_k = k + start, where start was named before the
+    # loop. Issued a stage ahead, the copy reads start, never actual_k before its assignment
+    @T.prim_func
+    def named(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+              Starts: T.Tensor((8,), "int32"), C: T.Tensor((1024, 1024), "float32")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            start = Starts[by]
+            T.clear(Cl)
+            for k in T.Pipelined(24, num_stages=3):
+                actual_k = k + start
+                T.copy(A[by * 128, actual_k * 32], As)
+                T.copy(B[actual_k * 32, bx * 128], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[by * 128, bx * 128])
+
+    body = kernel_body(lower(named, host_code=host_code).device_source)
+    assert copy in body and "tl_wgmma_m64n128k16" in body
+
+
+def test_a_copy_at_a_name_the_iteration_loads_is_not_issued_ahead():
+    import tilelang.language as T
+
+    # the tile's corner comes from memory the loop itself writes: no copy may run ahead
+    @T.prim_func
+    def chased(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+               C: T.Tensor((1024, 1024), "float32")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 32), "float16")
+            Bs = T.alloc_shared((32, 128), "float16")
+            Cl = T.alloc_fragment((128, 128), "float32")
+            nxt = T.alloc_local((1,), "int32")
+            nxt[0] = 0
+            T.clear(Cl)
+            for k in T.Pipelined(24, num_stages=3):
+                at = nxt[0]
+                T.copy(A[by * 128, at * 32], As)
+                T.copy(B[at * 32, bx * 128], Bs)
+                T.gemm(As, Bs, Cl)
+                nxt[0] = at + 1
+            T.copy(Cl, C[by * 128, bx * 128])
+
+    body = kernel_body(lower(chased, host_code=False).device_source)
+    assert "tl_cp_async_16" not in body and "tl_tma_load" not in body
+
+
 @pytest.mark.parametrize("why,kwargs,configs", [
     ("execution backend without host code or tensor-map operands", {"host_code": False}, {}),
     ("tl.disable_tma_lower", {}, {"tl.disable_tma_lower": True}),

@@ -143,6 +143,8 @@ class AsyncCopyPipelines:
         written: list[Any] = []
         tvm_ffi.structural_walk(loop.body, (tirx.BufferStore, lambda s: written.append(s.buffer)
                                             if s.buffer.scope() == "global" else None))
+        stored: list[Any] = []  # every buffer the body writes: values read from them vary
+        tvm_ffi.structural_walk(loop.body, (tirx.BufferStore, lambda s: stored.append(s.buffer)))
         producers, rest, bound = [], [], []
         scalars: list[tuple[Any, Any]] = []  # (one-element local buffer, the value stored)
         for stmt in body:
@@ -150,14 +152,19 @@ class AsyncCopyPipelines:
                 bound.append((stmt.var, substitute(stmt.value, bound) if bound else stmt.value))
             elif scalar_store(stmt):
                 scalars = [(b, v) for b, v in scalars if not b.same_as(stmt.buffer)]
-                if not _loads_in(stmt.value):
-                    scalars.append((stmt.buffer, substitute(stmt.value, bound) if bound else stmt.value))
+                value = replace_loads(stmt.value, scalars) if scalars else stmt.value
+                if not _loads_of(value, stored):  # it reads only what the loop leaves alone
+                    scalars.append((stmt.buffer, substitute(value, bound) if bound else value))
             is_copy = tile_op_name(stmt) == "copy" and stmt.value.args[0].source.scope() == "global" and \
                 stmt.value.args[1].source.scope() in SHARED_SCOPES
             if is_copy and bound:
                 stmt = substitute(stmt, bound)
             if is_copy and scalars:
                 stmt = replace_loads(stmt, scalars)
+            if is_copy and _loads_of(stmt, stored):
+                # its tile's corner reads a name the iteration assigns (from a load that
+                # varies): issued ahead, it would read the name before its assignment
+                return [], body
             if is_copy and (not rest or AsyncCopyPipelines._may_hoist(stmt, rest, written)):
                 producers.append(stmt)
             elif is_copy:
@@ -535,9 +542,11 @@ def _is_ring_prologue(stmt: Any) -> bool:
     return isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == PROLOGUE_ATTR
 
 
-def _loads_in(expr: Any) -> bool:
+def _loads_of(node: Any, buffers: list[Any]) -> bool:
+    """Whether ``node`` loads from one of ``buffers``."""
     found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (TensorLoad, found.append))
+    tvm_ffi.structural_walk(node, (TensorLoad, lambda load: found.append(load) if any(
+        load.source.same_as(b) for b in buffers) else None))
     return bool(found)
 
 
