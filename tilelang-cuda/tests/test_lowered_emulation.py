@@ -306,3 +306,35 @@ def test_the_emulator_reads_the_shuffle_operands_of_the_ir():
     half = mutated(mod, "__shfl_xor_sync", lambda call: with_args(call, a1=tirx.const(0xFFFF, "uint32")))
     with pytest.raises(EmulationError, match="runs the shuffle outside its member mask"):
         row_stats(half, 64, 32, 16)
+
+
+@pytest.mark.parametrize("op", ["clear", "copy"])
+def test_a_local_buffer_is_filled_and_copied_whole_by_every_thread(op):
+    """T.alloc_local is each thread's own: T.clear / T.fill / T.copy of one run over all of
+    it in every thread (they were dealt out over the block's threads like a shared tile's,
+    so each thread cleared one element of its own 8 and summed onto garbage)."""
+
+    @T.prim_func
+    def per_thread(A: T.Tensor((128, 8), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            acc = T.alloc_local((8,), "float32")
+            init = T.alloc_local((8,), "float32")
+            if op == "clear":
+                T.clear(acc)
+            else:
+                for i in T.serial(8):
+                    init[i] = 0.5
+                T.copy(init, acc)
+            for i in T.serial(8):
+                acc[i] += A[tx, i]
+            total = T.alloc_var("float32")
+            total = 0.0
+            for i in T.serial(8):
+                total += acc[i]
+            B[tx] = total
+
+    a = np.random.default_rng(0).integers(-4, 5, (128, 8)).astype(np.float32)
+    b = np.zeros(128, np.float32)
+    run(lower(per_thread, SM80), a, b)
+    np.testing.assert_array_equal(b, a.sum(axis=1) + (4.0 if op == "copy" else 0.0))

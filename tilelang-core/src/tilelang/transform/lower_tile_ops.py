@@ -49,6 +49,12 @@ def _cast(dtype: str, value: Any) -> Any:
     return value if str(value.ty.dtype) == dtype else tirx.Cast(dtype, value)
 
 
+def _per_thread(buffer: Any) -> bool:
+    """A buffer each thread holds whole (``T.alloc_local`` / ``T.alloc_var``), as opposed
+    to a tile the block's threads share out (shared memory, fragments)."""
+    return buffer.scope() in ("local", "local.var")
+
+
 class TileOpLowering:
     """Lowers one tile op at a time to T.Parallel nests (backends that select their own
     instructions for some ops use it for the rest, e.g. the copies around a tensor-core
@@ -181,7 +187,7 @@ class TileOpLowering:
             guard = self.in_bounds(dst_buf, d_idx)
             return store if guard is None else tirx.IfThenElse(guard, store, None)
 
-        return self.nest(s_ext, body)
+        return self.nest(s_ext, body, parallel=not _per_thread(dst_buf))
 
     def fill(self, dst: Any, value: Any) -> Any:
         axes = self.tile_axes(dst)
@@ -193,7 +199,8 @@ class TileOpLowering:
             guard = self.in_bounds(buffer, idx)
             return store if guard is None else tirx.IfThenElse(guard, store, None)
 
-        return self.nest([dst.region[a].extent for a in axes], body)
+        # a local buffer is each thread's own (T.alloc_local): every thread fills all of it
+        return self.nest([dst.region[a].extent for a in axes], body, parallel=not _per_thread(buffer))
 
     def gemm(self, a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool, clear: bool) -> Any:
         a_buf, a_min, a_ext = self.parts(a)
