@@ -57,6 +57,10 @@ def test_a_one_to_one_shared_layout_is_accepted_row_major_and_a_many_to_one_refu
     a, b = rng.standard_normal((16, 8)).astype("float32"), np.zeros((16, 8), "float32")
     cpu(func)(a, b)
     np.testing.assert_array_equal(b, a + 1)
+    # a Layout built from the buffer's own shape (its dims are IntImm), as upstream's
+    # example_gemm_intrinsics writes its swizzle: enumerated all the same
+    with pytest.warns(UserWarning, match=r"'s' is stored row-major"):
+        layout_kernel(lambda s, f: {s: T.Layout(s.shape, lambda i, j: [j // 4, i, j % 4 ^ i % 4])})
     with pytest.raises(LanguageError, match=r"the Layout of shared buffer `s` must be injective: elements \(0, 0\) "
                                             r"and \(0, 4\) both map to physical coordinates \(0, 0\)"):
         layout_kernel(lambda s, f: {s: T.Layout((16, 8), lambda i, j: [i, j % 4])})

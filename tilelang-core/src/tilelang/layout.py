@@ -218,13 +218,15 @@ def _first_collision(layout: Layout) -> Any:
     map cannot be enumerated here (a symbolic shape, a large tile, an operation the numpy
     evaluation below does not know)."""
     import numpy as np
+    from tvm import tirx
 
-    if not all(isinstance(d, int) for d in layout.shape):
+    shape = [int(d.value) if isinstance(d, tirx.IntImm) else d for d in layout.shape]  # a buffer's shape
+    if not all(isinstance(d, int) for d in shape):
         return _UNKNOWN
-    total = int(np.prod(layout.shape)) if layout.shape else 1
+    total = int(np.prod(shape)) if shape else 1
     if total > MAX_CHECKED_ELEMENTS:
         return _UNKNOWN
-    grids = np.indices(layout.shape, dtype=np.int64).reshape(len(layout.shape), -1)
+    grids = np.indices(shape, dtype=np.int64).reshape(len(layout.shape), -1)
     env = [(v, grids[axis]) for axis, v in enumerate(layout.forward_vars)]
     try:
         out = np.stack([np.broadcast_to(_evaluate(e, env), (total,)) for e in layout.forward_index])
