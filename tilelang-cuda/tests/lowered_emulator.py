@@ -398,6 +398,10 @@ class LoweredKernel:
             name = op.removeprefix("tirx.cuda.")
             self.calls[name] = self.calls.get(name, 0) + 1
             return self._extern_for(name)(self, [self.eval_arg(a) for a in args], expr)
+        if op == "tirx.tvm_access_ptr":  # (type annotation, buffer, element offset, extent, access mask)
+            buffer, offset = args[1], self.eval(args[2])
+            itemsize = storage(args[0].dtype).itemsize
+            return Pointer(self.memory_of(buffer), (offset + int(buffer.elem_offset)) * itemsize)
         if op == "tirx.address_of":
             load = args[0]
             index = self._index(load.indices)

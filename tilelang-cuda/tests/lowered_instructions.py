@@ -80,31 +80,39 @@ def _floats(kernel: LoweredKernel, pointer: Pointer, count: int) -> tuple[np.nda
 
 
 # -- ldmatrix / mma.sync --------------------------------------------------------------------
-def _ldmatrix(kernel: LoweredKernel, args: list[Any], trans: bool) -> None:
+def _ldmatrix(kernel: LoweredKernel, args: list[Any], trans: bool, count: int = 4) -> None:
+    """ldmatrix.x{count}: lanes 8q..8q+7 give the rows of matrix q; each thread receives
+    two 16-bit values of each matrix (one register per matrix)."""
     dst, src = args
     _whole_warps(kernel, "ldmatrix")
     if not src.memory.shared:
         raise EmulationError(f"ldmatrix reads {src.memory.name}, which is not in shared memory")
+    lanes = (np.arange(kernel.threads) % WARP) < 8 * count  # the lanes whose addresses it reads
     address = src.memory.base + src.offset
-    if (address[kernel.mask] % 16).any():
+    if (address[kernel.mask & lanes] % 16).any():
         raise EmulationError("ldmatrix: a row address is not 16-byte aligned")
-    rows = kernel.read(src.memory, src.offset[:, None] + 2 * np.arange(8), np.dtype(np.uint16))
-    matrices = rows.reshape(-1, 4, 8, 8)  # warp, matrix q (lanes 8q..8q+7), row, column
+    rows = kernel.read(src.memory, src.offset[:, None] + 2 * np.arange(8), np.dtype(np.uint16),
+                       mask=kernel.mask & lanes)
+    matrices = rows.reshape(-1, 4, 8, 8)[:, :count]  # warp, matrix q (lanes 8q..8q+7), row, column
     lane = np.arange(WARP)
     row, col = lane // 4, 2 * (lane % 4)
     if trans:
         regs = np.stack([matrices[:, :, col + e, row] for e in (0, 1)], axis=-1)  # warp, q, lane, half
     else:
         regs = np.stack([matrices[:, :, row, col + e] for e in (0, 1)], axis=-1)
-    regs = regs.transpose(0, 2, 1, 3).reshape(kernel.threads, 8)
-    kernel.write(dst.memory, dst.offset[:, None] + 2 * np.arange(8), regs, np.dtype(np.uint16))
+    regs = regs.transpose(0, 2, 1, 3).reshape(kernel.threads, 2 * count)
+    kernel.write(dst.memory, dst.offset[:, None] + 2 * np.arange(2 * count), regs, np.dtype(np.uint16))
 
 
-def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str) -> None:
+def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str, acc: str = "f32") -> None:
     c_ptr, a_ptr, b_ptr = args
     _whole_warps(kernel, "mma.sync")
     a, b = _halves(kernel, a_ptr, 8, dtype), _halves(kernel, b_ptr, 4, dtype)
-    c_offsets, c = _floats(kernel, c_ptr, 4)
+    if acc == "f16":
+        c_offsets = c_ptr.offset[:, None] + 2 * np.arange(4)
+        c = kernel.read(c_ptr.memory, c_offsets, np.dtype(np.float16)).astype(np.float64)
+    else:
+        c_offsets, c = _floats(kernel, c_ptr, 4)
     warps = kernel.threads // WARP
     lane = np.arange(WARP)
     g, t = lane // 4, lane % 4
@@ -118,7 +126,32 @@ def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str) -> None:
     D = A @ B
     for j in range(4):
         c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
-    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float32))
+    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float16 if acc == "f16" else np.float32))
+
+
+def _mma_m16n8k32_s8(kernel: LoweredKernel, args: list[Any]) -> None:
+    """mma.m16n8k32.s32.s8.s8: A's registers hold four bytes of a row (a0..a3 row g, k 4t..;
+    a4..a7 row g + 8; a8.. the next 16 k), B's four bytes of a column."""
+    c_ptr, a_ptr, b_ptr = args
+    _whole_warps(kernel, "mma.sync")
+    a = kernel.read(a_ptr.memory, a_ptr.offset[:, None] + np.arange(16), np.dtype(np.int8)).astype(np.int64)
+    b = kernel.read(b_ptr.memory, b_ptr.offset[:, None] + np.arange(8), np.dtype(np.int8)).astype(np.int64)
+    c_offsets = c_ptr.offset[:, None] + 4 * np.arange(4)
+    c = kernel.read(c_ptr.memory, c_offsets, np.dtype(np.int32)).astype(np.int64)
+    warps = kernel.threads // WARP
+    lane = np.arange(WARP)
+    g, t = lane // 4, lane % 4
+    A, B = np.zeros((warps, 16, 32), np.int64), np.zeros((warps, 32, 8), np.int64)
+    for r in range(4):
+        for e in range(4):
+            A[:, g + 8 * (r % 2), 4 * t + 16 * (r // 2) + e] = a[:, 4 * r + e].reshape(warps, WARP)
+    for r in range(2):
+        for e in range(4):
+            B[:, 4 * t + 16 * r + e, g] = b[:, 4 * r + e].reshape(warps, WARP)
+    D = A @ B
+    for j in range(4):
+        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.int32))
 
 
 # -- cp.async ------------------------------------------------------------------------------
@@ -362,6 +395,10 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_ldmatrix_x4_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True),
     "tl_mma_m16n8k16_f16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16"),
     "tl_mma_m16n8k16_bf16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "bf16"),
+    "tl_mma_m16n8k16_f16_f16": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16", acc="f16"),
+    "tl_mma_m16n8k32_s8_s32": lambda kernel, args, call: _mma_m16n8k32_s8(kernel, args),
+    "tl_ldmatrix_x2": lambda kernel, args, call: _ldmatrix(kernel, args, False, count=2),
+    "tl_ldmatrix_x2_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True, count=2),
     "tl_cp_async_16": lambda kernel, args, call: _cp_async_16(kernel, args),
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),

@@ -10,17 +10,32 @@ __device__ __forceinline__ unsigned tl_smem_addr(const void* ptr) {
   return static_cast<unsigned>(__cvta_generic_to_shared(ptr));
 }
 
-// Four 8x8 b16 matrices; lanes 8q..8q+7 give the row addresses of matrix q.
-__device__ __forceinline__ void tl_ldmatrix_x4(unsigned* d, const void* smem) {
+// Four (two) 8x8 b16 matrices; lanes 8q..8q+7 give the row addresses of matrix q. The
+// destination is the thread's fragment registers, of any array type.
+__device__ __forceinline__ void tl_ldmatrix_x4(void* dst, const void* smem) {
+  unsigned* d = static_cast<unsigned*>(dst);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(tl_smem_addr(smem)));
 }
 
-__device__ __forceinline__ void tl_ldmatrix_x4_trans(unsigned* d, const void* smem) {
+__device__ __forceinline__ void tl_ldmatrix_x4_trans(void* dst, const void* smem) {
+  unsigned* d = static_cast<unsigned*>(dst);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(tl_smem_addr(smem)));
+}
+
+__device__ __forceinline__ void tl_ldmatrix_x2(void* dst, const void* smem) {
+  unsigned* d = static_cast<unsigned*>(dst);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(d[0]), "=r"(d[1]) : "r"(tl_smem_addr(smem)));
+}
+
+__device__ __forceinline__ void tl_ldmatrix_x2_trans(void* dst, const void* smem) {
+  unsigned* d = static_cast<unsigned*>(dst);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(d[0]), "=r"(d[1]) : "r"(tl_smem_addr(smem)));
 }
 
 // D = A * B + D, m16n8k16, A row-major, B column-major, fp32 accumulators. A and B are the
@@ -42,6 +57,29 @@ __device__ __forceinline__ void tl_mma_m16n8k16_bf16_f32(float* c, const void* a
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// m16n8k16 with fp16 accumulators: C is two registers of two halves each.
+__device__ __forceinline__ void tl_mma_m16n8k16_f16_f16(void* c_regs, const void* a_regs, const void* b_regs) {
+  unsigned* c = static_cast<unsigned*>(c_regs);
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, "
+      "{%2, %3, %4, %5}, {%6, %7}, {%0, %1};\n"
+      : "+r"(c[0]), "+r"(c[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// m16n8k32, signed 8-bit operands (four per register), int32 accumulators.
+__device__ __forceinline__ void tl_mma_m16n8k32_s8_s32(int* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
