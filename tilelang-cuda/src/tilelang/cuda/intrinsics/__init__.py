@@ -1,11 +1,10 @@
-"""``tilelang.cuda.intrinsics``: the shared-memory layout helpers of upstream TileLang's
-module of that name (``make_mma_swizzle_layout``, ``get_swizzle_layout``).
-
-Upstream's module also holds its MMA/WGMMA macro emitters (``TensorCoreIntrinEmitter``
-and friends), with which a kernel drives ldmatrix/mma by hand. They are not provided: here
-``T.gemm`` chooses and emits the tensor-core instructions itself (mma.sync, wgmma), and the
-emitters' contract is upstream's layout/fragment machinery, which this project does not
-expose to kernels.
+"""``tilelang.cuda.intrinsics``: upstream TileLang's module of that name: the shared-memory
+layout helpers (``make_mma_swizzle_layout``, ``get_swizzle_layout``) and, in ``.macro``,
+the warp-level tensor-core emitter (``TensorCoreIntrinEmitter``) with which a kernel drives
+ldmatrix / mma.sync by hand. ``T.gemm`` chooses and emits the tensor-core instructions
+itself (mma.sync, wgmma); the emitter is for kernels written against upstream's.
+Upstream's other emitters (the ladder-transform, WGMMA, sparse and tcgen05 ones) are not
+provided.
 """
 
 from .mma_layout import get_swizzle_layout, make_mma_swizzle_layout
