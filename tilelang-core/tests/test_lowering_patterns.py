@@ -122,3 +122,28 @@ def test_a_vectorized_loop_accumulating_into_one_element_adds_every_lane():
     out = np.zeros(M, "float32")
     tilelang.compile(row_sums, target="cpu")(a, out)
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_slice_between_two_names_has_the_length_their_values_give():
+    # upstream's sparse MLA: H0 = ...; H1 = H0 + 64; T.copy(Q[b, s, H0:H1, :D], Q_shared[:, :D])
+    @T.prim_func
+    def rows(A: T.Tensor((4, 256, 16), T.float32), B: T.Tensor((4, 256, 16), T.float32)):
+        with T.Kernel(4, 2, threads=64) as (bx, by):
+            tile = T.alloc_shared((64, 16), T.float32)
+            h0 = by * 128 + (bx % 2) * 64
+            h1 = h0 + 64
+            T.copy(A[bx, h0:h1, :], tile)
+            for i, j in T.Parallel(64, 16):
+                tile[i, j] = tile[i, j] * 2.0
+            T.copy(tile, B[bx, h0:h1, :])
+
+    a = np.random.default_rng(0).standard_normal((4, 256, 16)).astype("float32")
+    b = np.zeros_like(a)
+    tilelang.compile(rows, target="cpu")(a, b)
+    expect = np.zeros_like(a)
+    for bx in range(4):
+        for by in range(2):
+            h0 = by * 128 + (bx % 2) * 64
+            expect[bx, h0:h0 + 64] = 2 * a[bx, h0:h0 + 64]
+    np.testing.assert_array_equal(b, expect)
+    assert tilelang.lower(rows, target={"kind": "cuda", "arch": "sm_90"}).device_source  # lowers for CUDA too

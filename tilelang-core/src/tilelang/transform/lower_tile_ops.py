@@ -29,6 +29,7 @@ from ..language.ops import (
     ATOMIC_RMW_ELEMENT,
     ATOMIC_RMW_KINDS,
     TILE_OPS,
+    substitute,
     with_compiler_shared,
 )
 from ..language.tile import REDUCE_KINDS, SCAN_KINDS
@@ -110,6 +111,22 @@ class TileOpLowering:
         for var, lo, hi in hulls:
             if lo > -_UNBOUNDED and hi < _UNBOUNDED:
                 self.analyzer.bind(var, Range.from_min_extent(lo, hi - lo + 1))
+        # a variable bound once is its value everywhere: shapes compare through it
+        # (``H1 = H0 + 64``: the tile ``H0:H1`` is 64 long)
+        counts: dict[int, int] = {}
+        for let in lets:
+            counts[let.var.__chandle__()] = counts.get(let.var.__chandle__(), 0) + 1
+        self.lets = [(let.var, let.value) for let in lets if counts[let.var.__chandle__()] == 1]
+
+    def same_extent(self, a: Any, b: Any) -> bool:
+        """Whether two tile extents are provably equal, bound names read as their values."""
+        if self.analyzer.can_prove_equal(a, b):
+            return True
+        for _ in range(4):  # a value may name other bound variables
+            a, b = substitute(a, self.lets), substitute(b, self.lets)
+            if self.analyzer.can_prove_equal(a, b):
+                return True
+        return False
 
     # -- helpers -------------------------------------------------------------------------
     def error(self, op: str, message: str) -> LanguageError:
@@ -171,8 +188,11 @@ class TileOpLowering:
         s_axes, d_axes = self.tile_axes(src), self.tile_axes(dst)
         s_ext = [src.region[a].extent for a in s_axes]
         d_ext = [dst.region[a].extent for a in d_axes]
-        if len(s_ext) != len(d_ext) or not all(self.analyzer.can_prove_equal(a, b) for a, b in zip(s_ext, d_ext)):
+        if len(s_ext) != len(d_ext) or not all(self.same_extent(a, b) for a, b in zip(s_ext, d_ext)):
             raise self.error("copy", f"source tile {s_ext} and destination tile {d_ext} differ in shape")
+        # loop over the constant one of two equal extents (a tile's partitioning needs it)
+        s_ext = [d if isinstance(d, tirx.IntImm) and not isinstance(s, tirx.IntImm) else s
+                 for s, d in zip(s_ext, d_ext)]
         dst_buf, src_buf = dst.source, src.source
 
         def body(loop_vars: list[Any]) -> Any:
