@@ -323,3 +323,44 @@ def test_make_mma_swizzle_layout() -> None:
     assert isinstance(make_mma_swizzle_layout(wide), SwizzledLayout)
     for layout in (make_mma_swizzle_layout(narrow), make_mma_swizzle_layout(wide, is_smooth=True)):
         assert isinstance(layout, Layout) and layout.is_identity_for(layout.shape)
+
+
+# -- macros annotated with T.SharedBuffer, upstream's hand-grouped asynchronous copies ------------
+
+def test_macro_buffer_annotations_and_copy_groups_run_as_synchronous_copies() -> None:
+    """Upstream's minference kernel: T.macro parameters annotated T.SharedBuffer /
+    T.FragmentBuffer, prefetches in T.Parallel(prefer_async=True) closed by
+    T.ptx_commit_group() and awaited with T.ptx_wait_group(n). Copies are synchronous here."""
+
+    @T.macro
+    def prefetch(A: T.Tensor((4, 16), "float32"), tile: T.SharedBuffer([2, 16], "float32"), stage: T.int32,
+                 row: T.int32):
+        for j in T.Parallel(16, prefer_async=True):
+            tile[stage, j] = A[row, j]
+        T.ptx_commit_group()
+
+    @T.macro
+    def accumulate(acc: T.FragmentBuffer([16], "float32"), tile: T.SharedBuffer([2, 16], "float32"),
+                   stage: T.int32):
+        T.ptx_wait_group(1)
+        for j in T.Parallel(16):
+            acc[j] += tile[stage, j]
+
+    @T.prim_func
+    def rows_sum(A: T.Tensor((4, 16), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=16):
+            tile = T.alloc_shared((2, 16), "float32")
+            acc = T.alloc_fragment((16,), "float32")
+            T.clear(acc)
+            prefetch(A, tile, 0, 0)
+            for r in T.serial(4):
+                if r + 1 < 4:
+                    prefetch(A, tile, (r + 1) % 2, r + 1)
+                accumulate(acc, tile, r % 2)
+            T.copy(acc, B)
+
+    a = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    b = np.zeros(16, np.float32)
+    tilelang.compile(rows_sum, target="cpu")(a, b)
+    np.testing.assert_allclose(b, a.sum(axis=0), rtol=1e-6)
+    assert tilelang.lower(rows_sum, target={"kind": "cuda", "arch": "sm_90"}).device_source  # and for CUDA

@@ -48,6 +48,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "FragmentBuffer",
+    "LocalBuffer",
+    "SharedBuffer",
+    "ptx_commit_group",
+    "ptx_wait_group",
     "ClusterKernel",
     "block_rank_in_cluster",
     "cluster_arrive",

@@ -117,6 +117,8 @@ from .misc import (
     import_source,
     infinity,
     print,
+    ptx_commit_group,
+    ptx_wait_group,
     round,
     sync_threads,
 )
@@ -152,7 +154,17 @@ from .variables import alloc_global, alloc_var
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
 _install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
-from .views import StridedTensor, Tensor, access_ptr, make_tensor, reshape, view
+from .views import (
+    FragmentBuffer,
+    LocalBuffer,
+    SharedBuffer,
+    StridedTensor,
+    Tensor,
+    access_ptr,
+    make_tensor,
+    reshape,
+    view,
+)
 from .warp import (  # upstream's warp intrinsics, lowered by each GPU backend
     activemask,
     all_sync,

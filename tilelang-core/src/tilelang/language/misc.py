@@ -192,6 +192,20 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     _ib.evaluate(tirx.call_intrin("int32", BLOCK_BARRIER, "shared", *args))
 
 
+def ptx_commit_group() -> None:
+    """Upstream's end of a group of asynchronous copies (``cp.async.commit_group``). The
+    copies a kernel writes itself are synchronous in this TileLang (``T.Parallel(...,
+    prefer_async=True)`` is a plain loop; the compiler makes T.copy in a T.Pipelined loop
+    asynchronous on its own and orders those itself), so there is no group to close: this
+    emits nothing, and the barrier pass orders the shared-memory writes before their reads."""
+
+
+def ptx_wait_group(count: Any = 0) -> None:
+    """Upstream's wait for all but ``count`` groups of asynchronous copies. Nothing a kernel
+    writes is in flight here (see ``T.ptx_commit_group``): this emits nothing."""
+    del count
+
+
 IMPORT_SOURCE_ATTR = "pragma_import_c"  # TVM's C-family codegens copy it to the source's top
 
 

@@ -100,6 +100,22 @@ class TensorProxy(type(_BufferProxy)):
 Tensor = TensorProxy()
 
 
+def SharedBuffer(shape: Any, dtype: Any = "float32") -> Any:
+    """Upstream's annotation of a shared tile parameter of a ``T.macro``
+    (``K_shared: T.SharedBuffer([stages, bN, d], dtype)``): a buffer type in shared memory."""
+    return Tensor(shape, dtype, scope="shared.dyn")
+
+
+def FragmentBuffer(shape: Any, dtype: Any = "float32") -> Any:
+    """Upstream's annotation of a fragment parameter of a ``T.macro`` (T.alloc_fragment's kind)."""
+    return Tensor(shape, dtype, scope="local.fragment")
+
+
+def LocalBuffer(shape: Any, dtype: Any = "float32") -> Any:
+    """Upstream's annotation of a per-thread buffer parameter of a ``T.macro`` (T.alloc_local's kind)."""
+    return Tensor(shape, dtype, scope="local")
+
+
 def _strided_tensor(shape: Any, strides: Any, dtype: Any = "float32", scope: str | None = None) -> Any:
     """``A: T.StridedTensor((M, N), (s0, s1), "float32")``: a kernel parameter whose strides
     (in elements) are given, e.g. a column slice of a larger tensor; ``T.symbolic`` strides
