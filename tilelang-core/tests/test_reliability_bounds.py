@@ -257,3 +257,33 @@ def test_bitwise_indices_are_bounded_by_their_operands():
                 tx = T.get_thread_binding(0)
                 S[tx ^ 1] = 0
                 A[tx] = S[tx & 511]
+
+
+def test_a_fragment_its_loops_write_past_its_declaration_is_sized_by_them() -> None:
+    """Upstream's attention-sink kernels: ``sinks = T.alloc_fragment([heads], dtype)`` filled
+    and read by ``T.Parallel(block_M)``. Upstream sizes a fragment by the loops that write
+    it; so does this TileLang, with a warning naming the declaration to fix."""
+
+    def kernel(read_past: bool):
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), S: T.Tensor((1,), "float32"), C: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=32):
+                sinks = T.alloc_fragment([1], "float32")
+                for i in T.Parallel(64):
+                    sinks[i] = S[0]
+                for i in T.Parallel(64):
+                    C[i] = A[i] + (sinks[i + 1] if read_past else sinks[i])
+
+        return main
+
+    with pytest.warns(UserWarning, match=r"T.alloc_fragment 'sinks' is declared \(1,\) but its loops write it up to "
+                                         r"\(63,\): it is sized \(64,\).*declare it \(64,\)\n --> " + HERE):
+        grown = kernel(read_past=False)
+    a = np.arange(64, dtype="float32")
+    c = np.zeros(64, "float32")
+    tilelang.compile(grown, target="cpu")(a, np.array([0.5], "float32"), c)
+    np.testing.assert_array_equal(c, a + 0.5)
+    assert tilelang.lower(grown, target={"kind": "cuda", "arch": "sm_90"}).device_source
+    # a read past what the loops wrote is still refused
+    with pytest.raises(LanguageError, match=r"read sinks\[i \+ 1\] uses index i \+ 1 \(from 1 to 64\) on axis 0 of sinks"):
+        kernel(read_past=True)

@@ -55,11 +55,24 @@ class _Checker:
     def __init__(self) -> None:
         self.analyzer = Analyzer()
         self.ranged: list[Any] = []  # loop and block variables with constant extents
+        #: fragment -> the extent its loops index it to, per axis (see ``grown_fragments``)
+        self.grow: dict[int, tuple[Any, list[int], Any]] = {}
 
     def bind(self, var: Any, start: Any, extent: Any) -> None:
         if isinstance(start, tirx.IntImm) and isinstance(extent, tirx.IntImm) and extent.value > 0:
             self.analyzer.bind(var, Range.from_min_extent(start, extent))
             self.ranged.append(var)
+
+    def _grow(self, buffer: Any, axis: int, extent: int, span: Any) -> None:
+        key = buffer.__chandle__()
+        _, extents, first = self.grow.get(key, (buffer, [int(d.value) for d in buffer.shape], span))
+        extents[axis] = max(extents[axis], extent)
+        self.grow[key] = (buffer, extents, first)
+
+    def _grown(self, buffer: Any, axis: int, bound: Any) -> bool:
+        """A read of a fragment that a loop write grew, within the grown extent."""
+        entry = self.grow.get(buffer.__chandle__())
+        return entry is not None and 0 <= bound.min_value and bound.max_value < entry[1][axis]
 
     def only_ranged(self, expr: Any) -> bool:
         free: list[Any] = []
@@ -75,6 +88,10 @@ class _Checker:
             never_inside = bound.max_value < 0 or (constant_extent is not None and bound.min_value >= constant_extent)
             sometimes_outside = (not guarded and constant_extent is not None and self.only_ranged(index)
                                  and (bound.min_value < 0 or bound.max_value >= constant_extent))
+            if sometimes_outside and not never_inside and bound.min_value >= 0 and \
+                    buffer.scope() == "local.fragment" and what == "write" or self._grown(buffer, axis, bound):
+                self._grow(buffer, axis, bound.max_value + 1, span)
+                continue
             if never_inside or sometimes_outside:
                 values = ("" if isinstance(index, tirx.IntImm) else f" ({bound.min_value})"
                           if bound.min_value == bound.max_value else f" (from {bound.min_value} to {bound.max_value})")
@@ -253,9 +270,37 @@ def legalize_negative_indices(func: Any) -> Any:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-def check_constant_bounds(func: Any) -> None:
-    """Raise LanguageError (with the source line) for an access certain to leave its buffer."""
-    _Checker().stmt(func.body, False)
+def check_constant_bounds(func: Any) -> Any:
+    """Raise LanguageError (with the source line) for an access certain to leave its buffer.
+
+    One exception, upstream's: a fragment (T.alloc_fragment) that a loop writes past its
+    declared extent. Upstream gives a fragment the registers the loops that write it need,
+    and its examples rely on it (the attention-sink kernels declare ``sinks`` with
+    ``heads`` elements and fill and read ``block_M``). Such a fragment is sized to what its
+    loops write, with a warning that names the declaration to fix; returns the function with
+    those fragments grown."""
+    checker = _Checker()
+    checker.stmt(func.body, False)
+    if not checker.grow:
+        return func
+    import warnings
+
+    replaced: list[tuple[Any, Any]] = []
+    for buffer, extents, span in checker.grow.values():
+        declared = tuple(int(d.value) for d in buffer.shape)
+        warnings.warn(f"T.alloc_fragment {buffer.name!r} is declared {declared} but its loops write it up to "
+                      f"{tuple(e - 1 for e in extents)}: it is sized {tuple(extents)}, as upstream sizes a fragment "
+                      f"by the loops that write it; declare it {tuple(extents)}" + source_location(span),
+                      stacklevel=4)
+        replaced.append((buffer, tirx.decl_buffer(extents, buffer.dtype, name=buffer.name, scope=buffer.scope())))
+
+    def on_buffer(buffer: Any) -> Any:
+        for old, new in replaced:
+            if buffer.same_as(old):
+                return new
+        return buffer
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
 
 
 __all__ = ["check_constant_bounds", "legalize_negative_indices", "source_location"]

@@ -92,5 +92,5 @@ def normalize(func: Any) -> Any:
                                   order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
     func = legalize_negative_indices(func)  # A[-1]: the last element, as upstream (and Python) read it
-    check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
+    func = check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates
