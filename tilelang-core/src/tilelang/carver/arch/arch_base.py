@@ -20,6 +20,9 @@ class TileDevice:
     max_threads_per_sm: int = 2048
     sm_partition: int = 4  # warp schedulers per SM
     transaction_size: list[int] = [32, 128]  # bytes: sector, cache line
+    sm_version: int = -1  # compute capability as major * 10 + minor (CUDA), -1 elsewhere
+    clock_rate_khz: int | None = None  # SM clock: None when no device answers
+    memory_bandwidth_gbps: float | None = None  # likewise
 
     @property
     def max_smem_usage(self) -> int:

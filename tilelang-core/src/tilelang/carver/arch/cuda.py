@@ -20,6 +20,22 @@ _LIMITS = {
 _ARCH = re.compile(r"^(?:sm_)?(\d+)[a-z]*$")
 
 
+def _clocks(device_id: int) -> tuple[int | None, float | None]:
+    """(SM clock in kHz, memory bandwidth in GB/s: two transfers per memory clock over
+    the bus) from the driver, each None where it does not answer."""
+    from .driver.cuda_driver import get_device_attribute
+
+    def attribute(number: int) -> int | None:
+        try:
+            return int(get_device_attribute(number, device_id)) or None
+        except Exception:  # noqa: BLE001 -- a driver without the attribute: unknown
+            return None
+
+    clock, memory_clock, bus_bits = attribute(13), attribute(36), attribute(37)  # CU_DEVICE_ATTRIBUTE_*
+    bandwidth = 2 * memory_clock * 1e3 * bus_bits / 8 / 1e9 if memory_clock and bus_bits else None
+    return clock, bandwidth
+
+
 def check_sm_version(arch: str) -> int:
     """``"sm_90a"`` -> 90; anything that is not an SM arch -> -1 (upstream's helper)."""
     match = _ARCH.match(str(arch))
@@ -69,6 +85,7 @@ class CUDA(TileDevice):
             self.compute_max_core = int(props.multi_processor_count)
             self.reg_cap = int(getattr(props, "regs_per_multiprocessor", 65536))
             self.max_threads_per_sm = int(getattr(props, "max_threads_per_multi_processor", 2048))
+            self.clock_rate_khz, self.memory_bandwidth_gbps = _clocks(device_id)
         else:
             known = _LIMITS.get(self.sm_version) or _LIMITS[max(k for k in _LIMITS if k <= max(self.sm_version, 70))]
             self.name = f"sm_{self.sm_version} (no device present)"
