@@ -338,3 +338,87 @@ def test_a_local_buffer_is_filled_and_copied_whole_by_every_thread(op):
     b = np.zeros(128, np.float32)
     run(lower(per_thread, SM80), a, b)
     np.testing.assert_array_equal(b, a.sum(axis=1) + (4.0 if op == "copy" else 0.0))
+
+
+def warp_split_kernel():
+    """upstream's mHC pre kernel, in small: warp 0 normalizes a row in shared memory while
+    warps 1-2 stream a tile through shared memory and a fragment of their own."""
+
+    @T.prim_func
+    def split(A: T.Tensor((4, 4), "float32"), X: T.Tensor((4, 256), "float32"), W: T.Tensor((4,), "float32"),
+              R: T.Tensor((4, 4), "float32"), Y: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=96):
+            if T.get_thread_binding() < 32:
+                m = T.alloc_shared((4, 4), "float32")
+                total = T.alloc_shared((4,), "float32")
+                T.copy(A, m)
+                for j, k in T.Parallel(4, 4):
+                    m[j, k] = m[j, k] * m[j, k]
+                T.reduce_sum(m, total, dim=1)
+                for j, k in T.Parallel(4, 4):
+                    R[j, k] = m[j, k] / total[j]
+            else:
+                w = T.alloc_shared((4,), "float32")
+                for j in T.Parallel(4):
+                    w[j] = W[j] * 2.0
+                acc = T.alloc_fragment((128,), "float32")
+                for h in T.Pipelined(2, num_stages=2):
+                    xs = T.alloc_shared((4, 128), "float32")
+                    T.copy(X[0, h * 128], xs)
+                    T.clear(acc)
+                    for r in T.serial(4):
+                        for c in T.Parallel(128):
+                            acc[c] += w[r] * xs[r, c]
+                    T.copy(acc, Y[h * 128])
+
+    return split
+
+
+def test_a_warp_split_kernel_gets_named_barriers_and_each_branch_its_threads():
+    """Each branch's T.Parallel nests and fragments are dealt to the threads that take it
+    (32 and 64 here, not the block's 96), and the barriers each branch needs among its own
+    threads are named barriers over them (a __syncthreads() there would wait forever)."""
+    artifact = tilelang.lower(warp_split_kernel(), target=SM80)
+    source = artifact.device_source
+    assert "tl_named_barrier_sync(8, 32)" in source and "tl_named_barrier_sync(9, 64)" in source
+    rng = np.random.default_rng(0)
+    a = rng.integers(1, 4, (4, 4)).astype(np.float32)
+    x = rng.integers(-3, 4, (4, 256)).astype(np.float32)
+    w = rng.integers(-2, 3, (4,)).astype(np.float32)
+    r, y = np.zeros((4, 4), np.float32), np.zeros(256, np.float32)
+    run(artifact.device_mod, a, x, w, r, y)
+    np.testing.assert_allclose(r, a * a / (a * a).sum(axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_array_equal(y, (2 * w) @ x)
+
+
+@pytest.mark.gpu
+def test_a_warp_split_kernel_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    kernel = tilelang.compile(warp_split_kernel())
+    rng = np.random.default_rng(1)
+    a = torch.from_numpy(rng.integers(1, 4, (4, 4)).astype(np.float32)).cuda()
+    x = torch.from_numpy(rng.integers(-3, 4, (4, 256)).astype(np.float32)).cuda()
+    w = torch.from_numpy(rng.integers(-2, 3, (4,)).astype(np.float32)).cuda()
+    for _ in range(20):  # the branches run at once on different warps: races would show
+        r, y = torch.zeros((4, 4), device="cuda"), torch.zeros(256, device="cuda")
+        kernel(a, x, w, r, y)
+        torch.testing.assert_close(r, a * a / (a * a).sum(dim=1, keepdim=True))
+        torch.testing.assert_close(y, (2 * w) @ x, rtol=0, atol=0)
+
+
+def test_an_else_over_two_ranges_of_threads_is_refused_where_it_deals_a_tile():
+    @T.prim_func
+    def middle(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=96):
+            tx = T.get_thread_binding()
+            if tx >= 32 and tx < 64:
+                B[tx - 32] = A[tx - 32]
+            else:
+                for i in T.Parallel(64):
+                    B[i] = A[i] * 2.0
+
+    with pytest.raises(tilelang.errors.CompileError, match=r"the else branch of `if .*` runs on threads 0..31 and "
+                                                           r"64..95, two ranges, which a T.Parallel in it cannot be dealt"):
+        tilelang.lower(middle, target=SM80)

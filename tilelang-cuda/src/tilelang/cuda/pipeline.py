@@ -73,7 +73,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
-        *gpu_block_passes(VECTOR_BYTES),
+        *gpu_block_passes(VECTOR_BYTES, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count

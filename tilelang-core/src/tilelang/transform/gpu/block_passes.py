@@ -45,7 +45,8 @@ def storage_sync(inner: Any) -> Any:
     return tvm.transform.module_pass(run, opt_level=0, name=f"{inner.info.name} (unless {DISABLE_THREAD_STORAGE_SYNC})")
 
 
-def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap") -> list[Any]:
+def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap",
+                     named_barriers: bool = False) -> list[Any]:
     """Fragments placed, T.Parallel nests dealt to the block's threads in vectors of at most
     ``max_vector_bytes``, blocks rasterized, TVM's middle end (``flatten_and_vectorize``;
     without its bf16 legalization when ``legalize_bf16`` is False: a backend whose device
@@ -53,12 +54,15 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     dynamic shared memory), TVM's warp all-reduce (after ThreadSync: it stages through
     shared memory with barriers of its own), and the shared allocations padded and merged.
     With ``tl.bounds_check``, every access is checked before flattening; a failed check
-    prints and calls the dialect's ``trap``."""
+    prints and calls the dialect's ``trap``. ``named_barriers``: the backend lowers
+    ``tvm_storage_sync("shared", id, count)``, so a branch that only some warps take gets
+    its barriers as named ones over those warps (branch_barriers.py)."""
     from tvm import s_tir
 
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
     from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..assumes import LowerAssumes
+    from .branch_barriers import NameBranchBarriers
     from .fragment_views import InlineFragmentViews
     from .fragments import PlaceFragments
     from .hoist_shared_reads import HoistSharedReads
@@ -85,6 +89,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         SyncSharedWritesOfSeveralThreads(),
         HoistSharedReads(),
         WhileAsLoop(),  # a uniform while loop as a counted one, so ThreadSync can place barriers
+        NameBranchBarriers(named_barriers),  # barriers inside warp-range branches; their buffers apart
         storage_sync(s_tir.transform.ThreadSync("shared")),
         storage_sync(s_tir.transform.ThreadSync("shared.dyn")),
         LoopAsWhile(),

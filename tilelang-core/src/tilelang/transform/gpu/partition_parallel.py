@@ -222,9 +222,10 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: i
     return tirx.For(k, 0, iterations, loop_kind, stmt), alignment
 
 
-def _register_fragments(body: Any, threads: int) -> list[tuple[Any, Any]]:
+def _register_fragments(body: Any, threads: int, homes: dict[int, tuple[int, int]]) -> list[tuple[Any, Any]]:
     """Fragments PlaceFragments left in registers, each with its per-thread array: thread t
-    holds points t, t + T, ... of the tile, so ceil(points / T) elements."""
+    holds points t, t + T, ... of the tile, so ceil(points / T) elements; T is the block's
+    threads, or those of the branch the fragment is allocated in (``homes``)."""
     found: list[tuple[Any, Any]] = []
 
     def visit(node: Any) -> None:
@@ -233,11 +234,53 @@ def _register_fragments(body: Any, threads: int) -> list[tuple[Any, Any]]:
             points = 1
             for dim in old.shape:
                 points *= int(dim.value)
-            per_thread = (points + threads - 1) // threads
+            lo, hi = homes.get(old.__chandle__(), (0, threads))
+            per_thread = (points + (hi - lo) - 1) // (hi - lo)
             found.append((old, tirx.decl_buffer((per_thread,), old.dtype, name=old.name, scope="local")))
 
     tvm_ffi.structural_walk(body, visit)
     return found
+
+
+def _complement(kept: tuple[int, int], lo: int, hi: int) -> tuple[int, int] | None:
+    """The threads of [lo, hi) outside ``kept`` (an ``else``'s), when they are one range."""
+    if kept[0] == lo:
+        return (kept[1], hi) if kept[1] < hi else None
+    if kept[1] == hi:
+        return lo, kept[0]
+    return None
+
+
+def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, int]]:
+    """Fragment -> the threads [lo, hi) of the branch it is allocated in, for fragments
+    allocated inside a branch that only part of the block takes (``if tx < 32: ...
+    else: ...``): those threads alone hold it."""
+    homes: dict[int, tuple[int, int]] = {}
+    if not isinstance(tid, tirx.Var):
+        return homes
+
+    def walk(node: Any, lo: int, hi: int) -> None:
+        if isinstance(node, tirx.SeqStmt):
+            for stmt in node.seq:
+                walk(stmt, lo, hi)
+        elif isinstance(node, tirx.IfThenElse):
+            kept = _thread_range(node.condition, tid, lo, hi)
+            if kept is None or kept == (lo, hi):
+                walk(node.then_case, lo, hi)
+                if node.else_case is not None:
+                    walk(node.else_case, lo, hi)
+                return
+            walk(node.then_case, *kept)
+            if node.else_case is not None:
+                walk(node.else_case, *(_complement(kept, lo, hi) or (lo, hi)))
+        elif isinstance(node, tirx.AllocBuffer):
+            if node.buffer.scope() == "local.fragment" and (lo, hi) != (0, threads):
+                homes[node.buffer.__chandle__()] = (lo, hi)
+        elif isinstance(getattr(node, "body", None), tirx.Stmt):
+            walk(node.body, lo, hi)
+
+    walk(body, 0, threads)
+    return homes
 
 
 def _thread_range(cond: Any, tid: Any, lo: int, hi: int) -> tuple[int, int] | None:
@@ -263,7 +306,8 @@ def _thread_range(cond: Any, tid: Any, lo: int, hi: int) -> tuple[int, int] | No
 
 
 def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kernel: str,
-                      alignment: list[int], max_bytes: int, registers: list[tuple[Any, Any]]) -> Any:
+                      alignment: list[int], max_bytes: int, registers: list[tuple[Any, Any]],
+                      homes: dict[int, tuple[int, int]]) -> Any:
     """Partition the T.Parallel nests of ``body``, which threads lo..hi-1 of the block run.
 
     Upstream lets a kernel give part of a tile to part of the block (``if tx < 128:`` over
@@ -278,10 +322,18 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         bounds = _thread_range(stmt.condition, tid, lo, hi) if isinstance(tid, tirx.Var) else None
         if bounds is None or bounds == (lo, hi):
             return stmt
-        then = _partition_within(stmt.then_case, tid, *bounds, threads, kernel, alignment, max_bytes, registers)
+        then = _partition_within(stmt.then_case, tid, *bounds, threads, kernel, alignment, max_bytes, registers,
+                                 homes)
         other = stmt.else_case
-        if other is not None:
-            other = _partition_within(other, tid, lo, hi, threads, kernel, alignment, max_bytes, registers)
+        if other is not None:  # the threads the condition leaves out
+            rest = _complement(bounds, lo, hi)
+            if rest is None and _has_parallel(other):
+                raise LanguageError(
+                    f"kernel {kernel!r}: the else branch of `if {stmt.condition}` runs on threads {lo}..{bounds[0] - 1} "
+                    f"and {bounds[1]}..{hi - 1}, two ranges, which a T.Parallel in it cannot be dealt to; write the "
+                    "condition so that each branch keeps one range of threads")
+            other = _partition_within(other, tid, *(rest or (lo, hi)), threads, kernel, alignment, max_bytes,
+                                      registers, homes)
         return tirx.IfThenElse(stmt.condition, then, other)
 
     def on_for(loop: Any) -> Any:
@@ -291,9 +343,13 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
             nest.append(inner)
             inner = inner.body
+        touched = [old for old, _ in registers if _touches(inner, [old])]
+        local = bool(touched) and all(homes.get(old.__chandle__()) == (lo, hi) for old in touched)
         if active == threads:
             new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
-        elif _touches(inner, [old for old, _ in registers]):
+        elif local:  # fragments of this branch: dealt over its threads, as they are sized
+            new, align = _partition(nest, inner, tid - lo if lo else tid, active, max_bytes, registers)
+        elif touched:
             _check_register_nest(nest, threads, lo, hi, kernel)
             new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
         else:
@@ -302,6 +358,12 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         return new
 
     return tvm_ffi.structural_map(body, [(tirx.IfThenElse, on_if), (tirx.For, on_for)], order="pre")
+
+
+def _has_parallel(body: Any) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.For, lambda f: found.append(f) if f.kind == _PARALLEL else None))
+    return bool(found)
 
 
 def _touches(body: Any, buffers: list[Any]) -> bool:
@@ -348,8 +410,9 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: in
         tid = var if tid is None else tid + var * threads
         threads *= int(attr.value.value)
 
-    registers = _register_fragments(body, threads)
-    body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, max_bytes, registers)
+    homes = _fragment_homes(body, tid, threads)
+    registers = _register_fragments(body, threads, homes)
+    body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, max_bytes, registers, homes)
     if registers:
         def on_alloc(node: Any) -> Any:
             for old, new in registers:

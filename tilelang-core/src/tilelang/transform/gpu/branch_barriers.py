@@ -1,0 +1,190 @@
+"""Barriers inside a branch that only some warps of the block take: named barriers over
+those warps.
+
+Upstream's kernels split a block's warps by thread index and give each group its own work
+(deepseek's mHC pre kernel: ``if T.get_thread_binding() < 32: <a sinkhorn on one warp>
+else: <a pipelined copy loop on the other two>``), with shared-memory traffic inside each
+branch. A block-wide barrier there would wait for threads that never come, so TVM's
+ThreadSync refuses any barrier under a condition ("Cannot insert syncs inside condition").
+
+Before ThreadSync, each branch whose condition keeps a warp-aligned range of threads
+``[lo, hi)`` (``tx < 32``; its ``else``: ``[32, threads)``) gets the barriers ThreadSync
+would place in it if its threads were the whole block, as named barriers over just those
+threads (``tvm_storage_sync("shared", id, hi - lo)``: PTX ``bar.sync id, count``, which
+counts the threads that arrive, whichever they are). ThreadSync then takes those for
+barriers, as it takes the ones a kernel writes with ``T.sync_threads(id, count)``, and adds
+its own only outside the branch, where every thread passes. Only a backend with named
+barriers names them (``gpu_block_passes(named_barriers=True)``); elsewhere such a kernel
+keeps the error that says how to restructure it.
+
+Either way, the branches of a warp split run at the same time, so their shared buffers
+must not share bytes (``_keep_alive``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ...backend.pass_pipeline import prim_func_pass
+
+WARP = 32
+#: named barrier ids this pass hands out (0 is __syncthreads(); the CUDA backend's own
+#: schedules use 1-3; PTX has 16)
+FIRST_ID, LAST_ID = 8, 15
+
+
+def _thread_axis(body: Any) -> tuple[Any, int] | None:
+    """(the threadIdx.x AttrStmt, the block's size) when threadIdx.x is the only thread
+    dimension and its extent is a constant."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: found.append(a) if a.attr_key == "thread_extent"
+                                   and a.node.thread_tag.startswith("threadIdx") else None))
+    if len(found) != 1 or found[0].node.thread_tag != "threadIdx.x" or not isinstance(found[0].value, tirx.IntImm):
+        return None
+    return found[0], int(found[0].value.value)
+
+
+def _range(cond: Any, tx: Any, threads: int) -> tuple[int, int] | None:
+    """The threads ``[lo, hi)`` for which ``cond`` holds, when it compares the thread index
+    with constants (``tx < c``, ``c <= tx``, conjunctions of those), else None."""
+    if isinstance(cond, tirx.And):
+        a, b = _range(cond.a, tx, threads), _range(cond.b, tx, threads)
+        return None if a is None or b is None else (max(a[0], b[0]), min(a[1], b[1]))
+    kinds = {tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">="}
+    op = kinds.get(type(cond))
+    if op is None:
+        return None
+    left, right = cond.a, cond.b
+    if isinstance(right, tirx.Var) and right.same_as(tx) and isinstance(left, tirx.IntImm):
+        left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    if not (isinstance(left, tirx.Var) and left.same_as(tx) and isinstance(right, tirx.IntImm)):
+        return None
+    c = int(right.value)
+    lo, hi = {"<": (0, c), "<=": (0, c + 1), ">": (c + 1, threads), ">=": (c, threads)}[op]
+    return max(lo, 0), min(hi, threads)
+
+
+def _shared_buffers(node: Any) -> list[Any]:
+    found: list[Any] = []
+
+    def add(buffer: Any) -> None:
+        if isinstance(buffer, tirx.Buffer) and buffer.scope() in ("shared", "shared.dyn") and \
+                not any(buffer.same_as(b) for b in found):
+            found.append(buffer)
+
+    tvm_ffi.structural_walk(node, [(tirx.BufferStore, lambda st: add(st.buffer)),
+                                   (tvm.ir.TensorLoad, lambda ld: add(ld.source))])
+    return found
+
+
+def _keep_alive(stmt: Any) -> list[Any]:
+    """Statements after a two-way warp split that name every shared buffer its branches use.
+    The branches run at the same time on different warps, but the shared-memory planner
+    (MergeSharedMemoryAllocations) reads them one after the other and would let the else
+    branch's buffers reuse the then branch's bytes; a use after both keeps each buffer's
+    bytes its own until then. The access mask is 0: no read or write for the barrier pass,
+    and no code beyond an unused address."""
+    then, other = _shared_buffers(stmt.then_case), _shared_buffers(stmt.else_case)
+    if not then or not other:
+        return []
+    return [tirx.Evaluate(buffer.access_ptr(0, offset=0, extent=1)) for buffer in then + other]
+
+
+def _without_shared_allocs(body: Any, allocs: list[Any]) -> Any:
+    """``body`` without its shared-memory AllocBuffer statements, which go to ``allocs``."""
+
+    def on_seq(seq: Any) -> Any:
+        kept = []
+        for stmt in seq.seq:
+            if isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope() in ("shared", "shared.dyn"):
+                allocs.append(stmt)
+            else:
+                kept.append(stmt)
+        if len(kept) == len(seq.seq):
+            return seq
+        return kept[0] if len(kept) == 1 else tirx.SeqStmt(kept or [tirx.Evaluate(0)])
+
+    return tvm_ffi.structural_map(body, (tirx.SeqStmt, on_seq), order="post")
+
+
+def _syncs_in(node: Any) -> int:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(node, (tvm.ir.Call, lambda c: found.append(c) if str(getattr(c.op, "name", "")) ==
+                                   "tirx.tvm_storage_sync" else None))
+    return len(found)
+
+
+def _run(func: Any, named: bool) -> Any:
+    from ...backend.pass_pipeline import pass_config
+    from .block_passes import DISABLE_THREAD_STORAGE_SYNC
+
+    named = named and not pass_config(DISABLE_THREAD_STORAGE_SYNC, False)  # else the kernel places its own
+    axis = _thread_axis(func.body)
+    if axis is None:
+        return func
+    attr, threads = axis
+    tx = attr.node.var
+    from tvm import s_tir
+
+    syncs = [s_tir.transform.ThreadSync("shared"), s_tir.transform.ThreadSync("shared.dyn")]
+    next_id = [FIRST_ID]
+
+    def synced(body: Any, lo: int, hi: int) -> Any:
+        """``body`` with the barriers its threads need among themselves, named."""
+        alone = tirx.PrimFunc([], tirx.AttrStmt(attr.node, "thread_extent", attr.value, body))
+        module = tvm.IRModule({"branch": alone})
+        for sync in syncs:
+            module = sync(module)
+        inner = module["branch"].body.body
+        if _syncs_in(inner) == _syncs_in(body):
+            return body
+        if next_id[0] > LAST_ID:
+            return body  # out of barrier ids: ThreadSync's own error stands
+        barrier = tirx.IntImm("int32", next_id[0])
+        next_id[0] += 1
+
+        def name(call: Any) -> Any:
+            if str(getattr(call.op, "name", "")) == "tirx.tvm_storage_sync" and len(call.args) == 1:
+                return tirx.call_intrin("int32", "tirx.tvm_storage_sync", call.args[0], barrier,
+                                        tirx.IntImm("int32", hi - lo))
+            return call
+
+        return tvm_ffi.structural_map(inner, (tvm.ir.Call, name), order="post")
+
+    changed = [False]
+
+    def on_if(stmt: Any) -> Any:
+        kept = _range(stmt.condition, tx, threads)
+        if kept is None:
+            return stmt
+        lo, hi = kept
+        branches = [(stmt.then_case, lo, hi)]
+        if stmt.else_case is not None:  # the complement, when it is one range
+            rest = (hi, threads) if lo == 0 else (0, lo) if hi == threads else None
+            branches.append((stmt.else_case, *rest) if rest else (stmt.else_case, 0, 0))
+        out = []
+        for body, a, b in branches:
+            partial = named and 0 < b - a < threads and a % WARP == 0 and b % WARP == 0
+            out.append(synced(body, a, b) if partial else body)
+        keep = _keep_alive(stmt) if stmt.else_case is not None else []
+        if not keep and all(o.same_as(body) for o, (body, _, _) in zip(out, branches)):
+            return stmt
+        changed[0] = True
+        allocs: list[Any] = []
+        if keep:  # the branches' shared allocations move before the split, in scope after it
+            out = [_without_shared_allocs(o, allocs) for o in out]
+        branched = tirx.IfThenElse(stmt.condition, out[0], out[1] if len(out) > 1 else None, span=stmt.span)
+        return tirx.SeqStmt([*allocs, branched, *keep]) if keep else branched
+
+    body = tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="post")
+    return func.with_body(body) if changed[0] else func
+
+
+def NameBranchBarriers(named: bool) -> Any:
+    """``named``: the backend lowers named barriers; without, a warp split only keeps its
+    branches' shared buffers apart."""
+    return prim_func_pass(lambda func, mod, ctx: _run(func, named), "tl.gpu.NameBranchBarriers")
