@@ -364,3 +364,23 @@ def test_macro_buffer_annotations_and_copy_groups_run_as_synchronous_copies() ->
     tilelang.compile(rows_sum, target="cpu")(a, b)
     np.testing.assert_allclose(b, a.sum(axis=0), rtol=1e-6)
     assert tilelang.lower(rows_sum, target={"kind": "cuda", "arch": "sm_90"}).device_source  # and for CUDA
+
+
+def test_register_reallocation_requests_are_accepted_and_checked() -> None:
+    """Upstream's warp-specialized kernels ask for setmaxnreg around their roles
+    (minference); the registers stay as allocated here, the kernel runs as written."""
+
+    @T.prim_func
+    def copy_rows(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.annotate_producer_reg_dealloc()
+            T.annotate_consumer_reg_alloc(232)
+            for i in T.Parallel(32):
+                B[i] = A[i] + 1.0
+
+    a, b = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    tilelang.compile(copy_rows, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(LanguageError, match=r"T.annotate_consumer_reg_alloc\(300\): the register count must be a "
+                                            "multiple of 8 from 24 to 256"):
+        T.annotate_consumer_reg_alloc(300)

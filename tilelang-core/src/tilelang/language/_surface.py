@@ -99,7 +99,9 @@ from .fastmath import (
 from .frontend import normalize as _normalize
 from .grid_dependencies import pdl_sync, pdl_trigger
 from .hints import (
+    annotate_consumer_reg_alloc,
     annotate_min_blocks_per_sm,
+    annotate_producer_reg_dealloc,
     disable_warp_group_reg_alloc,
     no_set_max_nreg,
 )

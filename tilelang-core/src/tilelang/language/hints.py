@@ -13,6 +13,12 @@ warp-specialized lowering not to rebalance registers between warpgroups with
 consumers) never rebalances registers, and ``setmaxnreg`` is emitted only where a kernel
 writes ``T.set_max_nreg`` itself, so the request holds by construction and the call emits
 nothing.
+
+``T.annotate_producer_reg_dealloc(n)`` / ``T.annotate_consumer_reg_alloc(n)`` ask upstream's
+lowering to give a warp-specialized kernel's producer fewer registers and its consumers
+more (``setmaxnreg``). They are performance requests: the registers stay as the compiler
+allocates them (``T.set_max_nreg`` inside a ``T.ws`` role is how to move them here), and
+the calls emit nothing.
 """
 
 from __future__ import annotations
@@ -46,3 +52,18 @@ def disable_warp_group_reg_alloc() -> None:
 
 
 no_set_max_nreg = disable_warp_group_reg_alloc
+
+
+def _reg_count(name: str, reg_count: Any) -> None:
+    if not isinstance(reg_count, int) or isinstance(reg_count, bool) or not 24 <= reg_count <= 256 or reg_count % 8:
+        raise LanguageError(f"T.{name}({reg_count!r}): the register count must be a multiple of 8 from 24 to 256")
+
+
+def annotate_producer_reg_dealloc(reg_count: int = 24) -> None:
+    """A request to shrink the producer's registers to ``reg_count``: kept as allocated here."""
+    _reg_count("annotate_producer_reg_dealloc", reg_count)
+
+
+def annotate_consumer_reg_alloc(reg_count: int = 240) -> None:
+    """A request to grow the consumers' registers to ``reg_count``: kept as allocated here."""
+    _reg_count("annotate_consumer_reg_alloc", reg_count)

@@ -35,7 +35,7 @@ _add("alloc_cluster_barrier ptx_arrive_cluster_barrier named_barrier_arrive",
      "use T.cluster_sync() for a cluster-wide barrier or T.sync_threads() for a block-wide one; for "
      "producer/consumer overlap, " + _PIPELINE_ADVICE)
 _add("ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSSchedule "
-     "annotate_ws_schedule annotate_producer_reg_dealloc annotate_consumer_reg_alloc",
+     "annotate_ws_schedule",
      f"{_HOPPER} (warp specialization)",
      "write the roles with T.ws(k), T.alloc_barrier and T.tma_copy, or without warp roles: " + _PIPELINE_ADVICE)
 _add("wgmma_gemm alloc_descriptor alloc_wgmma_desc increase_descriptor_offset",
