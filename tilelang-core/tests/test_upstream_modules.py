@@ -384,3 +384,26 @@ def test_register_reallocation_requests_are_accepted_and_checked() -> None:
     with pytest.raises(LanguageError, match=r"T.annotate_consumer_reg_alloc\(300\): the register count must be a "
                                             "multiple of 8 from 24 to 256"):
         T.annotate_consumer_reg_alloc(300)
+
+
+def test_a_pointer_table_picked_by_a_variable_addresses_its_tensors() -> None:
+    """Upstream's ptr-grouped GEMM: ``T.Tensor([n], T.ptr)`` tables of tensor addresses
+    (torch's data_ptr() in an int64 tensor), the entry chosen by a T.alloc_var."""
+
+    @T.prim_func
+    def gather(ptrs: T.Tensor([3], T.ptr), starts: T.Tensor([3], "int32"), out: T.Tensor([3, 8], "float32")):
+        with T.Kernel(3, threads=8) as bx:
+            pick = T.alloc_var(T.int32)
+            pick = 0
+            for i in range(3):
+                pick = T.if_then_else(bx >= starts[i], i, pick)
+            src = T.make_tensor(ptrs[pick], (8,), "float32")
+            for j in T.Parallel(8):
+                out[bx, j] = src[j] * 2.0
+
+    tensors = [np.full(8, float(k + 1), np.float32) for k in range(3)]
+    table = np.array([t.ctypes.data for t in tensors], np.int64)
+    out = np.zeros((3, 8), np.float32)
+    tilelang.compile(gather, target="cpu")(table, np.array([0, 1, 2], np.int32), out)
+    np.testing.assert_array_equal(out, np.array([[2.0] * 8, [4.0] * 8, [6.0] * 8], np.float32))
+    assert tilelang.lower(gather, target={"kind": "cuda", "arch": "sm_90"}).device_source  # and for CUDA

@@ -55,6 +55,10 @@ def _name_of(value: Any) -> str:
         return np.dtype(value).name
     if isinstance(value, _ir.DtypeConstructor):
         return value._dtype_str
+    if value is _ir.ptr:
+        # upstream's T.Tensor([n], T.ptr): a table of device addresses, as torch holds them
+        # (tensor.data_ptr() in an int64 tensor); T.make_tensor(table[i], ...) reads one
+        return "int64"
     raise LanguageError(f"{value!r} ({type(value).__name__}) is not a dtype; write T.float16, "
                         "'float16', torch.float16 or numpy.float16")
 

@@ -49,3 +49,44 @@ def PadTinySharedAllocations() -> Any:
     """Widen shared buffers of 4 bytes or less to 8 bytes (after FlattenBuffer, before
     ``MergeSharedMemoryAllocations``)."""
     return prim_func_pass(_run, "tl.PadTinySharedAllocations")
+
+
+def _scope_loading_binds(func: Any, mod: Any, ctx: Any) -> Any:
+    """A binding whose value loads from a buffer allocated in the same statement list
+    (``T.make_tensor(ptrs[i], ...)`` with ``i`` a ``T.alloc_var``: the pointer is bound from
+    ``ptrs[i[0]]``) and the statements after it go into one ``if (true)`` scope: TVM's
+    MergeSharedMemoryAllocations takes a load at the level of its buffer's allocation for
+    misplaced and stops ("Load memory in places other than store"); one level in, it is a
+    read like any other. The condition is a constant: the code runs as before."""
+    import tvm_ffi
+    from tvm import tirx
+    from tvm.ir import TensorLoad
+
+    changed = [False]
+
+    def loads_from(expr: Any, buffers: list[Any]) -> bool:
+        found: list[Any] = []
+        tvm_ffi.structural_walk(expr, (TensorLoad, lambda ld: found.append(ld) if any(
+            ld.source.same_as(b) for b in buffers) else None))
+        return bool(found)
+
+    def on_seq(seq: Any) -> Any:
+        allocated: list[Any] = []
+        for at, stmt in enumerate(seq.seq):
+            if isinstance(stmt, tirx.AllocBuffer):
+                allocated.append(stmt.buffer)
+            elif isinstance(stmt, tirx.Bind) and allocated and loads_from(stmt.value, allocated):
+                changed[0] = True
+                rest = list(seq.seq[at:])
+                inner = tirx.IfThenElse(tirx.const(True, "bool"), tirx.SeqStmt(rest) if len(rest) > 1 else rest[0], None)
+                head = list(seq.seq[:at])
+                return tirx.SeqStmt([*head, inner]) if head else inner
+        return seq
+
+    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, on_seq), order="post")
+    return func.with_body(body) if changed[0] else func
+
+
+def ScopeLoadingBinds() -> Any:
+    """Before ``MergeSharedMemoryAllocations`` (see ``_scope_loading_binds``)."""
+    return prim_func_pass(_scope_loading_binds, "tl.ScopeLoadingBinds")

@@ -60,6 +60,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from tvm import s_tir
 
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
+    from ...backend.pass_pipeline.shared_memory import ScopeLoadingBinds
     from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..assumes import LowerAssumes
     from .branch_barriers import NameBranchBarriers
@@ -95,5 +96,6 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         LoopAsWhile(),
         s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),
+        ScopeLoadingBinds(),  # a binding that loads a buffer of its own scope: one scope in, for the merge
         s_tir.transform.MergeSharedMemoryAllocations(),
     ]
