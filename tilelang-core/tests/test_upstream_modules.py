@@ -407,3 +407,26 @@ def test_a_pointer_table_picked_by_a_variable_addresses_its_tensors() -> None:
     tilelang.compile(gather, target="cpu")(table, np.array([0, 1, 2], np.int32), out)
     np.testing.assert_array_equal(out, np.array([[2.0] * 8, [4.0] * 8, [6.0] * 8], np.float32))
     assert tilelang.lower(gather, target={"kind": "cuda", "arch": "sm_90"}).device_source  # and for CUDA
+
+    @T.prim_func
+    def tiles(ptrs: T.Tensor([2], T.ptr), starts: T.Tensor([2], "int32"), B: T.Tensor([32, 32], "float16"),
+              out: T.Tensor([64, 32], "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            a_tile = T.alloc_shared((32, 32), "float16")
+            b_tile = T.alloc_shared((32, 32), "float16")
+            acc = T.alloc_fragment((32, 32), "float32")
+            pick = T.alloc_var(T.int32)
+            pick = 0
+            for i in range(2):
+                pick = T.if_then_else(bx >= starts[i], i, pick)
+            src = T.make_tensor(ptrs[pick], (32, 32), "float16")
+            T.clear(acc)
+            for k in T.Pipelined(1, num_stages=1):
+                T.copy(src[0, k * 32], a_tile)
+                T.copy(B[k * 32, 0], b_tile)
+                T.gemm(a_tile, b_tile, acc)
+            T.copy(acc, out[bx * 32, 0])
+
+    # the binding of the address loads `pick` in its own scope: TVM's shared-memory planner
+    # stopped there ("Load memory in places other than store") until it was scoped one in
+    assert tilelang.lower(tiles, target={"kind": "cuda", "arch": "sm_90"}).device_source
