@@ -35,7 +35,7 @@ _STORAGE = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
             "bfloat16": np.uint16}  # bfloat16 as its bits: copied, never computed with (see _arith)
 _DTYPE = re.compile(r"^([a-z]+\d*)(?:x(\d+))?$")
 _MATH = {"exp2f": np.exp2, "expf": np.exp, "__expf": np.exp, "exp2": np.exp2, "fabsf": np.abs,
-         "sqrtf": np.sqrt, "logf": np.log, "log2f": np.log2, "__logf": np.log}
+         "sqrtf": np.sqrt, "rsqrtf": lambda v: 1 / np.sqrt(v), "logf": np.log, "log2f": np.log2, "__logf": np.log}
 
 
 def _type_of(expr: Any) -> str:

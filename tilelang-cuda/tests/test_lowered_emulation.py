@@ -422,3 +422,49 @@ def test_an_else_over_two_ranges_of_threads_is_refused_where_it_deals_a_tile():
     with pytest.raises(tilelang.errors.CompileError, match=r"the else branch of `if .*` runs on threads 0..31 and "
                                                            r"64..95, two ranges, which a T.Parallel in it cannot be dealt"):
         tilelang.lower(middle, target=SM80)
+
+
+def scalar_fragment_kernel():
+    """upstream's mHC pre kernel's norm: a one-element fragment every thread updates in
+    the block's scalar code (``rms[0] = T.rsqrt(rms[0] / n + eps)``)."""
+
+    @T.prim_func
+    def rms_scale(S: T.Tensor((4,), "float32"), X: T.Tensor((4, 96), "float32"), Y: T.Tensor((4, 96), "float32")):
+        with T.Kernel(4, threads=96) as bx:
+            rms = T.alloc_fragment(1, "float32")
+            rms[0] = 0.0
+            for i in T.serial(2):
+                rms[0] += S[bx] * 0.5
+            rms[0] = T.rsqrt(rms[0] / 96.0 + 1e-6)
+            for j in T.Parallel(96):
+                Y[bx, j] = X[bx, j] * rms[0]
+
+    return rms_scale
+
+
+def test_a_fragment_every_thread_updates_in_scalar_code_is_each_threads_own():
+    """In shared memory the read-modify-write of one element by 96 threads raced: a warp
+    could read rms[0] after another warp had stored its rsqrt (wrong values in some rows,
+    different from run to run). Upstream keeps such a fragment as every thread's registers."""
+    artifact = tilelang.lower(scalar_fragment_kernel(), target=SM80)
+    assert "float rms_ptr[1]" in artifact.device_source  # a register array of each thread
+    rng = np.random.default_rng(0)
+    s = rng.uniform(1, 4, 4).astype(np.float32)
+    x = rng.standard_normal((4, 96)).astype(np.float32)
+    y = np.zeros((4, 96), np.float32)
+    run(artifact.device_mod, s, x, y)
+    np.testing.assert_allclose(y, x / np.sqrt(s / 96.0 + 1e-6)[:, None], rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_a_scalar_fragment_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    kernel = tilelang.compile(scalar_fragment_kernel())
+    s = torch.rand(4, device="cuda") * 3 + 1
+    x = torch.randn(4, 96, device="cuda")
+    for _ in range(50):
+        y = torch.zeros(4, 96, device="cuda")
+        kernel(s, x, y)
+        torch.testing.assert_close(y, x / torch.sqrt(s / 96.0 + 1e-6)[:, None])

@@ -89,13 +89,39 @@ def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
     return owned == total
 
 
+def written_by_every_thread(body: Any, buffer: Any) -> bool:
+    """Every store to ``buffer`` is a statement of the block's scalar code (no T.Parallel
+    around it): each thread runs it for itself (upstream's ``rms = T.alloc_fragment(1)``,
+    ``rms[0] = T.rsqrt(rms[0] / n + eps)``). Upstream keeps such a fragment as registers
+    of every thread, each its own copy; in shared memory the threads would race on it
+    (one thread's store landing before another's load of the same element)."""
+    stores: list[Any] = []
+    in_parallel: list[Any] = []
+
+    def visit(node: Any) -> Any:
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+            tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda st: in_parallel.append(st)
+                                           if st.buffer.same_as(buffer) else None))
+            return WalkResult.SKIP
+        if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
+            stores.append(node)
+        return WalkResult.ADVANCE
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return bool(stores) and not in_parallel
+
+
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
     moved: list[tuple[Any, Any]] = []
 
     def collect(node: Any) -> None:
         if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == FRAGMENT_SCOPE:
             old = node.buffer
-            if not fits_registers(func.body, old):
+            if fits_registers(func.body, old):
+                return
+            if written_by_every_thread(func.body, old):  # each thread's own copy, as upstream's registers
+                moved.append((old, tirx.decl_buffer(old.shape, old.dtype, name=old.name, scope="local")))
+            else:
                 moved.append((old, tirx.decl_buffer(old.shape, old.dtype, name=old.name, scope="shared.dyn")))
 
     tvm_ffi.structural_walk(func.body, collect)
@@ -109,7 +135,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         return buffer
 
     func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
-    return with_compiler_shared(func, [old.name for old, _ in moved])
+    return with_compiler_shared(func, [old.name for old, new in moved if new.scope() == "shared.dyn"])
 
 
 def PlaceFragments() -> Any:
