@@ -20,7 +20,7 @@ from tvm import tirx
 from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
-from ...language.ops import with_compiler_shared
+from ...language.ops import uses_var, with_compiler_shared
 from .ir_util import buffer_accesses
 
 FRAGMENT_SCOPE = "local.fragment"
@@ -90,25 +90,45 @@ def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
 
 
 def written_by_every_thread(body: Any, buffer: Any) -> bool:
-    """Every store to ``buffer`` is a statement of the block's scalar code (no T.Parallel
-    around it): each thread runs it for itself (upstream's ``rms = T.alloc_fragment(1)``,
+    """Every store to ``buffer`` is a statement of the block's scalar code that every
+    thread runs alike (no T.Parallel around it, no condition on the thread, no thread
+    index in its index or value): each thread runs it for itself (upstream's ``rms = T.alloc_fragment(1)``,
     ``rms[0] = T.rsqrt(rms[0] / n + eps)``). Upstream keeps such a fragment as registers
     of every thread, each its own copy; in shared memory the threads would race on it
     (one thread's store landing before another's load of the same element)."""
+    threads: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: threads.append(a.node.var) if a.attr_key ==
+                                   "thread_extent" and a.node.thread_tag.startswith("threadIdx") else None))
+
+    def per_thread(node: Any) -> bool:
+        return any(uses_var(node, t) for t in threads)
+
     stores: list[Any] = []
-    in_parallel: list[Any] = []
+    shared_use: list[Any] = []  # a store that makes the element one thread's, for the others to read
 
-    def visit(node: Any) -> Any:
+    def walk(node: Any, guarded: bool) -> None:
         if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
-            tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda st: in_parallel.append(st)
+            tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda st: shared_use.append(st)
                                            if st.buffer.same_as(buffer) else None))
-            return WalkResult.SKIP
+            return
+        if isinstance(node, tirx.IfThenElse):
+            inner = guarded or per_thread(node.condition)
+            walk(node.then_case, inner)
+            if node.else_case is not None:
+                walk(node.else_case, inner)
+            return
         if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
-            stores.append(node)
-        return WalkResult.ADVANCE
+            # one thread's value, or a thread's own element: shared by intent
+            (shared_use if guarded or per_thread(node) else stores).append(node)
+            return
+        if isinstance(node, tirx.SeqStmt):
+            for stmt in node.seq:
+                walk(stmt, guarded)
+        elif isinstance(getattr(node, "body", None), tirx.Stmt):
+            walk(node.body, guarded)
 
-    tvm_ffi.structural_walk(body, visit, order="pre")
-    return bool(stores) and not in_parallel
+    walk(body, False)
+    return bool(stores) and not shared_use
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
