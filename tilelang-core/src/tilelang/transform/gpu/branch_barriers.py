@@ -30,6 +30,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ...backend.pass_pipeline import prim_func_pass
+from .partition_parallel import _complement, _thread_range
 
 WARP = 32
 #: named barrier ids this pass hands out (0 is __syncthreads(); the CUDA backend's own
@@ -46,26 +47,6 @@ def _thread_axis(body: Any) -> tuple[Any, int] | None:
     if len(found) != 1 or found[0].node.thread_tag != "threadIdx.x" or not isinstance(found[0].value, tirx.IntImm):
         return None
     return found[0], int(found[0].value.value)
-
-
-def _range(cond: Any, tx: Any, threads: int) -> tuple[int, int] | None:
-    """The threads ``[lo, hi)`` for which ``cond`` holds, when it compares the thread index
-    with constants (``tx < c``, ``c <= tx``, conjunctions of those), else None."""
-    if isinstance(cond, tirx.And):
-        a, b = _range(cond.a, tx, threads), _range(cond.b, tx, threads)
-        return None if a is None or b is None else (max(a[0], b[0]), min(a[1], b[1]))
-    kinds = {tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">="}
-    op = kinds.get(type(cond))
-    if op is None:
-        return None
-    left, right = cond.a, cond.b
-    if isinstance(right, tirx.Var) and right.same_as(tx) and isinstance(left, tirx.IntImm):
-        left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-    if not (isinstance(left, tirx.Var) and left.same_as(tx) and isinstance(right, tirx.IntImm)):
-        return None
-    c = int(right.value)
-    lo, hi = {"<": (0, c), "<=": (0, c + 1), ">": (c + 1, threads), ">=": (c, threads)}[op]
-    return max(lo, 0), min(hi, threads)
 
 
 def _shared_buffers(node: Any) -> list[Any]:
@@ -158,13 +139,13 @@ def _run(func: Any, named: bool) -> Any:
     changed = [False]
 
     def on_if(stmt: Any) -> Any:
-        kept = _range(stmt.condition, tx, threads)
+        kept = _thread_range(stmt.condition, tx, 0, threads)  # the parser the partition uses
         if kept is None:
             return stmt
         lo, hi = kept
         branches = [(stmt.then_case, lo, hi)]
         if stmt.else_case is not None:  # the complement, when it is one range
-            rest = (hi, threads) if lo == 0 else (0, lo) if hi == threads else None
+            rest = _complement(kept, 0, threads)
             branches.append((stmt.else_case, *rest) if rest else (stmt.else_case, 0, 0))
         out = []
         for body, a, b in branches:
