@@ -2,6 +2,8 @@
 3-tensor kernel (c = a + b on 256 floats), against torch.add(a, b, out=c) in the same
 process: on the GPU when there is one, and on the CPU, for both CPU target kinds (the
 default llvm, and c, the C source that the cython backend compiles into its launcher).
+``tvm_ffi_direct`` is the tvm_ffi kernel as a disk hit before ``import tvm_ffi`` calls it
+(through libtvm_ffi's C ABI, tilelang/jit/adapter/tvm_ffi/direct.py).
 
 Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
 calls, synchronized at the end, so it includes argument checks, binding and the launch;
@@ -15,10 +17,13 @@ Usage: python benchmarks/launch_overhead.py [--calls 20000] [--rounds 5] [--json
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import tilelang
 import tilelang.language as T
@@ -64,6 +69,28 @@ def submit_us(fn, sync, batch: int = 200, repeat: int = 50) -> float:
         samples.append((time.perf_counter() - start) / batch * 1e6)
     sync()
     return statistics.median(samples)
+
+
+def through_c_abi(kernel):
+    """The tvm_ffi kernel as a disk hit in a process without tvm_ffi calls it: its library
+    called through libtvm_ffi's C ABI (tilelang.jit.adapter.tvm_ffi.direct). Built here
+    again, since this process compiled through tvm_ffi and a load would take its way."""
+    from tilelang.jit.adapter.tvm_ffi import direct
+    from tilelang.jit.adapter.tvm_ffi.backend import (
+        LIBRARY,
+        TVMFFIExecutionBackend,
+        TVMFFILauncher,
+    )
+
+    artifact = kernel.artifact
+    folder = Path(tempfile.mkdtemp(prefix="tilelang-direct-"))
+    (folder / LIBRARY).write_bytes(TVMFFIExecutionBackend().build(artifact, kernel.context)[LIBRARY])
+    device_type = artifact.device_type or int(kernel.context.target.get_target_device_type())
+    function = direct.DirectFunction(direct.ffi_library(), str(folder / LIBRARY), artifact.kernel_name,
+                                     artifact.params, device_type, lambda: None)
+    direct_kernel = copy.copy(kernel)
+    direct_kernel.launcher = TVMFFILauncher(function, artifact, device_type)
+    return direct_kernel
 
 
 CUPY_ADD = r"""
@@ -114,6 +141,13 @@ def measure(target: str, device: str, calls: int, rounds: int) -> dict:
         torch.testing.assert_close(c, a + b)
         launchers[spec.name] = functools.partial(kernel, a, b, c)
         ours.append(spec.name)
+        if spec.name == "tvm_ffi":
+            direct_kernel = through_c_abi(kernel)
+            c.zero_()
+            direct_kernel(a, b, c)
+            torch.testing.assert_close(c, a + b)
+            launchers["tvm_ffi_direct"] = functools.partial(direct_kernel, a, b, c)
+            ours.append("tvm_ffi_direct")
     samples: dict[str, list[float]] = {name: [] for name in launchers}
     submits: dict[str, list[float]] = {name: [] for name in launchers}
     for _ in range(rounds):

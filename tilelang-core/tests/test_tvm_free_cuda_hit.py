@@ -241,8 +241,18 @@ GPU_CHILD = textwrap.dedent(
     ref = (a.float() @ b.float())
     # fp32 accumulation of 1024 products, one fp16 rounding of the result: within 1e-2 relative
     ok = bool(torch.allclose(c.float(), ref, rtol=1e-2, atol=1e-1))
+    # on a side stream (torch's are non-blocking): A is written there after a 20 ms sleep, so a
+    # kernel launched on any other stream would read it unwritten
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(40_000_000)
+        a2 = a * 2
+        c2 = kernel(a2, b)
+    torch.cuda.synchronize()
+    on_stream = bool(torch.allclose(c2.float(), 2 * ref, rtol=1e-2, atol=2e-1))
     print(json.dumps({{"from_cache": kernel.from_cache, "tvm": loaded_tvm, "tvm_after_call": "tvm" in sys.modules,
-                      "ok": ok, "key": kernel.cache_key}}))
+                      "tvm_ffi_after_call": "tvm_ffi" in sys.modules, "ok": ok, "on_stream": on_stream,
+                      "key": kernel.cache_key}}))
     """
 )
 
@@ -258,5 +268,7 @@ def test_a_cuda_hit_runs_without_tvm(tmp_path):
         if hit["from_cache"]:
             break
     assert cold["ok"] and not cold["from_cache"], cold
-    assert hit["from_cache"] and hit["ok"], hit
+    assert hit["from_cache"] and hit["ok"] and hit["on_stream"], hit
     assert not hit["tvm"] and not hit["tvm_after_call"], hit
+    assert not hit["tvm_ffi_after_call"], hit  # called through libtvm_ffi's C ABI (direct.py)
+    assert cold["on_stream"], cold  # and through tvm_ffi alike

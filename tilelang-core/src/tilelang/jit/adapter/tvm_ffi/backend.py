@@ -11,6 +11,7 @@ has no record (an older one) or its device module embeds source (``_load_without
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -46,13 +47,17 @@ def embedded_kinds(directory: Path) -> list[str] | None:
 
 class TVMFFILauncher(KernelLauncher):
     def __init__(self, module: Any, artifact: CompiledArtifact, device_type: int) -> None:
+        """``module``: a tvm_ffi Module, or a DirectFunction (a hit before tvm_ffi's import:
+        its ``launch`` takes the fast binder's calls, and any other goes through tvm_ffi)."""
         self.module = module  # keeps the library loaded for the launcher's lifetime
-        self.function = module[artifact.kernel_name]
+        direct = type(module).__name__ == "DirectFunction"  # direct.py loads on a hit only
+        self.function = module if direct else module[artifact.kernel_name]
         self.binder = ArgumentBinder(artifact, device_type)
         self.single = len(artifact.out_idx) == 1
         self.on_host = device_type == 1
         # checks, output allocation and the call in one generated function (see fastbind)
-        self.fast_call = build_fast_binder(artifact, device_type, launch=self.function)
+        self.fast_call = build_fast_binder(artifact, device_type,
+                                           launch=module.launch if direct else self.function)
         self.arity = len(self.binder.inputs)
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
@@ -105,30 +110,50 @@ class TVMFFIExecutionBackend(ExecutionBackend):
         path = str((directory / LIBRARY).resolve())
         kinds = embedded_kinds(directory)
         if kinds is not None and "tvm" not in sys.modules:
-            module = _load_without_tvm(path, kinds)
+            module = _load_without_tvm(path, kinds, artifact, device_type)
             if module is not None:
                 return TVMFFILauncher(module, artifact, device_type)
-        if device_type == HOST_DEVICE:
-            load_tvm_runtime_library()
-        else:
-            import tvm  # noqa: F401 - its package loads the device runtimes
-
-        # a target backend may need to hook the runtime first (CUDA: route the load-time
-        # compile of embedded device source to its toolchain and cubin cache)
-        prepare_device_runtime(context)
-        import tvm_ffi
-
-        return TVMFFILauncher(tvm_ffi.load_module(path), artifact, device_type)
+        return TVMFFILauncher(_load_with_tvm(path, context, device_type), artifact, device_type)
 
 
-def _load_without_tvm(path: str, kinds: list[str]) -> Any:
+def _load_with_tvm(path: str, context: BackendContext, device_type: int) -> Any:
+    """The library through tvm_ffi, after what ``import tvm`` registers."""
+    if device_type == HOST_DEVICE:
+        load_tvm_runtime_library()
+    else:
+        import tvm  # noqa: F401 - its package loads the device runtimes
+
+    # a target backend may need to hook the runtime first (CUDA: route the load-time
+    # compile of embedded device source to its toolchain and cubin cache)
+    prepare_device_runtime(context)
+    import tvm_ffi
+
+    return tvm_ffi.load_module(path)
+
+
+def _load_without_tvm(path: str, kinds: list[str], artifact: CompiledArtifact, device_type: int) -> Any:
     """The library loaded with TVM's runtime libraries alone, or None where that is not
     enough. A device module that embeds source (built where TVM's CUDA runtime was not
     loaded, so TVM's module factory kept the source) compiles at load through the target
     backend's runtime hook, which has to come after ``import tvm``: tvm.support.nvcc
     registers its compile callback without ``override``, so a hook registered first would
-    make every later ``import tvm`` in the process fail."""
+    make every later ``import tvm`` in the process fail.
+
+    Before tvm_ffi's import, the library is loaded and called through libtvm_ffi's C ABI
+    (``direct.py``), and tvm_ffi is imported only for a call the fast binder did not check."""
     load_module_loaders(kinds)
+    from .direct import CUDA, DirectFunction, ffi_library
+
+    lib = ffi_library() if "tvm_ffi" not in sys.modules and device_type in (HOST_DEVICE, CUDA) else None
+    if lib is not None:
+        def through_tvm_ffi() -> Any:
+            import tvm_ffi
+
+            return tvm_ffi.load_module(path)[artifact.kernel_name]
+
+        # a library it cannot load: tvm_ffi's way below raises the real error
+        with contextlib.suppress(Exception):
+            return DirectFunction(lib, path, artifact.kernel_name, artifact.params, device_type, through_tvm_ffi)
     import tvm_ffi
 
     try:

@@ -39,15 +39,36 @@ def _search_paths() -> list[Path]:
     return paths
 
 
+def _library_file(directories: Iterable[Path], name: str) -> Path | None:
+    """``lib<name>.so`` in the first of ``directories`` that has it (Linux; elsewhere None)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return next((d / f"lib{name}.so" for d in directories if (d / f"lib{name}.so").is_file()), None)
+
+
+def _load(package_dirs: list[Path], name: str, mode: int) -> ctypes.CDLL | None:
+    """A TVM library from ``package_dirs`` (found here, so that a hit need not import
+    tvm_ffi), else where tvm_ffi's loader finds it; None where neither does."""
+    path = _library_file(package_dirs, name)
+    try:
+        if path is not None:
+            return ctypes.CDLL(str(path), mode)
+        from tvm_ffi import libinfo
+
+        mode_name = "RTLD_GLOBAL" if mode == ctypes.RTLD_GLOBAL else "RTLD_LOCAL"
+        return libinfo.load_lib_ctypes("tvm", name, mode_name, extra_lib_paths=package_dirs)
+    except (OSError, RuntimeError):
+        return None
+
+
 @functools.cache
 def _runtime_library() -> ctypes.CDLL | None:
     """libtvm_runtime, RTLD_GLOBAL; None when it is not where ``import tvm`` would take it."""
-    from tvm_ffi import libinfo
+    from . import direct  # ctypes structures: loaded on a hit, not at import tilelang
 
-    try:
-        return libinfo.load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=_search_paths())
-    except (OSError, RuntimeError):
-        return None
+    if direct.ffi_library() is None:  # its dependency libtvm_ffi: loaded first, from tvm_ffi's file
+        import tvm_ffi  # noqa: F401
+    return _load(_search_paths(), "tvm_runtime", ctypes.RTLD_GLOBAL)
 
 
 def load_tvm_runtime_library() -> None:
@@ -60,6 +81,11 @@ def load_tvm_runtime_library() -> None:
 
 
 def _missing_loaders(kinds: Iterable[str]) -> list[str]:
+    from . import direct
+
+    lib = direct.ffi_library()
+    if lib is not None:
+        return [kind for kind in kinds if not direct.has_global(lib, loader_name(kind))]
     import tvm_ffi
 
     return [kind for kind in kinds if tvm_ffi.get_global_func(loader_name(kind), allow_missing=True) is None]
@@ -68,16 +94,13 @@ def _missing_loaders(kinds: Iterable[str]) -> list[str]:
 def _load_sidecars(kinds: list[str]) -> None:
     """TVM's sidecar of each kind, from the directory its runtime library came from (as
     tvm/backend/cuda/__init__.py does); stops at the first one that does not load."""
-    from tvm_ffi import libinfo
-
     runtime = _runtime_library()
     if runtime is None:
         return
     directory = Path(runtime._name).resolve().parent
     for kind in kinds:
-        try:
-            libinfo.load_lib_ctypes("tvm", f"tvm_runtime_{kind}", "RTLD_LOCAL", extra_lib_paths=[directory])
-        except (OSError, RuntimeError):  # not there, or its own dependencies (libcuda) are not
+        # None: not there, or its own dependencies (libcuda) are not
+        if _load([directory], f"tvm_runtime_{kind}", ctypes.RTLD_LOCAL) is None:
             return
 
 
