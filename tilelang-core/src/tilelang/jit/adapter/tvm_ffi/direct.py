@@ -223,14 +223,15 @@ class DirectFunction:
         self._scalars = [(i, FLOAT if str(p.dtype).startswith(("float", "bfloat")) else
                           BOOL if str(p.dtype) == "bool" else INT) for i, p in enumerate(params) if not p.is_tensor]
         self._frames: list[tuple[Any, ...]] = []  # argument buffers, one per call in flight
-        self._raw_stream: Callable[[int], int] | None = None
         self.launch = self._emit_launch()
 
     def _frame(self) -> tuple[Any, ...]:
         """Argument buffers for one call: (the arguments' address, the result, its address,
-        then per tensor its DLTensor and shape array, then per scalar its argument slot)."""
+        the replaced stream, its address, then per tensor its DLTensor and shape array, then per scalar its argument slot)."""
         args, result = (_Any * max(self.arity, 1))(), _Any()
-        frame: list[Any] = [ctypes.addressof(args), result, ctypes.addressof(result)]
+        previous = ctypes.c_void_p()  # the stream a device call replaces, set back after it
+        frame: list[Any] = [ctypes.addressof(args), result, ctypes.addressof(result), previous,
+                            ctypes.addressof(previous)]
         for i, dtype, ndim, static in self._tensors:
             shape = (ctypes.c_int64 * max(ndim, 1))(*(d or 0 for d in static))
             dl = _DLTensor(None, self.device_type, 0, ndim, dtype.code, dtype.bits, dtype.lanes,
@@ -249,7 +250,7 @@ class DirectFunction:
         lines = ["def launch(" + ", ".join(f"c{i}" for i in range(self.arity)) + "):",
                  "    f = _pop() if _frames else _new()",
                  "    try:"]
-        names = ["args_at", "res", "res_at"]
+        names = ["args_at", "res", "res_at", "prev", "prev_at"]
         body, device = [], "-1"
         for i, _, _, static in self._tensors:
             names += [f"t{i}", f"s{i}"]
@@ -259,8 +260,11 @@ class DirectFunction:
                 body.append(f"z = c{i}.shape")
                 body += [f"s{i}[{axis}] = z[{axis}]" for axis in dynamic]
             if self.device_type == CUDA:
-                body.append(f"t{i}.device_id = c{i}.get_device()")
-                device = device if device != "-1" else f"t{i}.device_id"
+                if device == "-1":  # the first device tensor's device: where tvm_ffi sets the stream
+                    body.append(f"t{i}.device_id = dev = c{i}.get_device()")
+                    device = "dev"
+                else:
+                    body.append(f"t{i}.device_id = c{i}.get_device()")
         for i, kind in self._scalars:
             names.append(f"a{i}")
             if kind == FLOAT:  # an int for a float parameter goes as an int, as tvm_ffi passes it
@@ -274,8 +278,13 @@ class DirectFunction:
         lines.append(f"        res.type_index = {NONE}")
         if device == "-1":
             lines.append(f"        failed = _call(_handle, args_at, {self.arity}, res_at)")
-        else:
-            lines.append(f"        failed = _on_stream({device}, args_at, res_at)")
+        else:  # on torch's current stream, as tvm_ffi calls with torch tensors
+            lines += [f"        if _set_stream({CUDA}, dev, _stream(dev), prev_at):",
+                      "            raise _error(_lib)",
+                      "        try:",
+                      f"            failed = _call(_handle, args_at, {self.arity}, res_at)",
+                      "        finally:",
+                      f"            _set_stream({CUDA}, dev, prev.value, None)"]
         lines += [f"        if res.type_index >= {OBJECT_BEGIN}:",
                   "            _decref(res.v_ptr)",
                   "    finally:",
@@ -284,26 +293,19 @@ class DirectFunction:
                   "        raise _error(_lib)"]
         namespace = {"_frames": self._frames, "_pop": self._frames.pop, "_append": self._frames.append,
                      "_new": self._frame, "_call": self.lib.TVMFFIFunctionCall, "_handle": self.handle,
-                     "_on_stream": self._call_on_stream, "_decref": self.lib.TVMFFIObjectDecRef,
+                     "_set_stream": self.lib.TVMFFIEnvSetStream, "_decref": self.lib.TVMFFIObjectDecRef,
                      "_error": take_error, "_lib": self.lib}
+
+        def first_stream(device_id: int) -> int:  # torch is imported by the time a call has tensors
+            namespace["_stream"] = sys.modules["torch"]._C._cuda_getCurrentRawStream  # what tvm_ffi reads
+            return namespace["_stream"](device_id)
+
+        namespace["_stream"] = first_stream
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<tilelang direct tvm_ffi call of {self.name}>", "exec"), namespace)  # noqa: S102 - our own emitted code
         launch = namespace["launch"]
         launch.source = source
         return launch
-
-    def _call_on_stream(self, device_id: int, args_at: int, result_at: int) -> int:
-        if self._raw_stream is None:
-            import torch
-
-            self._raw_stream = torch._C._cuda_getCurrentRawStream  # what tvm_ffi reads for torch
-        lib, previous = self.lib, ctypes.c_void_p()
-        if lib.TVMFFIEnvSetStream(CUDA, device_id, self._raw_stream(device_id), ctypes.byref(previous)) != 0:
-            raise take_error(lib)
-        try:
-            return lib.TVMFFIFunctionCall(self.handle, args_at, self.arity, result_at)
-        finally:
-            lib.TVMFFIEnvSetStream(CUDA, device_id, previous, None)
 
     def __call__(self, *call: Any) -> Any:
         """Any call the fast binder did not check: through tvm_ffi, imported at the first."""
