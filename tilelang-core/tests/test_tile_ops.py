@@ -146,6 +146,46 @@ def test_gemm_shape_mismatch_is_named():
         cpu(main)
 
 
+def staged_gemm(M=32, N=24, K=16):
+    """upstream's pipelined kernels pass one stage of a 3-d shared buffer to T.gemm
+    (``T.gemm(Q_shared, K_shared[stage, :, :], acc, transpose_B=True)``)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((2, N, K), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            a_s = T.alloc_shared((M, K), "float32")
+            b_s = T.alloc_shared((2, N, K), "float32")
+            c = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.clear(c)
+            for stage in T.serial(2):
+                T.gemm(a_s, b_s[stage, :, :], c, transpose_B=True)
+            T.copy(c, C)
+
+    return main
+
+
+def test_gemm_of_a_stage_of_a_3d_shared_buffer():
+    a = rng.standard_normal((32, 16)).astype("float32")
+    b = rng.standard_normal((2, 24, 16)).astype("float32")
+    out = cpu(staged_gemm())(a, b)
+    np.testing.assert_allclose(out, a @ b[0].T + a @ b[1].T, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_of_a_region_that_is_not_a_matrix_is_named():
+    @T.prim_func
+    def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((2, 8, 16), "float32"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            c = T.alloc_fragment((16, 16), "float32")
+            T.gemm(A, B[0:2, :, :], c)
+            T.copy(c, C)
+
+    with pytest.raises(LanguageError, match=r"T.gemm: A, B and C must be 2-d tiles \(a region of B has extents "
+                                            r"\[2, 8, 16\]: only the last two may be other than 1\)"):
+        cpu(main)
+
+
 def test_copy_shape_mismatch_is_named():
     @T.prim_func
     def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((8, 8), "float32")):

@@ -424,6 +424,64 @@ def test_an_else_over_two_ranges_of_threads_is_refused_where_it_deals_a_tile():
         tilelang.lower(middle, target=SM80)
 
 
+def consumer_fragment_kernel():
+    """upstream's minference kernel in small: the accumulator is allocated for the whole
+    block, but only the consumers (threads 0..63 of 96) touch it, and their GEMM reads a
+    stage of a 3-d shared buffer; the other warp writes an output of its own."""
+
+    @T.prim_func
+    def roles(Q: T.Tensor((16, 16), "float32"), K: T.Tensor((2, 16, 16), "float32"), O: T.Tensor((16, 16), "float32"),
+              P: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=96):
+            q_s = T.alloc_shared((16, 16), "float32")
+            k_s = T.alloc_shared((2, 16, 16), "float32")
+            acc = T.alloc_fragment((16, 16), "float32")
+            T.copy(Q, q_s)
+            T.copy(K, k_s)
+            tx = T.get_thread_binding()
+            if tx >= 64:
+                P[tx - 64] = T.cast(tx, "float32")
+            else:
+                T.clear(acc)
+                for stage in T.serial(2):
+                    T.gemm(q_s, k_s[stage, :, :], acc, transpose_B=True)
+                for i, j in T.Parallel(16, 16):
+                    acc[i, j] = acc[i, j] * 0.5
+                T.copy(acc, O)
+
+    return roles
+
+
+def test_a_fragment_only_one_branch_touches_is_dealt_to_its_threads():
+    """Dealt over the whole block, the consumers' nests would leave the points of threads
+    64..95 unset (refused before: 'a T.Parallel over a register fragment inside a
+    condition'); the fragment is sized and dealt over the 64 threads that use it."""
+    artifact = tilelang.lower(consumer_fragment_kernel(), target=SM80)
+    assert "float acc_ptr[4]" in artifact.device_source  # 256 points over 64 threads
+    rng = np.random.default_rng(0)
+    q = rng.integers(-3, 4, (16, 16)).astype(np.float32)
+    k = rng.integers(-3, 4, (2, 16, 16)).astype(np.float32)
+    o, p = np.zeros((16, 16), np.float32), np.zeros(32, np.float32)
+    run(artifact.device_mod, q, k, o, p)
+    np.testing.assert_array_equal(o, (q @ k[0].T + q @ k[1].T) * 0.5)
+    np.testing.assert_array_equal(p, np.arange(64, 96, dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_a_consumer_fragment_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    kernel = tilelang.compile(consumer_fragment_kernel())
+    q = torch.randint(-3, 4, (16, 16), device="cuda").float()
+    k = torch.randint(-3, 4, (2, 16, 16), device="cuda").float()
+    for _ in range(20):
+        o, p = torch.zeros(16, 16, device="cuda"), torch.zeros(32, device="cuda")
+        kernel(q, k, o, p)
+        torch.testing.assert_close(o, (q @ k[0].T + q @ k[1].T) * 0.5, rtol=0, atol=0)
+        torch.testing.assert_close(p, torch.arange(64, 96, device="cuda", dtype=torch.float32))
+
+
 def scalar_fragment_kernel():
     """upstream's mHC pre kernel's norm: a one-element fragment every thread updates in
     the block's scalar code (``rms[0] = T.rsqrt(rms[0] / n + eps)``)."""

@@ -222,12 +222,20 @@ class TileOpLowering:
         # a local buffer is each thread's own (T.alloc_local): every thread fills all of it
         return self.nest([dst.region[a].extent for a in axes], body, parallel=not _per_thread(buffer))
 
+    def matrix(self, region: Any) -> tuple[Any, list[Any], list[Any]]:
+        """A GEMM operand's buffer, its region's mins (all axes) and the extents of its last
+        two axes: the matrix. Axes before them must each have extent 1 (a stage of a 3-d
+        shared buffer, ``K_shared[stage, :, :]``, as upstream's pipelined kernels pass it)."""
+        buffer, mins, extents = self.parts(region)
+        if len(extents) < 2 or not all(self.analyzer.can_prove_equal(e, 1) for e in extents[:-2]):
+            raise self.error("gemm", f"A, B and C must be 2-d tiles (a region of {buffer.name} has extents "
+                                     f"{list(extents)}: only the last two may be other than 1)")
+        return buffer, mins, extents[-2:]
+
     def gemm(self, a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool, clear: bool) -> Any:
-        a_buf, a_min, a_ext = self.parts(a)
-        b_buf, b_min, b_ext = self.parts(b)
-        c_buf, c_min, c_ext = self.parts(c)
-        if not (len(a_ext) == len(b_ext) == len(c_ext) == 2):
-            raise self.error("gemm", "A, B and C must be 2-d tiles")
+        a_buf, a_min, a_ext = self.matrix(a)
+        b_buf, b_min, b_ext = self.matrix(b)
+        c_buf, c_min, c_ext = self.matrix(c)
         m, k = (a_ext[1], a_ext[0]) if trans_a else (a_ext[0], a_ext[1])
         k2, n = (b_ext[1], b_ext[0]) if trans_b else (b_ext[0], b_ext[1])
         if not (self.analyzer.can_prove_equal(k, k2) and self.analyzer.can_prove_equal(c_ext[0], m)
@@ -243,9 +251,12 @@ class TileOpLowering:
             i, j = ij
             acc = self.local_scalar(acc_type)
             kk = self.fresh("k")
-            a_idx = [a_min[0] + kk, a_min[1] + i] if trans_a else [a_min[0] + i, a_min[1] + kk]
-            b_idx = [b_min[0] + j, b_min[1] + kk] if trans_b else [b_min[0] + kk, b_min[1] + j]
-            c_idx = [c_min[0] + i, c_min[1] + j]
+            def at(mins: list[Any], row: Any, col: Any) -> list[Any]:
+                return [*mins[:-2], mins[-2] + row, mins[-1] + col]
+
+            a_idx = at(a_min, kk, i) if trans_a else at(a_min, i, kk)
+            b_idx = at(b_min, j, kk) if trans_b else at(b_min, kk, j)
+            c_idx = at(c_min, i, j)
             product = (tirx.Cast(acc_type, tirx.BufferLoad(a_buf, a_idx))
                        * tirx.Cast(acc_type, tirx.BufferLoad(b_buf, b_idx)))
             update = tirx.BufferStore(acc, tirx.BufferLoad(acc, [0]) + product, [0])

@@ -252,18 +252,34 @@ def _complement(kept: tuple[int, int], lo: int, hi: int) -> tuple[int, int] | No
 
 
 def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, int]]:
-    """Fragment -> the threads [lo, hi) of the branch it is allocated in, for fragments
-    allocated inside a branch that only part of the block takes (``if tx < 32: ...
-    else: ...``): those threads alone hold it."""
+    """Fragment -> the threads [lo, hi) that alone hold it, for fragments of a branch that
+    only part of the block takes (``if tx < 128: ... else: ...``): one allocated inside
+    such a branch, or one allocated for the whole block that only that branch touches
+    (upstream's warp-specialized kernels allocate the consumers' accumulators at the top)."""
     homes: dict[int, tuple[int, int]] = {}
     if not isinstance(tid, tirx.Var):
         return homes
+    allocated: dict[int, Any] = {}
+    touched: dict[int, set[tuple[int, int]]] = {}
+
+    def record(node: Any, lo: int, hi: int) -> None:
+        """The fragments ``node`` (a statement or expression, all of it) accesses, at [lo, hi)."""
+        def visit(access: Any) -> None:
+            buffer = access.buffer if isinstance(access, tirx.BufferStore) else access.source
+            if isinstance(buffer, tirx.Buffer) and buffer.scope() == "local.fragment":
+                touched.setdefault(buffer.__chandle__(), set()).add((lo, hi))
+
+        def on_var(var: Any) -> None:  # a fragment's data pointer (tvm_access_ptr, a region call)
+            touched.setdefault(("data", var.__chandle__()), set()).add((lo, hi))
+
+        tvm_ffi.structural_walk(node, [(tirx.BufferStore, visit), (TensorLoad, visit), (tirx.Var, on_var)])
 
     def walk(node: Any, lo: int, hi: int) -> None:
         if isinstance(node, tirx.SeqStmt):
             for stmt in node.seq:
                 walk(stmt, lo, hi)
         elif isinstance(node, tirx.IfThenElse):
+            record(node.condition, lo, hi)
             kept = _thread_range(node.condition, tid, lo, hi)
             if kept is None or kept == (lo, hi):
                 walk(node.then_case, lo, hi)
@@ -274,12 +290,27 @@ def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, i
             if node.else_case is not None:
                 walk(node.else_case, *(_complement(kept, lo, hi) or (lo, hi)))
         elif isinstance(node, tirx.AllocBuffer):
-            if node.buffer.scope() == "local.fragment" and (lo, hi) != (0, threads):
-                homes[node.buffer.__chandle__()] = (lo, hi)
-        elif isinstance(getattr(node, "body", None), tirx.Stmt):
+            if node.buffer.scope() == "local.fragment":
+                if (lo, hi) != (0, threads):
+                    homes[node.buffer.__chandle__()] = (lo, hi)
+                else:
+                    allocated[node.buffer.__chandle__()] = node.buffer
+        elif isinstance(node, (tirx.For, tirx.AttrStmt)) or \
+                (isinstance(node, (tirx.LetStmt, tirx.DeclBuffer)) and isinstance(getattr(node, "body", None), tirx.Stmt)):
+            # the node's own expressions here, its body by the same rules (a flat binding,
+            # TVM 0.27's Bind, has no body: it is recorded whole below)
+            for field in ("min", "extent", "value"):
+                if isinstance(getattr(node, field, None), tirx.PrimExpr):
+                    record(getattr(node, field), lo, hi)
             walk(node.body, lo, hi)
+        else:  # any other statement, whole, at the threads that run it
+            record(node, lo, hi)
 
     walk(body, 0, threads)
+    for handle, buffer in allocated.items():
+        ranges = touched.get(handle, set()) | touched.get(("data", buffer.data.__chandle__()), set())
+        if len(ranges) == 1 and next(iter(ranges)) != (0, threads):
+            homes[handle] = next(iter(ranges))
     return homes
 
 
