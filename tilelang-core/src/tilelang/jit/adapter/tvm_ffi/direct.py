@@ -123,6 +123,15 @@ _BUILTIN_KINDS: dict[str, type[Exception]] = {
                                   AssertionError, MemoryError)}
 
 
+def _holding_the_gil(lib: ctypes.CDLL, name: str) -> Callable[..., int]:
+    """``name`` called without releasing the GIL (ctypes.CDLL releases it around every
+    call): for the C API's constant-time setters, as tvm_ffi's Cython calls them. The
+    kernel's own call releases it, as tvm_ffi's does."""
+    function = getattr(lib, name)
+    prototype = ctypes.PYFUNCTYPE(function.restype, *function.argtypes)
+    return prototype(ctypes.cast(function, ctypes.c_void_p).value)
+
+
 def take_error(lib: ctypes.CDLL) -> Exception:
     """The error a failed call raised, as the Python exception tvm_ffi makes of its kind
     (``ValueError``, ``TypeError``, ...; RuntimeError for a kind it does not know)."""
@@ -279,12 +288,14 @@ class DirectFunction:
         if device == "-1":
             lines.append(f"        failed = _call(_handle, args_at, {self.arity}, res_at)")
         else:  # on torch's current stream, as tvm_ffi calls with torch tensors
-            lines += [f"        if _set_stream({CUDA}, dev, _stream(dev), prev_at):",
+            lines += ["        stream = _stream(dev)",
+                      f"        if _set_stream({CUDA}, dev, stream, prev_at):",
                       "            raise _error(_lib)",
                       "        try:",
                       f"            failed = _call(_handle, args_at, {self.arity}, res_at)",
                       "        finally:",
-                      f"            _set_stream({CUDA}, dev, prev.value, None)"]
+                      "            if prev.value != stream:",
+                      f"                _set_stream({CUDA}, dev, prev.value, None)"]
         lines += [f"        if res.type_index >= {OBJECT_BEGIN}:",
                   "            _decref(res.v_ptr)",
                   "    finally:",
@@ -293,7 +304,8 @@ class DirectFunction:
                   "        raise _error(_lib)"]
         namespace = {"_frames": self._frames, "_pop": self._frames.pop, "_append": self._frames.append,
                      "_new": self._frame, "_call": self.lib.TVMFFIFunctionCall, "_handle": self.handle,
-                     "_set_stream": self.lib.TVMFFIEnvSetStream, "_decref": self.lib.TVMFFIObjectDecRef,
+                     "_set_stream": _holding_the_gil(self.lib, "TVMFFIEnvSetStream"),
+                     "_decref": self.lib.TVMFFIObjectDecRef,
                      "_error": take_error, "_lib": self.lib}
 
         def first_stream(device_id: int) -> int:  # torch is imported by the time a call has tensors
