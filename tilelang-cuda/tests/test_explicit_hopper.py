@@ -243,3 +243,62 @@ def test_upstream_forms_match_torch(form, mnk):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(kernel(a, b), a @ b, rtol=1e-2, atol=1e-2)
+
+
+def producer_branch_kernel():
+    """upstream's minference kernel in small: the producer is the branch `tid >= 128` (no
+    T.ws), its T.tma_copy loads Q and two stages of K (a 3-d shared ring), and the
+    consumers compute Q K^T from them."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((128, 64), "float16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            q_s = T.alloc_shared((64, 64), "float16")
+            k_s = T.alloc_shared((2, 64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            bars = T.alloc_barrier([128] * 3)
+            tid = T.get_thread_binding()
+            if tid >= 128:
+                T.tma_copy(Q[0:64, :], q_s, barrier=bars[2])
+                T.mbarrier_arrive(mbarrier=bars[2])
+                for bi in T.serial(2):
+                    T.tma_copy(K[bi * 64 : bi * 64 + 64, :], k_s[bi, :, :], barrier=bars[bi])
+                    T.mbarrier_arrive(mbarrier=bars[bi])
+            else:
+                T.fill(acc, 0)
+                T.mbarrier_wait_parity(mbarrier=bars[2], parity=0)
+                for bi in T.serial(2):
+                    T.mbarrier_wait_parity(mbarrier=bars[bi], parity=0)
+                    T.gemm(q_s, k_s[bi, :, :], acc, transpose_B=True)
+                T.copy(acc, O)
+
+    return main
+
+
+def test_a_tma_copy_in_a_branch_of_part_of_the_block_is_issued_by_its_first_thread():
+    """Elected as thread 0 of the block, a copy inside `if tid >= 128` was never issued
+    (TVM's simplifier dropped the impossible `tid == 0` there) and the consumers read
+    shared memory nothing had written."""
+    body = kernel_body(lower(producer_branch_kernel()).device_source)
+    producer = role(body, "128 <= ((int)threadIdx.x)")
+    assert producer.count("if (((int)threadIdx.x) == 128) {") == 3, producer
+    assert producer.count("tl_tma_load_2d(") == 3 and "threadIdx.x) == 0" not in producer, producer
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_producer_branch_kernel():
+    source = lower(producer_branch_kernel()).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", "producer_branch")[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_a_producer_branch_matches_torch():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    q = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    ref = q.float() @ k[:64].float().T + q.float() @ k[64:].float().T
+    kernel = tilelang.compile(producer_branch_kernel(), out_idx=[-1], target="cuda", execution_backend="tvm_ffi")
+    for _ in range(5):
+        torch.testing.assert_close(kernel(q, k), ref, rtol=1e-2, atol=1e-2)

@@ -103,6 +103,9 @@ _EXPORTS: dict[str, str] = {
     "accessed_by_own_nests": "tilelang.transform.gpu.fragments",
     "is_identity": "tilelang.transform.gpu.fragments",
     "parallel_nest": "tilelang.transform.gpu.fragments",
+    # a branch that part of the block takes (``if tx >= 128``): its threads, and an else's
+    "thread_range": "tilelang.transform.gpu.partition_parallel:_thread_range",
+    "complement_range": "tilelang.transform.gpu.partition_parallel:_complement",
     # -- IR helpers for a backend's own passes ---------------------------------------------
     "block_barrier": "tilelang.transform.gpu.ir_util",
     "buffer_accesses": "tilelang.transform.gpu.ir_util",

@@ -28,9 +28,11 @@ import tvm_ffi
 from tilelang.errors import CompileError
 from tilelang.plugin import (
     block_barrier,
+    complement_range,
     extern_call,
     prim_func_pass,
     seq,
+    thread_range,
     tl_op_names_in,
 )
 from tvm import tirx
@@ -102,9 +104,26 @@ class _Barriers:
         return tirx.address_of(tirx.BufferLoad(self.buffer(load.source), list(load.indices)))
 
 
-def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers) -> Any:
-    """Every explicit op of ``body`` (run by threads ``lo``.. of a role, or the block) as
-    device calls; T.tma_copy elected and left for LowerTmaCopies."""
+def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None = None) -> Any:
+    """Every explicit op of ``body`` (run by threads ``lo``..``hi`` - 1 of a role, or the
+    block) as device calls; T.tma_copy elected and left for LowerTmaCopies. Inside a branch
+    that only part of those threads take (``if tid >= 128:``, upstream's producer), the
+    branch's first thread is the one elected: thread ``lo`` never runs it."""
+    if hi is not None and isinstance(tid, tirx.Var):
+        def on_if(stmt: Any) -> Any:
+            kept = thread_range(stmt.condition, tid, lo, hi)
+            if kept is None or kept == (lo, hi):
+                return stmt
+            other = stmt.else_case
+            if other is not None:
+                rest = complement_range(kept, lo, hi) or (lo, hi)
+                other = _lower_ops(other, tid, rest[0], barriers, rest[1])
+            return tirx.IfThenElse(stmt.condition, _lower_ops(stmt.then_case, tid, kept[0], barriers, kept[1]),
+                                   other)
+
+        # each branch lowered with its own first thread; what is left, with ``lo`` (the ops
+        # lowered already are device calls or elected copies: not lowered twice)
+        body = tvm_ffi.structural_map(body, (tirx.IfThenElse, on_if), order="pre")
 
     def on_eval(stmt: Any) -> Any:
         call, name = stmt.value, op_name(stmt.value)
@@ -281,7 +300,7 @@ def _run_explicit(func: Any) -> Any:
         lo, hi = (int(a.value) for a in stmt.value.args)
         if hi > threads:
             raise CompileError(f"kernel {kernel!r}: T.ws names threads {lo}..{hi - 1}, the block has {threads}")
-        body = _lower_ops(stmt.body, tid, lo, barriers)
+        body = _lower_ops(stmt.body, tid, lo, barriers, hi)
         roles.append((lo, hi, _gemms(body)))
         return tirx.AttrStmt(tirx.IntImm("int32", lo), ROLE_ATTR, tirx.IntImm("int32", hi), body)
 
@@ -292,7 +311,7 @@ def _run_explicit(func: Any) -> Any:
 
     body = _split_stages(tvm_ffi.structural_map(func.body, (tirx.For, plain_loop), order="post"))
     body = tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="post")
-    body = _fence_block_work(_lower_ops(body, tid, 0, barriers))  # what no role holds: the whole block
+    body = _fence_block_work(_lower_ops(body, tid, 0, barriers, threads))  # what no role holds: the whole block
     in_roles = sum(n for _, _, n in roles)
     sizes = {hi - lo for lo, hi, n in roles if n}
     if roles and in_roles != _gemms(body):
