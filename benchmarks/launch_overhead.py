@@ -3,7 +3,8 @@
 process: on the GPU when there is one, and on the CPU, for both CPU target kinds (the
 default llvm, and c, the C source that the cython backend compiles into its launcher).
 ``tvm_ffi_direct`` is the tvm_ffi kernel as a disk hit before ``import tvm_ffi`` calls it
-(through libtvm_ffi's C ABI, tilelang/jit/adapter/tvm_ffi/direct.py).
+(through libtvm_ffi's C ABI, tilelang/jit/adapter/tvm_ffi/direct.py), for the first
+``direct.SWITCH_AFTER_CALLS`` calls; after them the launcher calls through tvm_ffi.
 
 Each figure is the median over repeats of (wall time of `calls` back-to-back calls) /
 calls, synchronized at the end, so it includes argument checks, binding and the launch;
@@ -86,6 +87,8 @@ def through_c_abi(kernel):
     folder = Path(tempfile.mkdtemp(prefix="tilelang-direct-"))
     (folder / LIBRARY).write_bytes(TVMFFIExecutionBackend().build(artifact, kernel.context)[LIBRARY])
     device_type = artifact.device_type or int(kernel.context.target.get_target_device_type())
+    # every timed call direct: no move to tvm_ffi's call after SWITCH_AFTER_CALLS of them
+    direct.SWITCH_AFTER_CALLS = 1 << 62
     function = direct.DirectFunction(direct.ffi_library(), str(folder / LIBRARY), artifact.kernel_name,
                                      artifact.params, device_type, lambda: None)
     direct_kernel = copy.copy(kernel)

@@ -176,3 +176,24 @@ def test_global_lookups() -> None:
     lib = direct.ffi_library()
     assert direct.has_global(lib, "ffi.ModuleLoadFromFile")
     assert not direct.has_global(lib, "ffi.no.such.function")
+
+
+def test_after_many_calls_the_launcher_goes_on_through_tvm_ffi(library: tuple[str, object],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A direct call costs more than tvm_ffi's (ctypes): a kernel called often moves to
+    tvm_ffi's call once (direct.SWITCH_AFTER_CALLS), with the same results."""
+    import tvm_ffi
+    from tilelang.jit.adapter.tvm_ffi.backend import TVMFFILauncher
+
+    path, artifact = library
+    monkeypatch.setattr(direct, "SWITCH_AFTER_CALLS", 5)
+    function = direct.DirectFunction(direct.ffi_library(), path, artifact.kernel_name, artifact.params, 1,
+                                     lambda: tvm_ffi.load_module(path)[artifact.kernel_name])
+    launcher = TVMFFILauncher(function, artifact, 1)
+    b = torch.arange(64, dtype=torch.float32)
+    kinds = []
+    for step in range(8):
+        a = torch.full((64,), float(step))
+        assert torch.equal(launcher(a, b), a + b), step
+        kinds.append(type(launcher.function).__name__)
+    assert kinds == ["DirectFunction"] * 4 + ["Function"] * 4, kinds

@@ -59,6 +59,19 @@ class TVMFFILauncher(KernelLauncher):
         self.fast_call = build_fast_binder(artifact, device_type,
                                            launch=module.launch if direct else self.function)
         self.arity = len(self.binder.inputs)
+        if direct:
+            module.on_many_calls = lambda: self._through_tvm_ffi(artifact, device_type)
+
+    def _through_tvm_ffi(self, artifact: CompiledArtifact, device_type: int) -> None:
+        """A kernel loaded through the C ABI, called many times: on through tvm_ffi's call,
+        which costs less per call (direct.SWITCH_AFTER_CALLS). Where tvm_ffi cannot load it,
+        the calls stay direct: they are correct either way."""
+        try:
+            function = self.module.tvm_ffi_function()
+            fast_call = build_fast_binder(artifact, device_type, launch=function)
+        except Exception:  # noqa: BLE001 - a cheaper call is not worth a failed one
+            return
+        self.function, self.fast_call = function, fast_call
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
         try:

@@ -40,6 +40,11 @@ CUDA = 2  # DLPack kDLCUDA
 #: the C ABI versions this module was written against (TVMFFIGetVersion's major.minor)
 KNOWN_ABI = {(0, 1)}
 _OBJECT_HEADER = 24  # sizeof(TVMFFIObject): ref counts, type index, padding, deleter
+#: a direct call costs about 2.5 us more than tvm_ffi's on the H200 (ctypes sets what tvm_ffi's
+#: Cython sets in C), and importing tvm_ffi costs about 40 ms there: after this many calls the
+#: launcher imports it and goes on through it, so a long-running process pays at most about
+#: twice what the better choice in hindsight would have cost (the ski-rental bound)
+SWITCH_AFTER_CALLS = 16384
 
 
 class _ByteArray(ctypes.Structure):
@@ -231,6 +236,8 @@ class DirectFunction:
                          for i, p in enumerate(params) if p.is_tensor]
         self._scalars = [(i, FLOAT if str(p.dtype).startswith(("float", "bfloat")) else
                           BOOL if str(p.dtype) == "bool" else INT) for i, p in enumerate(params) if not p.is_tensor]
+        #: what the SWITCH_AFTER_CALLS-th call runs first (the launcher moves to tvm_ffi's call)
+        self.on_many_calls: Callable[[], None] = lambda: None
         self._frames: list[tuple[Any, ...]] = []  # argument buffers, one per call in flight
         self.launch = self._emit_launch()
 
@@ -257,6 +264,10 @@ class DirectFunction:
         straight-line function: the call's share of a kernel's launch in Python is what a
         loop over the signature would double. Only indices enter the source."""
         lines = ["def launch(" + ", ".join(f"c{i}" for i in range(self.arity)) + "):",
+                 "    global _calls",
+                 "    _calls += 1",
+                 "    if _calls == _switch_at:",
+                 "        _switch()",
                  "    f = _pop() if _frames else _new()",
                  "    try:"]
         names = ["args_at", "res", "res_at", "prev", "prev_at"]
@@ -306,7 +317,8 @@ class DirectFunction:
                      "_new": self._frame, "_call": self.lib.TVMFFIFunctionCall, "_handle": self.handle,
                      "_set_stream": _holding_the_gil(self.lib, "TVMFFIEnvSetStream"),
                      "_decref": self.lib.TVMFFIObjectDecRef,
-                     "_error": take_error, "_lib": self.lib}
+                     "_error": take_error, "_lib": self.lib, "_calls": 0, "_switch_at": SWITCH_AFTER_CALLS,
+                     "_switch": lambda: self.on_many_calls()}
 
         def first_stream(device_id: int) -> int:  # torch is imported by the time a call has tensors
             namespace["_stream"] = sys.modules["torch"]._C._cuda_getCurrentRawStream  # what tvm_ffi reads
@@ -319,11 +331,15 @@ class DirectFunction:
         launch.source = source
         return launch
 
-    def __call__(self, *call: Any) -> Any:
-        """Any call the fast binder did not check: through tvm_ffi, imported at the first."""
+    def tvm_ffi_function(self) -> Callable[..., Any]:
+        """The kernel through tvm_ffi (imported, and the library loaded through it, once)."""
         if self._through_tvm_ffi is None:
             self._through_tvm_ffi = self._tvm_ffi_function()
-        return self._through_tvm_ffi(*call)
+        return self._through_tvm_ffi
+
+    def __call__(self, *call: Any) -> Any:
+        """Any call the fast binder did not check: through tvm_ffi, imported at the first."""
+        return self.tvm_ffi_function()(*call)
 
     def __del__(self) -> None:
         handle, self.handle = getattr(self, "handle", None), None
