@@ -482,6 +482,41 @@ def test_a_consumer_fragment_on_the_gpu():
         torch.testing.assert_close(p, torch.arange(64, 96, device="cuda", dtype=torch.float32))
 
 
+def branch_gemm_kernel():
+    """A tensor-core-shaped GEMM that only threads 0..127 of 256 run (upstream's consumer
+    branch without T.ws)."""
+
+    @T.prim_func
+    def branch_gemm(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+                    C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            a_s = T.alloc_shared((64, 32), "float16")
+            b_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            if T.get_thread_binding() < 128:
+                T.clear(acc)
+                T.gemm(a_s, b_s, acc)
+                T.copy(acc, C)
+
+    return branch_gemm
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_a_gemm_that_part_of_the_block_runs_computes_all_of_c(target):
+    """Laid out on tensor cores over the block's 8 warps while 4 run it, half of C was never
+    computed (zeros on the H200); such a GEMM takes the shared SIMT lowering, whose nests
+    the branch's threads share."""
+    artifact = tilelang.lower(branch_gemm_kernel(), target=target)
+    rng = np.random.default_rng(0)
+    a, a64 = small_ints(rng, (64, 32))
+    b, b64 = small_ints(rng, (32, 64))
+    c = np.zeros((64, 64), np.float32)
+    run(artifact.device_mod, a, b, c)
+    np.testing.assert_array_equal(c, a64 @ b64)
+
+
 def scalar_fragment_kernel():
     """upstream's mHC pre kernel's norm: a one-element fragment every thread updates in
     the block's scalar code (``rms[0] = T.rsqrt(rms[0] / n + eps)``)."""

@@ -53,6 +53,7 @@ from tilelang.plugin import (
     seq,
     static_ints,
     substitute,
+    thread_range,
     tile_op_name,
     tl_op_names_in,
     unrolled,
@@ -536,8 +537,27 @@ def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
     role = role_threads(func)
     if role:  # every T.gemm inside T.ws roles of `role` threads: C spreads over the role's warps
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
+    elif _gemm_in_part_of_the_block(func.body, *binding):
+        return None  # its C would spread over warps that never run it: the shared SIMT lowering
     work.analyze()
     return work
+
+
+def _gemm_in_part_of_the_block(body: Any, tid: Any, threads: int) -> bool:
+    """Whether a T.gemm sits in a branch that only part of the block takes (``if tid <
+    128:``, upstream's consumers without T.ws). The tensor-core layouts spread C over every
+    warp of the block (or of a T.ws role), so there half of C would never be computed."""
+    if not isinstance(tid, tirx.Var):
+        return False
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        kept = thread_range(node.condition, tid, 0, threads)
+        if kept is not None and kept != (0, threads) and "tl.gemm" in tl_op_names_in(node):
+            found.append(node)
+
+    tvm_ffi.structural_walk(body, (tirx.IfThenElse, visit))
+    return bool(found)
 
 
 def planned_blocks_per_sm(func: Any, tensor_maps: bool = False) -> int | None:
