@@ -7,6 +7,8 @@ tvm_ffi, TVM's runtime library and, for a device kernel, the runtime sidecar tha
 deserializes its embedded device module, whose kind the build records beside the library
 (``runtime.py`` says how they are loaded). A device kernel imports ``tvm`` when its entry
 has no record (an older one) or its device module embeds source (``_load_without_tvm``).
+In a process that has not imported tvm_ffi either, a hit loads and calls the library
+through libtvm_ffi's C ABI (``direct.py``), without the tvm_ffi package.
 """
 
 from __future__ import annotations
