@@ -18,9 +18,11 @@ Usage: python benchmarks/launch_overhead.py [--calls 20000] [--rounds 5] [--json
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import functools
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -85,6 +87,7 @@ def through_c_abi(kernel):
 
     artifact = kernel.artifact
     folder = Path(tempfile.mkdtemp(prefix="tilelang-direct-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     (folder / LIBRARY).write_bytes(TVMFFIExecutionBackend().build(artifact, kernel.context)[LIBRARY])
     device_type = artifact.device_type or int(kernel.context.target.get_target_device_type())
     # every timed call direct: no move to tvm_ffi's call after SWITCH_AFTER_CALLS of them

@@ -259,20 +259,23 @@ def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, i
     homes: dict[int, tuple[int, int]] = {}
     if not isinstance(tid, tirx.Var):
         return homes
-    allocated: dict[int, Any] = {}
+    # a block-level fragment -> the thread ranges that use it (a store, a load, or the buffer
+    # itself, a Var in TVM 0.27, as tvm_access_ptr and regions name it); allocations come
+    # before their uses
     touched: dict[int, set[tuple[int, int]]] = {}
 
     def record(node: Any, lo: int, hi: int) -> None:
-        """The fragments ``node`` (a statement or expression, all of it) accesses, at [lo, hi)."""
-        def visit(access: Any) -> None:
+        """The block-level fragments ``node`` (all of it) uses, at the threads [lo, hi)."""
+        def on_var(var: Any) -> None:
+            if var.__chandle__() in touched:
+                touched[var.__chandle__()].add((lo, hi))
+
+        def on_access(access: Any) -> None:  # the walk does not enter an access's buffer
             buffer = access.buffer if isinstance(access, tirx.BufferStore) else access.source
-            if isinstance(buffer, tirx.Buffer) and buffer.scope() == "local.fragment":
-                touched.setdefault(buffer.__chandle__(), set()).add((lo, hi))
+            if isinstance(buffer, tirx.Buffer):
+                on_var(buffer)
 
-        def on_var(var: Any) -> None:  # a fragment's data pointer (tvm_access_ptr, a region call)
-            touched.setdefault(("data", var.__chandle__()), set()).add((lo, hi))
-
-        tvm_ffi.structural_walk(node, [(tirx.BufferStore, visit), (TensorLoad, visit), (tirx.Var, on_var)])
+        tvm_ffi.structural_walk(node, [(tirx.BufferStore, on_access), (TensorLoad, on_access), (tirx.Var, on_var)])
 
     def walk(node: Any, lo: int, hi: int) -> None:
         if isinstance(node, tirx.SeqStmt):
@@ -294,7 +297,7 @@ def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, i
                 if (lo, hi) != (0, threads):
                     homes[node.buffer.__chandle__()] = (lo, hi)
                 else:
-                    allocated[node.buffer.__chandle__()] = node.buffer
+                    touched[node.buffer.__chandle__()] = set()
         elif isinstance(node, (tirx.For, tirx.AttrStmt)) or \
                 (isinstance(node, (tirx.LetStmt, tirx.DeclBuffer)) and isinstance(getattr(node, "body", None), tirx.Stmt)):
             # the node's own expressions here, its body by the same rules (a flat binding,
@@ -307,8 +310,7 @@ def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, i
             record(node, lo, hi)
 
     walk(body, 0, threads)
-    for handle, buffer in allocated.items():
-        ranges = touched.get(handle, set()) | touched.get(("data", buffer.data.__chandle__()), set())
+    for handle, ranges in touched.items():
         if len(ranges) == 1 and next(iter(ranges)) != (0, threads):
             homes[handle] = next(iter(ranges))
     return homes

@@ -224,7 +224,7 @@ class DirectFunction:
 
     def __init__(self, lib: ctypes.CDLL, path: str, name: str, params: Sequence[Any], device_type: int,
                  tvm_ffi_function: Callable[[], Callable[..., Any]]) -> None:
-        self.lib, self.path, self.name = lib, path, name
+        self.lib, self.name = lib, name
         self.handle = load_function(lib, path, name)
         self._tvm_ffi_function = tvm_ffi_function
         self._through_tvm_ffi: Callable[..., Any] | None = None
