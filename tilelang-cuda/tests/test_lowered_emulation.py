@@ -504,15 +504,97 @@ def branch_gemm_kernel():
 @pytest.mark.parametrize("target", [SM80, SM90])
 def test_a_gemm_that_part_of_the_block_runs_computes_all_of_c(target):
     """Laid out on tensor cores over the block's 8 warps while 4 run it, half of C was never
-    computed (zeros on the H200); such a GEMM takes the shared SIMT lowering, whose nests
-    the branch's threads share."""
+    computed (zeros on the H200). The branch is a warp role: C spreads over its 4 warps, on
+    mma.sync."""
     artifact = tilelang.lower(branch_gemm_kernel(), target=target)
+    assert "tl_mma_m16n8k16_f16_f32(" in artifact.device_source
     rng = np.random.default_rng(0)
     a, a64 = small_ints(rng, (64, 32))
     b, b64 = small_ints(rng, (32, 64))
     c = np.zeros((64, 64), np.float32)
     run(artifact.device_mod, a, b, c)
     np.testing.assert_array_equal(c, a64 @ b64)
+
+
+def two_role_gemm_kernel(second_lo: int = 128):
+    """Upstream's FlashMLA-style roles without T.ws: two consumer branches, each computing
+    its half of the output columns from shared tiles, and a branch of other threads."""
+
+    @T.prim_func
+    def two_roles(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 128), "float16"),
+                  C: T.Tensor((64, 128), "float32"), P: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=384):
+            a_s = T.alloc_shared((64, 32), "float16")
+            b_l = T.alloc_shared((32, 64), "float16")
+            b_r = T.alloc_shared((32, 64), "float16")
+            acc_l = T.alloc_fragment((64, 64), "float32")
+            acc_r = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a_s)
+            T.copy(B[:, 0:64], b_l)
+            T.copy(B[:, 64:128], b_r)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.clear(acc_l)
+                T.gemm(a_s, b_l, acc_l)
+                T.copy(acc_l, C[:, 0:64])
+            elif tx >= second_lo and tx < second_lo + 128:
+                T.clear(acc_r)
+                T.gemm(a_s, b_r, acc_r)
+                for i, j in T.Parallel(64, 64):
+                    acc_r[i, j] = acc_r[i, j] * 2.0
+                T.copy(acc_r, C[:, 64:128])
+            elif tx >= 256:
+                P[tx - 256] = T.cast(tx, "float32")
+
+    return two_roles
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_gemms_in_two_warp_roles_written_as_ifs_run_on_tensor_cores(target):
+    """Each consumer branch is a role of 4 warps; the else-chain's ranges ([128, 256), then
+    [256, 384)) come from the conditions before it."""
+    artifact = tilelang.lower(two_role_gemm_kernel(), target=target)
+    assert artifact.device_source.count("tl_mma_m16n8k16_f16_f32(") >= 2
+    rng = np.random.default_rng(1)
+    a, a64 = small_ints(rng, (64, 32))
+    b, b64 = small_ints(rng, (32, 128))
+    c, p = np.zeros((64, 128), np.float32), np.zeros(128, np.float32)
+    run(artifact.device_mod, a, b, c, p)
+    want = a64 @ b64
+    want[:, 64:] *= 2
+    np.testing.assert_array_equal(c, want)
+    np.testing.assert_array_equal(p, np.arange(256, 384, dtype=np.float32))
+
+
+def test_gemms_in_branches_that_are_not_roles_of_one_size_stay_correct():
+    """A second branch of [96, 224) does not start at a multiple of its 128 threads: no
+    warp-role layout fits, so the GEMMs take the shared SIMT lowering, still correct."""
+    artifact = tilelang.lower(two_role_gemm_kernel(second_lo=96), target=SM80)
+    assert "tl_mma_m16n8k16_f16_f32(" not in artifact.device_source
+    rng = np.random.default_rng(2)
+    a, a64 = small_ints(rng, (64, 32))
+    b, b64 = small_ints(rng, (32, 128))
+    c, p = np.zeros((64, 128), np.float32), np.zeros(128, np.float32)
+    run(artifact.device_mod, a, b, c, p)
+    want = a64 @ b64
+    want[:, 64:] *= 2
+    np.testing.assert_array_equal(c, want)
+
+
+@pytest.mark.gpu
+def test_gemms_in_warp_roles_written_as_ifs_on_the_gpu():
+    import torch  # the gpu marker skips the test where torch sees no CUDA GPU
+
+    kernel = tilelang.compile(two_role_gemm_kernel())
+    a = torch.randint(-3, 4, (64, 32), device="cuda").half()
+    b = torch.randint(-3, 4, (32, 128), device="cuda").half()
+    want = a.float() @ b.float()
+    want[:, 64:] *= 2
+    for _ in range(20):
+        c, p = torch.zeros(64, 128, device="cuda"), torch.zeros(128, device="cuda")
+        kernel(a, b, c, p)
+        torch.testing.assert_close(c, want, rtol=0, atol=0)
+        torch.testing.assert_close(p, torch.arange(256, 384, device="cuda", dtype=torch.float32))
 
 
 def scalar_fragment_kernel():

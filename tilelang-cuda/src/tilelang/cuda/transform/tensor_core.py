@@ -43,6 +43,7 @@ from tilelang.plugin import (
     accessed_by_own_nests,
     block_barrier,
     buffer_accesses,
+    complement_range,
     dtype_bytes,
     extern_call,
     gemm_mnk,
@@ -112,6 +113,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.double_buffer = True
         self.wgmma = False  # GEMMs on wgmma (sm_90), operands in core-matrix tiles
         self.wgmma_pending = 0  # wgmma groups a GEMM leaves in flight (into the next iteration)
+        self.branch_roles = False  # the GEMMs run in warp roles written as thread-range ifs
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
 
     def var(self, name: str) -> Any:
@@ -535,29 +537,59 @@ def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     work = _Kernel(func, kernel, *binding, arch=kernel_arch(func), tensor_maps=tensor_maps)
     role = role_threads(func)
-    if role:  # every T.gemm inside T.ws roles of `role` threads: C spreads over the role's warps
+    if not role:
+        role = _branch_role_threads(func.body, *binding)
+        if role == 0:
+            return None  # C would spread over warps that never run its GEMM: the shared SIMT lowering
+        work.branch_roles = bool(role)
+    if role:  # every T.gemm inside warp roles of `role` threads: C spreads over the role's warps
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
-    elif _gemm_in_part_of_the_block(func.body, *binding):
-        return None  # its C would spread over warps that never run it: the shared SIMT lowering
     work.analyze()
     return work
 
 
-def _gemm_in_part_of_the_block(body: Any, tid: Any, threads: int) -> bool:
-    """Whether a T.gemm sits in a branch that only part of the block takes (``if tid <
-    128:``, upstream's consumers without T.ws). The tensor-core layouts spread C over every
-    warp of the block (or of a T.ws role), so there half of C would never be computed."""
+def _branch_role_threads(body: Any, tid: Any, threads: int) -> int | None:
+    """The threads of the branches that hold the kernel's T.gemm calls, when those are warp
+    roles written as ifs (``if tx < 128: ... elif tx < 256: ...``, upstream's warp
+    specialization without T.ws): every GEMM inside a branch of the same number of whole
+    warps, starting at a multiple of it. Each such branch's C then spreads over its own warps
+    (thread ``t`` is warp ``t // 32 % (size // 32)`` of its role), as for T.ws roles. None:
+    no GEMM is in part of the block. 0: the GEMMs are not in such roles, and spread over the
+    block's warps, C would leave warps that never run them its share: the caller keeps them
+    off tensor cores."""
     if not isinstance(tid, tirx.Var):
-        return False
-    found: list[Any] = []
+        return None
+    ranges: list[tuple[int, int] | None] = []
 
-    def visit(node: Any) -> None:
-        kept = thread_range(node.condition, tid, 0, threads)
-        if kept is not None and kept != (0, threads) and "tl.gemm" in tl_op_names_in(node):
-            found.append(node)
+    def visit(stmt: Any, lo: int, hi: int) -> None:
+        def on_node(node: Any) -> Any:
+            if isinstance(node, tirx.IfThenElse) and "tl.gemm" in tl_op_names_in(node):
+                kept = thread_range(node.condition, tid, lo, hi)
+                if kept is not None:
+                    visit(node.then_case, *kept)
+                    if node.else_case is not None:
+                        rest = complement_range(kept, lo, hi)
+                        if rest is None and "tl.gemm" in tl_op_names_in(node.else_case):
+                            ranges.append(None)
+                        elif rest is not None:
+                            visit(node.else_case, *rest)
+                    return WalkResult.SKIP
+            if tile_op_name(node) == "gemm":
+                ranges.append((lo, hi))
+            return WalkResult.ADVANCE
 
-    tvm_ffi.structural_walk(body, (tirx.IfThenElse, visit))
-    return bool(found)
+        tvm_ffi.structural_walk(stmt, on_node, order="pre")
+
+    visit(body, 0, threads)
+    if all(r == (0, threads) for r in ranges):
+        return None
+    sizes = {r[1] - r[0] for r in ranges if r is not None}
+    if None in ranges or len(sizes) != 1:
+        return 0
+    size = sizes.pop()
+    if size % WARP or any(r[0] % size for r in ranges):
+        return 0
+    return size
 
 
 def planned_blocks_per_sm(func: Any, tensor_maps: bool = False) -> int | None:

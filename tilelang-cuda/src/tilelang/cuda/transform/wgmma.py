@@ -1,6 +1,6 @@
 """wgmma GEMMs (sm_90), for the tensor-core pass: which kernels take them, the operand
 tiles' layouts (swizzled or core-matrix, mma_layout.py), and the instructions. Mixed into
-the pass's kernel state; uses its ``arch``, ``threads``, ``warp``, ``gemms``, ``tiles``,
+the pass's kernel state; uses its ``arch``, ``branch_roles``, ``threads``, ``warp``, ``gemms``, ``tiles``,
 ``accumulators``, ``rows``, ``pipelined``, ``func``, ``_find``, ``_fill_regs`` and
 ``_shared_allocations``, and sets ``wgmma`` and ``wgmma_pending``.
 
@@ -67,7 +67,8 @@ class WgmmaGemms:
         then *is* wgmma's accumulator layout, and a fragment A operand is wgmma's register
         A. Its operand tiles may also be unstaged when T.copy is their only writer (the
         pass lowers those copies itself, into the tile layout, fenced for the async proxy)."""
-        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG) or \
+                self.branch_roles:  # the user's roles keep mma.sync, as T.ws roles do (on_wgmma)
             return
         warps = self.threads // WARP
         layouts: dict[Any, WGMMALayout] = {}
