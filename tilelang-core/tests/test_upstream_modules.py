@@ -366,6 +366,96 @@ def test_macro_buffer_annotations_and_copy_groups_run_as_synchronous_copies() ->
     assert tilelang.lower(rows_sum, target={"kind": "cuda", "arch": "sm_90"}).device_source  # and for CUDA
 
 
+# -- FlashMLA's hand-scheduled copies and GEMMs: T.ptx_cp_async, T.wgmma_gemm, T.wait_wgmma -----------
+
+def cp_async_rows_kernel(zero_odd_rows: bool = False):
+    """Upstream's FlashMLA producer: each thread copies 8 elements (16 bytes) of a row of a
+    stage tile through T.access_ptr addresses; the tile is then read as a whole."""
+
+    @T.prim_func
+    def staged(A: T.Tensor((2, 16, 32), "float16"), B: T.Tensor((2, 16, 32), "float16")):
+        with T.Kernel(1, threads=64):
+            ring = T.alloc_shared((2, 16, 32), "float16")
+            tx = T.get_thread_binding()
+            for stage in T.serial(2):
+                for r in T.serial(2):
+                    row = r * 8 + tx // 8
+                    col = tx % 8 * 4
+                    if zero_odd_rows:
+                        T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
+                                       T.access_ptr(A[stage, row, col], "r", 4), 4, predicate=row % 2 == 0)
+                    else:
+                        T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
+                                       T.access_ptr(A[stage, row, col], "r", 4), 4)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.copy(ring, B)
+
+    return staged
+
+
+@pytest.mark.parametrize("zero_odd_rows", [False, True])
+def test_ptx_cp_async_copies_between_access_ptr_addresses(zero_odd_rows: bool) -> None:
+    """A synchronous copy here (T.ptx_commit_group's note): the elements have landed when the
+    thread goes on. A false predicate writes zeros, as cp.async with a source size of 0."""
+    a = np.random.default_rng(0).standard_normal((2, 16, 32)).astype(np.float16)
+    b = np.zeros_like(a)
+    tilelang.compile(cp_async_rows_kernel(zero_odd_rows), target="cpu")(a, b)
+    want = a.copy()
+    if zero_odd_rows:
+        want[:, 1::2, :] = 0
+    np.testing.assert_array_equal(b, want)
+
+
+def test_ptx_cp_async_refuses_what_cp_async_cannot_copy() -> None:
+    with pytest.raises(LanguageError, match=r"T.ptx_cp_async: num_elems=3 float16 elements is not 4, 8 or 16 bytes"):
+        @T.prim_func
+        def three(A: T.Tensor((8,), "float16")):
+            with T.Kernel(1, threads=1):
+                s = T.alloc_shared((8,), "float16")
+                T.ptx_cp_async(T.access_ptr(s[0], "w", 3), T.access_ptr(A[0], "r", 3), 3)
+    with pytest.raises(LanguageError, match=r"T.ptx_cp_async: expected an address written T.access_ptr"):
+        @T.prim_func
+        def element(A: T.Tensor((8,), "float16")):
+            with T.Kernel(1, threads=1):
+                s = T.alloc_shared((8,), "float16")
+                T.ptx_cp_async(s[0], A[0], 8)
+    with pytest.raises(LanguageError, match=r"the destination holds float16 and the source float32"):
+        @T.prim_func
+        def mixed(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=1):
+                s = T.alloc_shared((8,), "float16")
+                T.ptx_cp_async(T.access_ptr(s[0], "w", 4), T.access_ptr(A[0], "r", 4), 4)
+
+
+def test_wgmma_gemm_with_its_waits_computes_what_gemm_does() -> None:
+    """T.wgmma_gemm is T.gemm here (its product is done at the next statement), so every
+    T.wait_wgmma(n) after it is satisfied: FlashMLA's S = Q K^T in three K pieces."""
+
+    @T.prim_func
+    def scores(Q: T.Tensor((16, 48), "float16"), K: T.Tensor((16, 48), "float16"), S: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=64):
+            q_s = T.alloc_shared((16, 48), "float16")
+            k_s = T.alloc_shared((16, 48), "float16")
+            acc = T.alloc_fragment((16, 16), "float32")
+            T.copy(Q, q_s)
+            T.copy(K, k_s)
+            T.clear(acc)
+            T.wgmma_gemm(q_s[:, 0:16], k_s[:, 0:16], acc, transpose_B=True)
+            T.wgmma_gemm(q_s[:, 16:32], k_s[:, 16:32], acc, transpose_B=True)
+            T.wait_wgmma(1)
+            T.wgmma_gemm(q_s[:, 32:48], k_s[:, 32:48], acc, transpose_B=True)
+            T.wait_wgmma(0)
+            T.copy(acc, S)
+
+    rng = np.random.default_rng(1)
+    q = rng.integers(-3, 4, (16, 48)).astype(np.float16)
+    k = rng.integers(-3, 4, (16, 48)).astype(np.float16)
+    s = np.zeros((16, 16), np.float32)
+    tilelang.compile(scores, target="cpu")(q, k, s)
+    np.testing.assert_array_equal(s, q.astype(np.float32) @ k.astype(np.float32).T)
+
+
 def test_register_reallocation_requests_are_accepted_and_checked() -> None:
     """Upstream's warp-specialized kernels ask for setmaxnreg around their roles
     (minference); the registers stay as allocated here, the kernel runs as written."""

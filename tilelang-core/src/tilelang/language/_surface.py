@@ -31,6 +31,7 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     alloc_barrier,
     barrier_arrive,
     barrier_wait,
+    cp_async_barrier_noinc,
     dec_max_nreg,
     get_warp_group_idx,
     inc_max_nreg,
@@ -120,9 +121,11 @@ from .misc import (
     infinity,
     print,
     ptx_commit_group,
+    ptx_cp_async,
     ptx_wait_group,
     round,
     sync_threads,
+    wait_wgmma,
 )
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
@@ -150,6 +153,7 @@ from .tile import (
     reduce_sum,
     transpose,
     use_swizzle,
+    wgmma_gemm,
 )
 from .tile_scheduler import PersistentTileScheduler
 from .variables import alloc_global, alloc_var

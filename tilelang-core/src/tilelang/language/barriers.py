@@ -177,6 +177,14 @@ def barrier_arrive(mbarrier: Any) -> None:
     mbarrier_arrive(mbarrier)
 
 
+def cp_async_barrier_noinc(mbarrier: Any) -> None:
+    """Upstream's ``cp.async.mbarrier.arrive.noinc``: the calling thread arrives on
+    ``mbarrier`` once its earlier ``T.ptx_cp_async`` copies have landed. Those copies are
+    synchronous here, so it is the thread's arrival now (``T.mbarrier_arrive``, which
+    publishes its earlier shared-memory writes to the threads that wait)."""
+    _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.cp_async_barrier_noinc"))
+
+
 def mbarrier_expect_tx(mbarrier: Any, tx: Any) -> None:
     """The current phase of ``mbarrier`` also waits for ``tx`` bytes (no arrival)."""
     _emit(MBARRIER_EXPECT_TX, _barrier(mbarrier, "T.mbarrier_expect_tx"), tx)

@@ -206,6 +206,57 @@ def ptx_wait_group(count: Any = 0) -> None:
     del count
 
 
+def _access_pointer(what: str, pointer: Any) -> tuple[Any, Any, str]:
+    """(buffer, flat element offset, element dtype) of a ``T.access_ptr(...)`` address."""
+    call = pointer if isinstance(pointer, tvm.ir.Call) else None
+    if call is None or str(getattr(call.op, "name", "")) != "tirx.tvm_access_ptr" or \
+            str(getattr(call.args[1].op, "name", "")) != "tirx.buffer_data":
+        raise LanguageError(f"{what}: expected an address written T.access_ptr(buffer[...], access, extent) "
+                            f"in the call itself, got {pointer!r}")
+    return call.args[1].args[0], call.args[2], str(call.args[0].ty.dtype)
+
+
+def ptx_cp_async(dst: Any, src: Any, num_elems: Any, predicate: Any = None) -> None:
+    """Upstream's ``cp.async`` of ``num_elems`` elements from global to shared memory, between
+    two ``T.access_ptr`` addresses (4, 8 or 16 bytes). The copies a kernel writes itself are
+    synchronous in this TileLang (see ``T.ptx_commit_group``): this is the copy, one vector
+    access of the elements, landed before the thread goes on, so every wait for it
+    (``T.ptx_wait_group``, ``T.cp_async_barrier_noinc``'s barrier) is already satisfied.
+    A false ``predicate`` writes zeros, as cp.async with a source size of 0 does."""
+    what = "T.ptx_cp_async"
+    (dst_buf, dst_at, dst_dtype), (src_buf, src_at, src_dtype) = (_access_pointer(what, dst),
+                                                                   _access_pointer(what, src))
+    if dst_dtype != src_dtype:
+        raise LanguageError(f"{what}: the destination holds {dst_dtype} and the source {src_dtype}; "
+                            "cp.async copies bytes between addresses of one element type")
+    if not isinstance(num_elems, int) or num_elems < 1 or \
+            num_elems * tvm.DataType(dst_dtype).bits not in (32, 64, 128):
+        raise LanguageError(f"{what}: num_elems={num_elems!r} {dst_dtype} elements is not 4, 8 or 16 bytes, "
+                            "the widths cp.async copies")
+
+    def flat(buffer: Any, at: Any) -> tuple[Any, Any]:  # a 1-d view of the whole storage (views.py)
+        at = tirx.IntImm("int32", at) if isinstance(at, int) else at
+        size = 1
+        for dim in buffer.shape:
+            size = size * dim
+        view = _ib.decl_buffer((size,), dst_dtype, data=buffer.data, scope=buffer.scope())
+        return view, tirx.Ramp(at, tirx.const(1, str(at.ty.dtype)), num_elems) if num_elems > 1 else at
+
+    src_view, src_index = flat(src_buf, src_at)
+    dst_view, dst_index = flat(dst_buf, dst_at)
+    value: Any = tirx.BufferLoad(src_view, [src_index])
+    if predicate is not None:
+        zero = tirx.const(0, dst_dtype)
+        value = tirx.Select(predicate, value, tirx.Broadcast(zero, num_elems) if num_elems > 1 else zero)
+    _ib.buffer_store(dst_view, value, [dst_index])
+
+
+def wait_wgmma(count: Any = 0) -> None:
+    """Upstream's wait until at most ``count`` groups of ``T.wgmma_gemm`` are in flight. A GEMM
+    has completed before the next statement here (``T.wgmma_gemm``), so this emits nothing."""
+    del count
+
+
 IMPORT_SOURCE_ATTR = "pragma_import_c"  # TVM's C-family codegens copy it to the source's top
 
 

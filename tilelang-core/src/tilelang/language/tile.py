@@ -123,6 +123,17 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
           tirx.const(int(transpose_B), "int32"), tirx.const(int(clear_accum), "int32"))
 
 
+def wgmma_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
+               policy: Any = None, clear_accum: bool = False, annotations: Any = None) -> None:
+    """Upstream's Hopper GEMM that returns before the product is done, for kernels that
+    order it themselves with ``T.wait_wgmma(n)``. Here it is ``T.gemm``: the product is done
+    when the next statement runs (on sm_90 the CUDA backend issues wgmma and waits for it;
+    inside warp roles it runs on mma.sync), which is what any wait after it asks for, so
+    results are upstream's; the overlap the kernel scheduled by hand is not kept."""
+    del annotations
+    gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum)
+
+
 #: (new kinds go at the end: the IR names a kind by its index)
 REDUCE_KINDS = ("max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor",
                 "max_nan", "min_nan", "absmax_nan")

@@ -38,7 +38,7 @@ _add("ws_op WSID WSRole WSPipeline WSInstr WSOpRef WSSync WSSyncKind WSScope WSS
      "annotate_ws_schedule",
      f"{_HOPPER} (warp specialization)",
      "write the roles with T.ws(k), T.alloc_barrier and T.tma_copy, or without warp roles: " + _PIPELINE_ADVICE)
-_add("wgmma_gemm alloc_descriptor alloc_wgmma_desc increase_descriptor_offset",
+_add("alloc_descriptor alloc_wgmma_desc increase_descriptor_offset",
      _HOPPER, "use T.gemm on shared tiles inside T.Pipelined: the CUDA backend selects wgmma on sm_90 itself")
 _add("alloc_tmem deallocate_tmem tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_mma_arrive "
      "tcgen05_sf_warp_transpose tcgen05_cp_warpx4 alloc_tcgen05_smem_desc alloc_tcgen05_instr_desc "
