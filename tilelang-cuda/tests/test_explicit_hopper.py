@@ -57,29 +57,31 @@ def test_producer_and_consumer_roles_keep_their_barriers_and_boxes(producer, sta
     # the block keeps its 256 threads: no producer warp of the automatic pipeline, no cp.async ring
     assert "__launch_bounds__(256)" in body and "tl_cp_async" not in body and "tma_barrier" not in body
     assert "const __grid_constant__ CUtensorMap A_tensor_map" in body
+    # both barriers are slots of one static array of 1 KiB (what the dynamic tiles' alignment needs)
+    assert body.count("uint64_t") == 1 and "__shared__ alignas(64) uint64_t barriers_ptr[128];" in body
     # thread 0 initializes each barrier for 128 arrivals, fenced, then the whole block syncs
-    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s+tl_mbarrier_init\(\(&\(data_is_ready_ptr\[0\]\)\), "
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s+tl_mbarrier_init\(\(&\(barriers_ptr\[0\]\)\), "
                      r"128\);\s+tl_mbarrier_init_fence\(\);\s+\}\s+__syncthreads\(\);", body)
     loop = body[body.index("for (int ko = 0; ko < 16; ++ko) {"):]
     producing = role(loop, PRODUCER_0 if producer == 0 else ROLE_1)
     consuming = role(loop, ROLE_1 if producer == 0 else PRODUCER_0)
     first = 128 * producer  # the producer role's elected thread
-    assert "tl_mbarrier_wait((&(compute_is_done_ptr[0])), ((ko + 1) & 1));" in producing
+    assert "tl_mbarrier_wait((&(barriers_ptr[1])), ((ko + 1) & 1));" in producing
     # the elected thread expects the padded tiles' bytes (A: 128 rows of 64 + 8 halves) and
     # issues one box each; every producer thread then arrives
     assert re.search(rf"if \(\(\(int\)threadIdx.x\) == {first}\) \{{\s+tl_mbarrier_expect_tx_no_arrive\("
-                     r"\(&\(data_is_ready_ptr\[0\]\)\), 18432\);\s+tl_check_tma_destination", producing)
+                     r"\(&\(barriers_ptr\[0\]\)\), 18432\);\s+tl_check_tma_destination", producing)
     assert re.search(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[\d+\]\)\), \(\(unsigned long long\)"
-                     r"\(&\(A_tensor_map\)\)\), \(&\(data_is_ready_ptr\[0\]\)\), \(ko \* 64\), "
+                     r"\(&\(A_tensor_map\)\)\), \(&\(barriers_ptr\[0\]\)\), \(ko \* 64\), "
                      r"\(\(\(int\)blockIdx.y\) \* 128\)\);", producing)
-    assert "tl_mbarrier_expect_tx_no_arrive((&(data_is_ready_ptr[0])), 17408);" in producing  # B: 64 x (128 + 8)
-    assert producing.rstrip().endswith("tl_mbarrier_arrive((&(data_is_ready_ptr[0])));")
+    assert "tl_mbarrier_expect_tx_no_arrive((&(barriers_ptr[0])), 17408);" in producing  # B: 64 x (128 + 8)
+    assert producing.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[0])));")
     assert "tl_mma" not in producing and "__syncthreads" not in producing
     # the consumers wait, sync among themselves alone (named barrier 1 + their warpgroup), multiply
-    assert "tl_mbarrier_wait((&(data_is_ready_ptr[0])), (ko & 1));" in consuming
+    assert "tl_mbarrier_wait((&(barriers_ptr[0])), (ko & 1));" in consuming
     assert f"tl_named_barrier_sync({1 + consumer}, 128);" in consuming and "__syncthreads" not in consuming
     assert "tl_mma_m16n8k16_f16_f32" in consuming and "tl_tma_load" not in consuming
-    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(compute_is_done_ptr[0])));")
+    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[1])));")
     # the host code encodes both maps before the launch
     assert artifact.host_source.count("A_tensor_map") and artifact.host_source.count("B_tensor_map")
 
@@ -112,17 +114,17 @@ def test_the_accumulator_spreads_over_the_consumer_warpgroup():
 
 def test_a_ring_of_stage_tiles_and_barrier_arrays():
     body = kernel_body(lower(kernels.barrier_pipe(1024, 1024, 1024)).device_source)
-    assert [int(i) for i in re.findall(r"tl_mbarrier_init\(\(&\(mbars_ptr\[(\d)\]\)\), 128\);", body)] == [0, 1, 2, 3]
+    assert [int(i) for i in re.findall(r"tl_mbarrier_init\(\(&\(barriers_ptr\[(\d)\]\)\), 128\);", body)] == [0, 1, 2, 3]
     loop = body[body.index("for (int ko"):]
     producing, consuming = role(loop, ROLE_1), role(loop, PRODUCER_0)
-    assert "tl_mbarrier_wait((&(mbars_ptr[((ko & 1) + 2)])), (((ko & 3) >> 1) ^ 1));" in producing
+    assert "tl_mbarrier_wait((&(barriers_ptr[((ko & 1) + 2)])), (((ko & 3) >> 1) ^ 1));" in producing
     # each stage is a tile of its own, chosen by the stage index: two A and two B boxes, each
     # at its own offset
     offsets = re.findall(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[(\d+)\]\)\)", producing)
     assert len(offsets) == 4 and len(set(offsets)) == 4
-    assert "tl_mbarrier_wait((&(mbars_ptr[(ko & 1)])), ((ko & 3) >> 1));" in consuming
+    assert "tl_mbarrier_wait((&(barriers_ptr[(ko & 1)])), ((ko & 3) >> 1));" in consuming
     assert "tl_named_barrier_sync(1, 128);" in consuming
-    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(mbars_ptr[((ko & 1) + 2)])));")
+    assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[((ko & 1) + 2)])));")
 
 
 def test_roles_sharing_a_block_copy_are_fenced_by_block_barriers():
@@ -302,3 +304,68 @@ def test_a_producer_branch_matches_torch():
     kernel = tilelang.compile(producer_branch_kernel(), out_idx=[-1], target="cuda", execution_backend="tvm_ffi")
     for _ in range(5):
         torch.testing.assert_close(kernel(q, k), ref, rtol=1e-2, atol=1e-2)
+
+
+# -- FlashMLA's roles without T.ws: slices on tensor cores, T.ptx_cp_async, wide TMA rows -------------
+def test_a_tma_copy_of_rows_wider_than_a_box_lands_as_whole_rows():
+    """TMA box dimensions stop at 256 elements. A 576-element row is read through a map
+    that sees the last axis as 3 pieces of 192 (a box of 192 x 3 x 64 lands in the order
+    of a dense 64 x 576 tile): one more dimension, the same bytes."""
+    body = kernel_body(lower(kernels.wide_row_tma()).device_source)
+    assert "tl_mbarrier_expect_tx_no_arrive((&(barriers_ptr[0])), 73728);" in body  # 64 x 576 x 2 bytes
+    assert "tl_tma_load_4d((&(a_s_ptr[0])), ((unsigned long long)(&(A_tensor_map))), (&(barriers_ptr[0])), " \
+           "0, 0, 0, ((int)blockIdx.x));" in body
+
+
+def test_flashmla_roles_run_their_gemms_on_tensor_cores():
+    """Each consumer branch is a warp role of 4 warps: its GEMMs, on slices of Q and of a
+    stage of the KV ring, are mma.sync; the producer's copies are 16-byte vector copies and
+    its T.cp_async_barrier_noinc an arrival; the six barrier arrays are slots of one."""
+    body = kernel_body(lower(kernels.flashmla_roles()).device_source)
+    consumer_0 = role(body, "((int)threadIdx.x) < 128")
+    assert consumer_0.count("tl_mma_m16n8k16_f16_f32(") >= 2 and "tl_wgmma" not in consumer_0
+    second = role(body, "((int)threadIdx.x) < 256")
+    assert second.count("tl_mma_m16n8k16_f16_f32(") >= 1
+    # the producer: `elif tx >= 256`, which the simplifier made the else of `tx < 256`
+    after = body[body.index(second) + len(second):]
+    assert after.startswith("} else {")
+    producer = role("if (else) {" + after[len("} else {"):], "else")
+    assert "*(uint4*)(" in producer and "tl_mbarrier_arrive(" in producer and "tl_mma" not in producer
+    assert body.count("uint64_t") == 1 and "__shared__ alignas(64) uint64_t barriers_ptr[128];" in body
+
+
+@needs_nvcc
+@pytest.mark.parametrize("build", [kernels.flashmla_roles, kernels.wide_row_tma])
+def test_nvcc_compiles_flashmla_forms(build):
+    source = lower(build()).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", build.__name__)[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_wide_row_tma_matches_torch():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    kernel = tilelang.compile(kernels.wide_row_tma(), target="cuda", execution_backend="tvm_ffi")
+    a = torch.randn(2, 64, 576, device="cuda", dtype=torch.bfloat16)
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_flashmla_roles_match_torch():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    batch, heads, kv_len, dim, pe = 2, 64, 256, 128, 64
+    kernel = tilelang.compile(kernels.flashmla_roles(batch, heads, kv_len, dim, pe), target="cuda",
+                              execution_backend="tvm_ffi")
+    q, q_pe = (torch.randn(batch, heads, d, device="cuda", dtype=torch.float16) for d in (dim, pe))
+    kv, k_pe = (torch.randn(batch, kv_len, d, device="cuda", dtype=torch.float16) for d in (dim, pe))
+    scores = (torch.cat([q, q_pe], -1).float() @ torch.cat([kv, k_pe], -1).float().transpose(1, 2))
+    want = torch.softmax(scores * (dim + pe) ** -0.5, -1) @ kv.float()
+    for _ in range(5):
+        out = torch.zeros(batch, heads, dim, device="cuda")
+        kernel(q, q_pe, kv, k_pe, out)
+        torch.testing.assert_close(out, want, rtol=2e-2, atol=2e-2)

@@ -597,6 +597,118 @@ def test_gemms_in_warp_roles_written_as_ifs_on_the_gpu():
         torch.testing.assert_close(p, torch.arange(256, 384, device="cuda", dtype=torch.float32))
 
 
+def sliced_operands_kernel():
+    """FlashMLA's operands: column slices of a shared Q, slices of one stage of a 3-d
+    shared KV ring (K of S = Q K^T, N of O = S V), and a ring the kernel fills through
+    T.access_ptr addresses (T.ptx_cp_async), so its layout must stay as declared."""
+
+    @T.prim_func
+    def sliced(Q: T.Tensor((64, 96), "float16"), KV: T.Tensor((2, 32, 96), "float16"),
+               S: T.Tensor((64, 32), "float32"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            q_s = T.alloc_shared((64, 96), "float16")
+            kv_s = T.alloc_shared((2, 32, 96), "float16")
+            p_s = T.alloc_shared((64, 32), "float16")
+            acc_s = T.alloc_fragment((64, 32), "float32")
+            acc_o = T.alloc_fragment((64, 64), "float32")
+            tx = T.get_thread_binding()
+            T.copy(Q, q_s)
+            for stage in T.serial(2):
+                for r in T.serial(3):
+                    T.ptx_cp_async(T.access_ptr(kv_s[stage, tx // 4, r * 32 + tx % 4 * 8], "w", 8),
+                                   T.access_ptr(KV[stage, tx // 4, r * 32 + tx % 4 * 8], "r", 8), 8)
+            T.clear(acc_o)
+            for stage in T.serial(2):
+                T.clear(acc_s)
+                T.gemm(q_s[:, 0:64], kv_s[stage, :, 0:64], acc_s, transpose_B=True)
+                T.gemm(q_s[:, 64:96], kv_s[stage, :, 64:96], acc_s, transpose_B=True)
+                T.copy(acc_s, S)
+                T.copy(acc_s, p_s)
+                T.gemm(p_s, kv_s[stage, :, 32:96], acc_o)
+            T.copy(acc_o, O)
+
+    return sliced
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_gemm_operands_that_are_slices_of_shared_tiles_run_on_tensor_cores(target):
+    artifact = tilelang.lower(sliced_operands_kernel(), target=target)
+    assert artifact.device_source.count("tl_mma_m16n8k16_f16_f32(") >= 3
+    rng = np.random.default_rng(3)
+    q, q64 = small_ints(rng, (64, 96))
+    kv, kv64 = small_ints(rng, (2, 32, 96))
+    s, o = np.zeros((64, 32), np.float32), np.zeros((64, 64), np.float32)
+    run(artifact.device_mod, q, kv, s, o)
+    scores = [q64 @ kv64[i].T for i in range(2)]
+    np.testing.assert_array_equal(s, scores[1])
+    want = sum(scores[i].astype(np.float16).astype(np.float64) @ kv64[i][:, 32:96] for i in range(2))
+    np.testing.assert_allclose(o, want, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gemm_operands_that_are_slices_on_the_gpu():
+    import torch  # the gpu marker skips the test where torch sees no CUDA GPU
+
+    kernel = tilelang.compile(sliced_operands_kernel())
+    q = torch.randint(-3, 4, (64, 96), device="cuda").half()
+    kv = torch.randint(-3, 4, (2, 32, 96), device="cuda").half()
+    scores = [q.float() @ kv[i].float().T for i in range(2)]
+    want = sum(scores[i].half().float() @ kv[i][:, 32:96].float() for i in range(2))
+    for _ in range(10):
+        s, o = torch.zeros(64, 32, device="cuda"), torch.zeros(64, 64, device="cuda")
+        kernel(q, kv, s, o)
+        torch.testing.assert_close(s, scores[1], rtol=0, atol=0)
+        torch.testing.assert_close(o, want, rtol=1e-6, atol=0)
+
+
+def row_vectors_to_shared_kernel():
+    """FlashMLA's consumers hand their row statistics to the other warpgroup through shared
+    memory: ``T.copy(alpha_local, alpha_shared)`` and ``sum_shared[i] = sumexp[i]``."""
+
+    @T.prim_func
+    def rows_out(Q: T.Tensor((64, 32), "float16"), K: T.Tensor((32, 32), "float16"),
+                 S: T.Tensor((64, 32), "float32"), M: T.Tensor((64,), "float32"), D: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            q_s = T.alloc_shared((64, 32), "float16")
+            k_s = T.alloc_shared((32, 32), "float16")
+            m_shared = T.alloc_shared((64,), "float32")
+            d_shared = T.alloc_shared((64,), "float32")
+            acc_s = T.alloc_fragment((64, 32), "float32")
+            m_i = T.alloc_fragment((64,), "float32")
+            T.copy(Q, q_s)
+            T.copy(K, k_s)
+            T.clear(acc_s)
+            T.gemm(q_s, k_s, acc_s, transpose_B=True)
+            T.reduce_max(acc_s, m_i, dim=1)
+            for i, j in T.Parallel(64, 32):
+                acc_s[i, j] = acc_s[i, j] - m_i[i]
+            T.copy(m_i, m_shared)
+            for i in T.Parallel(64):
+                d_shared[i] = m_i[i] * 2.0
+            T.copy(acc_s, S)
+            T.copy(m_shared, M)
+            T.copy(d_shared, D)
+
+    return rows_out
+
+
+def test_row_vectors_copied_to_shared_memory_keep_the_row_family():
+    """Such copies used to take the family off tensor cores, and its fragments (FlashMLA's
+    S, 16 KiB) to shared memory, over the block's limit."""
+    artifact = tilelang.lower(row_vectors_to_shared_kernel(), target=SM80)
+    assert "tl_mma_m16n8k16_f16_f32(" in artifact.device_source
+    assert "float acc_s_ptr[16]" in artifact.device_source  # 64 x 32 over 128 threads, in registers
+    rng = np.random.default_rng(4)
+    q, q64 = small_ints(rng, (64, 32))
+    k, k64 = small_ints(rng, (32, 32))
+    s, m, d = np.zeros((64, 32), np.float32), np.zeros(64, np.float32), np.zeros(64, np.float32)
+    run(artifact.device_mod, q, k, s, m, d)
+    scores = q64 @ k64.T
+    np.testing.assert_array_equal(m, scores.max(axis=1))
+    np.testing.assert_array_equal(d, 2 * scores.max(axis=1))
+    np.testing.assert_array_equal(s, scores - scores.max(axis=1, keepdims=True))
+
+
 def scalar_fragment_kernel():
     """upstream's mHC pre kernel's norm: a one-element fragment every thread updates in
     the block's scalar code (``rms[0] = T.rsqrt(rms[0] / n + eps)``)."""

@@ -289,7 +289,7 @@ def single_tile_gemm(threads=128, acc="float32", a_in_fragment=False, a_rows=64)
 
 @pytest.mark.parametrize("options,expected", [
     (dict(acc="float16"), "simt"),  # fp16 accumulator: mma with fp32 accumulation only
-    (dict(a_rows=32), "simt"),  # a slice of a shared tile as an operand
+    (dict(a_rows=32), "mma"),  # a slice of a shared tile: ldmatrix reads it where it is
     (dict(a_in_fragment=True), "mma"),  # A held in a fragment: its registers are mma's A operand
     (dict(threads=96), "simt"),  # 3 warps cannot split 64x64 into 16x16 pieces
     (dict(threads=(64, 2)), "simt"),  # a 2-d thread block
@@ -356,3 +356,33 @@ def test_a_copy_whose_tile_is_read_before_it_is_not_hoisted():
 
     kernel = body(tilelang.lower(main, target=SM80, out_idx=[-1]).device_source)
     assert "tl_mma_m16n8k16" in kernel and "tl_cp_async" not in kernel
+
+
+def gemm_beside_a_large_tile(filler_floats: int):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32"),
+             F: T.Tensor((filler_floats,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            big = T.alloc_shared((filler_floats,), "float32")
+            Cl = T.alloc_fragment((64, 64), "float32")
+            T.copy(F, big)
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(Cl)
+            T.gemm(As, Bs, Cl)
+            T.copy(Cl, C)
+            T.copy(big, F)
+
+    return main
+
+
+@pytest.mark.parametrize("filler_kib,padded", [(200, True), (210, False)])
+def test_operand_tiles_are_padded_only_where_the_padding_fits(filler_kib, padded):
+    """Padded rows (72 halves for 64) keep ldmatrix free of bank conflicts. With 210 KiB of
+    other shared memory, the padding would take the block past sm_90's 227 KiB; the
+    tiles then keep their declared rows, and the kernel still fits."""
+    source = tilelang.lower(gemm_beside_a_large_tile(filler_kib * 256), target={"kind": "cuda", "arch": "sm_90"}).device_source
+    assert "tl_mma_m16n8k16_f16_f32(" in source
+    assert ("* 72)" in source) == padded

@@ -311,6 +311,14 @@ __device__ __forceinline__ void tl_tma_load_4d(void* smem, unsigned long long tm
                   "r"(c3) : "memory");
 }
 
+__device__ __forceinline__ void tl_tma_load_5d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2,
+                                               int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n"
+               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2),
+                  "r"(c3), "r"(c4) : "memory");
+}
+
 // Atomics (CUDA C++ Programming Guide, "Atomic Functions"). atomicAdd/Max/Min/Or/And/Xor
 // are called directly where CUDA has them for the element type; these helpers fill the
 // gaps: max / min of floating types as a compare-and-swap loop on the element's bits

@@ -64,6 +64,9 @@ class SharedTile:
     mma_operand: bool = False  # read by a tensor-core GEMM (else only padded, on request)
     core: CoreMatrixLayout | SwizzledLayout | None = None  # wgmma operands, else padded rows
     base: Any = None  # a TMA ring running across outer iterations: its iterations before this loop
+    # kept as the kernel declared it (row-major, any rank): the kernel addresses its storage
+    # itself (T.access_ptr, a view), or a GEMM reads a slice of it (tensor_core.matrix_slice)
+    raw: bool = False
 
     def stage(self) -> Any:
         if not self.stages:
@@ -72,27 +75,53 @@ class SharedTile:
             return tirx.truncmod(self.base + self.loop.loop_var, self.stages)
         return tirx.floormod(self.loop.loop_var, self.stages)
 
-    def indices(self, row: Any, col: Any, stage: Any = None, start: bool = False) -> list[Any]:
+    def indices(self, row: Any, col: Any, stage: Any = None, start: bool = False, lead: Any = ()) -> list[Any]:
         """The new buffer's indices of the tile's element (row, col) (``start``: where a
-        wgmma descriptor starts for it, before the hardware applies the swizzle)."""
+        wgmma descriptor starts for it, before the hardware applies the swizzle; ``lead``:
+        a raw tile's indices before its last two)."""
+        if self.raw:
+            return [*lead, row, col]
         where = [row, col]
         if self.core:
             where = [self.core.start(row, col) if start else self.core.offset(row, col)]
         return ([self.stage() if stage is None else stage] if self.stages else []) + where
 
-    def element(self, row: Any, col: Any, stage: Any = None, start: bool = False) -> Any:
+    def element(self, row: Any, col: Any, stage: Any = None, start: bool = False, lead: Any = ()) -> Any:
         """The flat element offset of (row, col) in the new buffer (see ``indices``)."""
         shape = [int(d.value) for d in self.new.shape]
         offset = 0
-        for index, extent in zip(self.indices(row, col, stage, start), shape):
+        for index, extent in zip(self.indices(row, col, stage, start, lead), shape):
             offset = offset * extent + index
         return offset
 
-    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None, start: bool = False) -> Any:
+    def address(self, row: Any, col: Any, access: str = "r", stage: Any = None, start: bool = False,
+                lead: Any = ()) -> Any:
         """A pointer to 16 bytes at (row, col) of the current (or the given) stage, as
         tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
-        return self.new.access_ptr(access, offset=self.element(row, col, stage, start),
+        return self.new.access_ptr(access, offset=self.element(row, col, stage, start, lead),
                                    extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
+
+
+
+def matrix_extents(region: Any) -> tuple[int, int] | None:
+    """(rows, cols) of a region whose leading axes (if any) are single indices and whose
+    last two have constant extents, else None."""
+    extents = [r.extent for r in region.region]
+    if len(extents) < 2 or not all(isinstance(e, tirx.IntImm) for e in extents) or \
+            any(int(e.value) != 1 for e in extents[:-2]):
+        return None
+    return int(extents[-2].value), int(extents[-1].value)
+
+
+def slice_mnk(a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM on matrix regions (``matrix_extents``) that agree, else None."""
+    shapes = [matrix_extents(r) for r in (a, b, c)]
+    if any(s is None for s in shapes):
+        return None
+    (a0, a1), (b0, b1), (m, n) = shapes
+    ma, ka = (a1, a0) if trans_a else (a0, a1)
+    kb, nb = (b1, b0) if trans_b else (b0, b1)
+    return (m, n, ka) if ma == m and nb == n and ka == kb else None
 
 
 class AsyncCopyPipelines:
@@ -119,7 +148,7 @@ class AsyncCopyPipelines:
             if not producers:
                 continue
             staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
-            if any(t is None or t.stages or not t.mma_operand for t in staged):
+            if any(t is None or t.stages or not t.mma_operand or t.raw for t in staged):
                 continue
             if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
                 continue

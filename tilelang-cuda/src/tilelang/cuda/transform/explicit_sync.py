@@ -51,7 +51,7 @@ SPELLING = {BARRIER_INIT: "T.alloc_barrier", WARP_ROLE: "T.ws"}  # the rest: tl.
 ROLE_ATTR = "tl.warp_role"  # AttrStmt(node=first thread, key, value=end thread) after LowerExplicitSync
 ROLE_THREADS_ATTR = "tl.warp_role_threads"  # PrimFunc attr: the threads a T.gemm's accumulator spreads over
 WARP_GROUP = 128
-BARRIER_SLOTS = 128  # a barrier array takes a multiple of 1 KiB of static shared memory (see below)
+BARRIER_SLOTS = 128  # the barrier arrays take a multiple of 1 KiB of static shared memory (see below)
 MIN_SM = 90  # mbarrier.try_wait, expect_tx and cp.async.bulk.tensor: sm_90 and newer
 
 
@@ -84,24 +84,54 @@ def _check_arch(func: Any, kernel: str, used: set[str]) -> None:
 
 
 class _Barriers:
-    """Barrier arrays, each padded to a multiple of 1 KiB: CUDA places dynamic shared memory
-    after the static allocations, and TMA boxes need their destination 128-byte aligned
-    (the dynamic buffer's alignment holds only if the static part keeps it)."""
+    """The kernel's barrier arrays (T.alloc_barrier) as consecutive slots of one static array,
+    padded to a multiple of 1 KiB: CUDA places dynamic shared memory after the static
+    allocations, and TMA boxes need their destination 128-byte aligned (the dynamic
+    buffer's alignment holds only if the static part keeps it). One array, not one per
+    T.alloc_barrier: FlashMLA's five would take 5 KiB that its tiles need."""
 
-    def __init__(self) -> None:
-        self.padded: list[tuple[Any, Any]] = []
+    def __init__(self, body: Any) -> None:
+        arrays: list[Any] = []
 
-    def buffer(self, old: Any) -> Any:
-        for was, new in self.padded:
-            if was.same_as(old):
-                return new
-        slots = -(-int(old.shape[0].value) // BARRIER_SLOTS) * BARRIER_SLOTS
-        new = tirx.decl_buffer((slots,), "uint64", name=old.name, scope="shared")
-        self.padded.append((old, new))
-        return new
+        def on_eval(stmt: Any) -> None:
+            if op_name(stmt.value) == BARRIER_INIT:
+                source = stmt.value.args[0].source
+                if not any(source.same_as(a) for a in arrays):
+                    arrays.append(source)
+
+        tvm_ffi.structural_walk(body, (tirx.Evaluate, on_eval))
+        self.bases: list[tuple[Any, int]] = []
+        total = 0
+        for array in arrays:
+            self.bases.append((array, total))
+            total += int(array.shape[0].value)
+        slots = -(-total // BARRIER_SLOTS) * BARRIER_SLOTS
+        self.block = tirx.decl_buffer((slots,), "uint64", name="barriers", scope="shared") if arrays else None
 
     def address(self, load: Any) -> Any:
-        return tirx.address_of(tirx.BufferLoad(self.buffer(load.source), list(load.indices)))
+        base = next((b for array, b in self.bases if array.same_as(load.source)), None)
+        if base is None:
+            raise CompileError(f"{load.source.name!r} is used as a barrier but was not made by T.alloc_barrier")
+        index = load.indices[0] if len(load.indices) else tirx.const(0, "int32")
+        return tirx.address_of(tirx.BufferLoad(self.block, [index + base if base else index]))
+
+    def allocated(self, body: Any) -> Any:
+        """``body`` with the barrier arrays' allocations replaced by the one array's, first
+        thing in the block."""
+        if self.block is None:
+            return body
+
+        def on_alloc(node: Any) -> Any:
+            return tirx.Evaluate(0) if any(node.buffer.same_as(a) for a, _ in self.bases) else node
+
+        def on_attr(stmt: Any) -> Any:
+            if stmt.attr_key == "thread_extent" and stmt.node.thread_tag == "threadIdx.x":
+                return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([tirx.AllocBuffer(self.block),
+                                                                                 stmt.body]))
+            return stmt
+
+        body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
+        return tvm_ffi.structural_map(body, (tirx.AttrStmt, on_attr), order="pre")
 
 
 def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None = None) -> Any:
@@ -234,12 +264,15 @@ def _split_stages(body: Any) -> Any:
             uses.setdefault(node.source, []).append(_stage_of(node))
         elif isinstance(node, (tirx.BufferStore, TensorLoad)):
             plain.append(node.buffer if isinstance(node, tirx.BufferStore) else node.source)
+        elif str(getattr(node.op, "name", "")) == "tirx.buffer_data":  # its storage by address (a view)
+            plain.append(node.args[0])
 
-    tvm_ffi.structural_walk(body, [(tvm.ir.TensorRegion, visit), (tirx.BufferStore, visit), (TensorLoad, visit)])
+    tvm_ffi.structural_walk(body, [(tvm.ir.TensorRegion, visit), (tirx.BufferStore, visit), (TensorLoad, visit),
+                                   (tvm.ir.Call, visit)])
     split: list[tuple[Any, list[Any]]] = []
     for buf in allocs:
         stages = next((v for k, v in uses.items() if k.same_as(buf)), [])
-        if not stages or None in stages or any(p.same_as(buf) for p in plain if isinstance(p, tirx.Buffer)):
+        if not stages or any(stage is None for stage in stages) or any(p.same_as(buf) for p in plain if isinstance(p, tirx.Buffer)):
             continue
         n, rows, cols = (int(d.value) for d in buf.shape)
         split.append((buf, [tirx.decl_buffer((rows, cols), buf.dtype, name=f"{buf.name}_{i}", scope=buf.scope())
@@ -291,7 +324,7 @@ def _run_explicit(func: Any) -> Any:
     kernel = kernel_name(func)
     _check_arch(func, kernel, used)
     tid, threads = _thread(func, kernel)
-    barriers = _Barriers()
+    barriers = _Barriers(func.body)
     roles: list[tuple[int, int, int]] = []  # (first thread, end thread, GEMMs inside)
 
     def on_attr(stmt: Any) -> Any:
@@ -321,14 +354,7 @@ def _run_explicit(func: Any) -> Any:
         raise CompileError(f"kernel {kernel!r}: T.gemm runs in warp roles of {sorted(sizes)} threads; every role "
                            "holding a T.gemm must have the same number of warpgroups and start at a multiple of it")
 
-    def on_alloc(node: Any) -> Any:
-        for old, new in barriers.padded:
-            if node.buffer.same_as(old):
-                return tirx.AllocBuffer(new)
-        return node
-
-    body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, on_alloc), order="post")
-    func = func.with_body(body)
+    func = func.with_body(barriers.allocated(body))
     if sizes and sizes != {threads}:
         func = func.with_attr(ROLE_THREADS_ATTR, tirx.IntImm("int32", sizes.pop()))
     return func

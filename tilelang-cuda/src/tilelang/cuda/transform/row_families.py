@@ -43,7 +43,7 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
-from .cp_async import SHARED_SCOPES
+from .cp_async import SHARED_SCOPES, matrix_extents
 from .mma_layout import WARP, Accumulator, MMALayout
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
@@ -116,8 +116,8 @@ class RowFamilies:
                     same = laid(src) is not None and laid(src) == laid(dst)
                     if not same and not (is_row(src) and is_row(dst)):
                         return False
-                elif laid(ours[0].source) is None:  # a row vector to or from memory
-                    return False
+                elif laid(ours[0].source) is None and not is_row(ours[0].source):
+                    return False  # a row vector to or from memory is a nest over rows (below)
             elif name == "reduce":
                 if laid(args[0].source) is None or not is_row(args[1].source) or int(args[3].value) != 1:
                     return False
@@ -138,8 +138,10 @@ class RowFamilies:
                 elif laid(buffer) is None or len(loops) != 2 or extents != [m, laid(buffer).n] or \
                         not is_identity(indices, loops):
                     return False
-            # a nest over rows runs in every lane of a quad: it may only write row vectors
-            if len(loops) == 1 and any(store and not is_row(buffer) for buffer, _, store in buffer_accesses(inner)):
+            # a nest over rows runs in every lane of a quad: of the fragments it may only write
+            # row vectors (a row's four lanes store the same value to shared or global memory)
+            if len(loops) == 1 and any(store and buffer.scope() == FRAGMENT_SCOPE and not is_row(buffer)
+                                       for buffer, _, store in buffer_accesses(inner)):
                 return False
             handled += len(accesses)
         family = [*layouts, *rows]
@@ -157,25 +159,22 @@ class RowFamilies:
         dtype = str(b.source.dtype)
         if c_layout is None or str(c.source.dtype) != "float32" or dtype not in mma_dtypes:
             return False
-        if b.source.scope() not in SHARED_SCOPES or not is_full_region(b) or not is_full_region(a):
+        if b.source.scope() not in SHARED_SCOPES or not self.matrix_slice(b):
             return False
         if a.source.scope() == FRAGMENT_SCOPE:
             a_layout = laid(a.source)
-            if a_layout is None or trans_a or str(a.source.dtype) != dtype or a.source.same_as(c.source):
+            if a_layout is None or trans_a or str(a.source.dtype) != dtype or a.source.same_as(c.source) or \
+                    not is_full_region(a):
                 return False
             k = a_layout.n
-        elif a.source.scope() in SHARED_SCOPES and str(a.source.dtype) == dtype:
-            shape = static_ints(a.source.shape)
-            if shape is None or len(shape) != 2:
-                return False
+        elif a.source.scope() in SHARED_SCOPES and str(a.source.dtype) == dtype and self.matrix_slice(a):
+            shape = matrix_extents(a)
             ma, k = (shape[1], shape[0]) if trans_a else (shape[0], shape[1])
             if ma != m:
                 return False
         else:
             return False
-        shape = static_ints(b.source.shape)
-        if shape is None or len(shape) != 2:
-            return False
+        shape = matrix_extents(b)
         kb, nb = (shape[1], shape[0]) if trans_b else (shape[0], shape[1])
         return kb == k and nb == c_layout.n and k % 16 == 0
 

@@ -46,7 +46,6 @@ from tilelang.plugin import (
     complement_range,
     dtype_bytes,
     extern_call,
-    gemm_mnk,
     is_full_region,
     parallel_nest,
     pass_config,
@@ -64,7 +63,14 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from ..target import kernel_arch
-from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
+from .cp_async import (
+    SHARED_SCOPES,
+    SMEM_PER_SM,
+    AsyncCopyPipelines,
+    SharedTile,
+    matrix_extents,
+    slice_mnk,
+)
 from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
 from .explicit_sync import role_threads
 from .mma_layout import (
@@ -76,6 +82,7 @@ from .mma_layout import (
     padded_row,
 )
 from .row_families import RowFamilies
+from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .tma import PRODUCER_THREADS
 from .wgmma import WgmmaGemms
 
@@ -150,6 +157,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                 self.accumulators[fragment] = Accumulator(fragment, layout)
         if any(self._find(args[2].source, self.accumulators) is None for name, args in ops if name == "gemm"):
             self._plan_row_families(ops, nests, fragments, MMA_INTRINSICS)  # all or nothing
+        addressed = _addressed_buffers(self.func.body)
         for name, args in ops:
             if name == "annotate_layout" and args[0].source.scope() in SHARED_SCOPES and \
                     static_ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
@@ -159,12 +167,20 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                 for region in [r for r in args[:2] if r.source.scope() in SHARED_SCOPES]:
                     if self._find(region.source, self.tiles) is None:
                         self.tiles[region.source] = SharedTile(region.source)
-                    self._find(region.source, self.tiles).mma_operand = True
+                    tile = self._find(region.source, self.tiles)
+                    tile.mma_operand = True
+                    tile.raw = tile.raw or not is_full_region(region)
         self._pad_epilogue_tiles(ops)
+        for tile in self.tiles.values():
+            tile.raw = tile.raw or len(tile.old.shape) != 2 or any(tile.old.same_as(b) for b in addressed)
         self._find_pipelines()
         self._choose_wgmma()
+        self._drop_padding_that_does_not_fit()
         for tile in self.tiles.values():
             old = tile.old
+            if tile.raw:
+                tile.new = old
+                continue
             rows, cols = (int(d.value) for d in old.shape)
             shape = [tile.core.size] if tile.core else [rows, padded_row(cols, dtype_bytes(old.dtype))]
             if tile.stages:
@@ -176,6 +192,22 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         if self.accumulators:
             self._plan_occupancy()
 
+    def _drop_padding_that_does_not_fit(self) -> None:
+        """Tiles that would only be padded keep their declared rows when the padding would
+        take the block over the arch's shared memory (FlashMLA's tiles fill 227 KiB to
+        the last 512 bytes): ldmatrix then meets bank conflicts, but the kernel fits."""
+        limit = MAX_SHARED_PER_BLOCK.get(self.arch.removesuffix("a"))
+        padded = [t for t in self.tiles.values() if not (t.raw or t.stages or t.core)]
+        if limit is None or not padded or self.pipelined:
+            return
+        extra = 0
+        for tile in padded:
+            rows, cols = (int(d.value) for d in tile.old.shape)
+            extra += rows * (padded_row(cols, dtype_bytes(tile.old.dtype)) - cols) * dtype_bytes(tile.old.dtype)
+        if extra and sum(buffer_bytes(b) for b in self._shared_allocations()) + extra > limit:
+            for tile in padded:
+                tile.raw = True
+
     def _pad_epilogue_tiles(self, ops: list[tuple[str, Any]]) -> None:
         for buffer in epilogue_tiles(self.func.body, ops, lambda b: self._find(b, self.accumulators) is not None):
             if self._find(buffer, self.tiles) is None:
@@ -184,14 +216,14 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
-        if not all(is_full_region(r) for r in (a, b, c)):
+        if not is_full_region(c) or not all(self.matrix_slice(r) for r in (a, b)):
             return None
         if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
             return None
         dtype = str(a.source.dtype)
         if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
             return None
-        mnk = gemm_mnk(a, b, c, trans_a, trans_b)
+        mnk = slice_mnk(a, b, c, trans_a, trans_b)
         if mnk is None or mnk[2] % 16:
             return None
         m, n, _ = mnk
@@ -348,13 +380,13 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     # plain accesses of re-laid-out shared tiles: same logical indices (+ the stage)
     def _on_store(self, store: Any) -> Any:
         tile = self._find(store.buffer, self.tiles)
-        if tile is None:
+        if tile is None or tile.raw:
             return store
         return tirx.BufferStore(tile.new, store.value, tile.indices(*store.indices))
 
     def _on_load(self, load: Any) -> Any:
         tile = self._find(load.source, self.tiles) if isinstance(load.source, tirx.Buffer) else None
-        if tile is None:
+        if tile is None or tile.raw:
             return load
         return tirx.BufferLoad(tile.new, tile.indices(*load.indices))
 
@@ -447,11 +479,12 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         if self.wgmma:
             return self._wgmma(acc, args, after_first_load)
         a, b = self.tiles_of(args)
+        a_at, b_at = _addresser(a, args[0]), _addresser(b, args[1])
         # A may be a fragment in the row-family layout: its registers are the A fragments
         a_regs = self._find(args[0].source, self.accumulators)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
         layout = acc.layout
-        k_total = int((args[0].source.shape[0] if trans_a else args[0].source.shape[1]).value)
+        k_total = matrix_extents(args[0])[0 if trans_a else 1]
         lane = self.lane
         warp_m, warp_n = layout.warp_coords(self.warp)
         ksteps = k_total // 16
@@ -463,13 +496,13 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
-            b_addr = b.address(*layout.b_address(lane, warp_n, nj, kk, trans_b))
+            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b))
             b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
             b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
             if a_regs is not None:
                 return b_loads
-            a_addr = a.address(*layout.a_address(lane, warp_m, mi, kk, trans_a))
+            a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a))
             a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)), b_loads])
@@ -507,6 +540,42 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
 
     def tiles_of(self, args: Any) -> tuple[SharedTile, SharedTile]:
         return self._find(args[0].source, self.tiles), self._find(args[1].source, self.tiles)
+
+    def matrix_slice(self, region: Any) -> bool:
+        """Whether a GEMM operand region is a matrix ldmatrix can read: the whole buffer, or
+        a slice of a shared buffer (upstream's ``Q_shared[:, 0:256]``, ``KV_shared[stage, :,
+        256:512]``) whose leading axes are single indices and whose rows start on 16 bytes."""
+        if is_full_region(region):
+            return True
+        extents = matrix_extents(region)
+        if extents is None or region.source.scope() not in SHARED_SCOPES:
+            return False
+        col0 = region.region[-1].min
+        row_elements = region.source.shape[-1]
+        chunk = CHUNK_BYTES // dtype_bytes(region.source.dtype)
+        return self.analyzer.can_prove(tirx.floormod(col0, chunk) == 0) and \
+            self.analyzer.can_prove(tirx.floormod(row_elements, chunk) == 0)
+
+def _addresser(tile: SharedTile | None, region: Any) -> Any:
+    """(row, col) of a GEMM operand's matrix -> the address in its tile (offset by the
+    region's corner; a raw tile's leading indices are the region's)."""
+    if tile is None:
+        return None
+    mins = [r.min for r in region.region]
+    if not tile.raw:
+        return tile.address
+    lead, row0, col0 = mins[:-2], mins[-2], mins[-1]
+    return lambda row, col: tile.address(row + row0, col + col0, lead=lead)
+
+
+def _addressed_buffers(body: Any) -> list[Any]:
+    """The buffers whose storage a kernel names by address (T.access_ptr, a view's data),
+    which a new layout would not follow."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda c: found.append(c.args[0])
+                                   if str(getattr(c.op, "name", "")) == "tirx.buffer_data" else None))
+    return found
+
 
 def _thread_binding(func: Any) -> tuple[Any, int] | None:
     """(threadIdx.x var, threads) when the kernel uses threadIdx.x alone, as a constant."""

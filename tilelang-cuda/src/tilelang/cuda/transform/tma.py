@@ -60,18 +60,28 @@ L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 
 
 def encode_tensor_map(var: Any, buffer: Any, rows: tuple[int, int], cols: tuple[int, int],
-                      swizzle: int | None = None) -> list[Any]:
+                      swizzle: int | None = None, split: int | None = None) -> list[Any]:
     """Host statements that allocate the 128-byte tensor map ``var`` and encode it for the
     row-major ``buffer``, with boxes of ``rows[1]`` elements along global axis ``rows[0]``
-    by ``cols[1]`` along axis ``cols[0]`` (1 along every other axis)."""
-    shape, rank = list(buffer.shape), len(buffer.shape)
+    by ``cols[1]`` along axis ``cols[0]`` (1 along every other axis). ``split``: the
+    innermost axis (``cols[0]``) is seen as (its extent / split, split), one more dimension,
+    and a box spans ``cols[1] / split`` pieces of ``split`` elements: a row wider than a box
+    dimension may be (256 elements) still lands as one dense row."""
+    shape = list(buffer.shape)
+    if split:
+        shape = [*shape[:-1], tirx.floordiv(shape[-1], split), tirx.IntImm("int64", split)]
+    rank = len(shape)
     dims = [tirx.Cast("uint64", d) for d in reversed(shape)]  # innermost first
     strides, stride = [], tirx.IntImm("uint64", dtype_bytes(buffer.dtype))
     for extent in reversed(shape[1:]):  # byte strides of every dimension but the innermost
         stride = stride * tirx.Cast("uint64", extent)
         strides.append(stride)
     box = [1] * rank
-    box[rank - 1 - cols[0]], box[rank - 1 - rows[0]] = cols[1], rows[1]
+    if split:
+        box[0], box[1] = split, cols[1] // split
+    else:
+        box[rank - 1 - cols[0]] = cols[1]
+    box[rank - 1 - rows[0]] = rows[1]
     options = {"swizzle": swizzle} if swizzle is not None else {}
     encode = tirx.tensormap_encode_tiled(
         var, buffer.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],

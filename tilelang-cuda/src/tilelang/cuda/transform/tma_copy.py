@@ -24,6 +24,7 @@ from tilelang.plugin import (
     extern_call,
     prim_func_pass,
     seq,
+    substitute,
     tl_op_names_in,
 )
 from tvm import tirx
@@ -31,7 +32,7 @@ from tvm import tirx
 from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
 from .tma import BOX_MAX, encode_tensor_map, wide_axes
 
-TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d
+TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d (and 5d, for a row split in pieces)
 
 
 @dataclass(frozen=True)
@@ -45,29 +46,56 @@ class _Box:
     col_axis: int
     rows: int
     width: int
+    split: int | None = None  # the innermost axis in pieces of this many elements (tma.encode_tensor_map)
 
     def encode(self) -> list[Any]:
         """Host statements: the unswizzled map of this tensor (tma.py's encoder)."""
-        return encode_tensor_map(self.var, self.tensor, (self.row_axis, self.rows), (self.col_axis, self.width))
+        return encode_tensor_map(self.var, self.tensor, (self.row_axis, self.rows), (self.col_axis, self.width),
+                                 split=self.split)
 
 
 class _TmaCopies:
-    def __init__(self, kernel: str) -> None:
+    def __init__(self, kernel: str, body: Any) -> None:
         self.kernel = kernel
         self.maps: list[_Box] = []
+        self.analyzer = tvm.sym.analyzer.Analyzer()
+        self.bound: list[tuple[Any, Any]] = []  # the kernel's scalar bindings (H1 = H0 + 64)
+        tvm_ffi.structural_walk(body, (tirx.Bind, lambda b: self.bound.append((b.var, b.value))))
+
+    def simplify(self, expr: Any) -> Any:
+        """``expr`` with the kernel's bindings substituted (innermost first), simplified."""
+        for var, value in reversed(self.bound):
+            expr = substitute(expr, [(var, value)])
+        return self.analyzer.simplify(expr)
 
     def fail(self, why: str) -> CompileError:
         return CompileError(f"kernel {self.kernel!r}: T.tma_copy {why}")
 
-    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int) -> _Box:
+    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int, split: int | None = None) -> _Box:
         for m in self.maps:
-            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width) == (row_axis, col_axis, rows, width):
+            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width, m.split) == \
+                    (row_axis, col_axis, rows, width, split):
                 return m
         suffix = f"_{len([m for m in self.maps if m.tensor.same_as(g)])}" if \
             any(m.tensor.same_as(g) for m in self.maps) else ""
         var = tirx.Var(f"{g.name}_tensor_map{suffix}", tvm.ir.PointerType(tirx.TensorMapType()))
-        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width))
+        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width, split))
         return self.maps[-1]
+
+    def _split(self, g: Any, col_axis: int, col0: Any, width: int) -> int | None:
+        """The widest piece (at most a box dimension, whole 16-byte units) that divides a
+        row of ``width`` elements, the global rows and the first column, for a row too wide
+        for one box dimension; None where there is none."""
+        elem = dtype_bytes(g.dtype)
+        if col_axis != len(g.shape) - 1 or len(g.shape) + 1 > max(TMA_RANKS) + 1:
+            return None
+        for piece in range(min(width, BOX_MAX), 0, -1):
+            if width % piece or (piece * elem) % 16:
+                continue
+            if self.analyzer.can_prove(tirx.floormod(g.shape[-1], piece) == 0) and \
+                    self.analyzer.can_prove(tirx.floormod(col0, piece) == 0):
+                return piece
+        return None
 
     def lower(self, src: Any, dst: Any, barrier: Any) -> Any:
         g, s = src.source, dst.source
@@ -86,19 +114,24 @@ class _TmaCopies:
             raise self.fail(f"into {s.name}: the copy must be a 2-d tile (a slice of rows x columns of the global "
                             "tensor into the last two dimensions of the shared one)")
         rows, cols = int(extents[-2].value), int(extents[-1].value)
-        if [src.region[a].extent for a in axes] != [extents[-2], extents[-1]] and \
-                [int(getattr(src.region[a].extent, "value", -1)) for a in axes] != [rows, cols]:
+        src_extents = [self.simplify(src.region[a].extent) for a in axes]  # upstream's H0:H1, H1 = H0 + 64
+        if [int(getattr(e, "value", -1)) for e in src_extents] != [rows, cols]:
             raise self.fail(f"from {g.name} into {s.name}: the global tile's rows x columns must match the shared "
                             f"tile's ({rows} x {cols})")
         width = shape[-1]  # the shared row, padding included (the tensor-core pass may have padded it)
         if rows != shape[-2] or cols > width or not is_zero(dst.region[-1].min) or not is_zero(dst.region[-2].min):
             raise self.fail(f"into {s.name}{shape}: the tile must fill whole rows of the shared buffer")
         elem = dtype_bytes(s.dtype)
-        if str(s.dtype) != str(g.dtype) or (width * elem) % 16 or width > BOX_MAX:
+        split = None
+        if width > BOX_MAX and cols == width and str(s.dtype) == str(g.dtype):
+            split = self._split(g, axes[1], self.simplify(src.region[axes[1]].min), width)
+        if str(s.dtype) != str(g.dtype) or (width * elem) % 16 or (width > BOX_MAX and split is None):
             raise self.fail(f"into {s.name}: a box row is {width} {s.dtype} elements; TMA needs the global and "
-                            f"shared dtypes to agree and a row of a multiple of 16 bytes, at most {BOX_MAX} elements")
+                            f"shared dtypes to agree and a row of a multiple of 16 bytes, at most {BOX_MAX} elements "
+                            "(or, for a wider row of a tile that is not padded, the last axis of a dense global "
+                            "tensor in pieces that divide it)")
         per_box = next(r for r in range(min(rows, BOX_MAX), 0, -1) if rows % r == 0)
-        tmap = self.box(g, axes[0], axes[1], per_box, width)
+        tmap = self.box(g, axes[0], axes[1], per_box, width, split)
         base = 0
         for index, extent in zip([r.min for r in dst.region], shape):
             base = base * extent + index
@@ -110,7 +143,9 @@ class _TmaCopies:
             smem = s.access_ptr("r", offset=base + j * per_box * width, extent=per_box * width)
             if j == 0:
                 calls.append(extern_call("tl_check_tma_destination", smem))
-            calls.append(extern_call(f"tl_tma_load_{rank}d", smem, tirx.address_of(tmap.var), barrier,
+            if split:  # the column as (piece, offset in it): the first column is a whole piece
+                coords = [*coords[:-1], tirx.floordiv(coords[-1], split), tirx.IntImm("int32", 0)]
+            calls.append(extern_call(f"tl_tma_load_{len(coords)}d", smem, tirx.address_of(tmap.var), barrier,
                                      *[tirx.Cast("int32", c) for c in reversed(coords)]))
         return seq(calls)
 
@@ -118,7 +153,7 @@ class _TmaCopies:
 def _run_tma(func: Any, tensor_maps: bool) -> Any:
     if TMA_COPY not in tl_op_names_in(func.body):
         return func
-    copies = _TmaCopies(kernel_name(func))
+    copies = _TmaCopies(kernel_name(func), func.body)
     if not tensor_maps:
         raise copies.fail("needs TMA tensor maps, which the kernel's host code encodes before the launch; this "
                           "execution backend launches kernels without that host code: compile with "

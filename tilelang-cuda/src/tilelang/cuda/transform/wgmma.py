@@ -86,6 +86,8 @@ class WgmmaGemms:
                 return
             layouts[acc.old] = layout
         operands = [t for t in self.tiles.values() if t.mma_operand]
+        if any(t.raw for t in operands):
+            return  # descriptors read whole tiles laid out for them (SharedTile.raw)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             if not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
