@@ -374,13 +374,12 @@ def cp_async_rows_kernel(zero_odd_rows: bool = False):
 
     @T.prim_func
     def staged(A: T.Tensor((2, 16, 32), "float16"), B: T.Tensor((2, 16, 32), "float16")):
-        with T.Kernel(1, threads=64):
+        with T.Kernel(1, threads=1):  # the CPU runs a block's threads one after another
             ring = T.alloc_shared((2, 16, 32), "float16")
-            tx = T.get_thread_binding()
             for stage in T.serial(2):
-                for r in T.serial(2):
-                    row = r * 8 + tx // 8
-                    col = tx % 8 * 4
+                for r, piece in T.grid(16, 8):
+                    row = r
+                    col = piece * 4
                     if zero_odd_rows:
                         T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
                                        T.access_ptr(A[stage, row, col], "r", 4), 4, predicate=row % 2 == 0)

@@ -13,6 +13,8 @@ product and sum is exact in fp32), to fp16 rounding for flash attention.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tilelang
@@ -389,6 +391,33 @@ def test_a_warp_split_kernel_gets_named_barriers_and_each_branch_its_threads():
     run(artifact.device_mod, a, x, w, r, y)
     np.testing.assert_allclose(r, a * a / (a * a).sum(axis=1, keepdims=True), rtol=1e-6)
     np.testing.assert_array_equal(y, (2 * w) @ x)
+
+
+def three_way_split_kernel():
+    """FlashMLA's role chain ``if tx < 128: ... elif tx < 256: ... else: ...`` in small: the
+    elif branch is reached by threads 32..127 only and keeps 32..63."""
+
+    @T.prim_func
+    def chain(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"), P: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            if tx < 32:
+                Y[tx] = X[tx]
+            elif tx < 64:
+                s = T.alloc_shared((32,), "float32")
+                s[tx - 32] = X[tx - 32] * 2.0
+                Y[tx - 32] = Y[tx - 32] + s[63 - tx]
+            else:
+                P[tx - 64] = T.cast(tx, "float32")
+
+    return chain
+
+
+def test_a_branch_of_an_else_chain_names_barriers_over_its_own_threads():
+    """Its barrier counted 64 threads (``tx < 64`` read alone) where 32 arrive: on the
+    H200, FlashMLA's second consumer waited forever."""
+    source = tilelang.lower(three_way_split_kernel(), target=SM80).device_source
+    assert re.findall(r"tl_named_barrier_sync\(\d+, (\d+)\)", source) == ["32"]
 
 
 @pytest.mark.gpu

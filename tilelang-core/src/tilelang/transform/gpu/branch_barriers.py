@@ -28,6 +28,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import tirx
+from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
 from .partition_parallel import _complement, _thread_range
@@ -99,6 +100,31 @@ def _syncs_in(node: Any) -> int:
     return len(found)
 
 
+def _enclosing_ranges(body: Any, tx: Any, threads: int) -> dict[int, tuple[int, int]]:
+    """The threads that reach each thread-range if (by its condition), where an enclosing
+    branch narrows them: ``elif tx < 256`` after ``if tx < 128`` is reached by [128, 384)
+    and keeps [128, 256), a branch of 128 threads, not 256."""
+    found: dict[int, tuple[int, int]] = {}
+
+    def visit(stmt: Any, lo: int, hi: int) -> None:
+        def on_node(node: Any) -> Any:
+            if not isinstance(node, tirx.IfThenElse):
+                return WalkResult.ADVANCE
+            kept = _thread_range(node.condition, tx, lo, hi)
+            if kept is None:
+                return WalkResult.ADVANCE
+            found[node.condition.__chandle__()] = (lo, hi)
+            visit(node.then_case, *kept)
+            if node.else_case is not None:
+                visit(node.else_case, *(_complement(kept, lo, hi) or (lo, hi)))
+            return WalkResult.SKIP
+
+        tvm_ffi.structural_walk(stmt, on_node, order="pre")
+
+    visit(body, 0, threads)
+    return found
+
+
 def _run(func: Any, named: bool) -> Any:
     from ...backend.pass_pipeline import pass_config
     from .block_passes import DISABLE_THREAD_STORAGE_SYNC
@@ -137,15 +163,17 @@ def _run(func: Any, named: bool) -> Any:
         return tvm_ffi.structural_map(inner, (tvm.ir.Call, name), order="post")
 
     changed = [False]
+    within = _enclosing_ranges(func.body, tx, threads)
 
     def on_if(stmt: Any) -> Any:
-        kept = _thread_range(stmt.condition, tx, 0, threads)  # the parser the partition uses
+        outer = within.get(stmt.condition.__chandle__(), (0, threads))
+        kept = _thread_range(stmt.condition, tx, *outer)  # the parser the partition uses
         if kept is None:
             return stmt
         lo, hi = kept
         branches = [(stmt.then_case, lo, hi)]
         if stmt.else_case is not None:  # the complement, when it is one range
-            rest = _complement(kept, 0, threads)
+            rest = _complement(kept, *outer)
             branches.append((stmt.else_case, *rest) if rest else (stmt.else_case, 0, 0))
         out = []
         for body, a, b in branches:
