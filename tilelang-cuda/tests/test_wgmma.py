@@ -219,3 +219,29 @@ def test_a_wgmma_stays_in_flight_only_while_nothing_else_touches_its_accumulator
     assert "tl_wgmma_m64n128k16_f16_01(" in body
     assert ("tl_wgmma_wait(1)" in body) == in_flight
     assert ("tl_cp_async_wait(1)" in body) == (not in_flight)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("stages", [0, 2])
+def test_a_head_dim_of_192_compiles(stages):
+    """Rows of 192 halves (upstream's gqa backward example: head dim 192) are 24 vectors of
+    8 lanes. Dealt as (i * 8 + lane) % 192, TVM could not see a vector's lanes stay in one
+    row, computed each lane's swizzled offset (an int32x8 XOR) and printed it as longlong4
+    with 8 arguments, which nvcc refused. The lane is now added to the vector's column."""
+    from tilelang.cuda.toolchain import compile_cubin
+
+    source = flash_attention(dim=192, stages=stages)
+    assert "make_longlong4" not in source
+    assert compile_cubin(source, "sm_90a", "fa192")[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_a_head_dim_of_192_matches_torch():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    kernel = tilelang.compile(flash_attention_kernel(1, 2, 256, 192, 64, 64, 128, 2), out_idx=[3], target="cuda")
+    q, k, v = (torch.randn(1, 256, 2, 192, device="cuda", dtype=torch.float16) for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                            v.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(kernel(q, k, v), want, rtol=1e-2, atol=1e-2)

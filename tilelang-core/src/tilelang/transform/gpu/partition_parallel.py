@@ -201,11 +201,23 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: i
     vector_index = k * threads + tid
     if not exact:
         vector_index = tirx.min(vector_index, vectors - 1)
-    flat = vector_index * v + lane if v > 1 else vector_index
+    # a vector's lanes run along the innermost loop. Where its extent is a constant multiple
+    # of v but not a power of two (a row of 192), the innermost index is the vector's place
+    # in the row times v plus the lane: affine in the lane, which TVM's simplifier does not
+    # see in (i * v + lane) % 192, and whose per-lane offsets through a swizzled layout CUDA
+    # cannot print (an int32x8 XOR)
+    inner = extents[-1]
+    by_vector = v > 1 and isinstance(inner, tirx.IntImm) and int(inner.value) % v == 0 and \
+        int(inner.value) & (int(inner.value) - 1) != 0
+    flat = vector_index * v + lane if v > 1 and not by_vector else vector_index
     pairs, stride = [], None
     for loop, extent in reversed(list(zip(loops, extents))):
+        if by_vector and stride is None:
+            extent = tirx.IntImm(str(inner.ty.dtype), int(inner.value) // v)
         index = flat if stride is None else tirx.floordiv(flat, stride)
         value = index if loop is loops[0] else tirx.floormod(index, extent)
+        if by_vector and stride is None:
+            value = value * v + lane
         pairs.append((loop.loop_var, value))
         stride = extent if stride is None else stride * extent
     in_registers = _to_registers(body, list(registers), k)
