@@ -584,6 +584,12 @@ def test_gemms_in_two_warp_roles_written_as_ifs_run_on_tensor_cores(target):
     [256, 384)) come from the conditions before it."""
     artifact = tilelang.lower(two_role_gemm_kernel(), target=target)
     assert artifact.device_source.count("tl_mma_m16n8k16_f16_f32(") >= 2
+    # the tiles every thread copied are read by each role: a barrier of the whole block
+    # first (a role's named barrier orders only its own threads; half of C was wrong on the
+    # H200 once in two runs without it)
+    source = artifact.device_source
+    split = source.index("if (((int)threadIdx.x) < 128) {")
+    assert source.rfind("__syncthreads();", 0, split) > source.index('extern "C" __global__')
     rng = np.random.default_rng(1)
     a, a64 = small_ints(rng, (64, 32))
     b, b64 = small_ints(rng, (32, 128))

@@ -19,6 +19,13 @@ keeps the error that says how to restructure it.
 
 Either way, the branches of a warp split run at the same time, so their shared buffers
 must not share bytes (``_keep_alive``).
+
+ThreadSync then takes a branch's barrier for a barrier of the block, yet it orders only the
+branch's threads. Where a branch uses shared memory that the block writes outside the split
+(tiles every thread copies before ``if tx < 128:``), a barrier of the whole block goes right
+before the outermost split (a copy of one already there is dropped). An if inside a branch
+(``elif tx < 256``) is reached by the threads its enclosing conditions leave, and its
+barriers count those (``_enclosing_ranges``).
 """
 
 from __future__ import annotations
@@ -100,6 +107,33 @@ def _syncs_in(node: Any) -> int:
     return len(found)
 
 
+def _shared_writes(node: Any) -> dict[int, int]:
+    """Shared buffer (its handle) -> how many statements write it under ``node`` (stores,
+    and addresses taken for writing: cp.async, ldmatrix's neighbours)."""
+    counts: dict[int, int] = {}
+
+    def add(buffer: Any) -> None:
+        if isinstance(buffer, tirx.Buffer) and buffer.scope() in ("shared", "shared.dyn"):
+            counts[buffer.__chandle__()] = counts.get(buffer.__chandle__(), 0) + 1
+
+    def on_call(call: Any) -> None:
+        if str(getattr(call.op, "name", "")) != "tirx.tvm_access_ptr" or len(call.args) < 5:
+            return
+        data, mask = call.args[1], call.args[4]
+        if isinstance(mask, tirx.IntImm) and int(mask.value) & 2 and \
+                str(getattr(getattr(data, "op", None), "name", "")) == "tirx.buffer_data":
+            add(data.args[0])
+
+    tvm_ffi.structural_walk(node, [(tirx.BufferStore, lambda st: add(st.buffer)), (tvm.ir.Call, on_call)])
+    return counts
+
+
+def _loads_in(expr: Any) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, found.append))
+    return bool(found)
+
+
 def _enclosing_ranges(body: Any, tx: Any, threads: int) -> dict[int, tuple[int, int]]:
     """The threads that reach each thread-range if (by its condition), where an enclosing
     branch narrows them: ``elif tx < 256`` after ``if tx < 128`` is reached by [128, 384)
@@ -164,6 +198,7 @@ def _run(func: Any, named: bool) -> Any:
 
     changed = [False]
     within = _enclosing_ranges(func.body, tx, threads)
+    writes = _shared_writes(func.body)
 
     def on_if(stmt: Any) -> Any:
         outer = within.get(stmt.condition.__chandle__(), (0, threads))
@@ -180,17 +215,59 @@ def _run(func: Any, named: bool) -> Any:
             partial = named and 0 < b - a < threads and a % WARP == 0 and b % WARP == 0
             out.append(synced(body, a, b) if partial else body)
         keep = _keep_alive(stmt) if stmt.else_case is not None else []
-        if not keep and all(o.same_as(body) for o, (body, _, _) in zip(out, branches)):
+        before = []
+        inside = _shared_writes(stmt)
+        used = {b.__chandle__(): b.scope() for b in _shared_buffers(stmt)}
+
+        def addressed(call: Any) -> None:
+            if str(getattr(call.op, "name", "")) == "tirx.buffer_data":
+                used.setdefault(call.args[0].__chandle__(), call.args[0].scope())
+
+        tvm_ffi.structural_walk(stmt, (tvm.ir.Call, addressed))
+        if outer == (0, threads) and any(_syncs_in(o) for o in out):
+            # a barrier in a branch orders only the branch's threads, yet ThreadSync takes it
+            # for a barrier of the block: shared memory the block writes outside the split and
+            # a branch uses needs a barrier of every thread, here (a split inside a branch is
+            # covered by this one, before the outermost split); one per scope, as ThreadSync
+            # counts them (a barrier it placed there itself is then not placed again)
+            scopes = sorted({scope for b, scope in used.items() if writes.get(b, 0) > inside.get(b, 0)})
+            before = [tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", scope)) for scope in scopes]
+        if not keep and not before and all(o.same_as(body) for o, (body, _, _) in zip(out, branches)):
             return stmt
         changed[0] = True
         allocs: list[Any] = []
         if keep:  # the branches' shared allocations move before the split, in scope after it
             out = [_without_shared_allocs(o, allocs) for o in out]
         branched = tirx.IfThenElse(stmt.condition, out[0], out[1] if len(out) > 1 else None, span=stmt.span)
-        return tirx.SeqStmt([*allocs, branched, *keep]) if keep else branched
+        return tirx.SeqStmt([*allocs, *before, branched, *keep]) if keep or before else branched
 
     body = tvm_ffi.structural_map(func.body, (tirx.IfThenElse, on_if), order="post")
-    return func.with_body(body) if changed[0] else func
+    if not changed[0]:
+        return func
+
+    def block_sync(stmt: Any) -> str | None:
+        call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+        if call is None or str(getattr(getattr(call, "op", None), "name", "")) != "tirx.tvm_storage_sync" or \
+                len(call.args) != 1:
+            return None
+        return str(call.args[0].value)
+
+    def flat(seq: Any) -> Any:
+        """A barrier put before a split is a statement of the split's sequence, and one right
+        after the same barrier (explicit_sync's fence of a block copy) is dropped."""
+        items = [x for st in seq.seq for x in (st.seq if isinstance(st, tirx.SeqStmt) else [st])]
+        out: list[Any] = []
+        last = None  # the last statement that is not a binding of loads-free arithmetic
+        for item in items:
+            if last is not None and block_sync(item) is not None and block_sync(item) == block_sync(last):
+                continue
+            out.append(item)
+            if not (isinstance(item, tirx.Bind) and not _loads_in(item.value)):
+                last = item
+        return seq if len(out) == len(seq.seq) and all(a.same_as(b) for a, b in zip(out, seq.seq)) \
+            else tirx.SeqStmt(out)
+
+    return func.with_body(tvm_ffi.structural_map(body, (tirx.SeqStmt, flat), order="post"))
 
 
 def NameBranchBarriers(named: bool) -> Any:
