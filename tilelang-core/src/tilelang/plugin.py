@@ -106,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     # a branch that part of the block takes (``if tx >= 128``): its threads, and an else's
     "thread_range": "tilelang.transform.gpu.partition_parallel:_thread_range",
     "complement_range": "tilelang.transform.gpu.partition_parallel:_complement",
+    "walk_thread_ranges": "tilelang.transform.gpu.partition_parallel",
     # -- IR helpers for a backend's own passes ---------------------------------------------
     "block_barrier": "tilelang.transform.gpu.ir_util",
     "buffer_accesses": "tilelang.transform.gpu.ir_util",
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "seq": "tilelang.transform.gpu.ir_util",
     "static_ints": "tilelang.transform.gpu.ir_util",
     "gemm_mnk": "tilelang.transform.gpu.ir_util",
+    "matrix_extents": "tilelang.transform.gpu.ir_util",
     "substitute": "tilelang.transform.gpu.ir_util",
     "uses_var": "tilelang.transform.gpu.ir_util",
     "tile_op_name": "tilelang.transform.gpu.ir_util",

@@ -35,10 +35,9 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
-from .partition_parallel import _complement, _thread_range
+from .partition_parallel import _complement, _thread_range, walk_thread_ranges
 
 WARP = 32
 #: named barrier ids this pass hands out (0 is __syncthreads(); the CUDA backend's own
@@ -135,27 +134,16 @@ def _loads_in(expr: Any) -> bool:
 
 
 def _enclosing_ranges(body: Any, tx: Any, threads: int) -> dict[int, tuple[int, int]]:
-    """The threads that reach each thread-range if (by its condition), where an enclosing
-    branch narrows them: ``elif tx < 256`` after ``if tx < 128`` is reached by [128, 384)
-    and keeps [128, 256), a branch of 128 threads, not 256."""
+    """The threads that reach each if (by its condition), where an enclosing branch narrows
+    them: ``elif tx < 256`` after ``if tx < 128`` is reached by [128, 384) and keeps
+    [128, 256), a branch of 128 threads, not 256."""
     found: dict[int, tuple[int, int]] = {}
 
-    def visit(stmt: Any, lo: int, hi: int) -> None:
-        def on_node(node: Any) -> Any:
-            if not isinstance(node, tirx.IfThenElse):
-                return WalkResult.ADVANCE
-            kept = _thread_range(node.condition, tx, lo, hi)
-            if kept is None:
-                return WalkResult.ADVANCE
-            found[node.condition.__chandle__()] = (lo, hi)
-            visit(node.then_case, *kept)
-            if node.else_case is not None:
-                visit(node.else_case, *(_complement(kept, lo, hi) or (lo, hi)))
-            return WalkResult.SKIP
+    def visit(node: Any, reach: tuple[int, int] | None) -> None:
+        if isinstance(node, tirx.IfThenElse) and reach is not None:
+            found[node.condition.__chandle__()] = reach
 
-        tvm_ffi.structural_walk(stmt, on_node, order="pre")
-
-    visit(body, 0, threads)
+    walk_thread_ranges(body, tx, threads, visit)
     return found
 
 
@@ -216,20 +204,20 @@ def _run(func: Any, named: bool) -> Any:
             out.append(synced(body, a, b) if partial else body)
         keep = _keep_alive(stmt) if stmt.else_case is not None else []
         before = []
-        inside = _shared_writes(stmt)
-        used = {b.__chandle__(): b.scope() for b in _shared_buffers(stmt)}
-
-        def addressed(call: Any) -> None:
-            if str(getattr(call.op, "name", "")) == "tirx.buffer_data":
-                used.setdefault(call.args[0].__chandle__(), call.args[0].scope())
-
-        tvm_ffi.structural_walk(stmt, (tvm.ir.Call, addressed))
         if outer == (0, threads) and any(_syncs_in(o) for o in out):
             # a barrier in a branch orders only the branch's threads, yet ThreadSync takes it
             # for a barrier of the block: shared memory the block writes outside the split and
             # a branch uses needs a barrier of every thread, here (a split inside a branch is
             # covered by this one, before the outermost split); one per scope, as ThreadSync
             # counts them (a barrier it placed there itself is then not placed again)
+            inside = _shared_writes(stmt)
+            used = {b.__chandle__(): b.scope() for b in _shared_buffers(stmt)}
+
+            def addressed(call: Any) -> None:
+                if str(getattr(call.op, "name", "")) == "tirx.buffer_data":
+                    used.setdefault(call.args[0].__chandle__(), call.args[0].scope())
+
+            tvm_ffi.structural_walk(stmt, (tvm.ir.Call, addressed))
             scopes = sorted({scope for b, scope in used.items() if writes.get(b, 0) > inside.get(b, 0)})
             before = [tirx.Evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", scope)) for scope in scopes]
         if not keep and not before and all(o.same_as(body) for o, (body, _, _) in zip(out, branches)):

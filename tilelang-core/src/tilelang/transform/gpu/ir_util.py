@@ -27,10 +27,22 @@ def static_ints(values: Any) -> list[int] | None:
     return out
 
 
-def gemm_mnk(a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool) -> tuple[int, int, int] | None:
+def matrix_extents(region: Any) -> tuple[int, int] | None:
+    """(rows, cols) of a region whose leading axes (if any) are single indices and whose
+    last two have constant extents (``KV_shared[stage, :, 0:256]``), else None."""
+    extents = [r.extent for r in region.region]
+    if len(extents) < 2 or not all(isinstance(e, tirx.IntImm) for e in extents) or \
+            any(int(e.value) != 1 for e in extents[:-2]):
+        return None
+    return int(extents[-2].value), int(extents[-1].value)
+
+
+def gemm_mnk(a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool,
+             slices: bool = False) -> tuple[int, int, int] | None:
     """(M, N, K) of a GEMM on 2-d tiles of static shapes that agree (A M x K or, transposed,
-    K x M; B K x N or N x K; C M x N), else None."""
-    shapes = [static_ints(r.source.shape) for r in (a, b, c)]
+    K x M; B K x N or N x K; C M x N), else None. ``slices``: of the regions' matrices
+    (``matrix_extents``), not of the whole buffers."""
+    shapes = [matrix_extents(r) if slices else static_ints(r.source.shape) for r in (a, b, c)]
     if any(s is None or len(s) != 2 for s in shapes):
         return None
     (a0, a1), (b0, b1), (m, n) = shapes

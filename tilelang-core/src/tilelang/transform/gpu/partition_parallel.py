@@ -23,6 +23,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
+from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError, ManifestError
@@ -261,6 +262,29 @@ def _complement(kept: tuple[int, int], lo: int, hi: int) -> tuple[int, int] | No
     if kept[1] == hi:
         return lo, kept[0]
     return None
+
+
+def walk_thread_ranges(body: Any, tid: Any, threads: int, visit: Any) -> None:
+    """Calls ``visit(node, threads)`` for every node of ``body``, in order, with the threads
+    ``(lo, hi)`` of the block that reach it: a thread-range if's branch narrows them
+    (``if tx < 128:`` to [0, 128), its else to [128, threads), an ``elif tx < 256`` in that
+    else to [128, 256)), and an else whose threads are not one range passes None."""
+    def walk(stmt: Any, reach: tuple[int, int] | None) -> None:
+        def on_node(node: Any) -> Any:
+            visit(node, reach)
+            if not isinstance(node, tirx.IfThenElse) or reach is None or not isinstance(tid, tirx.Var):
+                return WalkResult.ADVANCE
+            kept = _thread_range(node.condition, tid, *reach)
+            if kept is None or kept == reach:
+                return WalkResult.ADVANCE
+            walk(node.then_case, kept)
+            if node.else_case is not None:
+                walk(node.else_case, _complement(kept, *reach))
+            return WalkResult.SKIP
+
+        tvm_ffi.structural_walk(stmt, on_node, order="pre")
+
+    walk(body, (0, threads))
 
 
 def _fragment_homes(body: Any, tid: Any, threads: int) -> dict[int, tuple[int, int]]:

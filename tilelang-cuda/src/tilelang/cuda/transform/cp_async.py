@@ -65,7 +65,7 @@ class SharedTile:
     core: CoreMatrixLayout | SwizzledLayout | None = None  # wgmma operands, else padded rows
     base: Any = None  # a TMA ring running across outer iterations: its iterations before this loop
     # kept as the kernel declared it (row-major, any rank): the kernel addresses its storage
-    # itself (T.access_ptr, a view), or a GEMM reads a slice of it (tensor_core.matrix_slice)
+    # itself (T.access_ptr, a view), or a GEMM reads a slice of it (operands.matrix_slice)
     raw: bool = False
 
     def stage(self) -> Any:
@@ -100,28 +100,6 @@ class SharedTile:
         tvm_access_ptr, which shared-memory planning and ThreadSync understand."""
         return self.new.access_ptr(access, offset=self.element(row, col, stage, start, lead),
                                    extent=CHUNK_BYTES // dtype_bytes(self.new.dtype))
-
-
-
-def matrix_extents(region: Any) -> tuple[int, int] | None:
-    """(rows, cols) of a region whose leading axes (if any) are single indices and whose
-    last two have constant extents, else None."""
-    extents = [r.extent for r in region.region]
-    if len(extents) < 2 or not all(isinstance(e, tirx.IntImm) for e in extents) or \
-            any(int(e.value) != 1 for e in extents[:-2]):
-        return None
-    return int(extents[-2].value), int(extents[-1].value)
-
-
-def slice_mnk(a: Any, b: Any, c: Any, trans_a: bool, trans_b: bool) -> tuple[int, int, int] | None:
-    """(M, N, K) of a GEMM on matrix regions (``matrix_extents``) that agree, else None."""
-    shapes = [matrix_extents(r) for r in (a, b, c)]
-    if any(s is None for s in shapes):
-        return None
-    (a0, a1), (b0, b1), (m, n) = shapes
-    ma, ka = (a1, a0) if trans_a else (a0, a1)
-    kb, nb = (b1, b0) if trans_b else (b0, b1)
-    return (m, n, ka) if ma == m and nb == n and ka == kb else None
 
 
 class AsyncCopyPipelines:

@@ -34,6 +34,7 @@ from tilelang.plugin import (
     seq,
     thread_range,
     tl_op_names_in,
+    walk_thread_ranges,
 )
 from tvm import tirx
 from tvm.ir import TensorLoad
@@ -440,4 +441,34 @@ def role_threads(func: Any) -> int | None:
     return None if value is None else int(value)
 
 
-__all__ = ["TMA_COPY", "LowerExplicitSync", "LowerNamedBarriers", "NameRoleBarriers", "role_threads"]
+def branch_role_threads(body: Any, tid: Any, threads: int) -> int | None:
+    """The threads of the branches that hold the kernel's T.gemm calls, when those are warp
+    roles written as ifs (``if tx < 128: ... elif tx < 256: ...``, upstream's warp
+    specialization without T.ws): every GEMM inside a branch of the same number of whole
+    warps, starting at a multiple of it. Each such branch's C then spreads over its own warps
+    (thread ``t`` is warp ``t // 32 % (size // 32)`` of its role), as for T.ws roles. None:
+    no GEMM is in part of the block. 0: the GEMMs are not in such roles, and spread over the
+    block's warps, C would leave warps that never run them its share: the caller keeps them
+    off tensor cores."""
+    if not isinstance(tid, tirx.Var):
+        return None
+    ranges: list[tuple[int, int] | None] = []
+
+    def visit(node: Any, reach: tuple[int, int] | None) -> None:
+        if isinstance(node, tirx.Evaluate) and op_name(node.value) == "tl.gemm":
+            ranges.append(reach)
+
+    walk_thread_ranges(body, tid, threads, visit)
+    if all(r == (0, threads) for r in ranges):
+        return None
+    sizes = {r[1] - r[0] for r in ranges if r is not None}
+    if None in ranges or len(sizes) != 1:
+        return 0
+    size = sizes.pop()
+    if size % 32 or any(r[0] % size for r in ranges):  # whole warps
+        return 0
+    return size
+
+
+__all__ = ["TMA_COPY", "LowerExplicitSync", "LowerNamedBarriers", "NameRoleBarriers", "branch_role_threads",
+           "role_threads"]

@@ -32,6 +32,7 @@ from tilelang.plugin import (
     buffer_accesses,
     is_full_region,
     is_identity,
+    matrix_extents,
     reduce_combine,
     reduce_identity,
     reduce_operand,
@@ -43,8 +44,9 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
-from .cp_async import SHARED_SCOPES, matrix_extents
+from .cp_async import SHARED_SCOPES
 from .mma_layout import WARP, Accumulator, MMALayout
+from .operands import matrix_slice
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
 
@@ -67,7 +69,7 @@ class RowVector:
 
 
 class RowFamilies:
-    """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``,
+    """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``, ``analyzer``,
     ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find`` and ``var``."""
 
     # -- analysis ------------------------------------------------------------------------
@@ -159,7 +161,7 @@ class RowFamilies:
         dtype = str(b.source.dtype)
         if c_layout is None or str(c.source.dtype) != "float32" or dtype not in mma_dtypes:
             return False
-        if b.source.scope() not in SHARED_SCOPES or not self.matrix_slice(b):
+        if b.source.scope() not in SHARED_SCOPES or not matrix_slice(b, self.analyzer):
             return False
         if a.source.scope() == FRAGMENT_SCOPE:
             a_layout = laid(a.source)
@@ -167,7 +169,7 @@ class RowFamilies:
                     not is_full_region(a):
                 return False
             k = a_layout.n
-        elif a.source.scope() in SHARED_SCOPES and str(a.source.dtype) == dtype and self.matrix_slice(a):
+        elif a.source.scope() in SHARED_SCOPES and str(a.source.dtype) == dtype and matrix_slice(a, self.analyzer):
             shape = matrix_extents(a)
             ma, k = (shape[1], shape[0]) if trans_a else (shape[0], shape[1])
             if ma != m:

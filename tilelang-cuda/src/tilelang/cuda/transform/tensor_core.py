@@ -26,6 +26,8 @@ float32 fragment (M, N multiples of 16 per warp, K a multiple of 16). Then:
 * **T.Pipelined** loops that feed these GEMMs become cp.async stage rings (cp_async.py).
 * **Occupancy**: the launch bounds promise the most blocks per SM that shared memory and
   the estimated registers allow.
+* **Warp roles** (``T.ws``; ifs: explicit_sync.branch_role_threads) spread C over their own
+  warps. Slices of shared tiles, and tiles kept as declared: operands.py.
 """
 
 from __future__ import annotations
@@ -43,17 +45,17 @@ from tilelang.plugin import (
     accessed_by_own_nests,
     block_barrier,
     buffer_accesses,
-    complement_range,
     dtype_bytes,
     extern_call,
+    gemm_mnk,
     is_full_region,
+    matrix_extents,
     parallel_nest,
     pass_config,
     prim_func_pass,
     seq,
     static_ints,
     substitute,
-    thread_range,
     tile_op_name,
     tl_op_names_in,
     unrolled,
@@ -63,16 +65,9 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from ..target import kernel_arch
-from .cp_async import (
-    SHARED_SCOPES,
-    SMEM_PER_SM,
-    AsyncCopyPipelines,
-    SharedTile,
-    matrix_extents,
-    slice_mnk,
-)
+from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
 from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
-from .explicit_sync import role_threads
+from .explicit_sync import branch_role_threads, role_threads
 from .mma_layout import (
     CHUNK_BYTES,
     WARP,
@@ -81,6 +76,7 @@ from .mma_layout import (
     choose_layout,
     padded_row,
 )
+from .operands import addressed_buffers, addresser, matrix_slice
 from .row_families import RowFamilies
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .tma import PRODUCER_THREADS
@@ -157,7 +153,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
                 self.accumulators[fragment] = Accumulator(fragment, layout)
         if any(self._find(args[2].source, self.accumulators) is None for name, args in ops if name == "gemm"):
             self._plan_row_families(ops, nests, fragments, MMA_INTRINSICS)  # all or nothing
-        addressed = _addressed_buffers(self.func.body)
+        addressed = addressed_buffers(self.func.body)
         for name, args in ops:
             if name == "annotate_layout" and args[0].source.scope() in SHARED_SCOPES and \
                     static_ints(args[0].source.shape) is not None and self._find(args[0].source, self.tiles) is None:
@@ -216,14 +212,14 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def _gemm_layout(self, args: Any) -> MMALayout | None:
         a, b, c = args[0], args[1], args[2]
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
-        if not is_full_region(c) or not all(self.matrix_slice(r) for r in (a, b)):
+        if not is_full_region(c) or not all(matrix_slice(r, self.analyzer) for r in (a, b)):
             return None
         if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
             return None
         dtype = str(a.source.dtype)
         if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
             return None
-        mnk = slice_mnk(a, b, c, trans_a, trans_b)
+        mnk = gemm_mnk(a, b, c, trans_a, trans_b, slices=True)
         if mnk is None or mnk[2] % 16:
             return None
         m, n, _ = mnk
@@ -479,7 +475,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         if self.wgmma:
             return self._wgmma(acc, args, after_first_load)
         a, b = self.tiles_of(args)
-        a_at, b_at = _addresser(a, args[0]), _addresser(b, args[1])
+        a_at, b_at = addresser(a, args[0]), addresser(b, args[1])
         # A may be a fragment in the row-family layout: its registers are the A fragments
         a_regs = self._find(args[0].source, self.accumulators)
         trans_a, trans_b = bool(args[3].value), bool(args[4].value)
@@ -541,41 +537,6 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def tiles_of(self, args: Any) -> tuple[SharedTile, SharedTile]:
         return self._find(args[0].source, self.tiles), self._find(args[1].source, self.tiles)
 
-    def matrix_slice(self, region: Any) -> bool:
-        """Whether a GEMM operand region is a matrix ldmatrix can read: the whole buffer, or
-        a slice of a shared buffer (upstream's ``Q_shared[:, 0:256]``, ``KV_shared[stage, :,
-        256:512]``) whose leading axes are single indices and whose rows start on 16 bytes."""
-        if is_full_region(region):
-            return True
-        extents = matrix_extents(region)
-        if extents is None or region.source.scope() not in SHARED_SCOPES:
-            return False
-        col0 = region.region[-1].min
-        row_elements = region.source.shape[-1]
-        chunk = CHUNK_BYTES // dtype_bytes(region.source.dtype)
-        return self.analyzer.can_prove(tirx.floormod(col0, chunk) == 0) and \
-            self.analyzer.can_prove(tirx.floormod(row_elements, chunk) == 0)
-
-def _addresser(tile: SharedTile | None, region: Any) -> Any:
-    """(row, col) of a GEMM operand's matrix -> the address in its tile (offset by the
-    region's corner; a raw tile's leading indices are the region's)."""
-    if tile is None:
-        return None
-    mins = [r.min for r in region.region]
-    if not tile.raw:
-        return tile.address
-    lead, row0, col0 = mins[:-2], mins[-2], mins[-1]
-    return lambda row, col: tile.address(row + row0, col + col0, lead=lead)
-
-
-def _addressed_buffers(body: Any) -> list[Any]:
-    """The buffers whose storage a kernel names by address (T.access_ptr, a view's data),
-    which a new layout would not follow."""
-    found: list[Any] = []
-    tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda c: found.append(c.args[0])
-                                   if str(getattr(c.op, "name", "")) == "tirx.buffer_data" else None))
-    return found
-
 
 def _thread_binding(func: Any) -> tuple[Any, int] | None:
     """(threadIdx.x var, threads) when the kernel uses threadIdx.x alone, as a constant."""
@@ -607,7 +568,7 @@ def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
     work = _Kernel(func, kernel, *binding, arch=kernel_arch(func), tensor_maps=tensor_maps)
     role = role_threads(func)
     if not role:
-        role = _branch_role_threads(func.body, *binding)
+        role = branch_role_threads(func.body, *binding)
         if role == 0:
             return None  # C would spread over warps that never run its GEMM: the shared SIMT lowering
         work.branch_roles = bool(role)
@@ -615,50 +576,6 @@ def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
     work.analyze()
     return work
-
-
-def _branch_role_threads(body: Any, tid: Any, threads: int) -> int | None:
-    """The threads of the branches that hold the kernel's T.gemm calls, when those are warp
-    roles written as ifs (``if tx < 128: ... elif tx < 256: ...``, upstream's warp
-    specialization without T.ws): every GEMM inside a branch of the same number of whole
-    warps, starting at a multiple of it. Each such branch's C then spreads over its own warps
-    (thread ``t`` is warp ``t // 32 % (size // 32)`` of its role), as for T.ws roles. None:
-    no GEMM is in part of the block. 0: the GEMMs are not in such roles, and spread over the
-    block's warps, C would leave warps that never run them its share: the caller keeps them
-    off tensor cores."""
-    if not isinstance(tid, tirx.Var):
-        return None
-    ranges: list[tuple[int, int] | None] = []
-
-    def visit(stmt: Any, lo: int, hi: int) -> None:
-        def on_node(node: Any) -> Any:
-            if isinstance(node, tirx.IfThenElse) and "tl.gemm" in tl_op_names_in(node):
-                kept = thread_range(node.condition, tid, lo, hi)
-                if kept is not None:
-                    visit(node.then_case, *kept)
-                    if node.else_case is not None:
-                        rest = complement_range(kept, lo, hi)
-                        if rest is None and "tl.gemm" in tl_op_names_in(node.else_case):
-                            ranges.append(None)
-                        elif rest is not None:
-                            visit(node.else_case, *rest)
-                    return WalkResult.SKIP
-            if tile_op_name(node) == "gemm":
-                ranges.append((lo, hi))
-            return WalkResult.ADVANCE
-
-        tvm_ffi.structural_walk(stmt, on_node, order="pre")
-
-    visit(body, 0, threads)
-    if all(r == (0, threads) for r in ranges):
-        return None
-    sizes = {r[1] - r[0] for r in ranges if r is not None}
-    if None in ranges or len(sizes) != 1:
-        return 0
-    size = sizes.pop()
-    if size % WARP or any(r[0] % size for r in ranges):
-        return 0
-    return size
 
 
 def planned_blocks_per_sm(func: Any, tensor_maps: bool = False) -> int | None:

@@ -87,7 +87,7 @@ class _TmaCopies:
         row of ``width`` elements, the global rows and the first column, for a row too wide
         for one box dimension; None where there is none."""
         elem = dtype_bytes(g.dtype)
-        if col_axis != len(g.shape) - 1 or len(g.shape) + 1 > max(TMA_RANKS) + 1:
+        if col_axis != len(g.shape) - 1:  # one more axis: at most 5-d, as lower() allows 4
             return None
         for piece in range(min(width, BOX_MAX), 0, -1):
             if width % piece or (piece * elem) % 16:
