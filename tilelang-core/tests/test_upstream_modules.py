@@ -369,25 +369,27 @@ def test_macro_buffer_annotations_and_copy_groups_run_as_synchronous_copies() ->
 # -- FlashMLA's hand-scheduled copies and GEMMs: T.ptx_cp_async, T.wgmma_gemm, T.wait_wgmma -----------
 
 def cp_async_rows_kernel(zero_odd_rows: bool = False):
-    """Upstream's FlashMLA producer: each thread copies 8 elements (16 bytes) of a row of a
-    stage tile through T.access_ptr addresses; the tile is then read as a whole."""
+    """Upstream's FlashMLA producer: each of 128 threads copies 4 elements (8 bytes) of a row
+    of each stage tile through T.access_ptr addresses; after the barrier the tile is read as
+    a whole (on the CPU the threads run in phases between barriers: barrier_phases.py)."""
 
     @T.prim_func
     def staged(A: T.Tensor((2, 16, 32), "float16"), B: T.Tensor((2, 16, 32), "float16")):
-        with T.Kernel(1, threads=1):  # the CPU runs a block's threads one after another
+        with T.Kernel(1, threads=128):
             ring = T.alloc_shared((2, 16, 32), "float16")
+            tx = T.get_thread_binding()
             for stage in T.serial(2):
-                for r, piece in T.grid(16, 8):
-                    row = r
-                    col = piece * 4
-                    if zero_odd_rows:
-                        T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
-                                       T.access_ptr(A[stage, row, col], "r", 4), 4, predicate=row % 2 == 0)
-                    else:
-                        T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
-                                       T.access_ptr(A[stage, row, col], "r", 4), 4)
+                row = tx // 8
+                col = tx % 8 * 4
+                if zero_odd_rows:
+                    T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
+                                   T.access_ptr(A[stage, row, col], "r", 4), 4, predicate=row % 2 == 0)
+                else:
+                    T.ptx_cp_async(T.access_ptr(ring[stage, row, col], "w", 4),
+                                   T.access_ptr(A[stage, row, col], "r", 4), 4)
             T.ptx_commit_group()
             T.ptx_wait_group(0)
+            T.sync_threads()  # every thread's pieces have landed
             T.copy(ring, B)
 
     return staged

@@ -3,7 +3,8 @@
 A kernel's blocks are independent, so the block grid becomes one fused parallel loop over
 gx*gy*gz blocks (TVM's thread pool runs it; fusing keeps every core busy whatever axis
 is long). A block's threads run one after another: TileLang semantics (T.Parallel over a
-tile, no user-visible thread ids) need no more. Loops written with T.Parallel then run in
+tile, no user-visible thread ids) need no more, and a kernel that reads its thread index
+and syncs its threads runs them in phases between its barriers (barrier_phases.py). Loops written with T.Parallel then run in
 parallel only at the outermost level — LLVM's parallel loops do not nest — and the
 innermost ones are left to LLVM's vectorizer. A kernel that uses T.atomic_add runs on one
 thread (its updates become plain ones: see atomics.py).
@@ -21,6 +22,7 @@ from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
 from ...language.ops import is_block_barrier, uses_var
 from .atomics import uses_atomics
+from .barrier_phases import run_in_phases
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
 
@@ -105,14 +107,13 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     threads = [(t, v, e) for t, v, e in chain if t.startswith("threadIdx")]
     if len(blocks) + len(threads) != len(chain):
         raise LanguageError(f"kernel {kernel!r}: unexpected launch attribute in {[c[0] for c in chain]}")
-    # threads run in sequence; a kernel that reads its thread index gets a serial loop
-    thread_loops = False
-    for tag, var, extent in reversed(threads):
-        if uses_var(body, var):
-            body = tirx.For(var, 0, extent, _SERIAL, body)
-            thread_loops = True
-    if not thread_loops:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing
+    # threads run in sequence; a kernel that reads its thread index gets serial loops over
+    # them, split at its barriers into phases (barrier_phases.py)
+    read = [(var, extent) for _, var, extent in threads if uses_var(body, var)]
+    if not read:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing
         body = _drop_barriers(body)
+    else:
+        body = run_in_phases(kernel, body, read)
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent
@@ -140,16 +141,22 @@ def _lower_func(func: Any, mod: Any, ctx: Any) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     serial = pass_config("tl.disable_parallel", False) or uses_atomics(func.body)
 
+    errors: list[LanguageError] = []
+
     def on_attr(stmt: Any) -> Any:
-        if stmt.attr_key == "thread_extent" and stmt.node.thread_tag.startswith("blockIdx"):
+        # a T.Kernel with threads but no grid cannot be written; a bare launch_thread of a
+        # thread axis is lowered as a launch too
+        if stmt.attr_key != "thread_extent" or errors:
+            return stmt
+        try:
             return _lower_launch(stmt, kernel, serial)
-        if stmt.attr_key == "thread_extent":
-            # a T.Kernel with threads but no grid cannot be written; a bare launch_thread
-            # of a thread axis is lowered the same way
-            return _lower_launch(stmt, kernel, serial)
-        return stmt
+        except LanguageError as err:  # raised below, past the FFI, with its type
+            errors.append(err)
+            return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
+    if errors:
+        raise errors[0]
     if serial:
         body = _serialize_parallel(body)
     else:

@@ -1,0 +1,165 @@
+"""Kernels that read their thread index and sync their threads, on the CPU.
+
+A block's threads run one after another here; with T.sync_threads() they run in phases
+between the barriers (tilelang/cpu/transform/barrier_phases.py), so data one thread leaves
+in shared memory before a barrier is there for every other thread after it. Each kernel is
+compared with numpy exactly (the arithmetic is the same, in the same order per element).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LanguageError
+
+RNG = np.random.default_rng(7)
+
+
+def run(func, *arrays):
+    tilelang.compile(func, target="cpu")(*arrays)
+
+
+def test_threads_read_what_others_wrote_across_barriers_in_a_loop() -> None:
+    """Each thread writes one element of a shared tile and, after the barrier, reads its
+    mirror; a local accumulator lives across both barriers of every iteration."""
+    n = 256
+
+    @T.prim_func
+    def mirror(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(n // 128, threads=128) as bx:
+            S = T.alloc_shared((128,), "float32")
+            acc = T.alloc_local((1,), "float32")
+            tx = T.get_thread_binding()
+            acc[0] = 0
+            for k in range(3):
+                S[tx] = A[bx * 128 + tx] * (k + 1)
+                T.sync_threads()
+                acc[0] += S[127 - tx]
+                T.sync_threads()
+            B[bx * 128 + tx] = acc[0]
+
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros_like(a)
+    run(mirror, a, b)
+    flipped = a.reshape(-1, 128)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(b, flipped * 1 + flipped * 2 + flipped * 3)
+
+
+def test_tree_reduction_in_shared_memory() -> None:
+    """The classic GPU row sum: halve the active threads after each barrier."""
+    rows, width = 4, 64
+
+    @T.prim_func
+    def row_sum(A: T.Tensor((rows, width), "float32"), B: T.Tensor((rows,), "float32")):
+        with T.Kernel(rows, threads=width) as bx:
+            S = T.alloc_shared((width,), "float32")
+            tx = T.get_thread_binding()
+            S[tx] = A[bx, tx]
+            T.sync_threads()
+            for level in T.serial(6):
+                step = width // 2 >> level
+                if tx < step:
+                    S[tx] += S[tx + step]
+                T.sync_threads()
+            if tx == 0:
+                B[bx] = S[0]
+
+    a = RNG.integers(-8, 8, (rows, width)).astype(np.float32)  # exact sums in any order
+    b = np.zeros(rows, np.float32)
+    run(row_sum, a, b)
+    np.testing.assert_array_equal(b, a.sum(axis=1))
+
+
+def test_two_dimensional_threads_transpose_through_a_tile() -> None:
+    n = 32
+
+    @T.prim_func
+    def transpose(A: T.Tensor((n, n), "float32"), B: T.Tensor((n, n), "float32")):
+        with T.Kernel(1, threads=(n, 8)):
+            S = T.alloc_shared((n, n), "float32")
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            for i in T.serial(n // 8):
+                S[ty * (n // 8) + i, tx] = A[ty * (n // 8) + i, tx]
+            T.sync_threads()
+            for i in T.serial(n // 8):
+                B[ty * (n // 8) + i, tx] = S[tx, ty * (n // 8) + i]
+
+    a = RNG.standard_normal((n, n)).astype(np.float32)
+    b = np.zeros_like(a)
+    run(transpose, a, b)
+    np.testing.assert_array_equal(b, a.T)
+
+
+def test_a_value_bound_before_a_barrier_is_each_threads_own_after_it() -> None:
+    n = 64
+
+    @T.prim_func
+    def shifted(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=n):
+            S = T.alloc_shared((n,), "float32")
+            tx = T.get_thread_binding()
+            mine = A[tx] * T.float32(2)
+            S[tx] = A[tx]
+            T.sync_threads()
+            B[tx] = mine + S[(tx + 1) % n]
+
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros_like(a)
+    run(shifted, a, b)
+    np.testing.assert_array_equal(b, a * 2 + np.roll(a, -1))
+
+
+def test_a_barrier_under_a_branch_every_thread_takes_alike() -> None:
+    n = 128
+
+    @T.prim_func
+    def odd_blocks_reverse(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(n // 32, threads=32) as bx:
+            S = T.alloc_shared((32,), "float32")
+            tx = T.get_thread_binding()
+            S[tx] = A[bx * 32 + tx]
+            if bx % 2 == 1:
+                T.sync_threads()
+                B[bx * 32 + tx] = S[31 - tx]
+            else:
+                B[bx * 32 + tx] = S[tx]
+
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros_like(a)
+    run(odd_blocks_reverse, a, b)
+    want = a.reshape(-1, 32).copy()
+    want[1::2] = want[1::2, ::-1]
+    np.testing.assert_array_equal(b, want.reshape(-1))
+
+
+def test_a_barrier_some_threads_skip_is_an_error_at_its_line() -> None:
+    @T.prim_func
+    def half_sync(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            if tx < 32:
+                T.sync_threads()
+            A[tx] = 0
+
+    with pytest.raises(LanguageError) as info:
+        run(half_sync, np.zeros(64, np.float32))
+    message = str(info.value)
+    assert "T.sync_threads() inside a branch that depends on the thread index" in message
+    assert "Move the barrier out of the branch" in message
+    assert "test_cpu_barriers.py:" in message and "T.sync_threads()" in message.splitlines()[-1]
+
+
+def test_a_loop_whose_trip_count_differs_per_thread_is_an_error() -> None:
+    @T.prim_func
+    def ragged(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8):
+            tx = T.get_thread_binding()
+            for _ in T.serial(tx):
+                T.sync_threads()
+            A[tx] = 1
+
+    with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a loop that depends on the thread index"):
+        run(ragged, np.zeros(8, np.float32))
