@@ -99,6 +99,27 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("threads", [256, 128])
+def test_mla_decode_matches_torch(threads):
+    """Upstream's MLA decode kernel (testing kit's mla_decode): with 8 warps over 64 heads
+    the row family splits columns too (row_family's exchange); both on tensor cores."""
+    from tilelang.testing.kernels import mla_decode
+
+    batch, heads, seq, dim, pe_dim = 4, 128, 1024, 512, 64
+    kernel = tilelang.compile(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads), out_idx=[4],
+                              target="cuda")
+    assert "mma" in _instructions(kernel.get_kernel_source())
+    q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.float16)
+    q_pe = torch.randn(batch, heads, pe_dim, device="cuda", dtype=torch.float16)
+    kv = torch.randn(batch, seq, 1, dim, device="cuda", dtype=torch.float16)
+    k_pe = torch.randn(batch, seq, 1, pe_dim, device="cuda", dtype=torch.float16)
+    out = kernel(q, q_pe, kv, k_pe)
+    keys = torch.cat([kv, k_pe], -1)[:, :, 0].float()
+    scores = torch.cat([q, q_pe], -1).float() @ keys.transpose(1, 2) / (dim + pe_dim) ** 0.5
+    ref = torch.softmax(scores, -1) @ kv[:, :, 0].float()
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
 # a persistent kernel's default is FlashAttention-3's schedule (the overlap, "pair" turns); this is the loop as written
 AS_WRITTEN = {"tl.intra_warpgroup_overlap": False, "tl.warpgroup_pingpong": "off"}
 

@@ -336,6 +336,71 @@ def flash_attention_persistent(batch, heads, seq_len, dim, block_M=128, block_N=
     return main
 
 
+def mla_decode(batch, heads, seq_len, dim, pe_dim, block_H=64, block_N=64, threads=256, num_stages=2):
+    """Upstream's MLA decode (examples/deepseek_mla/example_mla_decode.py, without the split
+    over keys): one shared KV head, scores from the latent (dim) and rope (pe_dim) parts,
+    P handed to the second GEMM through a shared tile and a fragment copy of it, every GEMM
+    with the FullCol warp policy. With 8 warps over 64 heads the warps also split columns,
+    so the row max and sum meet across warps."""
+    scale = float((dim + pe_dim) ** -0.5 * 1.44269504)  # log2(e)
+    dtype, accum = "float16", "float32"
+    full_col = T.GemmWarpPolicy.FullCol
+
+    @T.prim_func
+    def main(Q: T.Tensor([batch, heads, dim], dtype), Q_pe: T.Tensor([batch, heads, pe_dim], dtype),
+             KV: T.Tensor([batch, seq_len, 1, dim], dtype), K_pe: T.Tensor([batch, seq_len, 1, pe_dim], dtype),
+             Output: T.Tensor([batch, heads, dim], dtype)):
+        with T.Kernel(heads // block_H, batch, threads=threads) as (hid, bid):
+            Q_shared = T.alloc_shared([block_H, dim], dtype)
+            S_shared = T.alloc_shared([block_H, block_N], dtype)
+            Q_pe_shared = T.alloc_shared([block_H, pe_dim], dtype)
+            KV_shared = T.alloc_shared([block_N, dim], dtype)
+            K_pe_shared = T.alloc_shared([block_N, pe_dim], dtype)
+            O_shared = T.alloc_shared([block_H, dim], dtype)
+            acc_s = T.alloc_fragment([block_H, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            acc_o = T.alloc_fragment([block_H, dim], accum)
+            scores_max = T.alloc_fragment([block_H], accum)
+            scores_max_prev = T.alloc_fragment([block_H], accum)
+            scores_scale = T.alloc_fragment([block_H], accum)
+            scores_sum = T.alloc_fragment([block_H], accum)
+            logsum = T.alloc_fragment([block_H], accum)
+            T.copy(Q[bid, hid * block_H:(hid + 1) * block_H, :], Q_shared)
+            T.copy(Q_pe[bid, hid * block_H:(hid + 1) * block_H, :], Q_pe_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+                T.copy(KV[bid, k * block_N:(k + 1) * block_N, 0, :], KV_shared)
+                T.copy(K_pe[bid, k * block_N:(k + 1) * block_N, 0, :], K_pe_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, KV_shared, acc_s, transpose_B=True, policy=full_col)
+                T.gemm(Q_pe_shared, K_pe_shared, acc_s, transpose_B=True, policy=full_col)
+                T.copy(scores_max, scores_max_prev)
+                T.fill(scores_max, -T.infinity(accum))
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_H):
+                    scores_max[i] = T.max(scores_max[i], scores_max_prev[i])
+                for i in T.Parallel(block_H):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                T.copy(acc_s, S_shared)
+                T.copy(S_shared, acc_s_cast)
+                for i in T.Parallel(block_H):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                for i, j in T.Parallel(block_H, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.gemm(acc_s_cast, KV_shared, acc_o, policy=full_col)
+            for i, j in T.Parallel(block_H, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O_shared)
+            T.copy(O_shared, Output[bid, hid * block_H:(hid + 1) * block_H, :])
+
+    return main
+
+
 def rms_norm_rows(M, N, blk_m=1, dtype="float32"):
     """Upstream's rms_norm example in classic style: ``blk_m`` rows per block, the whole row
     in fragments, ``blk_m=1`` gives one-element row fragments (a 4-byte shared buffer on

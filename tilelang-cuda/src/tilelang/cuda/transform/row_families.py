@@ -21,6 +21,7 @@ All or nothing: any use this cannot follow leaves the kernel to the plain analys
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ import tvm_ffi
 from tilelang.plugin import (
     FRAGMENT_SCOPE,
     REDUCE_KINDS,
+    block_barrier,
     buffer_accesses,
     is_full_region,
     is_identity,
@@ -80,15 +82,21 @@ class RowFamilies:
         if not gemms or any(args[2].source.scope() != FRAGMENT_SCOPE for args in gemms):
             return False
         m = static_ints(gemms[0][2].source.shape)
-        if m is None or len(m) != 2 or m[0] % (16 * warps):
+        if m is None or len(m) != 2 or m[0] % 16:
             return False
         m = m[0]
+        # the warps split the rows as far as 16-row pieces go; the rest split the columns,
+        # and a row reduction then meets across them in shared memory (_reduce_rows)
+        warps_m = math.gcd(warps, m // 16)
+        warps_n = warps // warps_m
+        if warps_n > 1 and self.threads != self.block_threads:
+            return False  # warp roles: the exchange's barriers would need every thread
         layouts: dict[Any, MMALayout] = {}
         rows: list[Any] = []
         for fragment in fragments:
             shape = static_ints(fragment.shape)
-            if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % 16 == 0:
-                layouts[fragment] = MMALayout(m, shape[1], warps, 1)
+            if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % (16 * warps_n) == 0:
+                layouts[fragment] = MMALayout(m, shape[1], warps_m, warps_n)
             elif shape == [m]:
                 rows.append(fragment)
             else:
@@ -99,6 +107,12 @@ class RowFamilies:
 
         def is_row(buffer: Any) -> bool:
             return any(buffer.same_as(r) for r in rows)
+
+        if warps_n > 1:  # a warp holds only its columns of a fragment: no register A operand
+            operands = [args[0].source for args in gemms if args[0].source.scope() == FRAGMENT_SCOPE]
+            if operands:
+                self.shared_operands = _copies_of_shared_tiles(operands, ops, nests)
+                return False
 
         for name, args in ops:
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
@@ -151,7 +165,7 @@ class RowFamilies:
         if len(total) != handled:
             return False
         self.accumulators = {f: Accumulator(f, layout) for f, layout in layouts.items()}
-        self.rows = {r: RowVector(r, MMALayout(m, 16, warps, 1)) for r in rows}
+        self.rows = {r: RowVector(r, MMALayout(m, 16 * warps_n, warps_m, warps_n)) for r in rows}
         return True
 
     def _family_gemm_ok(self, args: Any, laid: Any, m: int, mma_dtypes: Any) -> bool:
@@ -183,7 +197,8 @@ class RowFamilies:
     # -- rewriting -----------------------------------------------------------------------
     def _row_of(self, mi: Any, h: Any) -> Any:
         layout = next(iter(self.rows.values())).layout
-        row, _ = layout.c_position(self.lane, self.warp, 0, mi, 0, h, 0)
+        warp_m, _ = layout.warp_coords(self.warp)
+        row, _ = layout.c_position(self.lane, warp_m, 0, mi, 0, h, 0)
         return row
 
     def _map_rows(self, body: Any, mi: Any, h: Any) -> Any:
@@ -239,7 +254,54 @@ class RowFamilies:
             shuffles += [tirx.BufferStore(other, shfl_xor(current, lanes), [0]),
                          tirx.BufferStore(acc, combine(current, tirx.BufferLoad(other, [0])), [0])]
         target = RowVector.register(mi, h)
-        result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
-        body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles,
-                    tirx.BufferStore(dst.regs, result, [target])])
-        return unrolled(mi, layout.mt, unrolled(h, 2, body))
+        partial = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles])
+        split = dst.layout  # the row vectors' warp grid (the accumulators' may be wgmma's)
+        if split.warps_n == 1:
+            result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
+            return unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, tirx.BufferStore(dst.regs, result, [target])])))
+        # the warps that share the rows meet in shared memory: each quad's first lane leaves
+        # its warp's value of the row, then every lane combines them in warp order (so the
+        # warps end with the same value)
+        exchange = tirx.decl_buffer((split.warps_n, split.m), dtype, name="row_exchange", scope="shared")
+        self.block_prologue.append(tirx.AllocBuffer(exchange))
+        _, warp_n = split.warp_coords(self.warp)
+        row = self._row_of(mi, h)
+        leave = tirx.IfThenElse(tirx.floormod(self.lane, QUAD) == 0,
+                                tirx.BufferStore(exchange, current, [warp_n, row]), None)
+        met = tirx.BufferLoad(exchange, [0, row])
+        for other in range(1, split.warps_n):
+            met = combine(met, tirx.BufferLoad(exchange, [other, row]))
+        result = met if clear else combine(tirx.BufferLoad(dst.regs, [target]), met)
+        return seq([unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, leave]))), block_barrier(),
+                    unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(dst.regs, result, [target]))),
+                    block_barrier()])  # before the next exchange writes it again
+
+
+def _copies_of_shared_tiles(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
+    """The fragment A operands that only copy a shared tile (``T.copy(S_shared, P)``, as
+    upstream's MLA decode writes P) and are read only by GEMMs: as shared tiles themselves
+    (shared_operands) they are what a row family split over columns can read. [] where
+    any is not."""
+    chosen: list[Any] = []
+    for fragment in operands:
+        if any(any(a[0].same_as(fragment) for a in buffer_accesses(inner)) for _, inner in nests):
+            return []
+        for name, args in ops:
+            regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion) and a.source.same_as(fragment)]
+            if not regions:
+                continue
+            if name == "copy" and args[1].source.same_as(fragment) and args[0].source.scope() in SHARED_SCOPES:
+                continue
+            if name == "gemm" and args[0].source.same_as(fragment) and len(regions) == 1:
+                continue
+            return []
+        if not any(x.same_as(fragment) for x in chosen):
+            chosen.append(fragment)
+    return chosen
+
+
+def shared_operands(func: Any, fragments: list[Any]) -> Any:
+    """``func`` with each of ``fragments`` a shared tile (copies into it become shared to
+    shared copies; the GEMMs read it as any shared operand)."""
+    pairs = [(f, tirx.decl_buffer(f.shape, f.dtype, name=f.name, scope="shared.dyn")) for f in fragments]
+    return func.with_body(substitute(func.body, pairs))

@@ -77,7 +77,7 @@ from .mma_layout import (
     padded_row,
 )
 from .operands import addressed_buffers, addresser, matrix_slice
-from .row_families import RowFamilies
+from .row_families import RowFamilies, shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .tma import PRODUCER_THREADS
 from .wgmma import WgmmaGemms
@@ -118,6 +118,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.wgmma_pending = 0  # wgmma groups a GEMM leaves in flight (into the next iteration)
         self.branch_roles = False  # the GEMMs run in warp roles written as thread-range ifs
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
+        self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
 
     def var(self, name: str) -> Any:
         self.counter += 1
@@ -560,7 +561,16 @@ def _block_vars(func: Any) -> list[Any]:
 
 def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
     """The kernel's analysis (what LowerTensorCoreGemm would do, nothing rewritten yet), or
-    None where it has no T.gemm and no T.annotate_layout."""
+    None where it has no T.gemm and no T.annotate_layout. A row family split over columns
+    that wants fragment A operands copied from shared tiles gets them as shared tiles
+    (row_families.shared_operands), analyzed again."""
+    work = _prepared(func, tensor_maps)
+    if work is not None and work.shared_operands:
+        work = _prepared(shared_operands(func, work.shared_operands), tensor_maps)
+    return work
+
+
+def _prepared(func: Any, tensor_maps: bool) -> _Kernel | None:
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return None

@@ -73,7 +73,7 @@ class WgmmaGemms:
         warps = self.threads // WARP
         layouts: dict[Any, WGMMALayout] = {}
         if self.rows:
-            if warps % 4 or any(a.layout.wm != 16 for a in self.accumulators.values()):
+            if warps % 4 or any(a.layout.wm != 16 or a.layout.warps_n != 1 for a in self.accumulators.values()):
                 return
             for acc in self.accumulators.values():  # the same registers, wgmma's bookkeeping
                 layouts[acc.old] = WGMMALayout(acc.layout.m, acc.layout.n, warps // 4, 1)
