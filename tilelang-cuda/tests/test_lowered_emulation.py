@@ -260,8 +260,9 @@ def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads)
     """Upstream's MLA decode: 64 heads over 8 warps (FullCol) leave 16-row pieces to 4 warps,
     so each row of S is split over 2 warps; its max and sum meet in shared memory
     (row_exchange) and P, copied to a fragment through S_shared, is read from a shared
-    tile (mma.sync). With 4 warps each warp holds whole rows: the plain row family (wgmma
-    on sm_90). Within fp16's rounding of P (2e-3, outputs are O(0.1))."""
+    tile; on sm_90 two warpgroups side by side, each a wgmma over all 64 rows. With 4 warps
+    each warp holds whole rows: the plain row family. mma.sync on sm_80, wgmma on sm_90,
+    within fp16's rounding of P (2e-3, outputs are O(0.1))."""
     batch, heads, seq, dim, pe_dim = 1, 64, 128, 128, 64
     rng = np.random.default_rng(5)
     q, q_pe = (rng.standard_normal((batch, heads, d)).astype(np.float16) for d in (dim, pe_dim))
@@ -269,9 +270,7 @@ def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads)
     out = np.full((batch, heads, dim), np.nan, np.float16)
     device_mod = lower(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads), target)
     calls = run(device_mod, q, q_pe, kv, k_pe, out)
-    # whole rows per warp on sm_90 are wgmma's layout; rows split over warps stay on mma.sync
-    wgmma = target is SM90 and threads == 128
-    assert any(name.startswith("tl_wgmma" if wgmma else "tl_mma_m16n8k16") for name in calls)
+    assert any(name.startswith("tl_wgmma" if target is SM90 else "tl_mma_m16n8k16") for name in calls)
     assert calls["__shfl_xor_sync"] > 0
     assert ("row_exchange" in str(device_mod)) == (threads == 256)
     np.testing.assert_allclose(out.astype(np.float64), mla_reference(q, q_pe, kv, k_pe), atol=2e-3, rtol=0)

@@ -41,6 +41,10 @@ class MMALayout:
     def per_thread(self) -> int:
         return self.mt * self.nt * 4
 
+    @property
+    def column_splits(self) -> int:  # warps side by side over one row
+        return self.warps_n
+
     def warp_coords(self, warp: Any) -> tuple[Any, Any]:
         return warp // self.warps_n, warp % self.warps_n
 
@@ -148,6 +152,10 @@ class WGMMALayout:
     @property
     def per_thread(self) -> int:
         return self.mt * self.nt * 4
+
+    @property
+    def column_splits(self) -> int:  # warpgroups side by side over one row
+        return self.groups_n
 
     def warp_coords(self, warp: Any) -> tuple[Any, Any]:
         group = warp // WARPGROUP

@@ -47,7 +47,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .cp_async import SHARED_SCOPES
-from .mma_layout import WARP, Accumulator, MMALayout
+from .mma_layout import WARP, Accumulator, MMALayout, WGMMALayout
 from .operands import matrix_slice
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
@@ -58,7 +58,7 @@ class RowVector:
     """An (M,) fragment held as the rows of the thread's accumulator pieces."""
 
     old: Any
-    layout: MMALayout  # any (M, n) layout of the family: rows depend on M and the warps only
+    layout: MMALayout | WGMMALayout  # any (M, n) layout of the family: rows depend on M and the warps only
     regs: Any = None
 
     @property
@@ -255,21 +255,21 @@ class RowFamilies:
                          tirx.BufferStore(acc, combine(current, tirx.BufferLoad(other, [0])), [0])]
         target = RowVector.register(mi, h)
         partial = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, init, [0]), own, *shuffles])
-        split = dst.layout  # the row vectors' warp grid (the accumulators' may be wgmma's)
-        if split.warps_n == 1:
+        split = dst.layout  # the row vectors' warp grid: which warps share a row
+        if split.column_splits == 1:
             result = current if clear else combine(tirx.BufferLoad(dst.regs, [target]), current)
             return unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, tirx.BufferStore(dst.regs, result, [target])])))
         # the warps that share the rows meet in shared memory: each quad's first lane leaves
         # its warp's value of the row, then every lane combines them in warp order (so the
         # warps end with the same value)
-        exchange = tirx.decl_buffer((split.warps_n, split.m), dtype, name="row_exchange", scope="shared")
+        exchange = tirx.decl_buffer((split.column_splits, split.m), dtype, name="row_exchange", scope="shared")
         self.block_prologue.append(tirx.AllocBuffer(exchange))
         _, warp_n = split.warp_coords(self.warp)
         row = self._row_of(mi, h)
         leave = tirx.IfThenElse(tirx.floormod(self.lane, QUAD) == 0,
                                 tirx.BufferStore(exchange, current, [warp_n, row]), None)
         met = tirx.BufferLoad(exchange, [0, row])
-        for other in range(1, split.warps_n):
+        for other in range(1, split.column_splits):
             met = combine(met, tirx.BufferLoad(exchange, [other, row]))
         result = met if clear else combine(tirx.BufferLoad(dst.regs, [target]), met)
         return seq([unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, leave]))), block_barrier(),

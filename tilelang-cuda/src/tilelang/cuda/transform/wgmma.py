@@ -72,11 +72,22 @@ class WgmmaGemms:
             return
         warps = self.threads // WARP
         layouts: dict[Any, WGMMALayout] = {}
+        row_layout: WGMMALayout | None = None
         if self.rows:
-            if warps % 4 or any(a.layout.wm != 16 or a.layout.warps_n != 1 for a in self.accumulators.values()):
+            if warps % 4 or any(a.layout.wm != 16 for a in self.accumulators.values()):
                 return
-            for acc in self.accumulators.values():  # the same registers, wgmma's bookkeeping
-                layouts[acc.old] = WGMMALayout(acc.layout.m, acc.layout.n, warps // 4, 1)
+            # the same registers, wgmma's bookkeeping; a family split over columns takes its
+            # rows 64 per warpgroup, and its warpgroups side by side share them
+            m, splits = next(iter(self.rows.values())).layout.m, next(iter(self.rows.values())).layout.column_splits
+            groups_m = warps // 4 if splits == 1 else m // 64
+            if splits > 1 and (m % 64 or (warps // 4) % groups_m):
+                return
+            groups_n = warps // 4 // groups_m
+            for acc in self.accumulators.values():
+                if acc.layout.n % (16 * groups_n):
+                    return
+                layouts[acc.old] = WGMMALayout(acc.layout.m, acc.layout.n, groups_m, groups_n)
+            row_layout = WGMMALayout(m, 16 * groups_n, groups_m, groups_n)
         elif any(args[0].source.scope() not in SHARED_SCOPES for args in self.gemms):
             return  # a fragment A outside a row family: mma.sync
         for args in self.gemms:
@@ -103,6 +114,8 @@ class WgmmaGemms:
         self.wgmma_pending = 1 if quiet and all(s >= 3 for s in self.pipelined.values()) else 0
         for fragment, layout in layouts.items():
             self._find(fragment, self.accumulators).layout = layout
+        for row in self.rows.values():
+            row.layout = row_layout
         swizzled = self._swizzled_layouts(operands, layouts)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
