@@ -6,11 +6,13 @@ log2-sum-exp, then a second kernel combines the splits. Against
 F.scaled_dot_product_attention on the concatenated [latent, rope] keys (built once, outside
 the timing). Memory-bound: GB/s counts the cache, queries and output once.
 
-What bounds it here: the CUDA backend keeps flash-attention-like kernels on tensor cores
-with every warp owning whole rows (16 per warp, all columns); a 64 x 512 fp32 output tile
-would need 256 registers a thread. So each block also owns a block_D slice of the 512
-output columns and recomputes the (cheap to reread, L2-resident) scores of its rows: the
-score GEMMs run dim / block_D times. Upstream splits the columns over warps instead."""
+Two ways to hold the 64 x 512 fp32 output tile. With 4 warps each owns whole rows (16 per
+warp, all columns), which would take 256 registers a thread: so a block owns a block_D
+slice of the 512 output columns and recomputes the (cheap to reread, L2-resident) scores
+of its rows, the score GEMMs running dim / block_D times. With 8 warps and block_D = dim,
+as upstream's example, the warps also split the columns (a row family split over columns:
+the row max and sum meet across warps in shared memory, P goes to the second GEMM through
+a shared tile); the cache tile is then the values too."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from .common import Case, KernelSpec, Variant
 
 SHAPES = ((64, 128, 8192, 512, 64), (128, 128, 8192, 512, 64))  # batch, heads, kv_len, dim, pe_dim
 # block_H, block_N, block_D, threads, num_split
-CONFIGS = ((64, 32, 128, 128, 1), (64, 32, 256, 128, 1), (64, 32, 128, 128, 2))
+CONFIGS = ((64, 32, 128, 128, 1), (64, 32, 256, 128, 1), (64, 32, 128, 128, 2), (64, 32, 512, 256, 1),
+           (64, 64, 512, 256, 1))
 LOG2E = 1.44269504
 SMALL_SHAPE, SMALL_CONFIG = (2, 64, 128, 128, 64), (64, 32, 64, 128, 2)  # the CPU check's: 2 slices, 2 splits
-LSE_COLS = 16  # the row family writes row values as (rows, 16) tiles; column 0 is read back
+LSE_COLS = 32  # the row family writes row values as (rows, 32) tiles (16 per warp); column 0 is read back
 
 
 def split_kernel(batch, heads, kv_len, dim, pe_dim, block_H, block_N, block_D, threads, num_split):
@@ -44,7 +47,10 @@ def split_kernel(batch, heads, kv_len, dim, pe_dim, block_H, block_N, block_D, t
             qpe_s = T.alloc_shared([block_H, pe_dim], dtype)
             kv_s = T.alloc_shared([block_N, dim], dtype)
             kpe_s = T.alloc_shared([block_N, pe_dim], dtype)
-            v_s = T.alloc_shared([block_N, block_D], dtype)
+            if block_D == dim:
+                v_s = kv_s  # the whole latent row: the cache tile is the values
+            else:
+                v_s = T.alloc_shared([block_N, block_D], dtype)
             acc_s = T.alloc_fragment([block_H, block_N], accum)
             p = T.alloc_fragment([block_H, block_N], dtype)
             acc_o = T.alloc_fragment([block_H, block_D], accum)
@@ -65,8 +71,9 @@ def split_kernel(batch, heads, kv_len, dim, pe_dim, block_H, block_N, block_D, t
                 # variable the stage ring's prefetches would read before it is set)
                 T.copy(KV[bz, sx * part + k * block_N:sx * part + (k + 1) * block_N, :], kv_s)
                 T.copy(K_pe[bz, sx * part + k * block_N:sx * part + (k + 1) * block_N, :], kpe_s)
-                T.copy(KV[bz, sx * part + k * block_N:sx * part + (k + 1) * block_N,
-                          dx * block_D:(dx + 1) * block_D], v_s)
+                if block_D != dim:
+                    T.copy(KV[bz, sx * part + k * block_N:sx * part + (k + 1) * block_N,
+                              dx * block_D:(dx + 1) * block_D], v_s)
                 T.clear(acc_s)
                 # the score is the latent part plus the rotary part: two GEMMs into one tile
                 T.gemm(q_s, kv_s, acc_s, transpose_B=True)

@@ -99,16 +99,16 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("threads", [256, 128])
-def test_mla_decode_matches_torch(threads):
+@pytest.mark.parametrize("threads,p_via_shared", [(256, True), (128, True), (256, False)])
+def test_mla_decode_matches_torch(threads, p_via_shared):
     """Upstream's MLA decode kernel (testing kit's mla_decode): with 8 warps over 64 heads
-    the row family splits columns too (row_family's exchange); both on tensor cores."""
+    the row family splits columns too (row_families' exchange); on wgmma either way."""
     from tilelang.testing.kernels import mla_decode
 
     batch, heads, seq, dim, pe_dim = 4, 128, 1024, 512, 64
-    kernel = tilelang.compile(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads), out_idx=[4],
-                              target="cuda")
-    assert "mma" in _instructions(kernel.get_kernel_source())
+    kernel = tilelang.compile(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads, p_via_shared=p_via_shared),
+                              out_idx=[4], target="cuda")
+    assert _instructions(kernel.get_kernel_source()) == "wgmma"
     q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.float16)
     q_pe = torch.randn(batch, heads, pe_dim, device="cuda", dtype=torch.float16)
     kv = torch.randn(batch, seq, 1, dim, device="cuda", dtype=torch.float16)

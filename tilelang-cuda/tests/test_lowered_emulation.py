@@ -254,13 +254,15 @@ def mla_reference(q, q_pe, kv, k_pe):
     return (p / p.sum(-1, keepdims=True)) @ kv[:, :, 0].astype(np.float64)
 
 
-@pytest.mark.parametrize("threads", [256, 128], ids=["8-warps-split-columns", "4-warps"])
+@pytest.mark.parametrize("threads,p_via_shared", [(256, True), (128, True), (256, False)],
+                         ids=["8-warps-split-columns", "4-warps", "8-warps-P-from-the-scores"])
 @pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
-def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads):
+def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads, p_via_shared):
     """Upstream's MLA decode: 64 heads over 8 warps (FullCol) leave 16-row pieces to 4 warps,
     so each row of S is split over 2 warps; its max and sum meet in shared memory
     (row_exchange) and P, copied to a fragment through S_shared, is read from a shared
-    tile; on sm_90 two warpgroups side by side, each a wgmma over all 64 rows. With 4 warps
+    tile (also when P is a copy of the scores' fragment, as the families benchmark writes
+    it); on sm_90 two warpgroups side by side, each a wgmma over all 64 rows. With 4 warps
     each warp holds whole rows: the plain row family. mma.sync on sm_80, wgmma on sm_90,
     within fp16's rounding of P (2e-3, outputs are O(0.1))."""
     batch, heads, seq, dim, pe_dim = 1, 64, 128, 128, 64
@@ -268,7 +270,7 @@ def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads)
     q, q_pe = (rng.standard_normal((batch, heads, d)).astype(np.float16) for d in (dim, pe_dim))
     kv, k_pe = (rng.standard_normal((batch, seq, 1, d)).astype(np.float16) for d in (dim, pe_dim))
     out = np.full((batch, heads, dim), np.nan, np.float16)
-    device_mod = lower(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads), target)
+    device_mod = lower(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads, p_via_shared=p_via_shared), target)
     calls = run(device_mod, q, q_pe, kv, k_pe, out)
     assert any(name.startswith("tl_wgmma" if target is SM90 else "tl_mma_m16n8k16") for name in calls)
     assert calls["__shfl_xor_sync"] > 0

@@ -336,12 +336,14 @@ def flash_attention_persistent(batch, heads, seq_len, dim, block_M=128, block_N=
     return main
 
 
-def mla_decode(batch, heads, seq_len, dim, pe_dim, block_H=64, block_N=64, threads=256, num_stages=2):
+def mla_decode(batch, heads, seq_len, dim, pe_dim, block_H=64, block_N=64, threads=256, num_stages=2,
+               p_via_shared=True):
     """Upstream's MLA decode (examples/deepseek_mla/example_mla_decode.py, without the split
     over keys): one shared KV head, scores from the latent (dim) and rope (pe_dim) parts,
-    P handed to the second GEMM through a shared tile and a fragment copy of it, every GEMM
-    with the FullCol warp policy. With 8 warps over 64 heads the warps also split columns,
-    so the row max and sum meet across warps."""
+    P handed to the second GEMM through a shared tile and a fragment copy of it (or, with
+    ``p_via_shared=False``, copied from the scores' fragment as flash attention does),
+    every GEMM with the FullCol warp policy. With 8 warps over 64 heads the warps also
+    split columns, so the row max and sum meet across warps."""
     scale = float((dim + pe_dim) ** -0.5 * 1.44269504)  # log2(e)
     dtype, accum = "float16", "float32"
     full_col = T.GemmWarpPolicy.FullCol
@@ -386,8 +388,11 @@ def mla_decode(batch, heads, seq_len, dim, pe_dim, block_H=64, block_N=64, threa
                 for i, j in T.Parallel(block_H, block_N):
                     acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
                 T.reduce_sum(acc_s, scores_sum, dim=1)
-                T.copy(acc_s, S_shared)
-                T.copy(S_shared, acc_s_cast)
+                if p_via_shared:
+                    T.copy(acc_s, S_shared)
+                    T.copy(S_shared, acc_s_cast)
+                else:
+                    T.copy(acc_s, acc_s_cast)
                 for i in T.Parallel(block_H):
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
                 for i, j in T.Parallel(block_H, dim):

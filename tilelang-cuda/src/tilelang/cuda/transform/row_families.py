@@ -111,7 +111,7 @@ class RowFamilies:
         if warps_n > 1:  # a warp holds only its columns of a fragment: no register A operand
             operands = [args[0].source for args in gemms if args[0].source.scope() == FRAGMENT_SCOPE]
             if operands:
-                self.shared_operands = _copies_of_shared_tiles(operands, ops, nests)
+                self.shared_operands = _copied_operands(operands, ops, nests)
                 return False
 
         for name, args in ops:
@@ -277,11 +277,11 @@ class RowFamilies:
                     block_barrier()])  # before the next exchange writes it again
 
 
-def _copies_of_shared_tiles(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
-    """The fragment A operands that only copy a shared tile (``T.copy(S_shared, P)``, as
-    upstream's MLA decode writes P) and are read only by GEMMs: as shared tiles themselves
-    (shared_operands) they are what a row family split over columns can read. [] where
-    any is not."""
+def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
+    """The fragment A operands written only by T.copy (of a shared tile, ``T.copy(S_shared,
+    P)`` as upstream's MLA decode writes P, or of the scores' fragment) and read only by
+    GEMMs: as shared tiles themselves (shared_operands) they are what a row family split
+    over columns can read. [] where any is not."""
     chosen: list[Any] = []
     for fragment in operands:
         if any(any(a[0].same_as(fragment) for a in buffer_accesses(inner)) for _, inner in nests):
@@ -290,7 +290,7 @@ def _copies_of_shared_tiles(operands: list[Any], ops: list[tuple[str, Any]], nes
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion) and a.source.same_as(fragment)]
             if not regions:
                 continue
-            if name == "copy" and args[1].source.same_as(fragment) and args[0].source.scope() in SHARED_SCOPES:
+            if name == "copy" and args[1].source.same_as(fragment) and not args[0].source.same_as(fragment):
                 continue
             if name == "gemm" and args[0].source.same_as(fragment) and len(regions) == 1:
                 continue
