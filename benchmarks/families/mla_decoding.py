@@ -173,7 +173,7 @@ def make_case(shape: tuple, configs: tuple, device: str = "cuda") -> Case:
     return Case("mla_decoding", f"b{batch}", {"batch": batch, "heads": heads, "kv_len": kv_len, "dim": dim,
                                               "pe_dim": pe_dim}, "GB/s", nbytes,
                 [_variant(shape, c) for c in configs], lambda: _inputs(*shape, splits, device), None, _reference,
-                atol=2e-3, rtol=1e-2, notes="memory-bound; score GEMMs repeated per output slice (module docstring)")
+                atol=2e-3, rtol=1e-2, notes="memory-bound; 4-warp configs repeat the score GEMMs per output slice (module docstring)")
 
 
 def cases(quick: bool) -> list[Case]:

@@ -81,16 +81,19 @@ def test_rms_norm_rows_including_one_row_blocks(blk_m):
 @pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma.sync"])
 @pytest.mark.parametrize("shape,tiles", [((1, 2, 128, 64), (64, 64, 128)), ((2, 4, 256, 64), (64, 64, 128, 1)),
                                          ((1, 2, 256, 128), (128, 64, 256)), ((1, 1, 192, 64), (64, 32, 128)),
-                                         ((1, 2, 256, 64), (128, 64, 128))])
+                                         ((1, 2, 256, 64), (128, 64, 128)), ((1, 2, 192, 64), (64, 64, 256))])
 def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
     """Both GEMMs on tensor cores (row family): S and P in registers, the row max/sum by
     quad shuffles, P the second GEMM's A operand — on wgmma where each warp holds 16 rows
-    (sm_90), else and with tl.disable_wgmma on mma.sync."""
+    (sm_90), else and with tl.disable_wgmma on mma.sync. 8 warps over 64 rows split the
+    columns too: the row max and sum meet in shared memory, P goes through a shared tile,
+    and each warpgroup's wgmma covers the 64 rows."""
     batch, heads, seq_len, dim = shape
     kernel = tilelang.compile(flash_attention(batch, heads, seq_len, dim, *tiles), out_idx=[3], target="cuda",
                               pass_configs=None if wgmma else NO_WGMMA)
     rows_per_warp = tiles[0] // (tiles[2] // 32)
-    expected = "wgmma" if wgmma and rows_per_warp == 16 else "mma"
+    split_columns = rows_per_warp < 16 and tiles[0] % 64 == 0
+    expected = "wgmma" if wgmma and (rows_per_warp == 16 or split_columns) else "mma"
     assert _instructions(kernel.get_kernel_source()) == expected
     q, k, v = (torch.randn(batch, seq_len, heads, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kernel(q, k, v)
@@ -102,13 +105,14 @@ def test_flash_attention_matches_sdpa(shape, tiles, wgmma):
 @pytest.mark.parametrize("threads,p_via_shared", [(256, True), (128, True), (256, False)])
 def test_mla_decode_matches_torch(threads, p_via_shared):
     """Upstream's MLA decode kernel (testing kit's mla_decode): with 8 warps over 64 heads
-    the row family splits columns too (row_families' exchange); on wgmma either way."""
+    the row family splits columns too (row_families' exchange), on wgmma; with 4 warps each
+    holds whole rows, on mma.sync (a 512-column accumulator is wider than one wgmma)."""
     from tilelang.testing.kernels import mla_decode
 
     batch, heads, seq, dim, pe_dim = 4, 128, 1024, 512, 64
     kernel = tilelang.compile(mla_decode(batch, heads, seq, dim, pe_dim, threads=threads, p_via_shared=p_via_shared),
                               out_idx=[4], target="cuda")
-    assert _instructions(kernel.get_kernel_source()) == "wgmma"
+    assert _instructions(kernel.get_kernel_source()) == ("wgmma" if threads == 256 else "mma")
     q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.float16)
     q_pe = torch.randn(batch, heads, pe_dim, device="cuda", dtype=torch.float16)
     kv = torch.randn(batch, seq, 1, dim, device="cuda", dtype=torch.float16)

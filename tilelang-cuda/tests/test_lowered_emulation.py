@@ -218,6 +218,8 @@ def test_a_clear_before_a_wgmma_is_its_first_k_step(fill, clear_accum, zero_form
 
 FLASH_KERNELS = {
     "tile": (1, lambda b, h, s, d: flash_attention(b, h, s, d)),
+    # 8 warps over 64 query rows: the row family splits the columns too (row_exchange)
+    "split-columns": (1, lambda b, h, s, d: flash_attention(b, h, s, d, 64, 64, 256)),
     # 8 tiles over 3 blocks: three waves, the last one partial
     "persistent": (2, lambda b, h, s, d: flash_attention_persistent(b, h, s, d, 64, 64, 128, 2, sm_num=3)),
 }
