@@ -95,7 +95,7 @@ class _Phases:
         if isinstance(stmt, tirx.SeqStmt):
             return self._split_sequence(list(stmt.seq))
         if isinstance(stmt, tirx.For):
-            self._require_uniform("loop", tirx.Add(stmt.min, stmt.extent), stmt)
+            self._require_uniform("loop", stmt.min if self._uniform(stmt.extent) else stmt.extent, stmt)
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, _SERIAL, self.split(stmt.body),
                             annotations=stmt.annotations, step=stmt.step, span=stmt.span)
         if isinstance(stmt, tirx.While):

@@ -72,7 +72,8 @@ class RowVector:
 
 class RowFamilies:
     """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``, ``analyzer``,
-    ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find`` and ``var``."""
+    ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find`` and ``var``, and sets its
+    ``shared_operands``, ``row_exchanges`` and ``block_prologue``."""
 
     # -- analysis ------------------------------------------------------------------------
     def _plan_row_families(self, ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]],
@@ -262,8 +263,7 @@ class RowFamilies:
         # the warps that share the rows meet in shared memory: each quad's first lane leaves
         # its warp's value of the row, then every lane combines them in warp order (so the
         # warps end with the same value)
-        exchange = tirx.decl_buffer((split.column_splits, split.m), dtype, name="row_exchange", scope="shared")
-        self.block_prologue.append(tirx.AllocBuffer(exchange))
+        exchange = self._row_exchange(split, dtype)
         _, warp_n = split.warp_coords(self.warp)
         row = self._row_of(mi, h)
         leave = tirx.IfThenElse(tirx.floormod(self.lane, QUAD) == 0,
@@ -275,6 +275,16 @@ class RowFamilies:
         return seq([unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, leave]))), block_barrier(),
                     unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(dst.regs, result, [target]))),
                     block_barrier()])  # before the next exchange writes it again
+
+
+    def _row_exchange(self, split: Any, dtype: str) -> Any:
+        """The kernel's one exchange tile of ``dtype`` (every reduction ends with a barrier,
+        so the next may write it again), allocated at the top of the block."""
+        if dtype not in self.row_exchanges:
+            self.row_exchanges[dtype] = tirx.decl_buffer((split.column_splits, split.m), dtype, name="row_exchange",
+                                                         scope="shared")
+            self.block_prologue.append(tirx.AllocBuffer(self.row_exchanges[dtype]))
+        return self.row_exchanges[dtype]
 
 
 def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:

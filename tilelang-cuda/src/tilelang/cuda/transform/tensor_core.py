@@ -119,6 +119,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.branch_roles = False  # the GEMMs run in warp roles written as thread-range ifs
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
         self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
+        self.row_exchanges: dict[str, Any] = {}  # dtype -> a split row family's exchange tile
 
     def var(self, name: str) -> Any:
         self.counter += 1
