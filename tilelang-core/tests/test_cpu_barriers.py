@@ -163,3 +163,34 @@ def test_a_loop_whose_trip_count_differs_per_thread_is_an_error() -> None:
 
     with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a loop that depends on the thread index"):
         run(ragged, np.zeros(8, np.float32))
+
+
+def test_tile_ops_and_a_fragment_live_across_barriers() -> None:
+    """T.copy and T.gemm (tile ops, the same in every thread) beside per-thread code: the
+    accumulator fragment crosses two barriers, so each thread keeps its slot of it."""
+    m = n = k = 32
+
+    @T.prim_func
+    def gemm_then_rows(A: T.Tensor((m, k), "float32"), B: T.Tensor((k, n), "float32"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=m):
+            A_s = T.alloc_shared((m, k), "float32")
+            B_s = T.alloc_shared((k, n), "float32")
+            C_l = T.alloc_fragment((m, n), "float32")
+            C_s = T.alloc_shared((m, n), "float32")
+            tx = T.get_thread_binding()
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(C_l)
+            T.gemm(A_s, B_s, C_l)
+            T.sync_threads()
+            T.copy(C_l, C_s)
+            T.sync_threads()
+            for j in T.serial(n):
+                C[tx, j] = C_s[(tx + 1) % m, j] + C_l[tx, j]
+
+    a = RNG.integers(-4, 5, (m, k)).astype(np.float32)  # exact products and sums
+    b = RNG.integers(-4, 5, (k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    run(gemm_then_rows, a, b, c)
+    product = a @ b
+    np.testing.assert_array_equal(c, np.roll(product, -1, axis=0) + product)
