@@ -242,7 +242,11 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("naive_splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32)),
         Kernel("splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32, reduce_threads=32)),
         Kernel("splitk_gemv_vectorized", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32)),
-        Kernel("splitk_gemv_vectorized_tvm", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32)),
+        Kernel("splitk_gemv_vectorized_tvm", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32),
+               # T.tvm_thread_allreduce across 32 threads: on the CPU, in phases (cpu/transform/thread_allreduce.py)
+               cpu=CpuCase(kwargs=dict(N=256, K=256), out_idx=(-1,),
+                           inputs=lambda g: [_randn(g, 256, dtype="float16"), _randn(g, 256, 256, dtype="float16")],
+                           ref=lambda a, b: (b.float() @ a.float()).half())),
         Kernel("gemv_alloc_reducer", kwargs=dict(M=1024, N=1024, block_M=128, block_N=128)),),
         run=Call("main", kwargs=dict(do_bench=False))),
     Recipe("topk/example_topk.py", (

@@ -194,3 +194,36 @@ def test_tile_ops_and_a_fragment_live_across_barriers() -> None:
     run(gemm_then_rows, a, b, c)
     product = a @ b
     np.testing.assert_array_equal(c, np.roll(product, -1, axis=0) + product)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_thread_allreduce_across_a_thread_axis(kind: str) -> None:
+    """Upstream's split-K gemv (examples/gemv, splitk_gemv_vectorized_tvm): each of 8 threads
+    along y sums its share of a row, T.tvm_thread_allreduce over y combines them, and the
+    first thread writes the row's result (on the CPU: slots in a shared tile, in phases)."""
+    n, k, block_n, reducers, tile = 16, 128, 4, 8, 16
+    is_sum = kind == "sum"
+
+    @T.prim_func
+    def gemv(A: T.Tensor((k,), "float32"), B: T.Tensor((n, k), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(n // block_n, threads=(block_n, reducers)) as bn:
+            tn = T.get_thread_binding(0)
+            tk = T.get_thread_binding(1)
+            part = T.alloc_local((1,), "float32")
+            part[0] = 0 if is_sum else -T.infinity("float32")
+            for i in T.serial(tile):
+                product = A[tk * tile + i] * B[bn * block_n + tn, tk * tile + i]
+                part[0] = part[0] + product if is_sum else T.max(part[0], product)
+            total = T.alloc_local((1,), "float32")
+            with T.attr(T.comm_reducer(lambda x, y: x + y if is_sum else T.max(x, y),
+                                       [T.float32(0) if is_sum else -T.infinity("float32")]),
+                        "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), part[0], True, total[0], tk, dtype="handle"))
+            if tk == reducers - 1:  # every thread holds the result
+                C[bn * block_n + tn] = total[0]
+
+    a = RNG.integers(-4, 5, k).astype(np.float32)
+    b = RNG.integers(-4, 5, (n, k)).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    run(gemv, a, b, c)
+    np.testing.assert_array_equal(c, b @ a if is_sum else (b * a).max(axis=1))

@@ -112,8 +112,8 @@ def is_call_to(expr: object, op_name: str) -> bool:
     return op is not None and getattr(op, "name", None) == op_name
 
 
-#: a barrier for every thread of the block (``__syncthreads()`` on CUDA; the CPU, which runs
-#: a block's threads in sequence, drops it)
+#: a barrier for every thread of the block (``__syncthreads()`` on CUDA; the CPU runs a
+#: block's threads in phases between these, or drops them where no thread index is read)
 BLOCK_BARRIER = "tirx.tvm_storage_sync"
 
 

@@ -23,6 +23,7 @@ from ...errors import LanguageError
 from ...language.ops import is_block_barrier, uses_var
 from .atomics import uses_atomics
 from .barrier_phases import run_in_phases
+from .thread_allreduce import lower_thread_allreduce
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
 
@@ -113,7 +114,7 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     if not read:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing
         body = _drop_barriers(body)
     else:
-        body = run_in_phases(kernel, body, read)
+        body = run_in_phases(kernel, lower_thread_allreduce(kernel, body, read), read)
     total = None
     for _, _, extent in blocks:
         total = extent if total is None else total * extent
