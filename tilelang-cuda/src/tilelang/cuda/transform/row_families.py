@@ -276,7 +276,6 @@ class RowFamilies:
                     unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(dst.regs, result, [target]))),
                     block_barrier()])  # before the next exchange writes it again
 
-
     def _row_exchange(self, split: Any, dtype: str) -> Any:
         """The kernel's one exchange tile of ``dtype`` (every reduction ends with a barrier,
         so the next may write it again), allocated at the top of the block."""
