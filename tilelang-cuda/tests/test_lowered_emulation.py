@@ -280,6 +280,87 @@ def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads,
     np.testing.assert_allclose(out.astype(np.float64), mla_reference(q, q_pe, kv, k_pe), atol=2e-3, rtol=0)
 
 
+def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads=256):
+    """Upstream's sparse MLA forward (examples/deepseek_v32/sparse_mla_fwd.py) in small: keys
+    gathered by index into shared tiles, a mask over the key block's columns (a 1-d
+    fragment read at the column: a shared vector), 8 warps over 64 heads."""
+    NI = topk // BI
+    scale = (D + D_tail) ** -0.5 * 1.44269504
+    dtype, accum = "float16", "float32"
+    @T.prim_func
+    def main(Q: T.Tensor([H, D + D_tail], dtype), KV: T.Tensor([seq_kv, D + D_tail], dtype),
+             Indices: T.Tensor([topk], "int32"), Limit: T.Tensor([1], "int32"), Output: T.Tensor([H, D], dtype)):
+        with T.Kernel(1, threads=threads):
+            Q_shared = T.alloc_shared([H, D + D_tail], dtype)
+            KV_shared = T.alloc_shared([BI, D], dtype)
+            K_tail_shared = T.alloc_shared([BI, D_tail], dtype)
+            S_shared = T.alloc_shared([H, BI], dtype)
+            mask = T.alloc_fragment([BI], "bool")
+            acc_o = T.alloc_fragment([H, D], accum)
+            acc_s = T.alloc_fragment([H, BI], accum)
+            sumexp = T.alloc_fragment([H], accum)
+            sumexp_i = T.alloc_fragment([H], accum)
+            alpha = T.alloc_fragment([H], accum)
+            m_i = T.alloc_fragment([H], accum)
+            m_i_prev = T.alloc_fragment([H], accum)
+            T.fill(acc_o, 0)
+            T.fill(sumexp, 0)
+            T.fill(m_i, -(2**30))
+            T.copy(Q[:, :D], Q_shared[:, :D])
+            T.copy(Q[:, D:], Q_shared[:, D:])
+            for i_i in T.Pipelined(NI, num_stages=2):
+                for bi_i in T.Parallel(BI):
+                    mask[bi_i] = Indices[i_i * BI + bi_i] <= Limit[0]
+                for bi_i, d_i in T.Parallel(BI, D):
+                    KV_shared[bi_i, d_i] = KV[Indices[i_i * BI + bi_i], d_i]
+                for bi_i, d_i in T.Parallel(BI, D_tail):
+                    K_tail_shared[bi_i, d_i] = KV[Indices[i_i * BI + bi_i], D + d_i]
+                for h_i, bi_i in T.Parallel(H, BI):
+                    acc_s[h_i, bi_i] = T.if_then_else(mask[bi_i], 0, -T.infinity(accum))
+                T.gemm(Q_shared[:, :D], KV_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(Q_shared[:, D:], K_tail_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m_i, m_i_prev)
+                T.reduce_max(acc_s, m_i, dim=1, clear=False)
+                for h_i in T.Parallel(H):
+                    m_i[h_i] = T.max(m_i[h_i], m_i_prev[h_i])
+                for h_i in T.Parallel(H):
+                    alpha[h_i] = T.exp2((m_i_prev[h_i] - m_i[h_i]) * scale)
+                for h_i, bi_i in T.Parallel(H, BI):
+                    acc_s[h_i, bi_i] = T.exp2(acc_s[h_i, bi_i] * scale - m_i[h_i] * scale)
+                T.reduce_sum(acc_s, sumexp_i, dim=1)
+                for h_i in T.Parallel(H):
+                    sumexp[h_i] = sumexp[h_i] * alpha[h_i] + sumexp_i[h_i]
+                for h_i, d_i in T.Parallel(H, D):
+                    acc_o[h_i, d_i] = acc_o[h_i, d_i] * alpha[h_i]
+                T.copy(acc_s, S_shared)
+                T.gemm(S_shared, KV_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for h_i, d_i in T.Parallel(H, D):
+                acc_o[h_i, d_i] /= sumexp[h_i]
+            T.copy(acc_o, Output)
+    return main
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+def test_sparse_mla_with_a_column_mask_matches_numpy(target):
+    """The mask fragment over key columns goes to shared memory, and the rest is a row family
+    split over columns (row_exchange) on tensor cores; masked keys drop out exactly."""
+    seq_kv, heads, dim, tail, topk = 256, 64, 128, 64, 128
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((heads, dim + tail)).astype(np.float16)
+    kv = rng.standard_normal((seq_kv, dim + tail)).astype(np.float16)
+    indices = rng.permutation(seq_kv)[:topk].astype(np.int32)
+    limit = np.array([170], np.int32)
+    out = np.full((heads, dim), np.nan, np.float16)
+    device_mod = lower(sparse_mla_like(seq_kv, heads, dim, tail, topk), target)
+    calls = run(device_mod, q, kv, indices, limit, out)
+    assert calls["tl_mma_m16n8k16_f16_f32"] > 0 and "row_exchange" in str(device_mod)
+    keys = kv[indices].astype(np.float64)
+    scores = np.where(indices[None, :] <= limit[0], q.astype(np.float64) @ keys.T / np.sqrt(dim + tail), -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    expected = (p / p.sum(-1, keepdims=True)) @ keys[:, :dim]
+    np.testing.assert_allclose(out.astype(np.float64), expected, atol=2e-3, rtol=0)
+
+
 # -- the emulator reads what the IR says --------------------------------------------------
 def mutated(device_mod, name: str, change) -> object:
     """``device_mod`` with every ``call_extern(name, ...)`` replaced by ``change(call)``."""

@@ -94,12 +94,15 @@ class RowFamilies:
             return False  # warp roles: the exchange's barriers would need every thread
         layouts: dict[Any, MMALayout] = {}
         rows: list[Any] = []
+        columns: list[Any] = []  # 1-d fragments read at a column (sparse MLA's mask)
         for fragment in fragments:
             shape = static_ints(fragment.shape)
             if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % (16 * warps_n) == 0:
                 layouts[fragment] = MMALayout(m, shape[1], warps_m, warps_n)
-            elif shape == [m]:
+            elif shape == [m] and not _read_at_columns(fragment, nests):
                 rows.append(fragment)
+            elif shape is not None and len(shape) == 1:
+                columns.append(fragment)
             else:
                 return False
 
@@ -109,11 +112,24 @@ class RowFamilies:
         def is_row(buffer: Any) -> bool:
             return any(buffer.same_as(r) for r in rows)
 
-        if warps_n > 1:  # a warp holds only its columns of a fragment: no register A operand
-            operands = [args[0].source for args in gemms if args[0].source.scope() == FRAGMENT_SCOPE]
-            if operands:
-                self.shared_operands = _copied_operands(operands, ops, nests)
+        # what the family cannot hold in registers goes to shared memory (shared_operands):
+        # vectors over columns, and with warps side by side the fragment A operands (a warp
+        # holds only its columns of them)
+        to_shared = []
+        for vector in columns:
+            if any(name not in ("fill", "copy") for name, args in ops
+                   if any(isinstance(a, tvm.ir.TensorRegion) and a.source.same_as(vector) for a in args)):
                 return False
+            to_shared.append(vector)
+        operands = [args[0].source for args in gemms if args[0].source.scope() == FRAGMENT_SCOPE]
+        if warps_n > 1 and operands:
+            copied = _copied_operands(operands, ops, nests)
+            if not copied:
+                return False
+            to_shared += copied
+        if to_shared:
+            self.shared_operands = to_shared
+            return False
 
         for name, args in ops:
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
@@ -284,6 +300,16 @@ class RowFamilies:
                                                          scope="shared")
             self.block_prologue.append(tirx.AllocBuffer(self.row_exchanges[dtype]))
         return self.row_exchanges[dtype]
+
+
+def _read_at_columns(vector: Any, nests: list[tuple[list[Any], Any]]) -> bool:
+    """Whether a T.Parallel nest over (rows, columns) indexes the 1-d fragment ``vector``
+    by anything but its row."""
+    for loops, inner in nests:
+        for buffer, indices, _ in buffer_accesses(inner):
+            if buffer.same_as(vector) and len(loops) == 2 and not is_identity(indices, loops[:1]):
+                return True
+    return False
 
 
 def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
