@@ -280,6 +280,21 @@ def test_mla_decode_row_family_split_over_columns_matches_numpy(target, threads,
     np.testing.assert_allclose(out.astype(np.float64), mla_reference(q, q_pe, kv, k_pe), atol=2e-3, rtol=0)
 
 
+def test_split_family_exchange_keeps_the_dynamic_tiles_aligned():
+    """The exchange tile is static shared memory; CUDA puts the dynamic buffer (wgmma's
+    swizzled tiles, which need 1 KiB alignment) after it, so it is padded to 1 KiB. With
+    512 bytes every split wgmma kernel was wrong on the H200 (the emulator does not model
+    the swizzle's alignment)."""
+    import re
+
+    source = tilelang.lower(mla_decode(1, 64, 128, 128, 64), target=SM90, out_idx=[-1]).device_source
+    assert "tl_wgmma_m64" in source
+    sizes = {"float": 4, "half_t": 2, "uint64_t": 8}
+    static = [(m.group(1), int(m.group(2))) for m in re.finditer(r"__shared__ [^;]*?(\w+) \w+\[(\d+)\];", source)]
+    assert any("row_exchange" in line for line in source.splitlines() if "__shared__" in line)
+    assert sum(sizes[t] * n for t, n in static) % 1024 == 0, static
+
+
 def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads=256):
     """Upstream's sparse MLA forward (examples/deepseek_v32/sparse_mla_fwd.py) in small: keys
     gathered by index into shared tiles, a mask over the key block's columns (a 1-d

@@ -32,6 +32,7 @@ from tilelang.plugin import (
     REDUCE_KINDS,
     block_barrier,
     buffer_accesses,
+    dtype_bytes,
     is_full_region,
     is_identity,
     matrix_extents,
@@ -283,21 +284,26 @@ class RowFamilies:
         _, warp_n = split.warp_coords(self.warp)
         row = self._row_of(mi, h)
         leave = tirx.IfThenElse(tirx.floormod(self.lane, QUAD) == 0,
-                                tirx.BufferStore(exchange, current, [warp_n, row]), None)
-        met = tirx.BufferLoad(exchange, [0, row])
+                                tirx.BufferStore(exchange, current, [warp_n * split.m + row]), None)
+        met = tirx.BufferLoad(exchange, [row])
         for other in range(1, split.column_splits):
-            met = combine(met, tirx.BufferLoad(exchange, [other, row]))
+            met = combine(met, tirx.BufferLoad(exchange, [other * split.m + row]))
         result = met if clear else combine(tirx.BufferLoad(dst.regs, [target]), met)
         return seq([unrolled(mi, layout.mt, unrolled(h, 2, seq([partial, leave]))), block_barrier(),
                     unrolled(mi, layout.mt, unrolled(h, 2, tirx.BufferStore(dst.regs, result, [target]))),
                     block_barrier()])  # before the next exchange writes it again
 
     def _row_exchange(self, split: Any, dtype: str) -> Any:
-        """The kernel's one exchange tile of ``dtype`` (every reduction ends with a barrier,
-        so the next may write it again), allocated at the top of the block."""
+        """The kernel's one exchange tile of ``dtype``, [column splits x m] flattened
+        (every reduction ends with a barrier, so the next may write it again), allocated
+        at the top of the block. Static shared memory, padded to a multiple of 1 KiB: CUDA
+        places the dynamic buffer after it, and wgmma's swizzled tiles there need their
+        1 KiB alignment (a 512-byte exchange broke every split wgmma kernel on the H200)."""
         if dtype not in self.row_exchanges:
-            self.row_exchanges[dtype] = tirx.decl_buffer((split.column_splits, split.m), dtype, name="row_exchange",
-                                                         scope="shared")
+            size = split.column_splits * split.m
+            per_kib = 1024 // dtype_bytes(dtype)
+            size = -(-size // per_kib) * per_kib
+            self.row_exchanges[dtype] = tirx.decl_buffer((size,), dtype, name="row_exchange", scope="shared")
             self.block_prologue.append(tirx.AllocBuffer(self.row_exchanges[dtype]))
         return self.row_exchanges[dtype]
 
