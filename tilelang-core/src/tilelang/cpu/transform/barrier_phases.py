@@ -17,6 +17,7 @@ fission at barriers, as CPU implementations of OpenCL run a work-group).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import tvm_ffi
@@ -30,17 +31,33 @@ from ...language.ops import is_block_barrier, substitute
 _SERIAL = tirx.ForKind.SERIAL
 
 
-def holds_barrier(stmt: Any) -> bool:
-    """Whether ``stmt`` is or contains the block's barrier (``T.sync_threads()``)."""
-    found: list[Any] = []
-    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda s: found.append(s) if is_block_barrier(s) else None))
-    return bool(found)
-
-
 def _first_barrier(stmt: Any) -> Any:
+    """The first block barrier (``T.sync_threads()``) in ``stmt``, or None."""
     found: list[Any] = []
     tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda s: found.append(s) if is_block_barrier(s) else None))
     return found[0] if found else None
+
+
+def holds_barrier(stmt: Any) -> bool:
+    return _first_barrier(stmt) is not None
+
+
+def thread_count(threads: list[tuple[Any, Any]]) -> Any:
+    """The block's threads: the product of the ``threads`` extents ((var, extent) pairs)."""
+    count: Any = None
+    for _, extent in threads:
+        count = extent if count is None else count * extent
+    return count
+
+
+def linear_thread(threads: list[tuple[Any, Any]], values: Sequence[tuple[Any, Any]] = ()) -> Any:
+    """The thread's index in the block, outermost axis first; ``values`` (var, value) put
+    another thread's coordinate in place of a thread variable."""
+    tid: Any = None
+    for var, extent in threads:
+        value = next((v for old, v in values if old.same_as(var)), var)
+        tid = value if tid is None else tid * extent + value
+    return tid
 
 
 def _vars_in(node: Any) -> list[Any]:
@@ -59,11 +76,8 @@ class _Phases:
     def __init__(self, kernel: str, threads: list[tuple[Any, Any]], body: Any) -> None:
         self.kernel = kernel
         self.threads = threads  # (var, extent), outermost first
-        self.count: Any = None
-        self.tid: Any = None
-        for var, extent in threads:
-            self.count = extent if self.count is None else self.count * extent
-            self.tid = var if self.tid is None else self.tid * extent + var
+        self.count = thread_count(threads)
+        self.tid = linear_thread(threads)
         # what differs from thread to thread: its index, the values it binds, its own buffers
         self.private: list[Any] = [var for var, _ in threads]
         tvm_ffi.structural_walk(body, (tirx.AllocBuffer, lambda a: self.private.append(a.buffer)

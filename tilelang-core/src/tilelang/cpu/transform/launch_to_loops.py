@@ -4,8 +4,8 @@ A kernel's blocks are independent, so the block grid becomes one fused parallel 
 gx*gy*gz blocks (TVM's thread pool runs it; fusing keeps every core busy whatever axis
 is long). A block's threads run one after another: TileLang semantics (T.Parallel over a
 tile, no user-visible thread ids) need no more, and a kernel that reads its thread index
-and syncs its threads runs them in phases between its barriers (barrier_phases.py). Loops written with T.Parallel then run in
-parallel only at the outermost level — LLVM's parallel loops do not nest — and the
+and syncs its threads runs them in phases between its barriers (barrier_phases.py).
+Loops written with T.Parallel then run in parallel only at the outermost level — LLVM's parallel loops do not nest — and the
 innermost ones are left to LLVM's vectorizer. A kernel that uses T.atomic_add runs on one
 thread (its updates become plain ones: see atomics.py).
 """

@@ -19,6 +19,7 @@ from tvm.ir import TensorLoad
 
 from ...errors import LanguageError
 from ...language.ops import block_barrier, is_call_to, substitute
+from .barrier_phases import linear_thread, thread_count
 
 _REDUCE_SCOPE = "reduce_scope"
 
@@ -34,17 +35,7 @@ def _allreduce(stmt: Any) -> Any:
 def lower_thread_allreduce(kernel: str, body: Any, threads: list[tuple[Any, Any]]) -> Any:
     """``body`` of a block whose ``threads`` (loop var, extent; outermost first) it reads,
     with each thread allreduce written out over a shared tile with two barriers."""
-    count: Any = None
-    for _, extent in threads:
-        count = extent if count is None else count * extent
-
-    def linear(values: dict[Any, Any]) -> Any:
-        tid = None
-        for var, extent in threads:
-            value = next((v for k, v in values.items() if k.same_as(var)), var)
-            tid = value if tid is None else tid * extent + value
-        return tid
-
+    count = thread_count(threads)
     errors: list[LanguageError] = []
 
     def on_attr(stmt: Any) -> Any:
@@ -87,13 +78,13 @@ def lower_thread_allreduce(kernel: str, body: Any, threads: list[tuple[Any, Any]
         acc = tirx.decl_buffer([1], dtype, name="allreduce_acc", scope="local")
         others = {var: tirx.Var(f"{var.name}_other", var.dtype) for var, _ in reduced}
         gather: Any = tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [0]),
-                                                    tirx.BufferLoad(slots, [linear(others)])), [0])
+                                                    tirx.BufferLoad(slots, [linear_thread(threads, list(others.items()))])), [0])
         for var, extent in reversed(reduced):
             gather = tirx.For(others[var], 0, extent, tirx.ForKind.SERIAL, gather)
         own = value if isinstance(cond, tirx.IntImm) and cond.value else tirx.Select(cond, value, identity)
         return tirx.SeqStmt([
             tirx.AllocBuffer(slots),
-            tirx.BufferStore(slots, own, [linear({})]),
+            tirx.BufferStore(slots, own, [linear_thread(threads)]),
             block_barrier(),
             tirx.AllocBuffer(acc),
             tirx.BufferStore(acc, identity, [0]),

@@ -321,7 +321,7 @@ def _read_at_columns(vector: Any, nests: list[tuple[list[Any], Any]]) -> bool:
 def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
     """The fragment A operands written only by T.copy (of a shared tile, ``T.copy(S_shared,
     P)`` as upstream's MLA decode writes P, or of the scores' fragment) and read only by
-    GEMMs: as shared tiles themselves (shared_operands) they are what a row family split
+    GEMMs: as shared tiles themselves (with_shared_operands) they are what a row family split
     over columns can read. [] where any is not."""
     chosen: list[Any] = []
     for fragment in operands:
@@ -341,7 +341,7 @@ def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: lis
     return chosen
 
 
-def shared_operands(func: Any, fragments: list[Any]) -> Any:
+def with_shared_operands(func: Any, fragments: list[Any]) -> Any:
     """``func`` with each of ``fragments`` a shared tile (copies into it become shared to
     shared copies; the GEMMs read it as any shared operand)."""
     pairs = [(f, tirx.decl_buffer(f.shape, f.dtype, name=f.name, scope="shared.dyn")) for f in fragments]

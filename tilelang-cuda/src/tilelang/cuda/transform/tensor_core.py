@@ -77,7 +77,7 @@ from .mma_layout import (
     padded_row,
 )
 from .operands import addressed_buffers, addresser, matrix_slice
-from .row_families import RowFamilies, shared_operands
+from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .tma import PRODUCER_THREADS
 from .wgmma import WgmmaGemms
@@ -564,10 +564,10 @@ def _analyzed(func: Any, tensor_maps: bool) -> _Kernel | None:
     """The kernel's analysis (what LowerTensorCoreGemm would do, nothing rewritten yet), or
     None where it has no T.gemm and no T.annotate_layout. A row family split over columns
     that wants fragment A operands copied from shared tiles gets them as shared tiles
-    (row_families.shared_operands), analyzed again."""
+    (row_families.with_shared_operands), analyzed again."""
     work = _prepared(func, tensor_maps)
     if work is not None and work.shared_operands:
-        work = _prepared(shared_operands(func, work.shared_operands), tensor_maps)
+        work = _prepared(with_shared_operands(func, work.shared_operands), tensor_maps)
     return work
 
 

@@ -78,7 +78,8 @@ class WgmmaGemms:
                 return
             # the same registers, wgmma's bookkeeping; a family split over columns takes its
             # rows 64 per warpgroup, and its warpgroups side by side share them
-            m, splits = next(iter(self.rows.values())).layout.m, next(iter(self.rows.values())).layout.column_splits
+            family = next(iter(self.rows.values())).layout
+            m, splits = family.m, family.column_splits
             groups_m = warps // 4 if splits == 1 else m // 64
             if splits > 1 and (m % 64 or (warps // 4) % groups_m):
                 return
