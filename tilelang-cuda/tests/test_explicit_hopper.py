@@ -9,9 +9,11 @@ import dataclasses
 import re
 
 import explicit_hopper_kernels as kernels
+import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
+from lowered_instructions import lowered_kernel
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
 from tilelang.cuda import toolchain
@@ -21,14 +23,17 @@ from tilelang.errors import CompileError
 needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
 
 
-def lower(func, arch: str = "sm_90", backend: str = "tvm_ffi"):
+def lower(func, arch: str = "sm_90", backend: str = "tvm_ffi", pass_configs=None):
     """The artifact for ``backend``'s spec: tvm_ffi runs the kernel's host code, which
     encodes the tensor maps; cython launches the kernel itself. (The context keeps no
     execution backend object, which needs a GPU; a stand-in marks it as not codegen-only.)"""
     context = create_backend_context({"kind": "cuda", "arch": arch}, execution_backend=None)
     spec = next(s for s in execution_specs(context.module) if s.name == backend)
     context = dataclasses.replace(context, execution_spec=spec, execution_backend=object())
-    return lower_artifact(func, context, out_idx=[-1])
+    return lower_artifact(func, context, out_idx=[-1], pass_configs=pass_configs)
+
+
+ON_MMA_SYNC = {"tl.disable_wgmma": True}
 
 
 def kernel_body(source: str) -> str:
@@ -51,12 +56,15 @@ ROLE_1 = "128 <= ((int)threadIdx.x)"
 
 @pytest.mark.parametrize("producer,stages", [(0, 0), (1, 2)])
 def test_producer_and_consumer_roles_keep_their_barriers_and_boxes(producer, stages):
+    """The consumer's GEMM on wgmma: the producer's boxes write A and B in wgmma's
+    128-byte swizzle (one 64-column block of A, two of B), the consumer waits on the
+    mbarrier and reads them through descriptors, with no barrier of its own."""
     consumer = 1 - producer
     artifact = lower(kernels.copy_gemm_roles(1024, 1024, 1024, producer=producer, consumer=consumer, stages=stages))
     body = kernel_body(artifact.device_source)
     # the block keeps its 256 threads: no producer warp of the automatic pipeline, no cp.async ring
     assert "__launch_bounds__(256)" in body and "tl_cp_async" not in body and "tma_barrier" not in body
-    assert "const __grid_constant__ CUtensorMap A_tensor_map" in body
+    assert "const __grid_constant__ CUtensorMap A_swizzled_map" in body
     # both barriers are slots of one static array of 1 KiB (what the dynamic tiles' alignment needs)
     assert body.count("uint64_t") == 1 and "__shared__ alignas(64) uint64_t barriers_ptr[128];" in body
     # thread 0 initializes each barrier for 128 arrivals, fenced, then the whole block syncs
@@ -67,23 +75,34 @@ def test_producer_and_consumer_roles_keep_their_barriers_and_boxes(producer, sta
     consuming = role(loop, ROLE_1 if producer == 0 else PRODUCER_0)
     first = 128 * producer  # the producer role's elected thread
     assert "tl_mbarrier_wait((&(barriers_ptr[1])), ((ko + 1) & 1));" in producing
-    # the elected thread expects the padded tiles' bytes (A: 128 rows of 64 + 8 halves) and
-    # issues one box each; every producer thread then arrives
+    # the elected thread expects each tile's bytes (128 x 64 halves) and issues its boxes
+    # from the swizzled maps; every producer thread then arrives
     assert re.search(rf"if \(\(\(int\)threadIdx.x\) == {first}\) \{{\s+tl_mbarrier_expect_tx_no_arrive\("
-                     r"\(&\(barriers_ptr\[0\]\)\), 18432\);\s+tl_check_tma_destination", producing)
-    assert re.search(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[\d+\]\)\), \(\(unsigned long long\)"
-                     r"\(&\(A_tensor_map\)\)\), \(&\(barriers_ptr\[0\]\)\), \(ko \* 64\), "
-                     r"\(\(\(int\)blockIdx.y\) \* 128\)\);", producing)
-    assert "tl_mbarrier_expect_tx_no_arrive((&(barriers_ptr[0])), 17408);" in producing  # B: 64 x (128 + 8)
+                     r"\(&\(barriers_ptr\[0\]\)\), 16384\);\s+tl_check_swizzle_base", producing)
+    assert len(re.findall(r"tl_tma_load_2d\(.*?\(&\(A_swizzled_map\)\)\), \(&\(barriers_ptr\[0\]\)\), "
+                          r"\(ko \* 64\), \(\(\(int\)blockIdx.y\) \* 128\)\);", producing)) == 1
+    assert len(re.findall(r"tl_tma_load_2d\(.*?B_swizzled_map", producing)) == 2
     assert producing.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[0])));")
-    assert "tl_mma" not in producing and "__syncthreads" not in producing
-    # the consumers wait, sync among themselves alone (named barrier 1 + their warpgroup), multiply
+    assert "wgmma" not in producing and "__syncthreads" not in producing
+    # the consumers wait and multiply (8 wgmma: 2 x 64 rows, 4 k steps), wait for them, release
     assert "tl_mbarrier_wait((&(barriers_ptr[0])), (ko & 1));" in consuming
-    assert f"tl_named_barrier_sync({1 + consumer}, 128);" in consuming and "__syncthreads" not in consuming
-    assert "tl_mma_m16n8k16_f16_f32" in consuming and "tl_tma_load" not in consuming
+    assert consuming.count("tl_wgmma_m64n128k16_f16_01(") == 8 and "tl_wgmma_wait(0);" in consuming
+    assert "barrier_sync" not in consuming and "__syncthreads" not in consuming and "tl_mma" not in consuming
     assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[1])));")
     # the host code encodes both maps before the launch
-    assert artifact.host_source.count("A_tensor_map") and artifact.host_source.count("B_tensor_map")
+    assert artifact.host_source.count("A_swizzled_map") and artifact.host_source.count("B_swizzled_map")
+
+
+def test_roles_on_mma_sync_pad_their_tiles_and_sync_before_ldmatrix():
+    """With wgmma disabled, the consumer's GEMM runs on mma.sync: the tiles' rows are padded
+    (boxes as wide as the padded row) and the consumers sync among themselves alone."""
+    body = kernel_body(lower(kernels.copy_gemm_roles(1024, 1024, 1024), pass_configs=ON_MMA_SYNC).device_source)
+    loop = body[body.index("for (int ko = 0; ko < 16; ++ko) {"):]
+    producing, consuming = role(loop, PRODUCER_0), role(loop, ROLE_1)
+    assert "tl_mbarrier_expect_tx_no_arrive((&(barriers_ptr[0])), 18432);" in producing  # A: 128 x (64 + 8)
+    assert "tl_mbarrier_expect_tx_no_arrive((&(barriers_ptr[0])), 17408);" in producing  # B: 64 x (128 + 8)
+    assert "tl_named_barrier_sync(2, 128);" in consuming and "__syncthreads" not in consuming
+    assert "tl_mma_m16n8k16_f16_f32" in consuming and "wgmma" not in consuming
 
 
 def stored_elements(epilogue: str, threads: range) -> list[int]:
@@ -118,17 +137,17 @@ def test_a_ring_of_stage_tiles_and_barrier_arrays():
     loop = body[body.index("for (int ko"):]
     producing, consuming = role(loop, ROLE_1), role(loop, PRODUCER_0)
     assert "tl_mbarrier_wait((&(barriers_ptr[((ko & 1) + 2)])), (((ko & 3) >> 1) ^ 1));" in producing
-    # each stage is a tile of its own, chosen by the stage index: two A and two B boxes, each
-    # at its own offset
+    # each stage is a tile of its own, chosen by the stage index: two A and two B tiles, each
+    # at its own offset (A in one 64-column box, B in two)
     offsets = re.findall(r"tl_tma_load_2d\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr\)\[(\d+)\]\)\)", producing)
-    assert len(offsets) == 4 and len(set(offsets)) == 4
+    assert len(offsets) == 6 and len(set(offsets)) == 6
     assert "tl_mbarrier_wait((&(barriers_ptr[(ko & 1)])), ((ko & 3) >> 1));" in consuming
-    assert "tl_named_barrier_sync(1, 128);" in consuming
+    assert consuming.count("tl_wgmma_commit();") == 2  # one GEMM per stage's tiles
     assert consuming.rstrip().endswith("tl_mbarrier_arrive((&(barriers_ptr[((ko & 1) + 2)])));")
 
 
 def test_roles_sharing_a_block_copy_are_fenced_by_block_barriers():
-    body = kernel_body(lower(kernels.copy_gemm_split(1024, 1024, 1024)).device_source)
+    body = kernel_body(lower(kernels.copy_gemm_split(1024, 1024, 1024), pass_configs=ON_MMA_SYNC).device_source)
     loop = body[body.index("for (int ko"):]
     # the block's A copy: complete before either role reads it, and not begun while one still does
     block_copy = loop[:loop.index(f"if ({ROLE_1})")]
@@ -136,6 +155,57 @@ def test_roles_sharing_a_block_copy_are_fenced_by_block_barriers():
     assert "tl_named_barrier_sync(2, 128);" in role(loop, ROLE_1)
     assert "tl_named_barrier_sync(1, 128);" in role(loop, PRODUCER_0)
     assert "float C_local_g0_ptr[64];" in body and "float C_local_g1_ptr[64];" in body  # 128 x 64 over 128 threads
+
+
+def test_roles_whose_tiles_t_copy_fills_run_wgmma_and_match_numpy():
+    """The same kernel on wgmma (the tiles T.copy fills take the swizzled layout): the block's
+    copy of A and each role's copy of its half of B are fenced for the async proxy, then
+    published by a barrier of their threads, before the role's wgmma reads them. Run as
+    lowered (lowered_instructions: wgmma, the swizzle) against numpy."""
+    artifact = lower(kernels.copy_gemm_split(256, 256, 256))
+    body = kernel_body(artifact.device_source)
+    loop = body[body.index("for (int ko"):]
+    block_copy = loop[:loop.index(f"if ({ROLE_1})")]
+    assert re.search(r"tl_fence_proxy_async\(\);\s+__syncthreads\(\);", block_copy)
+    for condition, barrier in ((ROLE_1, 2), (PRODUCER_0, 1)):
+        consuming = role(loop, condition)
+        assert re.search(rf"tl_fence_proxy_async\(\);\s+tl_named_barrier_sync\({barrier}, 128\);\s+"
+                         r"tl_wgmma_fence\(\);", consuming)
+        assert consuming.count("tl_wgmma_m64n64k16_f16_01(") == 8 and "tl_mma" not in consuming
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (256, 256)).astype(np.float16)
+    b = rng.integers(-3, 4, (256, 256)).astype(np.float16)
+    c = np.zeros((256, 256), np.float16)
+    lowered_kernel(artifact.device_mod)(a, b, c)
+    np.testing.assert_array_equal(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32))
+
+
+def test_a_tile_the_kernel_also_reads_itself_keeps_the_roles_on_mma_sync():
+    """A plain read of a TMA-filled tile would not follow the swizzled layout: the tiles stay
+    as declared and the GEMM on mma.sync."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16"),
+             D: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=256):
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.tma_copy(A[0:128, 0:64], A_shared, barrier=ready)
+                T.tma_copy(B[0:64, 0:128], B_shared, barrier=ready)
+                T.barrier_arrive(ready)
+            with T.ws(0):
+                T.barrier_wait(ready, 0)
+                T.clear(C_local)
+                T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C)
+                for i in T.Parallel(64):
+                    D[i] = A_shared[0, i]
+
+    body = kernel_body(lower(main).device_source)
+    assert "tl_mma_m16n8k16_f16_f32(" in body and "wgmma" not in body
 
 
 def warp_group_kernel():

@@ -254,9 +254,14 @@ def two_role_gemm_kernel(second_lo: int = 128):
 @pytest.mark.parametrize("target", [SM80, SM90])
 def test_gemms_in_two_warp_roles_written_as_ifs_run_on_tensor_cores(target):
     """Each consumer branch is a role of 4 warps; the else-chain's ranges ([128, 256), then
-    [256, 384)) come from the conditions before it."""
+    [256, 384)) come from the conditions before it. On sm_90 a role is a warpgroup and its
+    tiles (filled by T.copy alone) take wgmma's layout."""
     artifact = tilelang.lower(two_role_gemm_kernel(), target=target)
-    assert artifact.device_source.count("tl_mma_m16n8k16_f16_f32(") >= 2
+    body = artifact.device_source[artifact.device_source.index('extern "C" __global__'):]
+    if target == SM90:
+        assert body.count("tl_wgmma_m64n64k16_f16_01(") >= 2 and "tl_mma_m16n8k16" not in body
+    else:
+        assert body.count("tl_mma_m16n8k16_f16_f32(") >= 2
     # the tiles every thread copied are read by each role: a barrier of the whole block
     # first (a role's named barrier orders only its own threads; without it, half of C was
     # wrong in 1 of 20 calls on the H200)

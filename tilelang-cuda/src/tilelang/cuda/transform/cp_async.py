@@ -67,6 +67,7 @@ class SharedTile:
     # kept as the kernel declared it (row-major, any rank): the kernel addresses its storage
     # itself (T.access_ptr, a view), or a GEMM reads a slice of it (operands.matrix_slice)
     raw: bool = False
+    tma_only: bool = False  # the user's T.tma_copy alone fills it, its mbarriers order it (role_tiles.py)
 
     def stage(self) -> Any:
         if not self.stages:

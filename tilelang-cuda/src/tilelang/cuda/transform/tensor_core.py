@@ -77,6 +77,7 @@ from .mma_layout import (
     padded_row,
 )
 from .operands import addressed_buffers, addresser, matrix_slice
+from .role_tiles import RoleTiles
 from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .tma import PRODUCER_THREADS
@@ -90,7 +91,7 @@ MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
-class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
+class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
     def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "",
                  tensor_maps: bool = False) -> None:
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
@@ -116,7 +117,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         self.double_buffer = True
         self.wgmma = False  # GEMMs on wgmma (sm_90), operands in core-matrix tiles
         self.wgmma_pending = 0  # wgmma groups a GEMM leaves in flight (into the next iteration)
-        self.branch_roles = False  # the GEMMs run in warp roles written as thread-range ifs
+        self.roles = False  # the GEMMs run in the user's warp roles (T.ws or thread-range ifs)
+        self.branch_roles = False  # ... written as thread-range ifs
+        self.role_maps: list[tuple[Any, Any, Any]] = []  # (global, tile, TensorMapLoad): role_tiles.py
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
         self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
         self.row_exchanges: dict[str, Any] = {}  # dtype -> a split row family's exchange tile
@@ -275,7 +278,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
         body = self._launch_bounds(self._at_block_top(body))
         func = self.func.with_body(seq([*self.host_prologue, body]))
-        if self.needs_alignment:
+        if self.needs_alignment or self.role_maps:  # TMA reads 16-byte aligned tensors
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
             func = func.with_attr(ALIGNMENT_ATTR, max(CHUNK_BYTES, int(current or 0)))
         return func
@@ -397,7 +400,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms):
     def _on_op(self, stmt: Any) -> Any:
         name = tile_op_name(stmt)
         if name is None:
-            return stmt
+            return self.lower_tma_copy(stmt) if self.wgmma and self.roles else stmt
         args = stmt.value.args
         if name == "gemm":
             acc = self._find(args[2].source, self.accumulators)
@@ -583,6 +586,7 @@ def _prepared(func: Any, tensor_maps: bool) -> _Kernel | None:
         if role == 0:
             return None  # C would spread over warps that never run its GEMM: the shared SIMT lowering
         work.branch_roles = bool(role)
+    work.roles = bool(role)
     if role:  # every T.gemm inside warp roles of `role` threads: C spreads over the role's warps
         work.threads, work.warp = role, tirx.floormod(work.warp, role // WARP)
     work.analyze()

@@ -48,8 +48,9 @@ DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
 
 
 def on_wgmma(func: Any) -> bool:
-    """Whether the kernel's tensor-core GEMMs can take wgmma: sm_90, not disabled, and not
-    the user's own schedule (T.ws roles run their GEMMs on mma.sync; explicit_sync.py)."""
+    """Whether the kernel's tensor-core GEMMs can take wgmma and the passes built on the
+    automatic schedule apply: sm_90, not disabled, and not the user's own schedule (T.ws
+    roles: their GEMMs take wgmma only on tiles their T.tma_copy fills, role_tiles.py)."""
     roles: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: roles.append(a) if a.attr_key == ROLE_ATTR else None))
     return kernel_arch(func) in WGMMA_ARCHS and not pass_config(DISABLE_WGMMA_CONFIG) and not roles
@@ -67,9 +68,10 @@ class WgmmaGemms:
         then *is* wgmma's accumulator layout, and a fragment A operand is wgmma's register
         A. Its operand tiles may also be unstaged when T.copy is their only writer (the
         pass lowers those copies itself, into the tile layout, fenced for the async proxy)."""
-        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG) or \
-                self.branch_roles:  # the user's roles keep mma.sync, as T.ws roles do (on_wgmma)
+        if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
             return
+        if self.roles and (self.rows or self.threads % (4 * WARP)):
+            return  # a row family's exchange needs the whole block; wgmma needs whole warpgroups
         warps = self.threads // WARP
         layouts: dict[Any, WGMMALayout] = {}
         row_layout: WGMMALayout | None = None
@@ -98,26 +100,38 @@ class WgmmaGemms:
                 return
             layouts[acc.old] = layout
         operands = [t for t in self.tiles.values() if t.mma_operand]
-        if any(t.raw for t in operands):
+        if self.roles:  # the user's own schedule: operands its T.tma_copy or T.copy alone fills (role_tiles.py)
+            by_tma = {t.old: self.filled_by_tma_alone(t.old) for t in operands}
+            if any(by_tma.values()) and not self.tensor_maps:
+                return  # (without host-encoded maps, tma_copy.py says what to do)
+            if not all(by_tma[t.old] or self._written_by_copies_only(t.old) for t in operands):
+                return
+        elif any(t.raw for t in operands):
             return  # descriptors read whole tiles laid out for them (SharedTile.raw)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             if not CoreMatrixLayout.fits(rows, cols, dtype_bytes(tile.old.dtype)):
                 return
-            if not tile.stages and not (self.rows and self._written_by_copies_only(tile.old)):
+            if not self.roles and not tile.stages and not (self.rows and self._written_by_copies_only(tile.old)):
                 return
+        swizzled = self._swizzled_layouts(operands, layouts)
+        if self.roles:
+            tma = [t for t in operands if by_tma[t.old]]
+            if any(t.old not in swizzled or not self.boxes_fit(t.old, swizzled[t.old]) for t in tma):
+                return  # a TMA box writes the swizzled layout alone
+            for tile in tma:
+                tile.raw, tile.tma_only = False, True
         self.wgmma = True
         # one group in flight keeps the tensor cores busy across the barrier; it costs a
         # stage of copy lookahead, so only with three stages or more — and only where
         # nothing but GEMMs touches an accumulator inside the pipelined loops (a row
         # family reads them right after each GEMM)
         quiet = not self.rows and all(self._accumulators_only_in_gemms(loop) for loop in self.pipelined)
-        self.wgmma_pending = 1 if quiet and all(s >= 3 for s in self.pipelined.values()) else 0
+        self.wgmma_pending = 1 if quiet and self.pipelined and all(s >= 3 for s in self.pipelined.values()) else 0
         for fragment, layout in layouts.items():
             self._find(fragment, self.accumulators).layout = layout
         for row in self.rows.values():
             row.layout = row_layout
-        swizzled = self._swizzled_layouts(operands, layouts)
         for tile in operands:
             rows, cols = (int(d.value) for d in tile.old.shape)
             tile.core = swizzled.get(tile.old) or CoreMatrixLayout(rows, cols, dtype_bytes(tile.old.dtype))
@@ -174,8 +188,8 @@ class WgmmaGemms:
 
     def _written_by_copies_only(self, buffer: Any) -> bool:
         """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it, and
-        no plain store writes it."""
-        ok = True
+        no plain store (or T.tma_copy, role_tiles.py) writes it."""
+        ok = not self.tma_copies_into(buffer)
 
         def visit(node: Any) -> None:
             nonlocal ok
@@ -273,8 +287,8 @@ class WgmmaGemms:
                        after_first_load, extern_call("tl_wgmma_wait", self.wgmma_pending), after_wait])
         if bool(args[5].value) and not zero_first:  # clear_accum
             compute = seq([self._fill_regs(acc), compute])
-        if (a is not None and a.stages) or b.stages:
-            return compute  # the pipelined loop's barrier orders it
+        if any(t is not None and (t.stages or t.tma_only) for t in (a, b)):
+            return compute  # the pipelined loop's barrier orders it, or the user's mbarriers
         # unstaged tiles (a row family's): their writers fenced; publish, and keep the
         # next writes behind this GEMM's reads
         return seq([block_barrier(), compute, block_barrier()])

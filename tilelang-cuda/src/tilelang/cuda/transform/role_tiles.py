@@ -1,0 +1,118 @@
+"""wgmma in the user's own warp roles (``T.ws``, thread-range ifs), for the tensor-core pass.
+
+A warp-specialized kernel schedules itself: a producer role fills shared tiles with
+``T.tma_copy`` and arms mbarriers, consumer roles wait on them and run ``T.gemm``. Upstream's
+examples/warp_specialize GEMMs write it so, with a tile (``A_shared``) or a ring of them
+(``A_shared[ko % 2, :, :]``). Such tiles can take wgmma's swizzled layout, because a TMA
+box with the same swizzle mode writes exactly that layout (tma.py): the copy stays one
+instruction per column block, and the GEMM reads the tile through descriptors.
+
+A tile qualifies when the kernel touches it only as a whole: T.tma_copy writes it, GEMMs
+read it (a ring ``A_shared[ko % 2, :, :]`` is a 2-d tile per stage by then:
+explicit_sync._split_stages). Any other access (a plain load or store, T.copy, an
+address) keeps it as declared and the kernel on mma.sync. The kernel's mbarriers order the boxes and the GEMM (TMA and wgmma both work
+through the async proxy), so the GEMM adds no barrier of its own.
+
+Mixed into the pass's kernel state; uses its ``func``, ``analyzer``, ``host_prologue``,
+``tiles`` and ``_find``, and keeps the tensor maps it made in ``role_maps``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tilelang.plugin import extern_call, is_full_region, seq, tile_op_name
+from tvm import tirx
+from tvm.ir import TensorLoad
+
+from .explicit_sync import TMA_COPY, op_name
+from .mma_layout import SwizzledLayout
+from .tma import BOX_MAX, MAX_RANK, TensorMapLoad, wide_axes
+
+
+class RoleTiles:
+    """The user-scheduled half of the wgmma choice (see the module docstring)."""
+
+    def tma_copies_into(self, buffer: Any) -> list[Any]:
+        """The (global, shared, barrier) arguments of every T.tma_copy into ``buffer``."""
+        found: list[Any] = []
+
+        def visit(node: Any) -> None:
+            if op_name(node.value) == TMA_COPY and node.value.args[1].source.same_as(buffer):
+                found.append(node.value.args)
+
+        tvm_ffi.structural_walk(self.func.body, (tirx.Evaluate, visit))
+        return found
+
+    def filled_by_tma_alone(self, buffer: Any) -> bool:
+        """The kernel touches the 2-d tile ``buffer`` only as a whole: T.tma_copy writes
+        it, GEMMs read it."""
+        ok = bool(self.tma_copies_into(buffer))
+
+        def element(node: Any) -> None:  # a plain access, or the tile's address
+            nonlocal ok
+            if isinstance(node, tirx.BufferStore):
+                ok = ok and not node.buffer.same_as(buffer)
+            elif isinstance(node, TensorLoad):
+                ok = ok and not node.source.same_as(buffer)
+            elif str(getattr(node.op, "name", "")) == "tirx.buffer_data":
+                ok = ok and not node.args[0].same_as(buffer)
+
+        def op(node: Any) -> None:  # tile ops: GEMMs read it, T.tma_copy writes it, whole
+            nonlocal ok
+            name, call = tile_op_name(node), node.value
+            regions = [a for a in getattr(call, "args", []) if isinstance(a, tvm.ir.TensorRegion)]
+            for k, region in enumerate(regions):
+                if region.source.same_as(buffer):
+                    reads = name == "gemm" and k < 2
+                    writes = op_name(call) == TMA_COPY and k == 1
+                    ok = ok and (reads or writes) and is_full_region(region)
+
+        tvm_ffi.structural_walk(self.func.body, [(tirx.Evaluate, op), (tirx.BufferStore, element),
+                                                 (TensorLoad, element), (tvm.ir.Call, element)])
+        return ok and len(buffer.shape) == 2
+
+    def boxes_fit(self, buffer: Any, layout: SwizzledLayout) -> bool:
+        """Every T.tma_copy into ``buffer`` reads a dense 2-d to 4-d global tensor, its rows
+        and columns those of the tile, in boxes of the swizzled layout."""
+        if layout.rows > BOX_MAX or layout.width // layout.dtype_bytes > BOX_MAX:
+            return False
+        for src, dst, _ in self.tma_copies_into(buffer):
+            g = src.source
+            axes = wide_axes(src)
+            if not 2 <= len(g.shape) <= MAX_RANK or list(g.strides) or len(axes) != 2 or \
+                    str(g.dtype) != str(buffer.dtype):
+                return False
+            extents = [self.analyzer.simplify(src.region[a].extent) for a in axes]
+            if [getattr(e, "value", None) for e in extents] != [int(d.value) for d in buffer.shape]:
+                return False
+        return True
+
+    def lower_tma_copy(self, stmt: Any) -> Any:
+        """A T.tma_copy into a swizzled tile (or stage): the elected thread makes the
+        barrier expect the tile's bytes (no arrival: the role's threads arrive themselves,
+        as tma_copy.py's copies do) and issues one box per column block. The tensor map
+        is encoded once by the host code, swizzled as the tile."""
+        if op_name(stmt.value) != TMA_COPY:
+            return stmt
+        src, dst, barrier = stmt.value.args
+        tile = self._find(dst.source, self.tiles)
+        if tile is None or not tile.tma_only:
+            return stmt
+        load = next((m for g, t, m in self.role_maps if g.same_as(src.source) and t is tile), None)
+        if load is None:
+            axes = wide_axes(src)
+            same = [g for g, _, _ in self.role_maps if g.same_as(src.source)]
+            suffix = f"_{len(same)}" if same else ""
+            var = tirx.Var(f"{src.source.name}_swizzled_map{suffix}", tvm.ir.PointerType(tirx.TensorMapType()))
+            load = TensorMapLoad(var, tile, axes[0], axes[1], len(src.source.shape))
+            self.role_maps.append((src.source, tile, load))
+            self.host_prologue.extend(load.encode(src.source))
+        return seq([extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, load.bytes),
+                    extern_call("tl_check_swizzle_base", tile.new.access_ptr("r", offset=0, extent=1)),
+                    load.issue([r.min for r in src.region], 0, barrier)])
+
+
+__all__ = ["RoleTiles"]
