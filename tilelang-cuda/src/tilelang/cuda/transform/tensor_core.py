@@ -87,6 +87,7 @@ MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n
 MIN_BLOCKS_ATTR = "tirx.launch_bounds_min_blocks_per_sm"  # TVM prints __launch_bounds__(T, n)
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver reserves 1 KiB per resident block
 REGISTERS_PER_SM = 65536
+WGMMA_MIN_REGISTERS = 64
 MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
@@ -297,11 +298,15 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         ``tl.min_blocks_per_sm`` (a pass config) overrides the block count."""
         layouts = [acc.layout for acc in self.accumulators.values()]
         acc = max(l.per_thread for l in layouts)
-        if self.rows:  # a row family keeps all of its fragments live at once
+        if self.rows or self.roles:  # a row family keeps all of its fragments live at once;
+            # so does every thread the accumulators of every warp role (registers are static)
             acc = sum(a.layout.per_thread * dtype_bytes(a.old.dtype) // 4 for a in self.accumulators.values())
             acc += sum(r.per_thread for r in self.rows.values())
-        # wgmma reads A and B from shared memory: no fragments
+        # wgmma reads A and B from shared memory: no fragments; but ptxas wants at least
+        # WGMMA_MIN_REGISTERS for a wgmma (it refused a 64 x 64 tile's at 56)
         frag = 0 if self.wgmma else max(l.mt * 4 + l.nt * 2 for l in layouts)
+        if self.wgmma:
+            acc = max(acc, WGMMA_MIN_REGISTERS - 16)
         smem = 0
         for buffer in self._shared_buffers():
             shape = static_ints(buffer.shape)
