@@ -14,6 +14,12 @@ T.PersistentTileScheduler's while loop ("scheduler/...", panels of 8 tile column
 non-persistent twin with the same shared epilogue ("shared-epilogue/..."), measured in the
 same run.
 
+Warp-specialized configs ("ws-.../"): upstream's examples/warp_specialize GEMMs, whose own
+warp roles and mbarriers schedule the copies (T.ws, T.tma_copy, T.alloc_barrier): one
+producer and one consumer warpgroup on one tile ("ws-roles"), a ring of two stage tiles
+("ws-ring"), two consumer warpgroups sharing A, copied with T.copy ("ws-split"); each on
+wgmma and on mma.sync ("/mma").
+
 Usage: python benchmarks/matmul.py [--sizes 4096 8192] [--json out]
 """
 
@@ -36,7 +42,12 @@ from cuda_timing import paired_ms, time_ms
 from gemm import matmul
 from tilelang.carver.arch import driver
 from tilelang.errors import TileLangError
-from tilelang.testing.kernels import persistent_gemm  # upstream's persistent example
+from tilelang.testing.kernels import (  # upstream's persistent and warp-specialized examples
+    barrier_pipe,
+    copy_gemm_roles,
+    copy_gemm_split,
+    persistent_gemm,
+)
 
 # (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the
 # pipelined GEMMs run on wgmma; "tl.disable_wgmma" measures the mma.sync path they replace.
@@ -70,6 +81,10 @@ CONFIGS = [
 # (bM, bN, bK, threads, num_stages) of the persistent kernel and of its non-persistent twin
 # (4 stages of 128x256x64 with the 64 KiB C tile exceed the 227 KiB a block may have)
 PERSISTENT_CONFIGS = [(128, 256, 64, 256, 3), (128, 128, 64, 128, 4), (128, 128, 32, 128, 3)]
+# upstream's examples/warp_specialize forms: copy_1_gemm_0 (and softpipe_stage2, the same
+# statements), barrierpipe_stage2, copy_gemm_0_1
+WARP_SPECIALIZED = [("roles", lambda m, n, k: copy_gemm_roles(m, n, k, producer=1, consumer=0)),
+                    ("ring", barrier_pipe), ("split", copy_gemm_split)]
 SHORT = {"tl.disable_wgmma": "mma", "tl.disable_wgmma_swizzle": "noswizzle", "tl.min_blocks_per_sm": "b",
          "tl.disable_tma_lower": "cpasync", "tl.disable_warp_specialized": "nows"}
 
@@ -135,6 +150,9 @@ def main() -> None:
             jobs.append((f"persistent/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num), {}))
             jobs.append((f"scheduler/{shape}/sm{sm_num}", persistent_gemm(n, n, n, *config, sm_num, "scheduler"), {}))
             jobs.append((f"shared-epilogue/{shape}", persistent_gemm(n, n, n, *config, None, "tile"), {}))
+        for name, build in WARP_SPECIALIZED:
+            for options in ({}, MMA_SYNC):
+                jobs.append((f"ws-{name}/128x128x64" + ("/mma" if options else ""), build(n, n, n), options))
         jobs = [job for job in jobs if not args.only or any(text in job[0] for text in args.only)]
         for label, func, options in jobs:
             try:
