@@ -266,6 +266,8 @@ def test_gemms_in_two_warp_roles_written_as_ifs_run_on_tensor_cores(target):
     # first (a role's named barrier orders only its own threads; without it, half of C was
     # wrong in 1 of 20 calls on the H200)
     source = artifact.device_source
+    # the two roles' accumulators share one register array (each thread holds its own role's)
+    assert len(re.findall(r"float acc_[lr]_ptr\[32\];", source)) == 1
     split = source.index("if (((int)threadIdx.x) < 128) {")
     assert source.rfind("__syncthreads();", 0, split) > source.index('extern "C" __global__')
     check_two_roles(artifact, seed=1)

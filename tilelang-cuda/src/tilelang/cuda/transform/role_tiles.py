@@ -1,4 +1,5 @@
-"""wgmma in the user's own warp roles (``T.ws``, thread-range ifs), for the tensor-core pass.
+"""The user's own warp roles (``T.ws``, thread-range ifs) in the tensor-core pass: wgmma on
+the tiles they fill, and one register array for the accumulators of different roles.
 
 A warp-specialized kernel schedules itself: a producer role fills shared tiles with
 ``T.tma_copy`` and arms mbarriers, consumer roles wait on them and run ``T.gemm``. Upstream's
@@ -13,8 +14,15 @@ explicit_sync._split_stages). Any other access (a plain load or store, T.copy, a
 address) keeps it as declared and the kernel on mma.sync. The kernel's mbarriers order the boxes and the GEMM (TMA and wgmma both work
 through the async proxy), so the GEMM adds no barrier of its own.
 
-Mixed into the pass's kernel state; uses its ``func``, ``analyzer``, ``host_prologue``,
-``tiles`` and ``_find``, and keeps the tensor maps it made in ``role_maps``.
+Accumulators that only disjoint roles touch (upstream's copy_gemm_0_1 gives each of its two
+consumer warpgroups a C of its own, allocated at the top of the kernel) share one register
+array: each thread holds its own role's C in it. Registers are allocated per thread for
+the whole kernel, so two arrays would cost every thread both (ptxas cannot see that a
+thread takes one branch alone): 128 accumulator registers instead of 64 there.
+
+Mixed into the pass's kernel state; uses its ``func``, ``tid``, ``block_threads``,
+``analyzer``, ``host_prologue``, ``tiles``, ``accumulators`` and ``_find``, and keeps the
+tensor maps it made in ``role_maps``.
 """
 
 from __future__ import annotations
@@ -23,9 +31,16 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.plugin import extern_call, is_full_region, seq, tile_op_name
+from tilelang.plugin import (
+    extern_call,
+    is_full_region,
+    seq,
+    tile_op_name,
+    walk_thread_ranges,
+)
 from tvm import tirx
 from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
 
 from .explicit_sync import TMA_COPY, op_name
 from .mma_layout import SwizzledLayout
@@ -113,6 +128,59 @@ class RoleTiles:
         return seq([extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, load.bytes),
                     extern_call("tl_check_swizzle_base", tile.new.access_ptr("r", offset=0, extent=1)),
                     load.issue([r.min for r in src.region], 0, barrier)])
+
+
+    def accumulator_groups(self) -> list[list[Any]]:
+        """The accumulators (Accumulator records) as groups that share one register array:
+        every access of each one lies in a role (a thread range) disjoint from the others'
+        in its group, and all of them are allocated at the kernel's top level (outside
+        loops and branches, so one allocation serves the group). A group of one otherwise."""
+        reach: dict[int, set[Any]] = {}  # accumulator handle -> the thread ranges reaching its accesses
+        allocated_in_block: set[int] = set()
+
+        def accumulator(node: Any) -> Any:
+            buffer = None
+            if isinstance(node, tirx.BufferStore):
+                buffer = node.buffer
+            elif isinstance(node, (TensorLoad, tvm.ir.TensorRegion)):
+                buffer = node.source
+            elif isinstance(node, tirx.AllocBuffer):
+                buffer = node.buffer
+            return self._find(buffer, self.accumulators) if isinstance(buffer, tirx.Buffer) else None
+
+        def visit(node: Any, threads: Any) -> None:
+            acc = accumulator(node)
+            if acc is not None and not isinstance(node, tirx.AllocBuffer):
+                reach.setdefault(acc.old.__chandle__(), set()).add(threads)
+
+        walk_thread_ranges(self.func.body, self.tid, self.block_threads, visit)
+
+        def top_level(node: Any) -> Any:  # allocations outside every loop and branch
+            if isinstance(node, (tirx.For, tirx.IfThenElse, tirx.While)):
+                return WalkResult.SKIP
+            acc = accumulator(node)
+            if acc is not None and isinstance(node, tirx.AllocBuffer):
+                allocated_in_block.add(acc.old.__chandle__())
+            return WalkResult.ADVANCE
+
+        tvm_ffi.structural_walk(self.func.body, top_level, order="pre")
+        groups: list[list[Any]] = []
+        homes: list[tuple[int, int] | None] = []
+        for acc in self.accumulators.values():
+            ranges = reach.get(acc.old.__chandle__(), set())
+            home = next(iter(ranges)) if len(ranges) == 1 and None not in ranges else None
+            if home == (0, self.block_threads) or acc.old.__chandle__() not in allocated_in_block:
+                home = None
+            for group, group_homes in zip(groups, homes):
+                if home is not None and group_homes is not None and str(group[0].old.dtype) == str(acc.old.dtype) \
+                        and all(home[1] <= lo or hi <= home[0] for lo, hi in group_homes):
+                    group.append(acc)
+                    group_homes.append(home)
+                    break
+            else:
+                groups.append([acc])
+                homes.append([home] if home is not None else None)
+        return groups
 
 
 __all__ = ["RoleTiles"]

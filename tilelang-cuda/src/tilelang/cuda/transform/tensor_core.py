@@ -121,6 +121,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         self.roles = False  # the GEMMs run in the user's warp roles (T.ws or thread-range ifs)
         self.branch_roles = False  # ... written as thread-range ifs
         self.role_maps: list[tuple[Any, Any, Any]] = []  # (global, tile, TensorMapLoad): role_tiles.py
+        self.register_groups: list[list[Any]] = []  # accumulators sharing one register array
+        self.allocated: list[Any] = []  # register arrays allocated so far (rewrite)
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
         self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
         self.row_exchanges: dict[str, Any] = {}  # dtype -> a split row family's exchange tile
@@ -191,6 +193,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
             # so do wgmma operand tiles (the swizzle's alignment holds in the dynamic buffer)
             scope = "shared.dyn" if tile.stages or tile.core else old.scope()
             tile.new = tirx.decl_buffer(shape, old.dtype, name=old.name, scope=scope)
+        self.register_groups = self.accumulator_groups() if self.roles else \
+            [[acc] for acc in self.accumulators.values()]
         if self.accumulators:
             self._plan_occupancy()
 
@@ -259,9 +263,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
 
     # -- rewriting -----------------------------------------------------------------------
     def rewrite(self) -> Any:
-        for acc in self.accumulators.values():
-            old = acc.old
-            acc.regs = tirx.decl_buffer((acc.layout.per_thread,), old.dtype, name=old.name, scope="local")
+        for group in self.register_groups:  # accumulators of disjoint roles share one array (role_tiles.py)
+            regs = tirx.decl_buffer((max(a.layout.per_thread for a in group),), group[0].old.dtype,
+                                    name=group[0].old.name, scope="local")
+            for acc in group:
+                acc.regs = regs
         for row in self.rows.values():
             row.regs = tirx.decl_buffer((row.per_thread,), row.old.dtype, name=row.old.name, scope="local")
         body = self._hoist_producers(tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined),
@@ -299,14 +305,19 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         layouts = [acc.layout for acc in self.accumulators.values()]
         acc = max(l.per_thread for l in layouts)
         if self.rows or self.roles:  # a row family keeps all of its fragments live at once;
-            # so does every thread the accumulators of every warp role (registers are static)
-            acc = sum(a.layout.per_thread * dtype_bytes(a.old.dtype) // 4 for a in self.accumulators.values())
+            # so does every thread the accumulators of every warp role that do not share an array
+            acc = sum(max(a.layout.per_thread * dtype_bytes(a.old.dtype) // 4 for a in group)
+                      for group in self.register_groups)
             acc += sum(r.per_thread for r in self.rows.values())
         # wgmma reads A and B from shared memory: no fragments; but ptxas wants at least
         # WGMMA_MIN_REGISTERS for a wgmma (it refused a 64 x 64 tile's at 56)
         frag = 0 if self.wgmma else max(l.mt * 4 + l.nt * 2 for l in layouts)
+        # addresses and indices: 16 registers; a schedule of the user's own roles keeps more of
+        # its own state live around the GEMM (ptxas: 94 for upstream's copy_gemm_0_1 with 64
+        # accumulators; it spilled 1.3 KiB at 80)
+        overhead = 32 if self.roles else 16
         if self.wgmma:
-            acc = max(acc, WGMMA_MIN_REGISTERS - 16)
+            acc = max(acc, WGMMA_MIN_REGISTERS - overhead)
         smem = 0
         for buffer in self._shared_buffers():
             shape = static_ints(buffer.shape)
@@ -329,10 +340,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         for blocks in candidates:
             if not forced and blocks * smem > SMEM_PER_SM:
                 continue
-            if acc + 2 * frag + 16 <= budget(blocks):
+            if acc + 2 * frag + overhead <= budget(blocks):
                 self.min_blocks, self.double_buffer = blocks, True
                 return
-            if acc + frag + 16 <= budget(blocks) or forced:
+            if acc + frag + overhead <= budget(blocks) or forced:
                 self.min_blocks, self.double_buffer = blocks, False
                 return
 
@@ -379,6 +390,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
     def _on_alloc(self, node: Any) -> Any:
         acc = self._find(node.buffer, self.accumulators) or self._find(node.buffer, self.rows)
         if acc is not None:
+            if any(a.same_as(acc.regs) for a in self.allocated):
+                return tirx.Evaluate(0)  # a group's array: allocated with its first accumulator
+            self.allocated.append(acc.regs)
             return tirx.AllocBuffer(acc.regs)
         tile = self._find(node.buffer, self.tiles)
         return tirx.AllocBuffer(tile.new) if tile is not None else node
