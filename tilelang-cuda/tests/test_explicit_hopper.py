@@ -166,6 +166,10 @@ def test_roles_whose_tiles_t_copy_fills_run_wgmma_and_match_numpy():
     lowered (lowered_instructions: wgmma, the swizzle) against numpy."""
     artifact = lower(kernels.copy_gemm_split(256, 256, 256))
     body = kernel_body(artifact.device_source)
+    # one 64-register C (the roles share it) and the roles' own state: two blocks an SM (at
+    # three, 80 registers, ptxas spilled 1.3 KiB)
+    assert "__launch_bounds__(256, 2)" in body and re.findall(r"float C_local_g\d_ptr\[\d+\];", body) == \
+        ["float C_local_g0_ptr[64];"]
     loop = body[body.index("for (int ko"):]
     block_copy = loop[:loop.index(f"if ({ROLE_1})")]
     assert re.search(r"tl_fence_proxy_async\(\);\s+__syncthreads\(\);", block_copy)
