@@ -33,6 +33,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from .in_place_swizzle import swizzled_column
 from .mma_layout import CHUNK_BYTES, CoreMatrixLayout, SwizzledLayout
 from .overlap_policy import overlap_on, record_ring
 from .tma import (
@@ -68,6 +69,7 @@ class SharedTile:
     # itself (T.access_ptr, a view), or a GEMM reads a slice of it (operands.matrix_slice)
     raw: bool = False
     tma_only: bool = False  # the user's T.tma_copy alone fills it, its mbarriers order it (role_tiles.py)
+    in_place: bool = False  # raw, its 16-byte chunks swizzled within each row (in_place_swizzle.py)
 
     def stage(self) -> Any:
         if not self.stages:
@@ -81,6 +83,8 @@ class SharedTile:
         wgmma descriptor starts for it, before the hardware applies the swizzle; ``lead``:
         a raw tile's indices before its last two)."""
         if self.raw:
+            if self.in_place:
+                return [*lead, row, swizzled_column(row, col, CHUNK_BYTES // dtype_bytes(self.old.dtype))]
             return [*lead, row, col]
         where = [row, col]
         if self.core:

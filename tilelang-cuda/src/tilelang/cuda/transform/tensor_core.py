@@ -68,6 +68,7 @@ from ..target import kernel_arch
 from .cp_async import SHARED_SCOPES, SMEM_PER_SM, AsyncCopyPipelines, SharedTile
 from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
 from .explicit_sync import branch_role_threads, role_threads
+from .in_place_swizzle import InPlaceSwizzle
 from .mma_layout import (
     CHUNK_BYTES,
     WARP,
@@ -92,7 +93,7 @@ MIN_BLOCKS_CONFIG = "tl.min_blocks_per_sm"
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
-class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
+class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwizzle):
     def __init__(self, func: Any, kernel: str, tid: Any, threads: int, arch: str = "",
                  tensor_maps: bool = False) -> None:
         self.func, self.kernel, self.tid, self.threads, self.arch = func, kernel, tid, threads, arch
@@ -123,6 +124,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         self.role_maps: list[tuple[Any, Any, Any]] = []  # (global, tile, TensorMapLoad): role_tiles.py
         self.register_groups: list[list[Any]] = []  # accumulators sharing one register array
         self.allocated: list[Any] = []  # register arrays allocated so far (rewrite)
+        self.in_place_views: list[tuple[Any, Any]] | None = None  # (view, tile): in_place_swizzle.py
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
         self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
         self.row_exchanges: dict[str, Any] = {}  # dtype -> a split row family's exchange tile
@@ -180,6 +182,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
         self._find_pipelines()
         self._choose_wgmma()
         self._drop_padding_that_does_not_fit()
+        for tile in self.tiles.values():  # ldmatrix without bank conflicts in tiles kept as declared
+            tile.in_place = tile.raw and tile.mma_operand and not self.wgmma and self.can_swizzle_in_place(tile)
         for tile in self.tiles.values():
             old = tile.old
             if tile.raw:
@@ -400,14 +404,30 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
     # plain accesses of re-laid-out shared tiles: same logical indices (+ the stage)
     def _on_store(self, store: Any) -> Any:
         tile = self._find(store.buffer, self.tiles)
-        if tile is None or tile.raw:
-            return store
+        if tile is None:
+            view = self.tile_of_view(store.buffer)  # a flat view of a tile swizzled in place
+            if view is None:
+                return store
+            return tirx.BufferStore(store.buffer, store.value, [self.in_place_view_index(view, store.indices[-1])])
+        if tile.raw:
+            if not tile.in_place:
+                return store
+            return tirx.BufferStore(tile.old, store.value, self.in_place_indices(tile, list(store.indices)))
         return tirx.BufferStore(tile.new, store.value, tile.indices(*store.indices))
 
     def _on_load(self, load: Any) -> Any:
-        tile = self._find(load.source, self.tiles) if isinstance(load.source, tirx.Buffer) else None
-        if tile is None or tile.raw:
+        if not isinstance(load.source, tirx.Buffer):
             return load
+        tile = self._find(load.source, self.tiles)
+        if tile is None:
+            view = self.tile_of_view(load.source)
+            if view is None:
+                return load
+            return tirx.BufferLoad(load.source, [self.in_place_view_index(view, load.indices[-1])])
+        if tile.raw:
+            if not tile.in_place:
+                return load
+            return tirx.BufferLoad(tile.old, self.in_place_indices(tile, list(load.indices)))
         return tirx.BufferLoad(tile.new, tile.indices(*load.indices))
 
     def _on_region(self, region: Any) -> Any:
@@ -441,6 +461,9 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles):
                     if self._find(r.source, self.accumulators) is not None), None)
         rows = any(self._find(r.source, self.rows) is not None for r in regions)
         if acc is None and not rows:
+            in_place = [self._find(r.source, self.tiles) for r in regions]
+            if name == "copy" and any(t is not None and t.in_place for t in in_place):
+                return self.lowering.lower(stmt)  # each element to its swizzled place (_on_store, _on_load)
             return stmt
         loops, inner = parallel_nest(self.lowering.lower(stmt))
         return self._remap(loops, inner, acc) if acc is not None else self._remap_rows(loops, inner)
