@@ -395,8 +395,9 @@ def test_a_tma_copy_of_rows_wider_than_a_box_lands_as_whole_rows():
 
 def test_flashmla_roles_run_their_gemms_on_tensor_cores():
     """Each consumer branch is a warp role of 4 warps: its GEMMs, on slices of Q and of a
-    stage of the KV ring, are mma.sync; the producer's copies are 16-byte vector copies and
-    its T.cp_async_barrier_noinc an arrival; the six barrier arrays are slots of one."""
+    stage of the KV ring, are mma.sync; the producer issues its 16-byte copies as cp.async
+    and T.cp_async_barrier_noinc arrives once they land (async_copies.py); the six barrier
+    arrays are slots of one."""
     body = kernel_body(lower(kernels.flashmla_roles()).device_source)
     consumer_0 = role(body, "((int)threadIdx.x) < 128")
     assert consumer_0.count("tl_mma_m16n8k16_f16_f32(") >= 2 and "tl_wgmma" not in consumer_0
@@ -406,7 +407,9 @@ def test_flashmla_roles_run_their_gemms_on_tensor_cores():
     after = body[body.index(second) + len(second):]
     assert after.startswith("} else {")
     producer = role("if (else) {" + after[len("} else {"):], "else")
-    assert "*(uint4*)(" in producer and "tl_mbarrier_arrive(" in producer and "tl_mma" not in producer
+    assert "tl_cp_async_16(" in producer and "*(uint4*)(" not in producer and "tl_mma" not in producer
+    assert producer.index("tl_cp_async_16(") < producer.index("tl_cp_async_mbarrier_arrive(") and \
+        "tl_mbarrier_arrive(" not in producer
     assert body.count("uint64_t") == 1 and "__shared__ alignas(64) uint64_t barriers_ptr[128];" in body
 
 
@@ -445,3 +448,52 @@ def test_flashmla_roles_match_torch():
         out = torch.zeros(batch, heads, dim, device="cuda")
         kernel(q, q_pe, kv, k_pe, out)
         torch.testing.assert_close(out, want, rtol=2e-2, atol=2e-2)
+
+
+def copy_then_read_kernel(read_back: bool):
+    """A producer role copies a tile with T.ptx_cp_async and arrives with
+    T.cp_async_barrier_noinc; the consumer role waits and stores the tile. With
+    ``read_back`` the producer also reads its own copy before arriving."""
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 64), "float16"), B: T.Tensor((16, 64), "float16"), D: T.Tensor((128,), "float16")):
+        with T.Kernel(1, threads=256):
+            s = T.alloc_shared((16, 64), "float16")
+            ready = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                T.ptx_cp_async(T.access_ptr(s[(tx - 128) // 8, (tx - 128) % 8 * 8], "w", 8),
+                               T.access_ptr(A[(tx - 128) // 8, (tx - 128) % 8 * 8], "r", 8), 8)
+                if read_back:
+                    D[tx - 128] = s[(tx - 128) // 8, (tx - 128) % 8 * 8]
+                T.cp_async_barrier_noinc(ready)
+            else:
+                T.barrier_wait(ready, 0)
+                for j in T.serial(8):
+                    B[tx // 8, tx % 8 * 8 + j] = s[tx // 8, tx % 8 * 8 + j]
+
+    return main
+
+
+@pytest.mark.parametrize("read_back", [False, True])
+def test_cp_async_before_a_noinc_arrival_is_issued_asynchronously_unless_the_thread_reads_it(read_back):
+    body = kernel_body(lower(copy_then_read_kernel(read_back)).device_source)
+    producer = body[body.index("if (128 <= ((int)threadIdx.x)) {"):body.index("} else {")]
+    assert "tl_cp_async_mbarrier_arrive(" in producer
+    if read_back:  # the thread would read its copy before it lands: a synchronous copy
+        assert "tl_cp_async_16(" not in producer and "*(uint4*)(" in producer
+    else:
+        assert "tl_cp_async_16(" in producer and "*(uint4*)(" not in producer
+
+
+@pytest.mark.gpu
+def test_cp_async_with_a_noinc_arrival_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    kernel = tilelang.compile(copy_then_read_kernel(False), target="cuda", execution_backend="tvm_ffi")
+    a = torch.randn(16, 64, device="cuda", dtype=torch.float16)
+    for _ in range(20):
+        b, d = torch.zeros_like(a), torch.zeros(128, device="cuda", dtype=torch.float16)
+        kernel(a, b, d)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)

@@ -47,7 +47,7 @@ WARP_GROUP_THREADS = 128  # upstream's T.ws unit: four warps of 32 threads
 
 BARRIER_INIT = "tl.barrier_init"  # (barriers region, count_0, ..., count_n-1)
 MBARRIER_WAIT = "tl.mbarrier_wait_parity"  # (barrier element, parity)
-MBARRIER_ARRIVE = "tl.mbarrier_arrive"  # (barrier element)
+MBARRIER_ARRIVE = "tl.mbarrier_arrive"  # (barrier element[, 1: once the thread's earlier T.ptx_cp_async land])
 MBARRIER_EXPECT_TX = "tl.mbarrier_expect_tx"  # (barrier element, bytes)
 MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_arrive_expect_tx"  # (barrier element, bytes)
 TMA_COPY = "tl.tma_copy"  # (global region, shared region, barrier element)
@@ -179,10 +179,11 @@ def barrier_arrive(mbarrier: Any) -> None:
 
 def cp_async_barrier_noinc(mbarrier: Any) -> None:
     """Upstream's ``cp.async.mbarrier.arrive.noinc``: the calling thread arrives on
-    ``mbarrier`` once its earlier ``T.ptx_cp_async`` copies have landed. Those copies are
-    synchronous here, so it is the thread's arrival now (``T.mbarrier_arrive``, which
-    publishes its earlier shared-memory writes to the threads that wait)."""
-    _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.cp_async_barrier_noinc"))
+    ``mbarrier`` once its earlier ``T.ptx_cp_async`` copies have landed (an arrival the
+    barrier's count includes). A backend may keep those copies synchronous, and then this is
+    the thread's arrival now, as ``T.mbarrier_arrive``; the CUDA backend issues the copies
+    before it as cp.async and arrives when they land."""
+    _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.cp_async_barrier_noinc"), 1)
 
 
 def mbarrier_expect_tx(mbarrier: Any, tx: Any) -> None:

@@ -30,13 +30,14 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
+    from .codegen import CLUSTER_DIMS_KERNEL_ATTR, CheckClusterArch
     from .transform import (
         LowerAtomics,
         LowerTensorCoreGemm,
         LowerWarpOps,
         SpecializeWarps,
     )
-    from .codegen import CLUSTER_DIMS_KERNEL_ATTR, CheckClusterArch
+    from .transform.async_copies import IssueAsyncCopies
     from .transform.explicit_sync import (
         LowerExplicitSync,
         LowerNamedBarriers,
@@ -66,6 +67,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # T.tma_copy, once the tensor-core pass laid its tiles out (T.tma_copy has no form without
         # tensor maps; a codegen-only lowering shows the source tvm_ffi would run)
         LowerTmaCopies(tensor_maps=tensor_maps or context.execution_backend is None),
+        IssueAsyncCopies(),  # T.ptx_cp_async before a T.cp_async_barrier_noinc: real cp.async
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes

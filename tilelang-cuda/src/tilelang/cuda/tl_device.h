@@ -90,6 +90,12 @@ __device__ __forceinline__ void tl_cp_async_16(void* smem, const void* gmem, int
                :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
+// The calling thread arrives on an mbarrier once all of its earlier cp.async have landed; the
+// arrival counts toward the barrier's expected count (.noinc), as a plain arrive would.
+__device__ __forceinline__ void tl_cp_async_mbarrier_arrive(void* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+}
+
 __device__ __forceinline__ void tl_cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -167,8 +167,9 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None
                         block_barrier()])
         if name == MBARRIER_WAIT:
             return extern_call("tl_mbarrier_wait", barriers.address(args[0]), args[1])
-        if name == MBARRIER_ARRIVE:
-            return extern_call("tl_mbarrier_arrive", barriers.address(args[0]))
+        if name == MBARRIER_ARRIVE:  # T.cp_async_barrier_noinc: after the thread's cp.async (async_copies.py)
+            arrive = "tl_cp_async_mbarrier_arrive" if len(args) > 1 else "tl_mbarrier_arrive"
+            return extern_call(arrive, barriers.address(args[0]))
         if name == MBARRIER_EXPECT_TX:
             return extern_call("tl_mbarrier_expect_tx_no_arrive", barriers.address(args[0]), args[1])
         if name == MBARRIER_ARRIVE_EXPECT_TX:
