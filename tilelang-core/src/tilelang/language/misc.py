@@ -222,6 +222,8 @@ def ptx_cp_async(dst: Any, src: Any, num_elems: Any, predicate: Any = None) -> N
     synchronous in this TileLang (see ``T.ptx_commit_group``): this is the copy, one vector
     access of the elements, landed before the thread goes on, so every wait for it
     (``T.ptx_wait_group``, ``T.cp_async_barrier_noinc``'s barrier) is already satisfied.
+    A backend may issue it asynchronously where the kernel waits for it through
+    ``T.cp_async_barrier_noinc`` (CUDA does, for 16-byte copies from global memory).
     A false ``predicate`` writes zeros, as cp.async with a source size of 0 does."""
     what = "T.ptx_cp_async"
     (dst_buf, dst_at, dst_dtype), (src_buf, src_at, src_dtype) = (_access_pointer(what, dst),
