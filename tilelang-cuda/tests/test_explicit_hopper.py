@@ -497,3 +497,24 @@ def test_cp_async_with_a_noinc_arrival_on_the_gpu():
         b, d = torch.zeros_like(a), torch.zeros(128, device="cuda", dtype=torch.float16)
         kernel(a, b, d)
         torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_a_role_reading_a_slice_of_a_copied_tile_stays_on_mma_sync():
+    """A GEMM that reads a slice of a tile T.copy fills keeps the tile as declared (a slice
+    is no whole tile a wgmma descriptor reads): the role's GEMM stays on mma.sync."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=256):
+            A_shared = T.alloc_shared((128, 128), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            with T.ws(0):
+                T.clear(C_local)
+                T.gemm(A_shared[:, 0:64], B_shared, C_local)
+                T.copy(C_local, C)
+
+    body = kernel_body(lower(main).device_source)
+    assert "tl_mma_m16n8k16_f16_f32(" in body and "wgmma" not in body

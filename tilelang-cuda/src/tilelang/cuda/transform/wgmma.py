@@ -50,7 +50,7 @@ DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
 def on_wgmma(func: Any) -> bool:
     """Whether the kernel's tensor-core GEMMs can take wgmma and the passes built on the
     automatic schedule apply: sm_90, not disabled, and not the user's own schedule (T.ws
-    roles: their GEMMs take wgmma only on tiles their T.tma_copy fills, role_tiles.py)."""
+    roles: their GEMMs take wgmma only on tiles their T.tma_copy or T.copy fills, role_tiles.py)."""
     roles: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: roles.append(a) if a.attr_key == ROLE_ATTR else None))
     return kernel_arch(func) in WGMMA_ARCHS and not pass_config(DISABLE_WGMMA_CONFIG) and not roles
@@ -67,7 +67,11 @@ class WgmmaGemms:
         A row family (row_families.py) qualifies when each warp holds 16 rows: its layout
         then *is* wgmma's accumulator layout, and a fragment A operand is wgmma's register
         A. Its operand tiles may also be unstaged when T.copy is their only writer (the
-        pass lowers those copies itself, into the tile layout, fenced for the async proxy)."""
+        pass lowers those copies itself, into the tile layout, fenced for the async proxy).
+
+        In the user's warp roles (role_tiles.py), whole warpgroups without a row family, the
+        operand tiles must be whole tiles that T.tma_copy alone fills (swizzled, for its
+        boxes) or that T.copy alone fills."""
         if self.arch not in WGMMA_ARCHS or not self.gemms or pass_config(DISABLE_WGMMA_CONFIG):
             return
         if self.roles and (self.rows or self.threads % (4 * WARP)):
@@ -104,8 +108,8 @@ class WgmmaGemms:
             by_tma = {t.old: self.filled_by_tma_alone(t.old) for t in operands}
             if any(by_tma.values()) and not self.tensor_maps:
                 return  # (without host-encoded maps, tma_copy.py says what to do)
-            if not all(by_tma[t.old] or self._written_by_copies_only(t.old) for t in operands):
-                return
+            if not all(by_tma[t.old] or (not t.raw and self._written_by_copies_only(t.old)) for t in operands):
+                return  # (a tile kept as declared, a slice read, stays on mma.sync)
         elif any(t.raw for t in operands):
             return  # descriptors read whole tiles laid out for them (SharedTile.raw)
         for tile in operands:
