@@ -28,21 +28,11 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from .cp_async import SHARED_SCOPES
+from .pingpong import calls_extern, extern_name
+
 ARRIVAL = "tl_cp_async_mbarrier_arrive"
 COPY_BYTES = 16
-
-
-def _extern_name(stmt: Any) -> str | None:
-    call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
-    if isinstance(call, tvm.ir.Call) and str(getattr(call.op, "name", "")) == "tirx.call_extern":
-        return str(call.args[0].value)
-    return None
-
-
-def _arrives(stmt: Any) -> bool:
-    found = []
-    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e) if _extern_name(e) == ARRIVAL else None))
-    return bool(found)
 
 
 def _vector(index: Any, lanes: int) -> bool:
@@ -53,7 +43,7 @@ def _vector(index: Any, lanes: int) -> bool:
 def _copy(store: Any) -> tuple[Any, Any] | None:
     """(global load, predicate or None) of a 16-byte vector copy from global memory into
     shared memory, or None."""
-    if store.buffer.scope() not in ("shared", "shared.dyn") or len(store.indices) != 1:
+    if store.buffer.scope() not in SHARED_SCOPES or len(store.indices) != 1:
         return None
     lanes = COPY_BYTES // dtype_bytes(store.buffer.dtype)
     if not _vector(store.indices[0], lanes):
@@ -75,7 +65,7 @@ def _reads_shared(stmt: Any) -> bool:
         nonlocal found
         if isinstance(node, tvm.ir.Call) and str(getattr(node.op, "name", "")) == "tirx.address_of":
             return WalkResult.SKIP
-        if isinstance(node, TensorLoad) and node.source.scope() in ("shared", "shared.dyn"):
+        if isinstance(node, TensorLoad) and node.source.scope() in SHARED_SCOPES:
             found = True
         return WalkResult.ADVANCE
 
@@ -107,8 +97,8 @@ def _run(func: Any) -> Any:
         """The statements before the sequence's last arrival, unless any of them reads shared
         memory (the thread could read its own copies before they land) or arrives itself."""
         items = list(node.seq)
-        last = max((i for i, s in enumerate(items) if _extern_name(s) == ARRIVAL), default=None)
-        if last is None or any(_arrives(s) or _reads_shared(s) for s in items[:last]):
+        last = max((i for i, s in enumerate(items) if extern_name(s) == ARRIVAL), default=None)
+        if last is None or any(calls_extern(s, ARRIVAL) or _reads_shared(s) for s in items[:last]):
             return node
         return tirx.SeqStmt([*(_issue(s) for s in items[:last]), *items[last:]])
 

@@ -49,7 +49,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .overlap_policy import overlap_on, record_rotation
-from .pingpong import consumer_branch, extern_name
+from .pingpong import calls_extern, consumer_branch, extern_name
 from .tensor_core import MIN_BLOCKS_ATTR
 
 # Registers: the overlap keeps P of the previous iteration live through the softmax, more
@@ -66,12 +66,6 @@ CONSUMER_REGS, PRODUCER_REGS = 240, 24
 def _wait(stmt: Any, pending: int) -> bool:
     call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
     return extern_name(stmt) == "tl_wgmma_wait" and int(call.args[1].value) == pending
-
-
-def _calls(stmt: Any, name: str) -> bool:
-    found = []
-    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e) if extern_name(e) == name else None))
-    return bool(found)
 
 
 def _buffers(stmt: Any) -> tuple[set[Any], set[Any]]:
@@ -102,15 +96,15 @@ class _Loop:
         (f1, c1), (f2, c2) = zip(fences, commits)
         if c2 + 1 >= len(stmts) or not (_wait(stmts[c1 + 1], 0) and _wait(stmts[c2 + 1], 0)):
             return False
-        if any(_calls(s, "tl_wgmma_fence") or _calls(s, "tl_wgmma_wait") or _calls(s, "tl_wgmma_commit")
-               for s in stmts[:f1] + stmts[c1 + 2:f2] + stmts[c2 + 2:]):
+        if any(calls_extern(s, name) for s in stmts[:f1] + stmts[c1 + 2:f2] + stmts[c2 + 2:]
+               for name in ("tl_wgmma_fence", "tl_wgmma_wait", "tl_wgmma_commit")):
             return False  # a nested GEMM or wait: not the two-GEMM shape
         binds = [s for s in stmts if isinstance(s, tirx.Bind)]
         if any(_loads_memory(b.value) for b in binds):
             return False
         self.binds = binds
         head = [s for s in stmts[:f1] if not isinstance(s, tirx.Bind)]
-        releases = [s for s in head if _calls(s, "tl_mbarrier_arrive")]
+        releases = [s for s in head if calls_extern(s, "tl_mbarrier_arrive")]
         if len(releases) != 1:
             return False
         self.release = releases[0]

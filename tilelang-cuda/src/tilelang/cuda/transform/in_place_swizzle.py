@@ -31,9 +31,10 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.plugin import dtype_bytes, static_ints, tile_op_name
+from tilelang.plugin import dtype_bytes, static_ints
 from tvm import tirx
-from tvm.ir import TensorLoad
+
+from .buffer_uses import buffer_uses
 
 SEGMENT_BYTES = 128  # the 32 banks of 4 bytes
 CHUNK_BYTES = 16  # an ldmatrix row, a cp.async of 16 bytes
@@ -83,32 +84,15 @@ class InPlaceSwizzle:
             return False
         chunk = CHUNK_BYTES // elem
         declared = self._views_of(buffer)
-        views = [v for v, _ in declared]
-        ok = True
 
-        def ours(candidate: Any) -> bool:
-            return isinstance(candidate, tirx.Buffer) and (candidate.same_as(buffer) or
-                                                           any(candidate.same_as(v) for v in views))
+        def follows(use: Any) -> bool:
+            if use.kind == "region":  # the tile's own: T.copy (lowered here) or a GEMM operand
+                return use.buffer.same_as(buffer) and (use.op == "copy" or use.op == "gemm" and use.position < 2)
+            if use.kind == "address":  # the storage named anywhere but as a view's data: passed on
+                return any(data.same_as(use.node) for _, data in declared)
+            return use.buffer.same_as(buffer) or self._chunk_vector(use.node.indices[-1], chunk)
 
-        def visit(node: Any) -> None:
-            nonlocal ok
-            if isinstance(node, tirx.Evaluate):
-                name = tile_op_name(node)
-                regions = [a for a in getattr(node.value, "args", []) if isinstance(a, tvm.ir.TensorRegion)]
-                for k, region in enumerate(regions):
-                    if ours(region.source):
-                        ok = ok and region.source.same_as(buffer) and (name == "copy" or name == "gemm" and k < 2)
-            elif isinstance(node, tirx.BufferStore) and ours(node.buffer):
-                ok = ok and (node.buffer.same_as(buffer) or self._chunk_vector(node.indices[-1], chunk))
-            elif isinstance(node, TensorLoad) and ours(node.source):
-                ok = ok and (node.source.same_as(buffer) or self._chunk_vector(node.indices[-1], chunk))
-            elif isinstance(node, tvm.ir.Call) and str(getattr(node.op, "name", "")) == "tirx.buffer_data":
-                # the storage named anywhere but as a view's data: an address the kernel passes on
-                ok = ok and (not ours(node.args[0]) or any(data.same_as(node) for _, data in declared))
-
-        tvm_ffi.structural_walk(self.func.body, [(tirx.Evaluate, visit), (tirx.BufferStore, visit),
-                                                 (TensorLoad, visit), (tvm.ir.Call, visit)])
-        return ok
+        return all(follows(u) for u in buffer_uses(self.func.body, [buffer, *(v for v, _ in declared)]))
 
     def in_place_indices(self, tile: Any, indices: list[Any]) -> list[Any]:
         """A swizzled tile's indices of a logical element (lead..., row, col)."""

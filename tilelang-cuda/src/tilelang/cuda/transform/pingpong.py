@@ -81,6 +81,13 @@ def extern_name(stmt: Any) -> str | None:
     return None
 
 
+def calls_extern(stmt: Any, name: str) -> bool:
+    """Whether ``stmt`` calls the device function ``name`` anywhere inside."""
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda e: found.append(e) if extern_name(e) == name else None))
+    return bool(found)
+
+
 def _has_block_barrier(body: Any) -> bool:
     found = []
 

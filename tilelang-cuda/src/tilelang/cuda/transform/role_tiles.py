@@ -10,9 +10,11 @@ instruction per column block, and the GEMM reads the tile through descriptors.
 
 A tile qualifies when the kernel touches it only as a whole: T.tma_copy writes it, GEMMs
 read it (a ring ``A_shared[ko % 2, :, :]`` is a 2-d tile per stage by then:
-explicit_sync._split_stages). Any other access (a plain load or store, T.copy, an
-address) keeps it as declared and the kernel on mma.sync. The kernel's mbarriers order the boxes and the GEMM (TMA and wgmma both work
-through the async proxy), so the GEMM adds no barrier of its own.
+explicit_sync._split_stages). The kernel's mbarriers order the boxes and the GEMM (TMA and
+wgmma both work through the async proxy), so the GEMM adds no barrier of its own. A whole
+tile that T.copy alone fills takes wgmma too (wgmma.py: lowered into the layout, fenced,
+with a barrier of the role). Any other access (a plain load or store, a slice, an address)
+keeps the tile as declared and the kernel on mma.sync.
 
 Accumulators that only disjoint roles touch (upstream's copy_gemm_0_1 gives each of its two
 consumer warpgroups a C of its own, allocated at the top of the kernel) share one register
@@ -31,17 +33,12 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.plugin import (
-    extern_call,
-    is_full_region,
-    seq,
-    tile_op_name,
-    walk_thread_ranges,
-)
+from tilelang.plugin import extern_call, is_full_region, seq, walk_thread_ranges
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
+from .buffer_uses import buffer_uses
 from .explicit_sync import TMA_COPY, op_name
 from .mma_layout import SwizzledLayout
 from .tma import BOX_MAX, MAX_RANK, TensorMapLoad, wide_axes
@@ -64,30 +61,10 @@ class RoleTiles:
     def filled_by_tma_alone(self, buffer: Any) -> bool:
         """The kernel touches the 2-d tile ``buffer`` only as a whole: T.tma_copy writes
         it, GEMMs read it."""
-        ok = bool(self.tma_copies_into(buffer))
-
-        def element(node: Any) -> None:  # a plain access, or the tile's address
-            nonlocal ok
-            if isinstance(node, tirx.BufferStore):
-                ok = ok and not node.buffer.same_as(buffer)
-            elif isinstance(node, TensorLoad):
-                ok = ok and not node.source.same_as(buffer)
-            elif str(getattr(node.op, "name", "")) == "tirx.buffer_data":
-                ok = ok and not node.args[0].same_as(buffer)
-
-        def op(node: Any) -> None:  # tile ops: GEMMs read it, T.tma_copy writes it, whole
-            nonlocal ok
-            name, call = tile_op_name(node), node.value
-            regions = [a for a in getattr(call, "args", []) if isinstance(a, tvm.ir.TensorRegion)]
-            for k, region in enumerate(regions):
-                if region.source.same_as(buffer):
-                    reads = name == "gemm" and k < 2
-                    writes = op_name(call) == TMA_COPY and k == 1
-                    ok = ok and (reads or writes) and is_full_region(region)
-
-        tvm_ffi.structural_walk(self.func.body, [(tirx.Evaluate, op), (tirx.BufferStore, element),
-                                                 (TensorLoad, element), (tvm.ir.Call, element)])
-        return ok and len(buffer.shape) == 2
+        uses = buffer_uses(self.func.body, [buffer])
+        return len(buffer.shape) == 2 and any(u.op == TMA_COPY for u in uses) and all(
+            u.kind == "region" and is_full_region(u.node) and
+            (u.op == "gemm" and u.position < 2 or u.op == TMA_COPY and u.position == 1) for u in uses)
 
     def boxes_fit(self, buffer: Any, layout: SwizzledLayout) -> bool:
         """Every T.tma_copy into ``buffer`` reads a dense 2-d to 4-d global tensor, its rows
@@ -106,7 +83,7 @@ class RoleTiles:
         return True
 
     def lower_tma_copy(self, stmt: Any) -> Any:
-        """A T.tma_copy into a swizzled tile (or stage): the elected thread makes the
+        """A T.tma_copy into a swizzled tile: the elected thread makes the
         barrier expect the tile's bytes (no arrival: the role's threads arrive themselves,
         as tma_copy.py's copies do) and issues one box per column block. The tensor map
         is encoded once by the host code, swizzled as the tile."""
@@ -128,7 +105,6 @@ class RoleTiles:
         return seq([extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, load.bytes),
                     extern_call("tl_check_swizzle_base", tile.new.access_ptr("r", offset=0, extent=1)),
                     load.issue([r.min for r in src.region], 0, barrier)])
-
 
     def accumulator_groups(self) -> list[list[Any]]:
         """The accumulators (Accumulator records) as groups that share one register array:
@@ -165,7 +141,7 @@ class RoleTiles:
 
         tvm_ffi.structural_walk(self.func.body, top_level, order="pre")
         groups: list[list[Any]] = []
-        homes: list[tuple[int, int] | None] = []
+        homes: list[list[tuple[int, int]] | None] = []  # each group's roles (None: a group of one)
         for acc in self.accumulators.values():
             ranges = reach.get(acc.old.__chandle__(), set())
             home = next(iter(ranges)) if len(ranges) == 1 and None not in ranges else None

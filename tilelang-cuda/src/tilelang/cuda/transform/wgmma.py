@@ -30,6 +30,7 @@ from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
 from ..target import kernel_arch
+from .buffer_uses import buffer_uses
 from .cp_async import SHARED_SCOPES, SharedTile
 from .explicit_sync import ROLE_ATTR
 from .mma_layout import (
@@ -191,24 +192,11 @@ class WgmmaGemms:
         return not touching
 
     def _written_by_copies_only(self, buffer: Any) -> bool:
-        """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it, and
-        no plain store (or T.tma_copy, role_tiles.py) writes it."""
-        ok = not self.tma_copies_into(buffer)
-
-        def visit(node: Any) -> None:
-            nonlocal ok
-            if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
-                ok = False
-            name = tile_op_name(node)
-            if name is None:
-                return
-            args = node.value.args
-            for k, region in enumerate(a for a in args if isinstance(a, tvm.ir.TensorRegion)):
-                if region.source.same_as(buffer) and not (name == "copy" and k == 1 or name == "gemm" and k < 2):
-                    ok = False
-
-        tvm_ffi.structural_walk(self.func.body, [(tirx.BufferStore, visit), (tirx.Evaluate, visit)])
-        return ok
+        """Every tile op touching ``buffer`` is a T.copy into it or a GEMM reading it (no
+        T.tma_copy, role_tiles.py), and no plain store writes it."""
+        return all(u.kind in ("load", "address") or
+                   u.kind == "region" and (u.op == "copy" and u.position == 1 or u.op == "gemm" and u.position < 2)
+                   for u in buffer_uses(self.func.body, [buffer]))
 
     def _swizzled_layouts(self, operands: list[SharedTile], layouts: dict[Any, WGMMALayout]) -> dict[Any, Any]:
         """Swizzled layouts for every wgmma operand tile, or none: swizzling is applied to
