@@ -42,11 +42,11 @@ from cuda_timing import paired_ms, time_ms
 from gemm import matmul
 from tilelang.carver.arch import driver
 from tilelang.errors import TileLangError
-from tilelang.testing.kernels import (  # upstream's persistent and warp-specialized examples
+from tilelang.testing.kernels import persistent_gemm  # upstream's persistent example
+from tilelang.testing.warp_specialized import (
     barrier_pipe,
     copy_gemm_roles,
     copy_gemm_split,
-    persistent_gemm,
 )
 
 # (bM, bN, bK, threads, num_stages, rasterization panel), pass configs. On sm_90 the

@@ -1,12 +1,16 @@
 """Upstream TileLang's warp-specialized kernels, written as classic builders: the same
 statements, for the lowering, nvcc and GPU tests of test_explicit_hopper.py. The
-examples/warp_specialize GEMMs live in the testing kit (tilelang.testing.kernels), which
-benchmarks/matmul.py times too."""
+examples/warp_specialize GEMMs live in the testing kit (tilelang.testing.warp_specialized),
+which benchmarks/matmul.py times too."""
 
 from __future__ import annotations
 
 import tilelang.language as T
-from tilelang.testing.kernels import barrier_pipe, copy_gemm_roles, copy_gemm_split
+from tilelang.testing.warp_specialized import (
+    barrier_pipe,
+    copy_gemm_roles,
+    copy_gemm_split,
+)
 
 __all__ = ["barrier_pipe", "copy_gemm_roles", "copy_gemm_split", "flashmla_roles", "wide_row_tma"]
 

@@ -48,9 +48,9 @@ from tilelang.plugin import (
 from tvm import tirx
 from tvm.ir import TensorLoad
 
+from .occupancy import MIN_BLOCKS_ATTR
 from .overlap_policy import overlap_on, record_rotation
 from .pingpong import calls_extern, consumer_branch, extern_name
-from .tensor_core import MIN_BLOCKS_ATTR
 
 # Registers: the overlap keeps P of the previous iteration live through the softmax, more
 # than the 168 per thread a block of 9 warps gets (3 warps share one SM sub-partition's

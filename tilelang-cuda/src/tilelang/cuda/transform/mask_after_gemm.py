@@ -71,12 +71,9 @@ from tvm.sym import IntervalSet
 from tvm.sym.analyzer import Analyzer
 
 from .cp_async import SMEM_PER_SM
+from .occupancy import MIN_BLOCKS_CONFIG, SMEM_RESERVED_PER_BLOCK
 from .shared_memory import staged_shared_bytes
-from .tensor_core import (
-    MIN_BLOCKS_CONFIG,
-    SMEM_RESERVED_PER_BLOCK,
-    planned_blocks_per_sm,
-)
+from .tensor_core import planned_blocks_per_sm
 from .wgmma import on_wgmma
 
 CONFIG = "tl.mask_after_gemm"
