@@ -306,13 +306,19 @@ def test_nvcc_compiles_every_form_for_sm_90a(name):
 
 
 # -- on the GPU (run on the H200) -------------------------------------------------------------
+def sm90_torch():
+    """torch, on an sm_90 GPU (else the test is skipped)."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    return torch
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("form", ["copy_0_gemm_1", "copy_1_gemm_0", "barrierpipe_stage2", "copy_gemm_0_1"])
 @pytest.mark.parametrize("mnk", [(1024, 1024, 1024), (1000, 1000, 1000)])
 def test_upstream_forms_match_torch(form, mnk):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    torch = sm90_torch()
     build = {"copy_0_gemm_1": kernels.copy_gemm_roles,
              "copy_1_gemm_0": lambda *s: kernels.copy_gemm_roles(*s, producer=1, consumer=0, stages=2),
              "barrierpipe_stage2": kernels.barrier_pipe, "copy_gemm_0_1": kernels.copy_gemm_split}[form]
@@ -371,9 +377,7 @@ def test_nvcc_compiles_the_producer_branch_kernel():
 
 @pytest.mark.gpu
 def test_a_producer_branch_matches_torch():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    torch = sm90_torch()
     q = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     k = torch.randn(128, 64, device="cuda", dtype=torch.float16)
     ref = q.float() @ k[:64].float().T + q.float() @ k[64:].float().T
@@ -422,9 +426,7 @@ def test_nvcc_compiles_flashmla_forms(build):
 
 @pytest.mark.gpu
 def test_wide_row_tma_matches_torch():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    torch = sm90_torch()
     kernel = tilelang.compile(kernels.wide_row_tma(), target="cuda", execution_backend="tvm_ffi")
     a = torch.randn(2, 64, 576, device="cuda", dtype=torch.bfloat16)
     b = torch.zeros_like(a)
@@ -434,9 +436,7 @@ def test_wide_row_tma_matches_torch():
 
 @pytest.mark.gpu
 def test_flashmla_roles_match_torch():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    torch = sm90_torch()
     batch, heads, kv_len, dim, pe = 2, 64, 256, 128, 64
     kernel = tilelang.compile(kernels.flashmla_roles(batch, heads, kv_len, dim, pe), target="cuda",
                               execution_backend="tvm_ffi")
@@ -488,9 +488,7 @@ def test_cp_async_before_a_noinc_arrival_is_issued_asynchronously_unless_the_thr
 
 @pytest.mark.gpu
 def test_cp_async_with_a_noinc_arrival_on_the_gpu():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("needs an sm_90 GPU")
+    torch = sm90_torch()
     kernel = tilelang.compile(copy_then_read_kernel(False), target="cuda", execution_backend="tvm_ffi")
     a = torch.randn(16, 64, device="cuda", dtype=torch.float16)
     for _ in range(20):
