@@ -107,14 +107,17 @@ class LoweredKernel:
     numpy arrays, one per kernel parameter, in the order of the launch's arguments; ``externs``
     maps an extern call's name to its emulation ``f(kernel, args, call) -> value``."""
 
-    def __init__(self, device_mod: Any, externs: Callable[[str], Callable[..., Any]]) -> None:
+    def __init__(self, device_mod: Any, externs: Callable[[str], Callable[..., Any]], index: int | None = None) -> None:
+        """``index``: which of the function's kernels (in launch order) where it launches
+        several; their ``T.alloc_global`` workspaces are then passed by name
+        (``kernel(*arrays, workspaces={"glse": ...})``)."""
         self._extern_for = externs  # name -> the instruction's emulation (lowered_instructions.py)
-        functions = list(device_mod.functions.values())
-        if len(functions) != 1:
-            raise EmulationError(f"expected one device kernel, found {len(functions)}")
-        self.func = functions[0]
-        launch = json.loads(str(device_mod.attrs["tilelang.launches"]))[0]
-        self.arg_slots = [int(a.split(":")[1]) for a in launch["args"]]
+        launches = json.loads(str(device_mod.attrs["tilelang.launches"]))
+        if index is None and len(launches) != 1:
+            raise EmulationError(f"expected one device kernel, found {len(launches)}: pass index=")
+        launch = launches[index or 0]
+        self.func = next(f for gv, f in device_mod.functions.items() if gv.name_hint == launch["symbol"])
+        self.arg_slots = [int(a.split(":")[1]) if a.startswith("param:") else a.split(":")[1] for a in launch["args"]]
         self.threads = int(launch["block"][0])
         if launch["block"][1:] != ["1", "1"]:
             raise EmulationError(f"only 1-d thread blocks are emulated, got {launch['block']}")
@@ -146,14 +149,14 @@ class LoweredKernel:
             size *= int(extent)
         return size
 
-    def __call__(self, *arrays: Any) -> None:
+    def __call__(self, *arrays: Any, workspaces: dict[str, np.ndarray] | None = None) -> None:
         self.env: dict[Any, Any] = {}
         self.memory: dict[Any, Memory] = {}
         self.smem = np.full(self.shared_size, 0xFF, np.uint8)
         self.tids = np.arange(self.threads)
         self.mask = np.ones(self.threads, bool)
         for param, slot in zip(self.func.params, self.arg_slots):
-            value = arrays[slot]
+            value = (workspaces or {})[slot] if isinstance(slot, str) else arrays[slot]
             if isinstance(value, np.ndarray):
                 if not value.flags.c_contiguous:
                     raise EmulationError(f"argument {slot} must be C-contiguous")

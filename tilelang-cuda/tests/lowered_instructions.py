@@ -42,10 +42,10 @@ WARP = 32
 _WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])(z?)$")
 
 
-def lowered_kernel(device_mod: Any) -> LoweredKernel:
-    """The device kernel of ``tilelang.lower(...).device_mod``, runnable on numpy arrays
-    with these instructions."""
-    return LoweredKernel(device_mod, extern_for)
+def lowered_kernel(device_mod: Any, index: int | None = None) -> LoweredKernel:
+    """The device kernel of ``tilelang.lower(...).device_mod`` (the ``index``-th, where the
+    function launches several), runnable on numpy arrays with these instructions."""
+    return LoweredKernel(device_mod, extern_for, index)
 
 
 def extern_for(name: str) -> Callable[..., Any]:

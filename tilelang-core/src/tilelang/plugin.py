@@ -112,6 +112,8 @@ _EXPORTS: dict[str, str] = {
     "buffer_accesses": "tilelang.transform.gpu.ir_util",
     "dtype_bytes": "tilelang.transform.gpu.ir_util",
     "extern_call": "tilelang.transform.gpu.ir_util",
+    "each_kernel": "tilelang.transform.gpu.ir_util",
+    "kernels_of": "tilelang.transform.gpu.ir_util",
     "is_full_region": "tilelang.transform.gpu.ir_util",
     "seq": "tilelang.transform.gpu.ir_util",
     "static_ints": "tilelang.transform.gpu.ir_util",

@@ -90,3 +90,53 @@ def seq(stmts: list[Any]) -> Any:
 def unrolled(var: Any, extent: Any, body: Any, kind: Any = tirx.ForKind.UNROLLED) -> Any:
     return tirx.For(var, 0, extent, kind, body)
 
+
+
+def kernels_of(body: Any) -> list[Any]:
+    """The kernels a function launches: its outermost ``thread_extent`` statements."""
+    from tvm_ffi.structural import WalkResult
+
+    found: list[Any] = []
+
+    def visit(node: Any) -> Any:
+        if isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
+            found.append(node)
+            return WalkResult.SKIP
+        return WalkResult.ADVANCE
+
+    tvm_ffi.structural_walk(body, visit, order="pre")
+    return found
+
+
+def each_kernel(run: Any) -> Any:
+    """``run`` (a PrimFunc -> PrimFunc rewrite that looks at one kernel) for functions that
+    launch several, as upstream's split-KV decoding does (a split kernel, then a combine
+    kernel, sharing a ``T.alloc_global`` workspace): each kernel becomes a function of its
+    own (same parameters and attributes), and its rewritten body goes back in its place,
+    host statements the run put before the kernel included. Attributes the runs set are
+    merged: integers take the largest value, other values must agree."""
+
+    def apply(func: Any) -> Any:
+        kernels = kernels_of(func.body)
+        if len(kernels) < 2:
+            return run(func)
+        bodies, attrs = [], {}
+        for kernel in kernels:
+            done = run(func.with_body(kernel))
+            bodies.append(done.body)
+            for key, value in (dict(done.attrs) if done.attrs else {}).items():
+                if key in attrs and not tvm_ffi.structural_equal(attrs[key], value):
+                    if not (isinstance(value, tirx.IntImm) and isinstance(attrs[key], tirx.IntImm)):
+                        raise ValueError(f"kernels of one function set {key!r} to {attrs[key]} and {value}")
+                    value = value if value.value > attrs[key].value else attrs[key]
+                attrs[key] = value
+
+        def on_attr(node: Any) -> Any:
+            return next((b for k, b in zip(kernels, bodies) if node.same_as(k)), node)
+
+        func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre"))
+        for key, value in attrs.items():
+            func = func.with_attr(key, value)
+        return func
+
+    return apply

@@ -29,6 +29,7 @@ from tilelang.errors import CompileError
 from tilelang.plugin import (
     block_barrier,
     complement_range,
+    each_kernel,
     extern_call,
     prim_func_pass,
     seq,
@@ -393,7 +394,7 @@ def _run_roles(func: Any) -> Any:
 
 
 def NameRoleBarriers() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: _run_roles(func), "tl.cuda.NameRoleBarriers")
+    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run_roles)(func), "tl.cuda.NameRoleBarriers")
 
 
 def _named(call: Any) -> bool:
@@ -433,7 +434,7 @@ def LowerNamedBarriers() -> Any:
     (as upstream's does) and so adds no block-wide one inside the threads that meet there.
     Barrier 0 is ``__syncthreads()``'s; this backend's own schedules use 1-3 (warp roles,
     consumers, pingpong turns), so a kernel that names those shares them."""
-    return prim_func_pass(lambda func, mod, ctx: _run_named(func), "tl.cuda.LowerNamedBarriers")
+    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run_named)(func), "tl.cuda.LowerNamedBarriers")
 
 
 def role_threads(func: Any) -> int | None:

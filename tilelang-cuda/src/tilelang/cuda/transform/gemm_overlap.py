@@ -40,6 +40,7 @@ from typing import Any
 import tvm_ffi
 from tilelang.plugin import (
     buffer_accesses,
+    each_kernel,
     extern_call,
     prim_func_pass,
     seq,
@@ -233,7 +234,7 @@ def _min_blocks_hint(func: Any) -> bool:
 
 
 def OverlapSecondGemm() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.OverlapSecondGemm")
+    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.OverlapSecondGemm")
 
 
 __all__ = ["OverlapSecondGemm"]

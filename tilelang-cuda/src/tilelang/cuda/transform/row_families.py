@@ -50,6 +50,7 @@ from tvm.ir import TensorLoad
 from .cp_async import SHARED_SCOPES
 from .mma_layout import WARP, Accumulator, MMALayout, WGMMALayout
 from .operands import matrix_slice
+from .partial_copies import copied_part
 
 QUAD = 4  # lanes holding one row of an mma.m16n8 accumulator
 
@@ -137,8 +138,10 @@ class RowFamilies:
             ours = [r for r in regions if r.source.scope() == FRAGMENT_SCOPE]
             if not ours:
                 continue
-            if not all(is_full_region(r) for r in ours):
-                return False
+            partial = [r for r in ours if not is_full_region(r)]
+            if partial and (name != "copy" or len(ours) != 1 or laid(partial[0].source) is None or
+                            copied_part(args, partial[0]) is None):
+                return False  # of part of a fragment, only a copy of part of C to memory
             if name == "gemm":
                 if not self._family_gemm_ok(args, laid, m, mma_dtypes):
                     return False

@@ -23,6 +23,7 @@ import tvm
 import tvm_ffi
 from tilelang.plugin import (
     dtype_bytes,
+    each_kernel,
     is_full_region,
     pass_config,
     prim_func_pass,
@@ -115,7 +116,7 @@ def _run(func: Any) -> Any:
 
 
 def StageEpilogueInShared() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.StageEpilogueInShared")
+    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.StageEpilogueInShared")
 
 
 __all__ = ["DISABLE_CONFIG", "StageEpilogueInShared"]

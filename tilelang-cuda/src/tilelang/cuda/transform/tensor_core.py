@@ -46,6 +46,7 @@ from tilelang.plugin import (
     block_barrier,
     buffer_accesses,
     dtype_bytes,
+    each_kernel,
     extern_call,
     gemm_mnk,
     is_full_region,
@@ -78,6 +79,7 @@ from .mma_layout import (
 )
 from .occupancy import OccupancyPlan
 from .operands import addressed_buffers, addresser, matrix_slice
+from .partial_copies import copied_part, over_whole_fragment
 from .role_tiles import RoleTiles
 from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
@@ -250,7 +252,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
             elif name in ("fill", "copy", "atomic_add"):
                 ours = [r for r in regions if r.source.same_as(fragment)]
                 others = [r for r in regions if not r.source.same_as(fragment)]
-                if not all(is_full_region(r) for r in ours) or any(r.source.scope() == FRAGMENT_SCOPE for r in others):
+                if any(r.source.scope() == FRAGMENT_SCOPE for r in others) or \
+                        not all(is_full_region(r) or (name == "copy" and copied_part(args, r)) for r in ours):
                     return None
             else:
                 return None
@@ -390,6 +393,10 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
                 return self.lowering.lower(stmt)  # each element to its swizzled place (_on_store, _on_load)
             return stmt
         loops, inner = parallel_nest(self.lowering.lower(stmt))
+        part = next((r for r in regions if self._find(r.source, self.accumulators) is not None), None)
+        box = copied_part(args, part) if name == "copy" and part is not None else None
+        if box is not None:  # part of C: a nest over all of C, guarded to the part
+            loops, inner = parallel_nest(over_whole_fragment(loops, inner, box, static_ints(part.source.shape)))
         return self._remap(loops, inner, acc) if acc is not None else self._remap_rows(loops, inner)
 
     def _on_nest(self, loop: Any) -> Any:
@@ -578,4 +585,5 @@ def _run(func: Any, tensor_maps: bool) -> Any:
 def LowerTensorCoreGemm(tensor_maps: bool = False) -> Any:
     """``tensor_maps``: the kernel's host code runs before its launch and can encode TMA
     tensor maps (tma.py); without it, pipelines stay on cp.async."""
-    return prim_func_pass(lambda func, mod, ctx: _run(func, tensor_maps), "tl.cuda.LowerTensorCoreGemm")
+    run = each_kernel(lambda func: _run(func, tensor_maps))
+    return prim_func_pass(lambda func, mod, ctx: run(func), "tl.cuda.LowerTensorCoreGemm")
