@@ -189,6 +189,44 @@ def gemm_row_stats(M, N, K, threads=128, start=0.5):
     return main
 
 
+def gemm_row_max_over_columns(M, N, K, cols):
+    """The row max of S = A @ B (a row family), then a nest over (M, cols) that reads only
+    the row vector, into shared memory, as upstream's GQA decoding writes its per-block
+    maxima (``S_shared[h, k] = f(scores_max[h], ...)``)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), O: T.Tensor((M, cols), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            As = T.alloc_shared((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            Os = T.alloc_shared((M, cols), "float32")
+            S = T.alloc_fragment((M, N), "float32")
+            row_max = T.alloc_fragment((M,), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(S)
+            T.gemm(As, Bs, S)
+            T.reduce_max(S, row_max, dim=1)
+            for i, j in T.Parallel(M, cols):
+                Os[i, j] = row_max[i] * (j + 1)
+            T.copy(Os, O)
+
+    return main
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+def test_a_nest_over_rows_and_columns_of_a_row_vector_keeps_its_columns(target):
+    """Each column of the nest is written (the column loop was dropped before, leaving its
+    variable unbound: upstream's example_gqa_decode_varlen_logits failed to compile)."""
+    m, n, k, cols = 64, 32, 16, 8
+    rng = np.random.default_rng(2)
+    (a, a_values), (b, b_values) = small_ints(rng, (m, k)), small_ints(rng, (k, n))
+    out = np.full((m, cols), np.nan, np.float32)
+    calls = run(lower(gemm_row_max_over_columns(m, n, k, cols), target), a, b, out)
+    assert calls["__shfl_xor_sync"] > 0  # a row family
+    np.testing.assert_array_equal(out, (a_values @ b_values).max(1)[:, None] * np.arange(1, cols + 1))
+
+
 def row_stats(device_mod, m, n, k) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """(emulated output, numpy's, calls) of gemm_row_stats."""
     rng = np.random.default_rng(m + n + k)

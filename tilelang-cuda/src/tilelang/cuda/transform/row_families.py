@@ -237,10 +237,13 @@ class RowFamilies:
         return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
 
     def _remap_rows(self, loops: list[Any], inner: Any) -> Any:
-        """A nest over (M,) touching row vectors -> the thread's rows."""
+        """A nest over (M,) or (M, n) touching row vectors -> the thread's rows; the columns
+        of an (M, n) nest run in each lane of the row's quad (all four hold the row)."""
         mi, h = self.var("mi"), self.var("h")
         body = self._map_rows(inner, mi, h)
         body = substitute(body, [(loops[0].loop_var, self._row_of(mi, h))])
+        for loop in reversed(loops[1:]):
+            body = tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, body)
         layout = next(iter(self.rows.values())).layout
         return unrolled(mi, layout.mt, unrolled(h, 2, body))
 
