@@ -126,3 +126,103 @@ def test_a_ring_swizzled_in_place_on_the_gpu():
         kernel(q, kv, s, o)
         np.testing.assert_array_equal(s.cpu().numpy(), want_s)
         np.testing.assert_allclose(o.double().cpu().numpy(), want_o, rtol=1e-3)
+
+
+# -- a ring that T.tma_copy fills (upstream's minference): TMA writes the swizzle itself ----
+def tma_ring_kernel(cols: int = 64, odd_buffer: bool = False):
+    """Q K^T for 4 key blocks through a 2-stage ring of 3-d tiles: a producer branch fills
+    each stage with T.tma_copy, the consumer branch reads stage slices as GEMM operands;
+    mbarriers order them. Then the consumer stores a fifth block (twice the first) into
+    stage 0 itself and multiplies it too: the ring has element stores, so it stays one 3-d
+    tile, as upstream's minference kernel's does. Another shared buffer takes 1 KiB, or
+    16 bytes with ``odd_buffer`` (the ring may then not start on 1 KiB)."""
+
+    @T.prim_func
+    def ring(Q: T.Tensor((64, cols), "float16"), K: T.Tensor((4, 64, cols), "float16"),
+             S: T.Tensor((5, 64, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            q_s = T.alloc_shared((64, cols), "float16")
+            k_s = T.alloc_shared((2, 64, cols), "float16")
+            flag = T.alloc_shared((4 if odd_buffer else 256,), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            bars = T.alloc_barrier([128] * 4)
+            tx = T.get_thread_binding()
+            T.copy(Q, q_s)
+            if tx < 4:
+                flag[tx] = 1.0
+            if tx >= 128:
+                for i in T.serial(4):
+                    T.mbarrier_wait_parity(bars[i % 2 + 2], ((i & 3) >> 1) ^ 1)
+                    T.tma_copy(K[i, :, :], k_s[i % 2, :, :], barrier=bars[i % 2])
+                    T.mbarrier_arrive(bars[i % 2])
+            else:
+                for i in T.serial(4):
+                    T.mbarrier_wait_parity(bars[i % 2], (i & 3) >> 1)
+                    T.clear(acc)
+                    T.gemm(q_s, k_s[i % 2, :, :], acc, transpose_B=True)
+                    T.mbarrier_arrive(bars[i % 2 + 2])
+                    T.copy(acc, S[i, :, :])
+                for r, c in T.Parallel(64, cols):
+                    k_s[0, r, c] = K[0, r, c] * T.float16(2)
+                T.clear(acc)
+                T.gemm(q_s, k_s[0, :, :], acc, transpose_B=True)
+                T.copy(acc, S[4, :, :])
+
+    return ring
+
+
+def lowered_with_maps(func, monkeypatch):
+    """(kernel body, {tensor: swizzle} of every tensor map the host encodes) of ``func``
+    lowered for tvm_ffi on sm_90 (its host code encodes the maps)."""
+    from test_explicit_hopper import lower as lower_for_backend
+    from tilelang.cuda.transform import tma_copy
+
+    encoded = {}
+    original = tma_copy.encode_tensor_map
+
+    def recording(var, buffer, rows, cols, swizzle=None, split=None):
+        encoded[buffer.name] = swizzle
+        return original(var, buffer, rows, cols, swizzle, split=split)
+
+    monkeypatch.setattr(tma_copy, "encode_tensor_map", recording)
+    source = lower_for_backend(func).kernel_source
+    return source[source.index('extern "C" __global__'):], encoded
+
+
+def test_a_ring_tma_fills_is_swizzled_in_place_by_the_boxes(monkeypatch):
+    """Rows of 128 bytes: the boxes use TMA's 128-byte swizzle (CU_TENSOR_MAP_SWIZZLE_128B,
+    3), which puts chunk c of row r at c ^ (r % 8), the in-place swizzle's place, so the
+    ldmatrix reads of the ring follow it; each box checks its 1 KiB base when it runs."""
+    body, encoded = lowered_with_maps(tma_ring_kernel(), monkeypatch)
+    assert encoded == {"K": 3}
+    ring = [line for line in re.findall(r"tl_ldmatrix_x4(?:_trans)?\(.*", body) if "B_frag" in line]
+    assert ring and all("^" in line for line in ring)
+    assert body.index("tl_check_swizzle_base(") < body.index("tl_tma_load_3d(")
+    assert "tl_check_tma_destination(" not in body
+
+
+@pytest.mark.parametrize("case", ["64-byte rows", "a buffer of 16 bytes"])
+def test_a_ring_tma_fills_stays_as_declared_where_the_boxes_cannot_swizzle(monkeypatch, case):
+    """Rows of 64 bytes (TMA's swizzle of 64 bytes is another pattern), or another shared
+    buffer that is not whole KiB (the ring might not start on 1 KiB): unswizzled boxes."""
+    func = tma_ring_kernel(cols=32) if case == "64-byte rows" else tma_ring_kernel(odd_buffer=True)
+    body, encoded = lowered_with_maps(func, monkeypatch)
+    assert encoded == {"K": None}
+    assert "tl_check_tma_destination(" in body and "tl_check_swizzle_base(" not in body
+    assert not any("^" in line for line in re.findall(r"tl_ldmatrix_x4(?:_trans)?\(.*", body))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("odd_buffer", [False, True], ids=["swizzled", "as-declared"])
+def test_a_ring_tma_fills_on_the_gpu(odd_buffer):
+    from test_explicit_hopper import sm90_torch
+
+    torch = sm90_torch()
+    kernel = tilelang.compile(tma_ring_kernel(odd_buffer=odd_buffer), execution_backend="tvm_ffi")
+    q = torch.randint(-3, 4, (64, 64), device="cuda").half()
+    k = torch.randint(-3, 4, (4, 64, 64), device="cuda").half()
+    for _ in range(5):
+        s = torch.full((5, 64, 64), float("nan"), device="cuda")
+        kernel(q, k, s)
+        keys = torch.cat([k, 2 * k[:1]]).float()
+        torch.testing.assert_close(s, torch.einsum("md,knd->kmn", q.float(), keys), rtol=0, atol=0)

@@ -35,6 +35,10 @@ from tilelang.plugin import dtype_bytes, static_ints
 from tvm import tirx
 
 from .buffer_uses import buffer_uses
+from .epilogue import SWIZZLE_BASE_BYTES
+from .explicit_sync import TMA_COPY, op_name
+from .mma_layout import padded_row
+from .tma_copy import IN_PLACE_SWIZZLE_ATTR
 
 SEGMENT_BYTES = 128  # the 32 banks of 4 bytes
 CHUNK_BYTES = 16  # an ldmatrix row, a cp.async of 16 bytes
@@ -86,6 +90,8 @@ class InPlaceSwizzle:
         declared = self._views_of(buffer)
 
         def follows(use: Any) -> bool:
+            if use.kind == "region" and use.op == TMA_COPY:
+                return use.position == 1 and self._tma_box_swizzles(tile, use.node)
             if use.kind == "region":  # the tile's own: T.copy (lowered here) or a GEMM operand
                 return use.buffer.same_as(buffer) and (use.op == "copy" or use.op == "gemm" and use.position < 2)
             if use.kind == "address":  # the storage named anywhere but as a view's data: passed on
@@ -93,6 +99,49 @@ class InPlaceSwizzle:
             return use.buffer.same_as(buffer) or self._chunk_vector(use.node.indices[-1], chunk)
 
         return all(follows(u) for u in buffer_uses(self.func.body, [buffer, *(v for v, _ in declared)]))
+
+    def _tma_box_swizzles(self, tile: Any, region: Any) -> bool:
+        """A T.tma_copy into ``region`` can write the tile swizzled in place: with rows of
+        exactly 128 bytes, TMA's 128-byte swizzle moves chunk c of a box's row r to
+        c ^ (r % 8), as this swizzle does, provided the box starts on 1 KiB of shared
+        address (the hardware swizzles address bits). So: whole rows, in whole groups of 8,
+        of a tile whose every stage is whole KiB and that starts on 1 KiB (every other
+        shared allocation of the block is whole KiB: tl_check_swizzle_base checks it when
+        the kernel runs), and a host that encodes the tensor map."""
+        shape = static_ints(tile.old.shape)
+        extents = static_ints([r.extent for r in region.region])
+        if not self.tensor_maps or extents is None or shape[-1] * dtype_bytes(tile.old.dtype) != SEGMENT_BYTES:
+            return False
+        if shape[-2] % CHUNKS or extents[-2:] != shape[-2:] or any(e != 1 for e in extents[:-2]):
+            return False
+        if not all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 for r in region.region[-2:]):
+            return False
+        return all(self._final_bytes(b) % SWIZZLE_BASE_BYTES == 0 for b in self._shared_allocations()
+                   if not b.same_as(tile.old))
+
+    def _final_bytes(self, buffer: Any) -> int:
+        """The bytes ``buffer`` will take (a tile the pass pads, at its padded rows); -1
+        where its shape is not static."""
+        shape = static_ints(buffer.shape)
+        if shape is None:
+            return -1
+        tile = self._find(buffer, self.tiles)
+        if tile is not None and not (tile.raw or tile.stages or tile.core) and len(shape) == 2:
+            shape = [shape[0], padded_row(shape[1], dtype_bytes(buffer.dtype))]
+        size = dtype_bytes(buffer.dtype)
+        for d in shape:
+            size *= d
+        return size
+
+    def mark_in_place_tma(self, stmt: Any) -> Any:
+        """A T.tma_copy into a tile swizzled in place, marked for LowerTmaCopies to write
+        with TMA's 128-byte swizzle (_tma_box_swizzles)."""
+        if op_name(stmt.value) != TMA_COPY:
+            return stmt
+        tile = self._find(stmt.value.args[1].source, self.tiles)
+        if tile is None or not tile.in_place:
+            return stmt
+        return tirx.AttrStmt(tile.old.data, IN_PLACE_SWIZZLE_ATTR, tirx.IntImm("int32", SEGMENT_BYTES), stmt)
 
     def in_place_indices(self, tile: Any, indices: list[Any]) -> list[Any]:
         """A swizzled tile's indices of a logical element (lead..., row, col)."""

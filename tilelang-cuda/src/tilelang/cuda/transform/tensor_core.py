@@ -366,7 +366,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
     def _on_op(self, stmt: Any) -> Any:
         name = tile_op_name(stmt)
         if name is None:
-            return self.lower_tma_copy(stmt) if self.wgmma and self.roles else stmt
+            return self.lower_tma_copy(stmt) if self.wgmma and self.roles else self.mark_in_place_tma(stmt)
         args = stmt.value.args
         if name == "gemm":
             acc = self._find(args[2].source, self.accumulators)

@@ -31,8 +31,10 @@ from tilelang.plugin import (
 from tvm import tirx
 
 from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
-from .tma import BOX_MAX, encode_tensor_map, wide_axes
+from .tma import BOX_MAX, SWIZZLE, encode_tensor_map, wide_axes
 
+# on a T.tma_copy: its tile is swizzled in place (in_place_swizzle.py), rows of this many bytes
+IN_PLACE_SWIZZLE_ATTR = "tl.tma_swizzle_in_place"
 TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d (and 5d, for a row split in pieces)
 
 
@@ -48,11 +50,12 @@ class _Box:
     rows: int
     width: int
     split: int | None = None  # the innermost axis in pieces of this many elements (tma.encode_tensor_map)
+    swizzle: int | None = None  # TMA's swizzle of this many bytes (a tile swizzled in place), else none
 
     def encode(self) -> list[Any]:
-        """Host statements: the unswizzled map of this tensor (tma.py's encoder)."""
+        """Host statements: the map of this tensor (tma.py's encoder)."""
         return encode_tensor_map(self.var, self.tensor, (self.row_axis, self.rows), (self.col_axis, self.width),
-                                 split=self.split)
+                                 SWIZZLE[self.swizzle] if self.swizzle else None, split=self.split)
 
 
 class _TmaCopies:
@@ -72,15 +75,16 @@ class _TmaCopies:
     def fail(self, why: str) -> CompileError:
         return CompileError(f"kernel {self.kernel!r}: T.tma_copy {why}")
 
-    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int, split: int | None = None) -> _Box:
+    def box(self, g: Any, row_axis: int, col_axis: int, rows: int, width: int, split: int | None = None,
+            swizzle: int | None = None) -> _Box:
         for m in self.maps:
-            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width, m.split) == \
-                    (row_axis, col_axis, rows, width, split):
+            if m.tensor.same_as(g) and (m.row_axis, m.col_axis, m.rows, m.width, m.split, m.swizzle) == \
+                    (row_axis, col_axis, rows, width, split, swizzle):
                 return m
         suffix = f"_{len([m for m in self.maps if m.tensor.same_as(g)])}" if \
             any(m.tensor.same_as(g) for m in self.maps) else ""
         var = tirx.Var(f"{g.name}_tensor_map{suffix}", tvm.ir.PointerType(tirx.TensorMapType()))
-        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width, split))
+        self.maps.append(_Box(var, g, row_axis, col_axis, rows, width, split, swizzle))
         return self.maps[-1]
 
     def _split(self, g: Any, col_axis: int, col0: Any, width: int) -> int | None:
@@ -98,7 +102,9 @@ class _TmaCopies:
                 return piece
         return None
 
-    def lower(self, src: Any, dst: Any, barrier: Any) -> Any:
+    def lower(self, src: Any, dst: Any, barrier: Any, swizzle: int | None = None) -> Any:
+        """``swizzle``: the tile is swizzled in place over rows of this many bytes, which its
+        boxes write with TMA's swizzle of that width (in_place_swizzle.py chose it)."""
         g, s = src.source, dst.source
         rank = len(g.shape)
         if rank not in TMA_RANKS or list(g.strides):
@@ -131,8 +137,10 @@ class _TmaCopies:
                             f"shared dtypes to agree and a row of a multiple of 16 bytes, at most {BOX_MAX} elements "
                             "(or, for a wider row of a tile that is not padded, the last axis of a dense global "
                             "tensor in pieces that divide it)")
-        per_box = next(r for r in range(min(rows, BOX_MAX), 0, -1) if rows % r == 0)
-        tmap = self.box(g, axes[0], axes[1], per_box, width, split)
+        per_box = next(r for r in range(min(rows, BOX_MAX), 0, -1) if rows % r == 0 and (not swizzle or r % 8 == 0))
+        if swizzle and (width * elem != swizzle or split):
+            raise self.fail(f"into {s.name}: a tile swizzled in place takes rows of {swizzle} bytes")
+        tmap = self.box(g, axes[0], axes[1], per_box, width, split, swizzle)
         base = 0
         for index, extent in zip([r.min for r in dst.region], shape):
             base = base * extent + index
@@ -142,8 +150,8 @@ class _TmaCopies:
             coords[axes[0]] = coords[axes[0]] + j * per_box
             # declared as a read: the kernel's own mbarriers order these writes, not ThreadSync
             smem = s.access_ptr("r", offset=base + j * per_box * width, extent=per_box * width)
-            if j == 0:
-                calls.append(extern_call("tl_check_tma_destination", smem))
+            if j == 0:  # the swizzle's pattern follows the shared address: 1 KiB-aligned boxes
+                calls.append(extern_call("tl_check_swizzle_base" if swizzle else "tl_check_tma_destination", smem))
             if split:  # the column as (piece, offset in it): the first column is a whole piece
                 coords = [*coords[:-1], tirx.floordiv(coords[-1], split), tirx.IntImm("int32", 0)]
             calls.append(extern_call(f"tl_tma_load_{len(coords)}d", smem, tirx.address_of(tmap.var), barrier,
@@ -160,13 +168,19 @@ def _run_tma(func: Any, tensor_maps: bool) -> Any:
                           "execution backend launches kernels without that host code: compile with "
                           "execution_backend='tvm_ffi'")
 
-    def on_eval(stmt: Any) -> Any:
+    def on_eval(stmt: Any, swizzle: int | None = None) -> Any:
         if op_name(stmt.value) != TMA_COPY:
             return stmt
         src, dst, barrier = stmt.value.args
-        return copies.lower(src, dst, barrier)
+        return copies.lower(src, dst, barrier, swizzle)
 
-    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_eval), order="post")
+    def on_attr(stmt: Any) -> Any:
+        if stmt.attr_key != IN_PLACE_SWIZZLE_ATTR:
+            return stmt
+        return on_eval(stmt.body, int(stmt.value.value))
+
+    body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="post")
+    body = tvm_ffi.structural_map(body, (tirx.Evaluate, on_eval), order="post")
     host = [s for m in copies.maps for s in m.encode()]
     func = func.with_body(seq([*host, body]))
     current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
