@@ -168,6 +168,27 @@ def _cp_async_16(kernel: LoweredKernel, args: list[Any]) -> None:
     kernel.group.append((dst.memory, dst.offset[:, None] + np.arange(16), data, active.copy()))
 
 
+def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
+    """atomicAdd(address, value): every active thread's value is added, those of threads
+    at the same address included (summed first: the order of the GPU's adds is not
+    modelled)."""
+    pointer, value = args
+    dtype = np.dtype(str(call.args[2].dtype))
+    active = np.flatnonzero(kernel.mask)
+    if not len(active):
+        return
+    offsets = np.broadcast_to(pointer.offset, kernel.mask.shape)[active]
+    addresses, first, inverse = np.unique(offsets, return_index=True, return_inverse=True)
+    sums = np.zeros(len(addresses), np.float64)
+    np.add.at(sums, inverse, np.broadcast_to(value, kernel.mask.shape)[active].astype(np.float64))
+    writers = np.zeros_like(kernel.mask)
+    writers[active[first]] = True
+    added = np.zeros(kernel.mask.shape, np.float64)
+    added[active[first]] = sums
+    old = kernel.read(pointer.memory, pointer.offset, dtype, writers)
+    kernel.write(pointer.memory, pointer.offset, old.astype(np.float64) + added, dtype, writers)
+
+
 def _cp_async_commit(kernel: LoweredKernel, args: list[Any]) -> None:
     kernel.pending.append(kernel.group)
     kernel.group = []
@@ -401,6 +422,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_ldmatrix_x2_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True, count=2),
     "tl_cp_async_16": lambda kernel, args, call: _cp_async_16(kernel, args),
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
+    "atomicAdd": _atomic_add,
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),
     "tl_wgmma_desc": lambda kernel, args, call: _wgmma_desc(kernel, args),
     "tl_wgmma_desc_add": lambda kernel, args, call: _wgmma_desc_add(kernel, args),

@@ -113,6 +113,50 @@ def test_the_swizzle_is_a_permutation_of_chunks_within_each_segment():
         assert len({place(r, col) // 8 for r in range(8)}) == 8
 
 
+def gemms_on_both_lowerings():
+    """One tile read by a GEMM on tensor cores (as a slice, so kept as declared) and by a
+    GEMM left to the shared SIMT lowering (its C is copied to another fragment), as
+    upstream's example_gqa_bwd reads K_shared."""
+
+    @T.prim_func
+    def mixed(K: T.Tensor((64, 128), "float16"), Qm: T.Tensor((32, 128), "float16"),
+              P: T.Tensor((32, 64), "float16"), S: T.Tensor((64, 32), "float16"), D: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            k_s = T.alloc_shared((64, 128), "float16")
+            q_s = T.alloc_shared((32, 128), "float16")
+            p_s = T.alloc_shared((32, 64), "float16")
+            s_acc = T.alloc_fragment((64, 32), "float32")
+            s_cast = T.alloc_fragment((64, 32), "float16")
+            d_acc = T.alloc_fragment((32, 64), "float32")
+            T.copy(K, k_s)
+            T.copy(Qm, q_s)
+            T.copy(P, p_s)
+            T.clear(s_acc)
+            T.gemm(k_s, q_s, s_acc, transpose_B=True)
+            T.copy(s_acc, s_cast)
+            T.copy(s_cast, S)
+            T.clear(d_acc)
+            T.gemm(p_s, k_s[:, 0:64], d_acc)
+            T.copy(d_acc, D)
+
+    return mixed
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_a_tile_a_simt_gemm_reads_stays_as_declared(target):
+    """The SIMT GEMM reads the tile at its declared places, so the tile is not swizzled in
+    place (it was: every row but each eighth read the wrong chunks, and example_gqa_bwd's
+    dK and dV were wrong on the H200)."""
+    artifact = tilelang.lower(gemms_on_both_lowerings(), target=target)
+    rng = np.random.default_rng(8)
+    (k, k64), (q, q64), (p, p64) = (small_ints(rng, shape) for shape in ((64, 128), (32, 128), (32, 64)))
+    s, d = np.full((64, 32), np.nan, np.float16), np.full((32, 64), np.nan, np.float32)
+    calls = run(artifact.device_mod, k, q, p, s, d)
+    assert calls["tl_mma_m16n8k16_f16_f32"] > 0  # D = P K[:, :64] on tensor cores
+    np.testing.assert_array_equal(s.astype(np.float64), k64 @ q64.T)
+    np.testing.assert_array_equal(d, p64 @ k64[:, :64])
+
+
 @pytest.mark.gpu
 def test_a_ring_swizzled_in_place_on_the_gpu():
     import torch  # the gpu marker skips the test where torch sees no CUDA GPU

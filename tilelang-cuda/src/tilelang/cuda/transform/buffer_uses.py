@@ -21,12 +21,13 @@ class Use:
     """One reference: ``kind`` is "region" (argument ``position`` among the regions of the
     call ``op``: a tile op's name, such as "copy" or "gemm", else the call's op name, such
     as "tl.tma_copy"), "store", "load" or "address" (``tirx.buffer_data``, the storage named
-    as a value); ``node`` is the region, store, load or call."""
+    as a value); ``node`` is the region, store, load or call; ``call`` a region's call."""
 
     kind: str
     node: Any
     op: str = ""
     position: int = 0
+    call: Any = None  # a region's call
 
     @property
     def buffer(self) -> Any:
@@ -50,7 +51,7 @@ def buffer_uses(body: Any, buffers: list[Any]) -> list[Use]:
             call = node.value
             op = tile_op_name(node) or op_name(call)
             regions = [a for a in getattr(call, "args", []) if isinstance(a, tvm.ir.TensorRegion)]
-            uses.extend(Use("region", r, op, k) for k, r in enumerate(regions) if ours(r.source))
+            uses.extend(Use("region", r, op, k, call) for k, r in enumerate(regions) if ours(r.source))
         elif isinstance(node, tirx.BufferStore):
             if ours(node.buffer):
                 uses.append(Use("store", node))

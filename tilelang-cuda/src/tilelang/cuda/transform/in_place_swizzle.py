@@ -19,10 +19,11 @@ A 16-byte chunk stays whole, so everything that touches the tile can follow:
   prove is a whole chunk moves to its chunk's new place.
 
 A tile qualifies only when every reference to it (or to its storage) is one of those;
-anything else (an address passed to a call, a tile op other than a GEMM or T.copy, a vector
+anything else (an address passed to a call, a tile op other than T.copy or a GEMM on tensor
+cores -- a GEMM left to the shared SIMT lowering reads the declared places --, a vector
 not provably within one chunk) leaves it as declared. Mixed into the pass's kernel state;
-uses its ``func``, ``analyzer`` and ``tiles``, and keeps the views of swizzled tiles in
-``in_place_views``.
+uses its ``func``, ``analyzer``, ``tiles``, ``accumulators`` and ``_find``, and keeps the
+views of swizzled tiles in ``in_place_views``.
 """
 
 from __future__ import annotations
@@ -92,8 +93,12 @@ class InPlaceSwizzle:
         def follows(use: Any) -> bool:
             if use.kind == "region" and use.op == TMA_COPY:
                 return use.position == 1 and self._tma_box_swizzles(tile, use.node)
-            if use.kind == "region":  # the tile's own: T.copy (lowered here) or a GEMM operand
-                return use.buffer.same_as(buffer) and (use.op == "copy" or use.op == "gemm" and use.position < 2)
+            if use.kind == "region" and use.op == "gemm":  # an operand of a GEMM on tensor cores
+                # (a GEMM left to the shared SIMT lowering reads the tile at its declared places)
+                return use.buffer.same_as(buffer) and use.position < 2 and \
+                    self._find(use.call.args[2].source, self.accumulators) is not None
+            if use.kind == "region":  # the tile's own T.copy, lowered here
+                return use.buffer.same_as(buffer) and use.op == "copy"
             if use.kind == "address":  # the storage named anywhere but as a view's data: passed on
                 return any(data.same_as(use.node) for _, data in declared)
             return use.buffer.same_as(buffer) or self._chunk_vector(use.node.indices[-1], chunk)
