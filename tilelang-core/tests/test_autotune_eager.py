@@ -47,8 +47,19 @@ def test_an_eager_kernel_is_tuned_by_its_sizes_in_a_process_pool(tmp_path, monke
     assert all(t.ok for t in result.trials), [t.error for t in result.trials]
     assert os.getpid() not in {t.compile_pid for t in result.trials}  # compiled by the workers
     assert result.kernel is kernel
+    # the kernel carries its tuning, as upstream's (its gemv example reads .config)
+    assert kernel.config == result.config in [t.config for t in result.trials]
+    assert kernel.get_tuner_result() == {"latency": result.latency, "config": result.config,
+                                         "ref_latency": result.ref_latency}
     a = np.random.default_rng(0).standard_normal((40, 8)).astype("float32")
     np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
+
+
+def test_a_kernel_compiled_directly_has_no_tuning_result():
+    kernel = scaled_copy.compile(M=40, N=8, block_M=16)
+    assert kernel.config is None
+    with pytest.raises(ValueError, match="no tuning result: it was compiled directly"):
+        kernel.get_tuner_result()
 
 
 def test_calling_an_eager_kernel_with_tensors_and_no_tunables_names_the_way_to_tune():

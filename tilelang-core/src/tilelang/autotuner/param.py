@@ -108,6 +108,10 @@ class AutotuneResult:
     trials: list[Trial] = field(default_factory=list)
     from_cache: bool = False
 
+    def __post_init__(self) -> None:
+        if hasattr(self.kernel, "update_tuner_result"):  # the kernel knows how it was chosen
+            self.kernel.update_tuner_result(self.latency, self.config, self.ref_latency)
+
     @property
     def failures(self) -> list[Trial]:
         return [t for t in self.trials if not t.ok]

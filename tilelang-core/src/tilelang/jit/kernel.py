@@ -43,7 +43,13 @@ def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
 
 
 class JITKernel:
-    """A kernel compiled for one BackendContext. Call it with the input tensors."""
+    """A kernel compiled for one BackendContext. Call it with the input tensors. The best
+    kernel of an autotune also carries its ``latency`` (ms), ``config`` and the
+    reference's ``ref_latency``, as upstream's does."""
+
+    latency: float | None = None
+    config: dict[str, Any] | None = None
+    ref_latency: float | None = None
 
     def __init__(self, func: Any, *, out_idx: Sequence[int] | int | None = None,
                  target: Any = "auto", target_host: Any = None, execution_backend: str = "auto",
@@ -94,6 +100,20 @@ class JITKernel:
                 (entry / name).write_bytes(data)
         self.launcher = backend.load(self.artifact, entry, self.context)
         self.from_cache = False
+
+    def update_tuner_result(self, latency: float | None, config: Mapping[str, Any] | None,
+                            ref_latency: float | None) -> JITKernel:
+        """Record the autotune that chose this kernel (upstream's name); returns the kernel."""
+        self.latency, self.ref_latency = latency, ref_latency
+        self.config = dict(config) if config is not None else None
+        return self
+
+    def get_tuner_result(self) -> dict[str, Any]:
+        """{"latency", "config", "ref_latency"} of the autotune that chose this kernel."""
+        if self.latency is None:
+            raise ValueError("this kernel has no tuning result: it was compiled directly, not chosen by "
+                             "@tilelang.autotune (tilelang.autotuner.AutoTuner)")
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
 
     @classmethod
     def from_request(cls, request: str, build: Callable[[], Any], options: Mapping[str, Any],
