@@ -75,7 +75,7 @@ class RowVector:
 class RowFamilies:
     """Mixed into the tensor-core pass's kernel state; uses its ``threads``, ``warp``, ``analyzer``,
     ``lane``, ``accumulators``, ``rows``, ``lowering``, ``_find`` and ``var``, and sets its
-    ``shared_operands``, ``row_exchanges`` and ``block_prologue``."""
+    ``shared_operands``, ``row_exchanges``, ``block_prologue`` and ``outside_family``."""
 
     # -- analysis ------------------------------------------------------------------------
     def _plan_row_families(self, ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]],
@@ -97,6 +97,7 @@ class RowFamilies:
         layouts: dict[Any, MMALayout] = {}
         rows: list[Any] = []
         columns: list[Any] = []  # 1-d fragments read at a column (sparse MLA's mask)
+        outside: list[Any] = []  # plain accumulators of another M (a backward's dQ): their own layout
         for fragment in fragments:
             shape = static_ints(fragment.shape)
             if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % (16 * warps_n) == 0:
@@ -105,8 +106,13 @@ class RowFamilies:
                 rows.append(fragment)
             elif shape is not None and len(shape) == 1:
                 columns.append(fragment)
+            elif self._find(fragment, self.accumulators) is not None:
+                outside.append(fragment)
             else:
                 return False
+
+        def is_outside(buffer: Any) -> bool:
+            return any(buffer.same_as(f) for f in outside)
 
         def laid(buffer: Any) -> MMALayout | None:
             return self._find(buffer, layouts)
@@ -136,6 +142,10 @@ class RowFamilies:
         for name, args in ops:
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
             ours = [r for r in regions if r.source.scope() == FRAGMENT_SCOPE]
+            if any(is_outside(r.source) for r in ours):
+                if not all(is_outside(r.source) for r in ours):
+                    return False  # an accumulator outside the family meets one of it
+                continue  # the plain accumulator analysis laid it out
             if not ours:
                 continue
             partial = [r for r in ours if not is_full_region(r)]
@@ -163,6 +173,10 @@ class RowFamilies:
         handled = 0
         for loops, inner in nests:
             accesses = [a for a in buffer_accesses(inner) if a[0].scope() == FRAGMENT_SCOPE]
+            if any(is_outside(a[0]) for a in accesses):
+                if not all(is_outside(a[0]) for a in accesses):
+                    return False
+                continue
             if not accesses:
                 continue
             extents = static_ints([loop.extent for loop in loops])
@@ -185,8 +199,10 @@ class RowFamilies:
         total = [a for a in buffer_accesses(self.func.body) if any(a[0].same_as(f) for f in family)]
         if len(total) != handled:
             return False
-        self.accumulators = {f: Accumulator(f, layout) for f, layout in layouts.items()}
+        kept = {f: self._find(f, self.accumulators) for f in outside}
+        self.accumulators = {**kept, **{f: Accumulator(f, layout) for f, layout in layouts.items()}}
         self.rows = {r: RowVector(r, MMALayout(m, 16 * warps_n, warps_m, warps_n)) for r in rows}
+        self.outside_family = bool(outside)
         return True
 
     def _family_gemm_ok(self, args: Any, laid: Any, m: int, mma_dtypes: Any) -> bool:

@@ -105,6 +105,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         self.warp = tirx.floordiv(tid, WARP)
         self.accumulators: dict[Any, Accumulator] = {}
         self.rows: dict[Any, Any] = {}  # row vectors of a row family (row_families.py)
+        self.outside_family = False  # accumulators beside the family, in layouts of their own
         self.tiles: dict[Any, SharedTile] = {}
         self.pipelined: dict[Any, int] = {}  # loop -> stages
         self.lowering = TileOpLowering(func, kernel)

@@ -81,8 +81,8 @@ class WgmmaGemms:
         layouts: dict[Any, WGMMALayout] = {}
         row_layout: WGMMALayout | None = None
         if self.rows:
-            if warps % 4 or any(a.layout.wm != 16 for a in self.accumulators.values()):
-                return
+            if warps % 4 or self.outside_family or any(a.layout.wm != 16 for a in self.accumulators.values()):
+                return  # (accumulators beside the family: mma.sync)
             # the same registers, wgmma's bookkeeping; a family split over columns takes its
             # rows 64 per warpgroup, and its warpgroups side by side share them
             family = next(iter(self.rows.values())).layout
