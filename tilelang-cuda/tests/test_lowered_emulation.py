@@ -161,6 +161,41 @@ def test_a_copy_of_part_of_c_stays_on_tensor_cores(target, rows, cols):
     np.testing.assert_array_equal(out, (a_values @ b_values)[rows[0]:rows[1], cols[0]:cols[1]])
 
 
+def gemm_cast_through_a_fragment(stages=2):
+    """A pipelined GEMM whose C is cast into an fp16 fragment, which then goes to memory: a
+    row family without row vectors."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 32), "float16")
+            b_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            acc16 = T.alloc_fragment((64, 64), "float16")
+            T.clear(acc)
+            for ko in T.Pipelined(4, num_stages=stages):
+                T.copy(A[:, ko * 32:(ko + 1) * 32], a_s)
+                T.copy(B[ko * 32:(ko + 1) * 32, :], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, acc16)
+            T.copy(acc16, C)
+
+    return main
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+def test_c_cast_through_a_fragment_on_wgmma(target):
+    """On wgmma the fp16 fragment takes C's layout too (it kept the mma.sync one, and the
+    cast's stores stayed unmapped: TVM refused the kernel, "Buffer acc16 is used before its
+    definition")."""
+    rng = np.random.default_rng(9)
+    (a, a64), (b, b64) = small_ints(rng, (64, 128)), small_ints(rng, (128, 64))
+    c = np.full((64, 64), np.nan, np.float16)
+    calls = run(lower(gemm_cast_through_a_fragment(), target), a, b, c)
+    assert any(name.startswith("tl_wgmma" if target is SM90 else "tl_mma_m16n8k16") for name in calls)
+    np.testing.assert_array_equal(c.astype(np.float64), a64 @ b64)
+
+
 def gemm_row_stats(M, N, K, threads=128, start=0.5):
     """S = A @ B on tensor cores, then its row max and (onto ``start``) row sum: a row
     family, reduced by quad shuffles. Row vectors leave through an (M, 16) fragment:

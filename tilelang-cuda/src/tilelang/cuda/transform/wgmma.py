@@ -104,6 +104,12 @@ class WgmmaGemms:
             if layout is None or layout.wn > 256 or str(args[1].source.dtype) not in WGMMA_TYPES:
                 return
             layouts[acc.old] = layout
+        for acc in self.accumulators.values():  # a family's other fragments (C cast to fp16)
+            if not any(acc.old.same_as(f) for f in layouts):
+                layout = choose_wgmma_layout(acc.layout.m, acc.layout.n, warps)
+                if layout is None:
+                    return
+                layouts[acc.old] = layout
         operands = [t for t in self.tiles.values() if t.mma_operand]
         if self.roles:  # the user's own schedule: operands its T.tma_copy or T.copy alone fills (role_tiles.py)
             by_tma = {t.old: self.filled_by_tma_alone(t.old) for t in operands}
