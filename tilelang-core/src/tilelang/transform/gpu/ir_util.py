@@ -8,6 +8,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
+from tvm_ffi.structural import WalkResult
 
 from ...language.ops import TILE_OPS, block_barrier, substitute, uses_var  # noqa: F401 (re-exported)
 
@@ -91,11 +92,8 @@ def unrolled(var: Any, extent: Any, body: Any, kind: Any = tirx.ForKind.UNROLLED
     return tirx.For(var, 0, extent, kind, body)
 
 
-
 def kernels_of(body: Any) -> list[Any]:
     """The kernels a function launches: its outermost ``thread_extent`` statements."""
-    from tvm_ffi.structural import WalkResult
-
     found: list[Any] = []
 
     def visit(node: Any) -> Any:
