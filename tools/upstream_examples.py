@@ -15,6 +15,11 @@ crash in one example does not stop the rest):
   cpu    build each kernel with the recipe's small CPU sizes, compile it for the CPU target
          and, where the recipe has a torch reference, run and compare; else compile only
          (reported as "compiled").
+  emulate  the cpu mode's kernels and references, lowered for CUDA at --arch instead and run
+         by the lowered-IR emulator (tilelang-cuda/tests/lowered_emulator.py: every ldmatrix,
+         mma, wgmma and shuffle as the IR says): a CUDA lowering's wrong result found on a
+         machine without a GPU. Kernels of one function launching several, and instructions
+         the emulator lacks (TMA, say), are reported as such.
 
 The kernels are never edited: the recipe only chooses arguments. Results are printed as
 a table, grouped by failure cause, and written as JSON with --json.
@@ -41,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from upstream_recipes import RECIPES, CpuCase, Kernel, ModAttr, Recipe, Splat, Tensor
 
 DEFAULT_EXAMPLES = "/work/up/examples"
-PASS_STATES = ("pass", "compiled")
+PASS_STATES = ("pass", "compiled", "skipped", "not emulated")  # the states that are not failures
 
 
 # ---------------------------------------------------------------- failure causes
@@ -252,6 +257,70 @@ def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
     return out
 
 
+def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
+    """The cpu mode's kernel and reference, the kernel lowered for CUDA and run in the
+    lowered-IR emulator."""
+    import numpy as np
+    import tilelang
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tilelang-cuda" / "tests"))
+    from lowered_instructions import lowered_kernel
+
+    out: dict[str, Any] = {"kernel": kernel.label}
+    phase = "build"
+    case: CpuCase | None = kernel.cpu
+    try:
+        func, jit_obj = build_prim_func(module, kernel, cpu=True)
+        if case is None or case.inputs is None:
+            out["status"] = "skipped"
+            return out
+        phase = "lower"
+        from tilelang.jit.eager import declared_options
+
+        out_idx = list(case.out_idx) if case.out_idx is not None else _jit_option(jit_obj, "out_idx")
+        artifact = tilelang.lower(func, target={"kind": "cuda", "arch": arch}, out_idx=_undeclared(func, out_idx),
+                                  pass_configs=_jit_option(jit_obj, "pass_configs"))
+        out_idx, _ = declared_options(func, _undeclared(func, out_idx), None)  # T.empty's outputs too
+        phase = "emulate"
+        gen = torch.Generator().manual_seed(0)
+        inputs = case.inputs(gen)
+        want = case.ref(*[t.clone() for t in inputs])
+        outputs = [] if out_idx is None else ([out_idx] if isinstance(out_idx, int) else list(out_idx))
+        outputs = [i % len(func.params) for i in outputs]
+
+        def as_array(t: Any) -> Any:
+            t = t.detach().contiguous()
+            return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+        arrays, given = [], iter(inputs)
+        for i, param in enumerate(func.params):
+            if i in outputs:
+                buf = func.buffer_map[param]
+                dtype = "uint16" if str(buf.dtype) == "bfloat16" else str(buf.dtype)
+                arrays.append(np.full([int(d) for d in buf.shape], 0, dtype))
+            else:
+                value = next(given)
+                arrays.append(as_array(value) if isinstance(value, torch.Tensor) else value)
+        lowered_kernel(artifact.device_mod)(*arrays)
+        got = [torch.from_numpy(arrays[i].astype(np.float64)) for i in outputs]
+        got += [torch.from_numpy(np.asarray(arrays[i]).astype(np.float64)) for i in case.inplace]
+        phase = "emulate check"
+        want = list(want) if isinstance(want, (list, tuple)) else [want]
+        if len(got) != len(want):
+            raise RecipeError(f"kernel gave {len(got)} outputs, the reference {len(want)}")
+        for i, (g, w) in enumerate(zip(got, want)):
+            torch.testing.assert_close(g, w.double(), rtol=case.rtol, atol=case.atol,
+                                       msg=lambda m, i=i: f"output {i}: {m}")
+        out["status"] = "pass"
+    except Exception as exc:  # noqa: BLE001
+        if type(exc).__name__ == "EmulationError" and phase == "emulate":  # the emulator's limit, not the kernel's
+            out.update(status="not emulated", error=first_line(str(exc)))
+        else:
+            _record_failure(out, phase, exc)
+    return out
+
+
 def _record_failure(out: dict[str, Any], phase: str, exc: BaseException) -> None:
     error = f"{type(exc).__name__}: {exc}"
     out.update(status="fail", phase=phase, error=first_line(error), cause=cause_of(phase, error),
@@ -318,14 +387,17 @@ def run_worker(recipe: Recipe, examples: Path, mode: str, arch: str, nvcc: bool)
         except BaseException as exc:  # noqa: BLE001
             _record_failure(result, "run", exc)
     else:
-        kernels = [_lower_kernel(module, k, arch, nvcc) if mode == "lower" else _cpu_kernel(module, k)
-                   for k in recipe.kernels]
+        work = {"lower": lambda k: _lower_kernel(module, k, arch, nvcc), "cpu": lambda k: _cpu_kernel(module, k),
+                "emulate": lambda k: _emulated_kernel(module, k, arch)}[mode]
+        kernels = [work(k) for k in recipe.kernels]
         result["kernels"] = kernels
         failed = [k for k in kernels if k["status"] not in PASS_STATES]
         if failed:
             result.update({k: failed[0][k] for k in ("phase", "error", "cause")}, status="fail")
         else:
-            result["status"] = "compiled" if any(k["status"] == "compiled" for k in kernels) else "pass"
+            states = {k["status"] for k in kernels}
+            result["status"] = next((s for s in ("compiled", "not emulated") if s in states),
+                                    "skipped" if states == {"skipped"} else "pass")
         if mode == "lower" and nvcc and not failed:
             result["nvcc"] = "pass" if all(k.get("nvcc") == "pass" for k in kernels) else "fail"
             bad = [k for k in kernels if k.get("nvcc") == "fail"]
@@ -422,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=Path, default=Path(DEFAULT_EXAMPLES),
                         help="upstream's examples/ folder")
-    parser.add_argument("--mode", choices=("lower", "run", "cpu"), default="lower")
+    parser.add_argument("--mode", choices=("lower", "run", "cpu", "emulate"), default="lower")
     parser.add_argument("--arch", default="sm_90", help="CUDA arch for --mode lower")
     parser.add_argument("--nvcc", action="store_true", help="lower mode: also compile a cubin")
     parser.add_argument("--only", action="append", default=[],

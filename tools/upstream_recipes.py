@@ -128,6 +128,40 @@ def _attn_bshd_ref(q: Any, k: Any, v: Any) -> Any:
     return t(_attn_bhsd_ref(t(q), t(k), t(v)))
 
 
+def _gqa_bwd_inputs(gen: Any, b: int = 1, n: int = 128, h: int = 2, hkv: int = 1, dqk: int = 192, dv: int = 128) -> list:
+    """example_gqa_bwd's backward kernel's arguments: Q, K, V, dO, and lse and Delta as its
+    forward and preprocess kernels make them; dQ, dK, dV zeroed (it adds into them)."""
+    import torch
+
+    q, k = _randn(gen, b, n, h, dqk, dtype="float16"), _randn(gen, b, n, hkv, dqk, dtype="float16")
+    v, do = _randn(gen, b, n, hkv, dv, dtype="float16"), _randn(gen, b, n, h, dv, dtype="float16")
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double().repeat_interleave(h // hkv, 2)) / dqk ** 0.5
+    o = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double().repeat_interleave(h // hkv, 2))
+    lse = (torch.logsumexp(s, -1) * 1.44269504).float()
+    delta = (o * do.double()).sum(-1).transpose(1, 2).float().contiguous()
+    return [q, k, v, do, lse, delta, torch.zeros(b, n, h, dqk), torch.zeros(b, n, hkv, dqk), torch.zeros(b, n, hkv, dv)]
+
+
+def _gqa_bwd_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any) -> list:
+    """dQ (in the example's make_dq_layout order), dK and dV of the backward kernel."""
+    import torch
+
+    b, n, h, dqk = q.shape
+    groups = h // k.shape[2]
+    ke, ve = (x.double().repeat_interleave(groups, 2) for x in (k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), ke) / dqk ** 0.5
+    p = torch.exp(s - lse.double()[..., None] / 1.44269504)
+    dp = torch.einsum("bqhd,bkhd->bhqk", do.double(), ve)
+    ds = p * (dp - delta.double()[..., None]) / dqk ** 0.5
+    dq = torch.einsum("bhqk,bkhd->bqhd", ds, ke)
+    dk = torch.einsum("bhqk,bqhd->bkhd", ds, q.double()).reshape(b, n, -1, groups, dqk).sum(3)
+    dv = torch.einsum("bhqk,bqhd->bkhd", p, do.double()).reshape(b, n, -1, groups, v.shape[-1]).sum(3)
+    laid = torch.zeros(b, n // 8, h, dqk // 8, 2, 32, dtype=torch.float64)  # dQ's annotated layout
+    rows, cols = torch.meshgrid(torch.arange(n), torch.arange(dqk), indexing="ij")
+    laid[:, rows // 8, :, cols // 8, cols % 2, 4 * (rows % 8) + (cols % 8) // 2] = dq.permute(1, 3, 0, 2)
+    return [laid.reshape(b, n, h, dqk), dk, dv]
+
+
 def _gemm_case(m: int, n: int, k: int, **kwargs: Any) -> CpuCase:
     return CpuCase(kwargs=dict(M=m, N=n, K=k, **kwargs), out_idx=(-1,), ref=_mm_ref,
                    inputs=lambda g: [_randn(g, m, k, dtype="float16"), _randn(g, k, n, dtype="float16")])
@@ -329,7 +363,10 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("flashattn_bwd_preprocess", (1, 32, 256, 128)),
         Kernel("flashattn_bwd_postprocess", (1, 32, 256, 192)),
         Kernel("flashattn_bwd_atomic_add", (1, 32, 256, 192, 128, False, 128, 32),
-               dict(threads=256, num_stages=2, groups=16)),
+               dict(threads=256, num_stages=2, groups=16),
+               cpu=CpuCase(args=(1, 2, 128, 192, 128, False, 128, 32), kwargs=dict(groups=2),
+                           inputs=_gqa_bwd_inputs, ref=_gqa_bwd_ref, inplace=(6, 7, 8), out_idx=(),
+                           atol=2e-2)),
         Kernel("flashattn_bwd_split", (1, 32, 256, 192, 128, False, 128, 32),
                dict(threads=256, num_stages=2, groups=16)),),
         run=Call("main", kwargs=dict(BATCH=1, H=32, N_CTX=256, D_HEAD_QK=192, D_HEAD_V=128, groups=16))),
