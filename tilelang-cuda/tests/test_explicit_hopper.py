@@ -245,6 +245,30 @@ def test_explicit_kernels_need_sm_90():
         lower(kernels.copy_gemm_roles(256, 256, 256), arch="sm_80")
 
 
+def two_kernels_one_with_a_barrier():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            bar = T.alloc_barrier([128])
+            tx = T.get_thread_binding()
+            B[tx] = A[tx]
+            T.mbarrier_arrive(bar[0])
+            T.mbarrier_wait_parity(bar[0], 0)
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            B[tx] = B[tx] * 2.0
+
+    return main
+
+
+def test_barriers_in_a_function_of_two_kernels_say_so():
+    """(They said the block was not one-dimensional of a constant size, which it was.)"""
+    with pytest.raises(CompileError, match=r"kernel 'main': barriers, T\.tma_copy and T\.ws are lowered for a function "
+                                           r"of one T\.Kernel; this one launches 2: put the kernel that uses them in a "
+                                           r"@T\.prim_func of its own"):
+        lower(two_kernels_one_with_a_barrier())
+
+
 def test_tma_copy_needs_host_encoded_tensor_maps():
     with pytest.raises(CompileError, match=r"T\.tma_copy needs TMA tensor maps, which the kernel's host code encodes"
                                            r".* compile with execution_backend='tvm_ffi'"):

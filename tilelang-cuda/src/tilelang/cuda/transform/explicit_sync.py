@@ -31,6 +31,7 @@ from tilelang.plugin import (
     complement_range,
     each_kernel,
     extern_call,
+    kernels_of,
     prim_func_pass,
     seq,
     thread_range,
@@ -69,6 +70,11 @@ def _thread(func: Any, kernel: str) -> tuple[Any, int]:
     found: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: found.append(a) if a.attr_key == "thread_extent"
                                         and a.node.thread_tag.startswith("threadIdx") else None))
+    launched = len(kernels_of(func.body))
+    if launched > 1:
+        raise CompileError(f"kernel {kernel!r}: barriers, T.tma_copy and T.ws are lowered for a function of one "
+                           f"T.Kernel; this one launches {launched}: put the kernel that uses them in a "
+                           "@T.prim_func of its own")
     if len(found) != 1 or found[0].node.thread_tag != "threadIdx.x" or not isinstance(found[0].value, tirx.IntImm):
         raise CompileError(f"kernel {kernel!r}: barriers, T.tma_copy and T.ws need a one-dimensional block of a "
                            "constant size (T.Kernel(..., threads=256))")
