@@ -18,8 +18,9 @@ crash in one example does not stop the rest):
   emulate  the cpu mode's kernels and references, lowered for CUDA at --arch instead and run
          by the lowered-IR emulator (tilelang-cuda/tests/lowered_emulator.py: every ldmatrix,
          mma, wgmma and shuffle as the IR says): a CUDA lowering's wrong result found on a
-         machine without a GPU. Kernels of one function launching several, and instructions
-         the emulator lacks (TMA, say), are reported as such.
+         machine without a GPU. A function's kernels run in launch order, sharing its
+         T.alloc_global workspaces; instructions the emulator lacks (TMA, say) are reported
+         as "not emulated".
 
 The kernels are never edited: the recipe only chooses arguments. Results are printed as
 a table, grouped by failure cause, and written as JSON with --json.
@@ -264,6 +265,9 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
     import tilelang
     import torch
 
+    import tvm_ffi
+    from tvm import tirx
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tilelang-cuda" / "tests"))
     from lowered_instructions import lowered_kernel
 
@@ -302,7 +306,16 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
             else:
                 value = next(given)
                 arrays.append(as_array(value) if isinstance(value, torch.Tensor) else value)
-        lowered_kernel(artifact.device_mod)(*arrays)
+        launches = json.loads(str(artifact.device_mod.attrs["tilelang.launches"]))
+        workspaces = {}  # T.alloc_global buffers shared by the kernels of one function
+
+        def workspace(alloc: Any) -> None:
+            if alloc.buffer.scope() == "global":
+                workspaces[alloc.buffer.name] = np.zeros([int(d) for d in alloc.buffer.shape], str(alloc.buffer.dtype))
+
+        tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, workspace))
+        for index in range(len(launches)):  # in launch order, as the host code runs them
+            lowered_kernel(artifact.device_mod, index)(*arrays, workspaces=workspaces)
         got = [torch.from_numpy(arrays[i].astype(np.float64)) for i in outputs]
         got += [torch.from_numpy(np.asarray(arrays[i]).astype(np.float64)) for i in case.inplace]
         phase = "emulate check"

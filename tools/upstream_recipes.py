@@ -162,6 +162,17 @@ def _gqa_bwd_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any)
     return [laid.reshape(b, n, h, dqk), dk, dv]
 
 
+def _gqa_decode_ref(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """Decoding attention: each query head reads its KV head's keys that ``mask`` keeps."""
+    import torch
+
+    per_kv = q.shape[1] // k.shape[2]
+    ke, ve = (x.double().repeat_interleave(per_kv, 2).transpose(1, 2) for x in (k, v))  # (b, h, s, d)
+    scores = torch.einsum("bhd,bhsd->bhs", q.double(), ke) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(mask.repeat_interleave(per_kv, 2).transpose(1, 2) == 0, float("-inf"))
+    return torch.einsum("bhs,bhsd->bhd", scores.softmax(-1), ve).to(q.dtype)
+
+
 def _gemm_case(m: int, n: int, k: int, **kwargs: Any) -> CpuCase:
     return CpuCase(kwargs=dict(M=m, N=n, K=k, **kwargs), out_idx=(-1,), ref=_mm_ref,
                    inputs=lambda g: [_randn(g, m, k, dtype="float16"), _randn(g, k, n, dtype="float16")])
@@ -247,7 +258,12 @@ RECIPES: tuple[Recipe, ...] = (
         run=Call("main", kwargs=dict(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False))),
     Recipe("flash_decoding/example_gqa_decode.py", (
         Kernel("flashattn", (1, 32, 8, 8192, 128), dict(block_N=128, block_H=64, num_split=8,
-                                                        num_stages=2, threads=128)),)),
+                                                        num_stages=2, threads=128),
+               cpu=CpuCase(args=(1, 8, 2, 256, 64), kwargs=dict(block_N=64, num_split=2), ref=_gqa_decode_ref,
+                           inputs=lambda g: [_randn(g, 1, 8, 64, dtype="float16"),
+                                             _randn(g, 1, 256, 2, 64, dtype="float16"),
+                                             _randn(g, 1, 256, 2, 64, dtype="float16"),
+                                             (_randn(g, 1, 256, 2) > -0.5).to(__import__("torch").uint8)])),)),
     Recipe("flash_decoding/example_mha_inference.py", (
         Kernel("flashattn", (1, 32, 128, 2048, 128, False, 128, 64)),),
         run=Call("main", kwargs=dict(BATCH=1, H=32, Q_CTX=128, KV_CTX=2048, D_HEAD=128, causal=False))),
