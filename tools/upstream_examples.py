@@ -297,7 +297,13 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
             t = t.detach().contiguous()
             return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
-        arrays, given = [], iter(inputs)
+        def as_float(a: Any, dtype: str) -> Any:  # bfloat16 travels as its bits
+            a = np.asarray(a)
+            if dtype == "bfloat16":
+                a = (a.astype(np.uint32) << 16).view(np.float32)
+            return torch.from_numpy(a.astype(np.float64))
+
+        arrays, given, at_param = [], iter(inputs), []  # at_param: each input's parameter
         for i, param in enumerate(func.params):
             if i in outputs:
                 buf = func.buffer_map[param]
@@ -305,6 +311,7 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
                 arrays.append(np.full([int(d) for d in buf.shape], 0, dtype))
             else:
                 value = next(given)
+                at_param.append(i)
                 arrays.append(as_array(value) if isinstance(value, torch.Tensor) else value)
         launches = json.loads(str(artifact.device_mod.attrs["tilelang.launches"]))
         workspaces = {}  # T.alloc_global buffers shared by the kernels of one function
@@ -316,8 +323,9 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
         tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, workspace))
         for index in range(len(launches)):  # in launch order, as the host code runs them
             lowered_kernel(artifact.device_mod, index)(*arrays, workspaces=workspaces)
-        got = [torch.from_numpy(arrays[i].astype(np.float64)) for i in outputs]
-        got += [torch.from_numpy(np.asarray(arrays[i]).astype(np.float64)) for i in case.inplace]
+        dtypes = [str(func.buffer_map[p].dtype) if p in func.buffer_map else "" for p in func.params]
+        got = [as_float(arrays[i], dtypes[i]) for i in outputs]
+        got += [as_float(arrays[at_param[i]], dtypes[at_param[i]]) for i in case.inplace]
         phase = "emulate check"
         want = list(want) if isinstance(want, (list, tuple)) else [want]
         if len(got) != len(want):
