@@ -132,7 +132,9 @@ def each_kernel(run: Any) -> Any:
         def on_attr(node: Any) -> Any:
             return next((b for k, b in zip(kernels, bodies) if node.same_as(k)), node)
 
-        func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre"))
+        # after its children (left as they are): a result that holds the kernel it replaces
+        # (host statements put before an unchanged kernel) is not visited again
+        func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="post"))
         for key, value in attrs.items():
             func = func.with_attr(key, value)
         return func
