@@ -36,15 +36,22 @@ def current_pass_configs() -> Mapping[str, Any]:
     return ACTIVE_PASS_CONFIGS.get()
 
 
-def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: int = 0) -> Any:
+def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: int = 0,
+                   per_kernel: bool = False) -> Any:
     """``tvm.tirx.transform.prim_func_pass`` for TileLang's Python passes, keeping the type
     of the errors they raise: TVM's FFI hands an exception raised inside a pass on as a
     RuntimeError carrying only the message, so the error is also kept here and the compile
-    entry point raises the original (a LanguageError stays a LanguageError)."""
+    entry point raises the original (a LanguageError stays a LanguageError).
+    ``per_kernel``: ``run`` looks at one kernel, and a function that launches several
+    gives it each of them as a function of its own (``tilelang.plugin.each_kernel``)."""
     from tvm import tirx
 
     def guarded(func: Any, mod: Any, ctx: Any) -> Any:
         try:
+            if per_kernel:
+                from ...transform.gpu.ir_util import each_kernel
+
+                return each_kernel(lambda f: run(f, mod, ctx))(func)
             return run(func, mod, ctx)
         except TileLangError as err:
             _PASS_ERROR.error = err

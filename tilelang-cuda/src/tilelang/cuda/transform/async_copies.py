@@ -23,7 +23,7 @@ from typing import Any
 
 import tvm
 import tvm_ffi
-from tilelang.plugin import dtype_bytes, each_kernel, extern_call, prim_func_pass
+from tilelang.plugin import dtype_bytes, extern_call, prim_func_pass
 from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
@@ -107,7 +107,7 @@ def _run(func: Any) -> Any:
 
 
 def IssueAsyncCopies() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.IssueAsyncCopies")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.IssueAsyncCopies", per_kernel=True)
 
 
 __all__ = ["IssueAsyncCopies"]

@@ -29,7 +29,6 @@ from tilelang.errors import CompileError
 from tilelang.plugin import (
     block_barrier,
     complement_range,
-    each_kernel,
     extern_call,
     kernels_of,
     prim_func_pass,
@@ -400,7 +399,7 @@ def _run_roles(func: Any) -> Any:
 
 
 def NameRoleBarriers() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run_roles)(func), "tl.cuda.NameRoleBarriers")
+    return prim_func_pass(lambda func, mod, ctx: _run_roles(func), "tl.cuda.NameRoleBarriers", per_kernel=True)
 
 
 def _named(call: Any) -> bool:
@@ -440,7 +439,8 @@ def LowerNamedBarriers() -> Any:
     (as upstream's does) and so adds no block-wide one inside the threads that meet there.
     Barrier 0 is ``__syncthreads()``'s; this backend's own schedules use 1-3 (warp roles,
     consumers, pingpong turns), so a kernel that names those shares them."""
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run_named)(func), "tl.cuda.LowerNamedBarriers")
+    return prim_func_pass(lambda func, mod, ctx: _run_named(func), "tl.cuda.LowerNamedBarriers",
+                          per_kernel=True)
 
 
 def role_threads(func: Any) -> int | None:

@@ -40,7 +40,6 @@ from typing import Any
 import tvm_ffi
 from tilelang.plugin import (
     buffer_accesses,
-    each_kernel,
     extern_call,
     prim_func_pass,
     seq,
@@ -234,7 +233,7 @@ def _min_blocks_hint(func: Any) -> bool:
 
 
 def OverlapSecondGemm() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.OverlapSecondGemm")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.OverlapSecondGemm", per_kernel=True)
 
 
 __all__ = ["OverlapSecondGemm"]

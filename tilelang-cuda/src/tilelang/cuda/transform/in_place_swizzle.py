@@ -36,9 +36,8 @@ from tilelang.plugin import dtype_bytes, static_ints
 from tvm import tirx
 
 from .buffer_uses import buffer_uses
-from .epilogue import SWIZZLE_BASE_BYTES
+from .epilogue import others_keep_swizzle_alignment
 from .explicit_sync import TMA_COPY, op_name
-from .mma_layout import padded_row
 from .tma_copy import IN_PLACE_SWIZZLE_ATTR
 
 SEGMENT_BYTES = 128  # the 32 banks of 4 bytes
@@ -121,22 +120,8 @@ class InPlaceSwizzle:
             return False
         if not all(isinstance(r.min, tirx.IntImm) and r.min.value == 0 for r in region.region[-2:]):
             return False
-        return all(self._final_bytes(b) % SWIZZLE_BASE_BYTES == 0 for b in self._shared_allocations()
-                   if not b.same_as(tile.old))
-
-    def _final_bytes(self, buffer: Any) -> int:
-        """The bytes ``buffer`` will take (a tile the pass pads, at its padded rows); -1
-        where its shape is not static."""
-        shape = static_ints(buffer.shape)
-        if shape is None:
-            return -1
-        tile = self._find(buffer, self.tiles)
-        if tile is not None and not (tile.raw or tile.stages or tile.core) and len(shape) == 2:
-            shape = [shape[0], padded_row(shape[1], dtype_bytes(buffer.dtype))]
-        size = dtype_bytes(buffer.dtype)
-        for d in shape:
-            size *= d
-        return size
+        padded = [t.old for t in self.tiles.values() if not (t.raw or t.stages or t.core)]  # at their padded rows
+        return others_keep_swizzle_alignment(self._shared_allocations(), [tile.old], padded)
 
     def mark_in_place_tma(self, stmt: Any) -> Any:
         """A T.tma_copy into a tile swizzled in place, marked for LowerTmaCopies to write

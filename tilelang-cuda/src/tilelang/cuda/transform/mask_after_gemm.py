@@ -61,7 +61,6 @@ import tvm_ffi
 from tilelang.plugin import (
     TILE_OPS,
     buffer_accesses,
-    each_kernel,
     is_full_region,
     pass_config,
     prim_func_pass,
@@ -231,7 +230,7 @@ def _run(func: Any, tensor_maps: bool = False) -> Any:
 def MaskAfterGemm(tensor_maps: bool = False) -> Any:
     """``tensor_maps``: as LowerTensorCoreGemm's (a TMA ring's producer warp counts in the
     occupancy plan)."""
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(lambda f: _run(f, tensor_maps))(func), "tl.cuda.MaskAfterGemm")
+    return prim_func_pass(lambda func, mod, ctx: _run(func, tensor_maps), "tl.cuda.MaskAfterGemm", per_kernel=True)
 
 
 __all__ = ["CONFIG", "MaskAfterGemm"]

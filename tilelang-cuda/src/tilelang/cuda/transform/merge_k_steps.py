@@ -29,7 +29,6 @@ import tvm
 import tvm_ffi
 from tilelang.plugin import (
     dtype_bytes,
-    each_kernel,
     is_full_region,
     pass_config,
     prim_func_pass,
@@ -197,7 +196,7 @@ def _run(func: Any) -> Any:
 
 
 def MergeShortKSteps() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.MergeShortKSteps")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.MergeShortKSteps", per_kernel=True)
 
 
 __all__ = ["DISABLE_CONFIG", "MergeShortKSteps"]

@@ -61,7 +61,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.errors import CompileError
-from tilelang.plugin import each_kernel, extern_call, pass_config, prim_func_pass, seq
+from tilelang.plugin import extern_call, pass_config, prim_func_pass, seq
 from tvm import tirx
 
 CONFIG = "tl.warpgroup_pingpong"
@@ -275,7 +275,7 @@ def _run(func: Any) -> Any:
 
 
 def AlternateWarpgroupGemms() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.AlternateWarpgroupGemms")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.AlternateWarpgroupGemms", per_kernel=True)
 
 
 __all__ = ["CONFIG", "MODES", "AlternateWarpgroupGemms", "consumer_branch", "extern_name"]

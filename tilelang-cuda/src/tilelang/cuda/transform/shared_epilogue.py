@@ -23,7 +23,6 @@ import tvm
 import tvm_ffi
 from tilelang.plugin import (
     dtype_bytes,
-    each_kernel,
     is_full_region,
     pass_config,
     prim_func_pass,
@@ -116,7 +115,7 @@ def _run(func: Any) -> Any:
 
 
 def StageEpilogueInShared() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.StageEpilogueInShared")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.StageEpilogueInShared", per_kernel=True)
 
 
 __all__ = ["DISABLE_CONFIG", "StageEpilogueInShared"]

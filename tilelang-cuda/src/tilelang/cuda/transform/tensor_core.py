@@ -46,7 +46,6 @@ from tilelang.plugin import (
     block_barrier,
     buffer_accesses,
     dtype_bytes,
-    each_kernel,
     extern_call,
     gemm_mnk,
     is_full_region,
@@ -385,8 +384,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
             # into a wgmma tile's layout (its stores are mapped below); wgmma reads
             # through the async proxy, so each thread makes its writes visible to it
             return seq([self.lowering.lower(stmt), extern_call("tl_fence_proxy_async")])
-        acc = next((self._find(r.source, self.accumulators) for r in regions
-                    if self._find(r.source, self.accumulators) is not None), None)
+        part = next((r for r in regions if self._find(r.source, self.accumulators) is not None), None)
+        acc = self._find(part.source, self.accumulators) if part is not None else None
         rows = any(self._find(r.source, self.rows) is not None for r in regions)
         if acc is None and not rows:
             in_place = [self._find(r.source, self.tiles) for r in regions]
@@ -394,7 +393,6 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
                 return self.lowering.lower(stmt)  # each element to its swizzled place (_on_store, _on_load)
             return stmt
         loops, inner = parallel_nest(self.lowering.lower(stmt))
-        part = next((r for r in regions if self._find(r.source, self.accumulators) is not None), None)
         box = copied_part(args, part) if name == "copy" and part is not None else None
         if box is not None:  # part of C: a nest over all of C, guarded to the part
             loops, inner = parallel_nest(over_whole_fragment(loops, inner, box, static_ints(part.source.shape)))
@@ -586,5 +584,5 @@ def _run(func: Any, tensor_maps: bool) -> Any:
 def LowerTensorCoreGemm(tensor_maps: bool = False) -> Any:
     """``tensor_maps``: the kernel's host code runs before its launch and can encode TMA
     tensor maps (tma.py); without it, pipelines stay on cp.async."""
-    run = each_kernel(lambda func: _run(func, tensor_maps))
-    return prim_func_pass(lambda func, mod, ctx: run(func), "tl.cuda.LowerTensorCoreGemm")
+    return prim_func_pass(lambda func, mod, ctx: _run(func, tensor_maps), "tl.cuda.LowerTensorCoreGemm",
+                          per_kernel=True)

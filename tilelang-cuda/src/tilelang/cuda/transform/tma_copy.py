@@ -21,7 +21,6 @@ from tilelang.errors import CompileError
 from tilelang.plugin import (
     ALIGNMENT_ATTR,
     dtype_bytes,
-    each_kernel,
     extern_call,
     prim_func_pass,
     seq,
@@ -189,7 +188,8 @@ def _run_tma(func: Any, tensor_maps: bool) -> Any:
 
 def LowerTmaCopies(tensor_maps: bool) -> Any:
     """``tensor_maps``: the kernel's host code runs before its launch and encodes them."""
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(lambda f: _run_tma(f, tensor_maps))(func), "tl.cuda.LowerTmaCopies")
+    return prim_func_pass(lambda func, mod, ctx: _run_tma(func, tensor_maps), "tl.cuda.LowerTmaCopies",
+                          per_kernel=True)
 
 
 __all__ = ["LowerTmaCopies"]

@@ -22,7 +22,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tilelang.errors import CompileError
-from tilelang.plugin import each_kernel, extern_call, prim_func_pass, seq
+from tilelang.plugin import extern_call, prim_func_pass, seq
 from tvm import tirx
 
 from .tma import PRODUCER_ATTR, PRODUCER_THREADS, PROLOGUE_ATTR
@@ -101,4 +101,4 @@ def _run(func: Any) -> Any:
 
 
 def SpecializeWarps() -> Any:
-    return prim_func_pass(lambda func, mod, ctx: each_kernel(_run)(func), "tl.cuda.SpecializeWarps")
+    return prim_func_pass(lambda func, mod, ctx: _run(func), "tl.cuda.SpecializeWarps", per_kernel=True)
