@@ -245,17 +245,25 @@ def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
         got = list(got) if isinstance(got, (list, tuple)) else ([] if got is None else [got])
         got += [inputs[i] for i in case.inplace]
         phase = "cpu check"
-        want = list(want) if isinstance(want, (list, tuple)) else [want]
-        if len(got) != len(want):
-            raise RecipeError(f"kernel gave {len(got)} outputs, the reference {len(want)}")
-        for i, (g, w) in enumerate(zip(got, want)):
-            g = torch.as_tensor(np.asarray(g)) if not isinstance(g, torch.Tensor) else g
-            torch.testing.assert_close(g.double(), w.double(), rtol=case.rtol, atol=case.atol,
-                                       msg=lambda m, i=i: f"output {i}: {m}")
+        _check_outputs(got, want, case)
         out["status"] = "pass"
     except Exception as exc:  # noqa: BLE001
         _record_failure(out, phase, exc)
     return out
+
+
+def _check_outputs(got: list[Any], want: Any, case: CpuCase) -> None:
+    """The kernel's outputs against the reference's, within the recipe's tolerances."""
+    import numpy as np
+    import torch
+
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    if len(got) != len(want):
+        raise RecipeError(f"kernel gave {len(got)} outputs, the reference {len(want)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = torch.as_tensor(np.asarray(g)) if not isinstance(g, torch.Tensor) else g
+        torch.testing.assert_close(g.double(), w.double(), rtol=case.rtol, atol=case.atol,
+                                   msg=lambda m, i=i: f"output {i}: {m}")
 
 
 def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
@@ -327,12 +335,7 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
         got = [as_float(arrays[i], dtypes[i]) for i in outputs]
         got += [as_float(arrays[at_param[i]], dtypes[at_param[i]]) for i in case.inplace]
         phase = "emulate check"
-        want = list(want) if isinstance(want, (list, tuple)) else [want]
-        if len(got) != len(want):
-            raise RecipeError(f"kernel gave {len(got)} outputs, the reference {len(want)}")
-        for i, (g, w) in enumerate(zip(got, want)):
-            torch.testing.assert_close(g, w.double(), rtol=case.rtol, atol=case.atol,
-                                       msg=lambda m, i=i: f"output {i}: {m}")
+        _check_outputs(got, want, case)
         out["status"] = "pass"
     except Exception as exc:  # noqa: BLE001
         if type(exc).__name__ == "EmulationError" and phase == "emulate":  # the emulator's limit, not the kernel's
