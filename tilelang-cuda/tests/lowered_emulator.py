@@ -32,8 +32,10 @@ from tvm import tirx
 _STORAGE = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
             "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16, "int32": np.int32,
             "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
-            "bfloat16": np.uint16}  # bfloat16 as its bits: copied, never computed with (see _arith)
-_DTYPE = re.compile(r"^([a-z]+\d*)(?:x(\d+))?$")
+            "bfloat16": np.uint16,  # bfloat16 as its bits: copied, never computed with (see _arith)
+            "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}  # so are the 8-bit floats
+_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_DTYPE = re.compile(r"^([a-z]+\d*(?:_[a-z0-9]+?)?)(?:x(\d+))?$")
 _MATH = {"exp2f": np.exp2, "expf": np.exp, "__expf": np.exp, "exp2": np.exp2, "fabsf": np.abs,
          "sqrtf": np.sqrt, "rsqrtf": lambda v: 1 / np.sqrt(v), "logf": np.log, "log2f": np.log2, "__logf": np.log}
 
@@ -327,8 +329,9 @@ class LoweredKernel:
         if binary is None:
             raise EmulationError(f"expression {kind} is not emulated: {expr}")
         a, b = self.eval(expr.a), self.eval(expr.b)
-        if "bfloat16" in (_type_of(expr.a), _type_of(expr)):
-            raise EmulationError(f"bfloat16 arithmetic is not emulated: {expr}")
+        bits_only = {_type_of(expr.a), _type_of(expr)} & set(_BITS_ONLY)
+        if bits_only:
+            raise EmulationError(f"{bits_only.pop()} arithmetic is not emulated: {expr}")
         a, b = self._lanes_like(a, b), self._lanes_like(b, a)
         result = binary(a, b)
         return result if kind in _COMPARE else compute(result, expr.dtype)
@@ -354,8 +357,9 @@ class LoweredKernel:
         return compute(values, buffer.dtype)
 
     def _eval_Cast(self, expr: Any) -> np.ndarray:
-        if "bfloat16" in (_type_of(expr), _type_of(expr.value)):
-            raise EmulationError(f"bfloat16 conversions are not emulated: {expr}")
+        bits_only = {_type_of(expr), _type_of(expr.value)} & set(_BITS_ONLY)
+        if bits_only:
+            raise EmulationError(f"{bits_only.pop()} conversions are not emulated: {expr}")
         return compute(self.eval(expr.value).astype(storage(expr.dtype)), expr.dtype)
 
     def _eval_Ramp(self, expr: Any) -> np.ndarray:

@@ -39,7 +39,7 @@ import numpy as np
 from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute
 
 WARP = 32
-_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])(z?)$")
+_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2)_([01r])([01])(z?)$")
 
 
 def lowered_kernel(device_mod: Any, index: int | None = None) -> LoweredKernel:
@@ -53,7 +53,7 @@ def extern_for(name: str) -> Callable[..., Any]:
         return EXTERNS[name]
     match = _WGMMA.match(name)
     if match is not None:
-        n, kind, a_form, b_mn, zero = match.groups()
+        n, _, kind, a_form, b_mn, zero = match.groups()  # (the depth follows from the kind)
         return lambda kernel, args, call: _wgmma(kernel, args, int(n), kind, a_form, int(b_mn), zero == "z")
     raise EmulationError(f"extern {name} is not emulated (lowered_instructions.py)")
 
@@ -129,19 +129,46 @@ def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str, acc: str =
     kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float16 if acc == "f16" else np.float32))
 
 
-def _mma_m16n8k32_s8(kernel: LoweredKernel, args: list[Any]) -> None:
-    """mma.m16n8k32.s32.s8.s8: A's registers hold four bytes of a row (a0..a3 row g, k 4t..;
-    a4..a7 row g + 8; a8.. the next 16 k), B's four bytes of a column."""
+def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
+    """float64 values of 8-bit floats given as their bits: "e4m3" (OCP E4M3, bias 7, no
+    infinities, S.1111.111 a NaN) or "e5m2" (bias 15, IEEE-style infinities and NaNs)."""
+    bits = np.asarray(bits).astype(np.int64)
+    mantissa_bits, bias = (3, 7) if kind == "e4m3" else (2, 15)
+    sign = np.where(bits & 0x80, -1.0, 1.0)
+    exponent = (bits >> mantissa_bits) & (0x7F >> mantissa_bits)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    scale = float(1 << mantissa_bits)
+    normal = (1 + mantissa / scale) * np.exp2(exponent.astype(np.float64) - bias)
+    values = np.where(exponent == 0, mantissa / scale * 2.0 ** (1 - bias), normal)
+    top = (0x7F >> mantissa_bits)
+    if kind == "e4m3":
+        values = np.where((exponent == top) & (mantissa == (1 << mantissa_bits) - 1), np.nan, values)
+    else:
+        values = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), values)
+    return sign * values
+
+
+def _mma_m16n8k32(kernel: LoweredKernel, args: list[Any], kind: str) -> None:
+    """mma.m16n8k32 with 8-bit operands: A's registers hold four bytes of a row (a0..a3 row
+    g, k 4t..; a4..a7 row g + 8; a8.. the next 16 k), B's four bytes of a column. ``kind``
+    "s8" (int32 accumulators) or "e4m3"/"e5m2" (fp32 accumulators)."""
     c_ptr, a_ptr, b_ptr = args
     _whole_warps(kernel, "mma.sync")
-    a = kernel.read(a_ptr.memory, a_ptr.offset[:, None] + np.arange(16), np.dtype(np.int8)).astype(np.int64)
-    b = kernel.read(b_ptr.memory, b_ptr.offset[:, None] + np.arange(8), np.dtype(np.int8)).astype(np.int64)
+    integer = kind == "s8"
+
+    def operand(pointer: Pointer, count: int) -> np.ndarray:
+        raw = kernel.read(pointer.memory, pointer.offset[:, None] + np.arange(count),
+                          np.dtype(np.int8 if integer else np.uint8))
+        return raw.astype(np.int64) if integer else fp8_values(raw, kind)
+
+    a, b = operand(a_ptr, 16), operand(b_ptr, 8)
+    acc = np.dtype(np.int32 if integer else np.float32)
     c_offsets = c_ptr.offset[:, None] + 4 * np.arange(4)
-    c = kernel.read(c_ptr.memory, c_offsets, np.dtype(np.int32)).astype(np.int64)
+    c = kernel.read(c_ptr.memory, c_offsets, acc).astype(a.dtype)
     warps = kernel.threads // WARP
     lane = np.arange(WARP)
     g, t = lane // 4, lane % 4
-    A, B = np.zeros((warps, 16, 32), np.int64), np.zeros((warps, 32, 8), np.int64)
+    A, B = np.zeros((warps, 16, 32), a.dtype), np.zeros((warps, 32, 8), a.dtype)
     for r in range(4):
         for e in range(4):
             A[:, g + 8 * (r % 2), 4 * t + 16 * (r // 2) + e] = a[:, 4 * r + e].reshape(warps, WARP)
@@ -151,7 +178,7 @@ def _mma_m16n8k32_s8(kernel: LoweredKernel, args: list[Any]) -> None:
     D = A @ B
     for j in range(4):
         c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
-    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.int32))
+    kernel.write(c_ptr.memory, c_offsets, c, acc)
 
 
 # -- cp.async ------------------------------------------------------------------------------
@@ -247,14 +274,23 @@ def descriptor_address(desc: int, mn: np.ndarray, k: np.ndarray, k_major: bool, 
     return address ^ (((address >> 7) & (c - 1)) << 4) if mode else address
 
 
+_FP8 = ("e4m3", "e5m2")
+
+
 def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major: bool, kind: str) -> np.ndarray:
-    """The (rows x 16) operand (M x K of A, N x K of B) one warpgroup's descriptor reads."""
+    """The (rows x k) operand (M x K of A, N x K of B) one warpgroup's descriptor reads:
+    16 deep for 16-bit kinds, 32 for 8-bit floats (K-major only)."""
     if (desc != desc[0]).any():
         raise EmulationError("wgmma: the threads of a warpgroup pass different descriptors")
-    mn, k = np.arange(rows)[:, None], np.arange(16)[None, :]
-    address = descriptor_address(int(desc[0]), mn, k, not mn_major, 2)
-    if (address < 0).any() or (address + 2 > kernel.smem.size).any() or (address % 2).any():
+    size = 1 if kind in _FP8 else 2
+    if size == 1 and mn_major:
+        raise EmulationError("wgmma: 8-bit operands are K-major only")
+    mn, k = np.arange(rows)[:, None], np.arange(32 // size)[None, :]
+    address = descriptor_address(int(desc[0]), mn, k, not mn_major, size)
+    if (address < 0).any() or (address + size > kernel.smem.size).any() or (address % size).any():
         raise EmulationError("wgmma: a descriptor reads outside shared memory")
+    if size == 1:
+        return fp8_values(kernel.smem[address], kind)
     raw = np.ascontiguousarray(kernel.smem[address[..., None] + np.arange(2)]).view(np.uint16)[..., 0]
     if kind == "bf16":
         return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -267,6 +303,8 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
     d_ptr, a_arg, b_desc = args
     _whole_warps(kernel, "wgmma", 4 * WARP)
     d_offsets, d = _floats(kernel, d_ptr, n // 2)
+    if a_form == "r" and kind in _FP8:
+        raise EmulationError("wgmma: 8-bit A from registers is not emulated")
     a_regs = _halves(kernel, a_arg, 8, kind) if a_form == "r" else None
     lane = np.arange(4 * WARP) % WARP
     warp = np.arange(4 * WARP) // WARP
@@ -417,7 +455,9 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_mma_m16n8k16_f16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16"),
     "tl_mma_m16n8k16_bf16_f32": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "bf16"),
     "tl_mma_m16n8k16_f16_f16": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16", acc="f16"),
-    "tl_mma_m16n8k32_s8_s32": lambda kernel, args, call: _mma_m16n8k32_s8(kernel, args),
+    "tl_mma_m16n8k32_s8_s32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "s8"),
+    "tl_mma_m16n8k32_e4m3_f32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "e4m3"),
+    "tl_mma_m16n8k32_e5m2_f32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "e5m2"),
     "tl_ldmatrix_x2": lambda kernel, args, call: _ldmatrix(kernel, args, False, count=2),
     "tl_ldmatrix_x2_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True, count=2),
     "tl_cp_async_16": lambda kernel, args, call: _cp_async_16(kernel, args),

@@ -264,3 +264,50 @@ def test_annotated_shared_layout_keeps_results(annotate):
     kernel = tilelang.compile(tc.transpose_through_shared(128, annotate), target="cuda", out_idx=[-1])
     a = torch.randn(128, 128, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(kernel(a), a.T.contiguous(), rtol=0, atol=0)
+
+
+FP8_CASES = [  # M, N, K, (bM, bN, bK, threads, stages), instructions on the H200
+    ((256, 256, 256), (128, 128, 128, 128, 4), "wgmma"),  # 128-byte rows: TMA boxes, 128-byte swizzle
+    ((512, 512, 512), (128, 256, 128, 256, 3), "wgmma"),  # two warpgroups
+    ((200, 136, 192), (128, 128, 64, 128, 3), "wgmma"),  # edge tiles; 64-byte swizzle
+]
+
+
+@pytest.mark.parametrize("mode", ["wgmma", "mma.sync"])
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("mnk,config,instructions", FP8_CASES)
+def test_fp8_gemm_on_tensor_cores(dtype, mnk, config, instructions, mode):
+    """8-bit float GEMMs (A as [m][k], B as [n][k]) on wgmma k32, or on mma.sync m16n8k32
+    with tl.disable_wgmma: C = A B^T in fp32, against the operands widened to fp32."""
+    from tilelang.testing.kernels import tile_gemm
+
+    M, N, K = mnk
+    bM, bN, bK, threads, stages = config
+    kernel = tilelang.compile(tile_gemm(M, N, K, bM, bN, bK, False, True, dtype=dtype, stages=stages,
+                                        threads=threads), out_idx=[-1], target="cuda",
+                              pass_configs=NO_WGMMA if mode == "mma.sync" else None)
+    source = kernel.get_kernel_source()
+    kind = "e4m3" if "e4m3" in dtype else "e5m2"
+    assert (f"k32_{kind}_00(" in source) if mode == "wgmma" else (f"tl_mma_m16n8k32_{kind}_f32(" in source)
+    tdtype = getattr(torch, dtype)
+    a = torch.randn(M, K, device="cuda").to(tdtype)
+    b = torch.randn(N, K, device="cuda").to(tdtype)
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float().T, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
+def test_a_second_accumulator_scaled_per_k_block(dtype):
+    """deepgemm's two accumulators: the scaled sum of each k block's C, beside C."""
+    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    M, N, K, bK = 256, 256, 512, 128
+    kernel = tilelang.compile(emu.scaled_block_sums(M, N, K, 128, 128, bK, dtype, stages=3), target="cuda")
+    assert "wgmma_m64n128" in kernel.get_kernel_source()
+    tdtype = getattr(torch, dtype)
+    a = torch.randn(M, K, device="cuda").to(tdtype)
+    b = torch.randn(N, K, device="cuda").to(tdtype)
+    s = torch.rand(M, K // bK, device="cuda") + 0.5
+    d = torch.empty(M, N, device="cuda")
+    kernel(a, b, s, d)
+    blocks = [(a[:, i * bK:(i + 1) * bK].float() @ b[:, i * bK:(i + 1) * bK].float().T) * s[:, i:i + 1]
+              for i in range(K // bK)]
+    torch.testing.assert_close(d, sum(blocks), rtol=1e-4, atol=1e-3)

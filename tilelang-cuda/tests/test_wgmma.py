@@ -245,3 +245,41 @@ def test_a_head_dim_of_192_matches_torch():
     want = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                                             v.transpose(1, 2)).transpose(1, 2)
     torch.testing.assert_close(kernel(q, k, v), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("arch,trans_b,expected", [
+    ("sm_80", True, None),  # 8-bit float mma needs sm_89
+    ("sm_89", False, None),  # B as [k][n]: ldmatrix has no .trans for bytes
+    ("sm_89", True, "tl_mma_m16n8k32_e4m3_f32("),
+    ("sm_90", False, None),  # wgmma reads 8-bit operands K-major only
+    ("sm_90", True, "tl_wgmma_m64n128k32_e4m3_00("),
+])
+def test_fp8_gemms_take_tensor_cores_where_the_hardware_has_them(arch, trans_b, expected):
+    body = kernel_body(lower(tile_gemm(256, 256, 256, 128, 128, 64, trans_b=trans_b, dtype="float8_e4m3fn",
+                                       stages=3), {"kind": "cuda", "arch": arch}))
+    if expected is None:
+        assert "tl_mma" not in body and "wgmma" not in body
+    else:
+        assert expected in body
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("dtype,config", [("float8_e4m3fn", (128, 128, 128, 128, 4)),
+                                          ("float8_e5m2", (128, 256, 128, 256, 3))])
+def test_fp8_wgmma_gemm_assembles_without_spills(tmp_path, dtype, config):
+    """wgmma.m64nNk32 with e4m3/e5m2 operands (no transpose operands: K-major only) assembles
+    for sm_90a: every k step of 32 bytes one wgmma per 64-row piece, no spills, none serialized."""
+    bM, bN, bK, threads, stages = config
+    src = tmp_path / "gemm.cu"
+    src.write_text(lower(tile_gemm(4096, 4096, 4096, bM, bN, bK, trans_b=True, dtype=dtype, stages=stages,
+                                   threads=threads)))
+    ptx = tmp_path / "gemm.ptx"
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", str(src), "-o", str(ptx)], check=True, capture_output=True)
+    kind = dtype.removeprefix("float8_").removesuffix("fn")
+    wgmmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.(\w+)\.(\w+)", ptx.read_text())
+    assert len(wgmmas) == bK // 32 * (bM // 64 if threads == 128 else bM // 128)
+    assert set(wgmmas) == {(str(bN), kind, kind)}  # (two warpgroups: one over each 64 rows, N wide)
+    report = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-Xptxas", "-v", str(src), "-o",
+                             str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
+    assert "0 bytes spill stores" in report, report
+    assert "serialized" not in report, report

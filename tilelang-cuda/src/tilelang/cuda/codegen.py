@@ -26,10 +26,11 @@ DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
             "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
             "tl_cluster_")  # tl_device.h's families
-# tl_wgmma_m64n<N>k16_<f16|bf16>_<A MN-major, or r: A in registers><B MN-major>: generated per use
+# tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2>_<A MN-major, or r: A in registers><B MN-major>:
+# generated per use
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
-_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k16_(f16|bf16)_([01r])([01])(z?)\b")
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2)_([01r])([01])(z?)\b")
 
 
 @functools.cache
@@ -38,8 +39,9 @@ def _device_header() -> str:
 
 
 @functools.cache
-def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = False) -> str:
-    """D += A B with wgmma.mma_async.m64nNk16 (fp32 accumulators, B through a shared
+def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = False, k: int = 16) -> str:
+    """D += A B with wgmma.mma_async.m64nNk16 (k32 for 8-bit floats, whose A and B are
+    K-major and take no transpose operands; fp32 accumulators, B through a shared
     memory descriptor): ``a_form`` "0"/"1" reads A through a descriptor too (K- or
     MN-major), "r" from registers (4 x 32 bits per thread: the m16n8k16 A fragment of the
     thread's warp's 16 rows). N / 2 accumulator registers per thread: too many operands to
@@ -49,7 +51,7 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     operands = ", ".join(f'"{"=" if zero else "+"}f"(d[{i}])' for i in range(regs))
-    name = f"tl_wgmma_m64n{n}k16_{dtype}_{a_form}{b_mn_major}" + ("z" if zero else "")
+    name = f"tl_wgmma_m64n{n}k{k}_{dtype}_{a_form}{b_mn_major}" + ("z" if zero else "")
     if a_form == "r":
         params, prologue = "const void* a_regs", "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
         a_operand, last = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}", regs + 4
@@ -58,13 +60,14 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
         params, prologue = "unsigned long long desc_a", ""
         a_operand, last = f"%{regs}", regs + 1
         inputs, flags = '"l"(desc_a), ', f"{a_form}, {b_mn_major}"
+    flags = f", {flags}" if k == 16 else ""  # (8-bit types: K-major only, no transpose operands)
     return (
         f"__device__ __forceinline__ void {name}(float* d, {params}, unsigned long long desc_b) {{\n"
         f"{prologue}"
         "  asm volatile(\n"
         '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(last + 1) + ', 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "\n'
-        f'      "{{{outs}}}, {a_operand}, %{last}, p, 1, 1, {flags};\\n}}\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{dtype}.{dtype} "\n'
+        f'      "{{{outs}}}, {a_operand}, %{last}, p, 1, 1{flags};\\n}}\\n"\n'
         f"      : {operands}\n"
         f'      : {inputs}"l"(desc_b), "r"({0 if zero else 1}));\n'
         "}\n")
@@ -163,7 +166,7 @@ def _postproc(code: str, target: Any = None) -> str:
         code = _DYNAMIC_SHARED.sub(r"\g<1>1024\g<2>", code)
     if any(helper in code for helper in _HELPERS):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
-        generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z") for n, t, a, b, z in wgmma)
+        generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z", int(k)) for n, k, t, a, b, z in wgmma)
         code = _device_header() + "\n" + generated + "\n" + code
     return apply_source_postproc("cuda", code, target)
 

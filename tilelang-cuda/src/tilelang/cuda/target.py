@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 from typing import Any
 
 DEFAULT_ARCH = "sm_90"
@@ -81,3 +82,9 @@ def kernel_arch(func: Any) -> str:
     """The arch of a PrimFunc's target attribute ("" where it has none, as before binding)."""
     target = func.attrs.get("target") if func.attrs else None
     return str(target.export().get("arch", "")) if target is not None else ""
+
+
+def arch_number(arch: str) -> int:
+    """89 for "sm_89", 90 for "sm_90a"; 0 where ``arch`` names no sm_ architecture."""
+    match = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    return int(match.group(1)) if match else 0

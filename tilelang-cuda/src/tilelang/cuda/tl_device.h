@@ -72,6 +72,30 @@ __device__ __forceinline__ void tl_mma_m16n8k16_f16_f16(void* c_regs, const void
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// m16n8k32 with 8-bit floats (sm_89 and newer), fp32 accumulators: four bytes per register,
+// in the places of the m16n8k16 fragments' pairs of halves (PTX ISA, "Matrix Fragments for
+// mma.m16n8k32"), so ldmatrix loads them from K-major tiles as it loads 16-bit ones.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define TL_MMA_F8_ASM(type)                                                                      \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." type "." type ".f32 {%0, %1, %2, %3}, " \
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#else
+#define TL_MMA_F8_ASM(type) __trap()  // never emitted below sm_89 (the tensor-core pass)
+#endif
+__device__ __forceinline__ void tl_mma_m16n8k32_e4m3_f32(float* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
+  TL_MMA_F8_ASM("e4m3");
+}
+
+__device__ __forceinline__ void tl_mma_m16n8k32_e5m2_f32(float* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
+  TL_MMA_F8_ASM("e5m2");
+}
+
 // m16n8k32, signed 8-bit operands (four per register), int32 accumulators.
 __device__ __forceinline__ void tl_mma_m16n8k32_s8_s32(int* c, const void* a_regs, const void* b_regs) {
   const unsigned* a = static_cast<const unsigned*>(a_regs);

@@ -63,7 +63,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm_ffi.structural import WalkResult
 
-from ..target import kernel_arch
+from ..target import arch_number, kernel_arch
 from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
 from .epilogue import epilogue_tiles, others_keep_swizzle_alignment
 from .explicit_sync import branch_role_threads, role_threads
@@ -85,6 +85,10 @@ from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .wgmma import WgmmaGemms
 
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
+# 8-bit floats (sm_89 and newer): m16n8k32, 32-deep k steps, A and B K-major (ldmatrix has
+# no .trans for bytes); not in row families (their fragment A operands are 16-bit)
+MMA_FP8_INTRINSICS = {"float8_e4m3fn": "tl_mma_m16n8k32_e4m3_f32", "float8_e5m2": "tl_mma_m16n8k32_e5m2_f32"}
+FP8_MMA_MIN_ARCH = 89
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
@@ -153,10 +157,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
             return WalkResult.ADVANCE
 
         tvm_ffi.structural_walk(self.func.body, visit, order="pre")
-        for fragment in fragments:
-            layout = self._accumulator_layout(fragment, ops)
-            if layout is not None:
-                self.accumulators[fragment] = Accumulator(fragment, layout)
+        for fragment, layout in self._accumulator_layouts(fragments, ops, nests).items():
+            self.accumulators[fragment] = Accumulator(fragment, layout)
         if any(self._find(args[2].source, self.accumulators) is None for name, args in ops if name == "gemm"):
             self._plan_row_families(ops, nests, fragments, MMA_INTRINSICS)  # all or nothing
         addressed = addressed_buffers(self.func.body)
@@ -227,16 +229,56 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
             return None
         dtype = str(a.source.dtype)
-        if dtype not in MMA_INTRINSICS or str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
+        if str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
             return None
+        depth = self.k_depth(dtype, trans_a, trans_b)
         mnk = gemm_mnk(a, b, c, trans_a, trans_b, slices=True)
-        if mnk is None or mnk[2] % 16:
+        if depth is None or mnk is None or mnk[2] % depth:
             return None
         m, n, _ = mnk
         return choose_layout(m, n, self.threads // WARP)
 
-    def _accumulator_layout(self, fragment: Any, ops: list[tuple[str, Any]]) -> MMALayout | None:
-        """The layout C would take, if every use of ``fragment`` can follow it."""
+    def k_depth(self, dtype: str, trans_a: bool, trans_b: bool) -> int | None:
+        """The k step of a tensor-core GEMM of ``dtype`` operands (16 for 16-bit types, 32
+        for 8-bit floats, which need sm_89 and K-major A and B), or None: not on tensor cores."""
+        if dtype in MMA_INTRINSICS:
+            return 16
+        if dtype in MMA_FP8_INTRINSICS and not trans_a and trans_b and arch_number(self.arch) >= FP8_MMA_MIN_ARCH:
+            return 32
+        return None
+
+    def _accumulator_layouts(self, fragments: list[Any], ops: list[tuple[str, Any]],
+                             nests: list[tuple[list[Any], Any]]) -> dict[Any, MMALayout]:
+        """The fragments that take a GEMM's C layout: T.Parallel nests follow it only at
+        their own indices, and every fragment a nest touches must follow it too. So the
+        fragments that nests touch together form groups; a group takes the layout of its
+        GEMMs (all alike) when each member can follow it — C, and fragments no GEMM
+        writes but nests update beside it (deepgemm's scaled sum of each k block's C)."""
+        plans = {f: self._fragment_plan(f, ops) for f in fragments}
+        group_of = {f: [f] for f in fragments}
+        for _, inner in nests:
+            touched = [f for f in fragments if any(b.same_as(f) for b, _, _ in buffer_accesses(inner))]
+            for other in touched[1:]:
+                if group_of[other] is not group_of[touched[0]]:
+                    merged = group_of[touched[0]] + group_of[other]
+                    for f in merged:
+                        group_of[f] = merged
+        found: dict[Any, MMALayout] = {}
+        for group in {id(g): g for g in group_of.values()}.values():
+            if not all(plans[f][0] for f in group):
+                continue
+            layouts = {plans[f][1] for f in group} - {None}
+            if len(layouts) != 1:
+                continue
+            layout = layouts.pop()
+            if all(static_ints(f.shape) == [layout.m, layout.n] and accessed_by_own_nests(self.func.body, f)
+                   for f in group):
+                found.update({f: layout for f in group})
+        return found
+
+    def _fragment_plan(self, fragment: Any, ops: list[tuple[str, Any]]) -> tuple[bool, MMALayout | None]:
+        """(whether every tile op on ``fragment`` can follow a GEMM's C layout, the layout
+        of the GEMMs that write it or None)."""
         layout = None
         for name, args in ops:
             regions = [a for a in args if isinstance(a, tvm.ir.TensorRegion)]
@@ -244,23 +286,20 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
                 continue
             if name == "gemm":
                 if not args[2].source.same_as(fragment) or any(r.source.same_as(fragment) for r in regions[:2]):
-                    return None
+                    return False, None
                 candidate = self._gemm_layout(args)
                 if candidate is None or (layout is not None and candidate != layout):
-                    return None
+                    return False, None
                 layout = candidate
             elif name in ("fill", "copy", "atomic_add"):
                 ours = [r for r in regions if r.source.same_as(fragment)]
                 others = [r for r in regions if not r.source.same_as(fragment)]
                 if any(r.source.scope() == FRAGMENT_SCOPE for r in others) or \
                         not all(is_full_region(r) or (name == "copy" and copied_part(args, r)) for r in ours):
-                    return None
+                    return False, None
             else:
-                return None
-        # T.Parallel epilogues follow C's layout only at their own indices, and alone
-        if layout is None or not accessed_by_own_nests(self.func.body, fragment, alone=True):
-            return None
-        return layout
+                return False, None
+        return True, layout
 
     # -- rewriting -----------------------------------------------------------------------
     def rewrite(self) -> Any:
@@ -460,22 +499,24 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         k_total = matrix_extents(args[0])[0 if trans_a else 1]
         lane = self.lane
         warp_m, warp_n = layout.warp_coords(self.warp)
-        ksteps = k_total // 16
+        dtype = str(args[0].source.dtype)
+        pair = self.k_depth(dtype, trans_a, trans_b) // 16  # 8-bit types: two bytes per 16-bit cell
+        ksteps = k_total // (16 * pair)
         buffers = 2 if ksteps > 1 and self.double_buffer else 1  # fragments of step kk + 1 load while kk computes
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4 if a_regs is None else 1,), "uint32", name="A_frag",
                                   scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        intrinsic = MMA_INTRINSICS[str(args[0].source.dtype)]
+        intrinsic = MMA_INTRINSICS.get(dtype) or MMA_FP8_INTRINSICS[dtype]
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
-            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b))
+            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b, pair))
             b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
             b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
             if a_regs is not None:
                 return b_loads
-            a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a))
+            a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a, pair))
             a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)), b_loads])

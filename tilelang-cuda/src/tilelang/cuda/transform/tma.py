@@ -85,9 +85,15 @@ def encode_tensor_map(var: Any, buffer: Any, rows: tuple[int, int], cols: tuple[
     options = {"swizzle": swizzle} if swizzle is not None else {}
     encode = tirx.tensormap_encode_tiled(
         var, buffer.data, *dims, *strides, *[tirx.IntImm("uint32", b) for b in box],
-        *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=str(buffer.dtype), rank=rank,
+        *[tirx.IntImm("uint32", 1)] * rank, descriptor_dtype=_element_type(buffer.dtype), rank=rank,
         l2_promotion=L2_PROMOTION_128B, **options)
     return [tirx.Bind(var, tirx.tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
+
+
+def _element_type(dtype: Any) -> str:
+    """The tensor map's element type: the tensor's own, but bytes for 8-bit floats (the
+    driver's element types have none; a box copies their bytes as they are)."""
+    return "uint8" if str(dtype).startswith("float8") else str(dtype)
 
 
 @dataclass(frozen=True)

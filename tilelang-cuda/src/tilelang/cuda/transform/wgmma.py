@@ -42,7 +42,8 @@ from .mma_layout import (
     choose_wgmma_layout,
 )
 
-WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32}  # one wgmma's k step: 32 bytes of K
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
@@ -231,8 +232,8 @@ class WgmmaGemms:
         return chosen
 
     def _wgmma(self, acc: Accumulator, args: Any, after_first_load: Any = None, after_wait: Any = None) -> Any:
-        """C += A @ B on wgmma: per 16-deep k step and 64-row piece of the warpgroup's
-        tile, one wgmma.m64nNk16 reading A and B from their core-matrix tiles through
+        """C += A @ B on wgmma: per k step (16 deep, 32 for 8-bit types) and 64-row piece
+        of the warpgroup's tile, one wgmma.m64nNk16 (k32) reading A and B from their core-matrix tiles through
         descriptors; then one commit. ``after_first_load`` (the pipeline's next copies)
         is issued while the tensor cores work; then the wait leaves at most
         ``wgmma_pending`` groups in flight (the previous iteration's are done, so the
@@ -248,7 +249,8 @@ class WgmmaGemms:
         # operands whose tile rows are K are MN-major: wgmma's "transpose" flag
         a_mn_major, b_mn_major = trans_a, not trans_b
         kind = WGMMA_TYPES[str(args[1].source.dtype)]
-        name = f"tl_wgmma_m64n{layout.wn}k16_{kind}_" + \
+        depth = WGMMA_K[kind]  # (8-bit operands: K-major A and B, the tensor-core pass's k_depth)
+        name = f"tl_wgmma_m64n{layout.wn}k{depth}_{kind}_" + \
             (f"r{int(b_mn_major)}" if a_regs is not None else f"{int(a_mn_major)}{int(b_mn_major)}")
         a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major) if a is not None else (0, 0)
         b_lbo, b_sbo = b.core.strides(k_along_cols=not b_mn_major)
@@ -268,16 +270,16 @@ class WgmmaGemms:
 
         # clear_accum: the first k step's wgmma writes D = A B (codegen.wgmma_helper's "z"
         # form, scale-d off) instead of instructions zeroing the registers first
-        zero_first = bool(args[5].value) and k_total >= 16
+        zero_first = bool(args[5].value) and k_total >= depth
         calls = []
-        for kk in range(k_total // 16):
+        for kk in range(k_total // depth):
             mi = self.var("mi")
             m0 = m_base + mi * 64
             if a_regs is not None:  # the 8 halves of pieces 2 kk, 2 kk + 1: wgmma's A registers
                 a_desc = tirx.address_of(tirx.BufferLoad(a_regs.regs, [(mi * a_regs.layout.nt + 2 * kk) * 4]))
             else:
-                a_desc = descriptor(a, *((kk * 16, m0) if a_mn_major else (m0, kk * 16)), a_lbo, a_sbo)
-            b_desc = descriptor(b, *((kk * 16, n0) if b_mn_major else (n0, kk * 16)), b_lbo, b_sbo)
+                a_desc = descriptor(a, *((kk * depth, m0) if a_mn_major else (m0, kk * depth)), a_lbo, a_sbo)
+            b_desc = descriptor(b, *((kk * depth, n0) if b_mn_major else (n0, kk * depth)), b_lbo, b_sbo)
             d = tirx.address_of(tirx.BufferLoad(acc.regs, [mi * (layout.nt * 4)]))
             zero = "z" if zero_first and kk == 0 else ""
             calls.append(unrolled(mi, layout.mt, extern_call(name + zero, d, a_desc, b_desc)))
