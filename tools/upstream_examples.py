@@ -29,6 +29,7 @@ a table, grouped by failure cause, and written as JSON with --json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -189,6 +190,13 @@ def build_prim_func(module: Any, kernel: Kernel, cpu: bool = False) -> tuple[Any
                       "that ran instead of building?)")
 
 
+def _kernel_hash(source: str) -> str:
+    """The kernels' code, without the helper header before them: whether a change of the
+    compiler left a lowering byte-identical (compare two --json runs)."""
+    start = source.find('extern "C" __global__')
+    return hashlib.sha256(source[max(start, 0):].encode()).hexdigest()[:16]
+
+
 def _lower_kernel(module: Any, kernel: Kernel, arch: str, nvcc: bool) -> dict[str, Any]:
     import tilelang
 
@@ -202,7 +210,8 @@ def _lower_kernel(module: Any, kernel: Kernel, arch: str, nvcc: bool) -> dict[st
                                   pass_configs=_jit_option(jit_obj, "pass_configs"))
         if not artifact.device_source:
             raise RecipeError("lowering produced no CUDA source")
-        out.update(status="pass", source_lines=artifact.device_source.count("\n"))
+        out.update(status="pass", source_lines=artifact.device_source.count("\n"),
+                   kernel_sha256=_kernel_hash(artifact.device_source))
         if nvcc:
             phase = "nvcc"
             from tilelang.cuda.toolchain import compile_cubin

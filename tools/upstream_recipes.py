@@ -128,6 +128,73 @@ def _attn_bshd_ref(q: Any, k: Any, v: Any) -> Any:
     return t(_attn_bhsd_ref(t(q), t(k), t(v)))
 
 
+def _chunk_o_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
+                    chunk: int = 64) -> list:
+    """gdn's chunk_fwd_o arguments: Q, K, V, the chunks' hidden states, and log gates G that
+    fall within each chunk (a cumulative sum of negatives, as the gated delta rule makes them)."""
+    import torch
+
+    q, k, v = (_randn(gen, b, s, h, d, dtype="float16") for d in (dk, dk, dv))
+    hidden = (torch.randn(b, s // chunk, h, dk, dv, generator=gen) * dk ** -0.5).half()
+    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
+    return [q, k, v, hidden, g]
+
+
+def _chunk_o_ref(q: Any, k: Any, v: Any, hidden: Any, g: Any, chunk: int = 64) -> Any:
+    """O of each chunk: (Q H) exp(g) + (causal, gate-decayed Q K^T, rounded to the input
+    type as the kernel's shared tile holds it) V, times 1 / sqrt(dk)."""
+    import torch
+
+    b, s, h, dk = q.shape
+    out = torch.empty(b, s, h, v.shape[-1])
+    mask = torch.ones(chunk, chunk).tril().bool()
+    for c in range(s // chunk):
+        rows = slice(c * chunk, (c + 1) * chunk)
+        qc, kc, vc, gc = (x[:, rows].float().transpose(1, 2) for x in (q, k, v, g.unsqueeze(-1)))
+        gc = gc[..., 0]  # b, h, chunk
+        o = (qc @ hidden[:, c].float()) * gc.exp().unsqueeze(-1)
+        diff = gc.unsqueeze(-1) - gc.unsqueeze(-2)
+        a = torch.where((diff <= 0) & mask, (qc @ kc.transpose(-1, -2)) * diff.exp(), 0.0)
+        out[:, rows] = ((o + a.half().float() @ vc) * dk ** -0.5).transpose(1, 2)
+    return out.half()
+
+
+def _delta_h_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
+                    chunk: int = 64) -> list:
+    """gdn's chunk_gated_delta_rule_fwd_h arguments: K, W, U, log gates G falling within each
+    chunk, and the initial state (K and W scaled so the state stays of order one)."""
+    import torch
+
+    k = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
+    w = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
+    u = _randn(gen, b, s, h, dv, dtype="float16")
+    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
+    return [k, w, u, g, _randn(gen, b, h, dk, dv, dtype="float16")]
+
+
+def _delta_h_ref(k: Any, w: Any, u: Any, g: Any, state: Any, chunk: int = 64) -> list:
+    """The chunks' states h (each before its chunk, as the kernel's fp16 tile holds it), the
+    final state, and the new values V_new = U - W h, by the recurrence the kernel runs:
+    V_new gated by exp(g_last - g), h = h exp(g_last) + K^T V_new (V_new rounded to fp16)."""
+    import torch
+
+    b, s, hh, dk = k.shape
+    st = state.float()  # b, h, dk, dv
+    hs, v_new = [], torch.empty(b, s, hh, u.shape[-1])
+    for c in range(s // chunk):
+        rows = slice(c * chunk, (c + 1) * chunk)
+        held = st.half().float()  # the shared tile the GEMMs read
+        hs.append(held)
+        kc, wc, uc = (x[:, rows].float().transpose(1, 2) for x in (k, w, u))  # b, h, chunk, d
+        gc = g[:, rows].transpose(1, 2)  # b, h, chunk
+        vn = uc - wc @ held
+        v_new[:, rows] = vn.transpose(1, 2)
+        last = gc[..., -1:]
+        vn = torch.where((last - gc <= 0).unsqueeze(-1), vn * (last - gc).exp().unsqueeze(-1), 0.0)
+        st = st * last.exp().unsqueeze(-1) + kc.transpose(-1, -2) @ vn.half().float()
+    return [torch.stack(hs, 1).half(), st, v_new.half()]
+
+
 def _gqa_bwd_inputs(gen: Any, b: int = 1, n: int = 128, h: int = 2, hkv: int = 1, dqk: int = 192, dv: int = 128) -> list:
     """example_gqa_bwd's backward kernel's arguments: Q, K, V, dO, and lse and Delta as its
     forward and preprocess kernels make them; dQ, dK, dV zeroed (it adds into them)."""
@@ -353,21 +420,25 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("dequantize_gemm/example_dequant_gemv_fp16xint4.py", (
         Kernel("dequantize_gemv", (1, 1024, 1024, "float16", "float16", "float16", 4, "int8", "uint", 4,
                                    32, True, False, True, -1, False)),)),
-    *[Recipe(f"gdn/example_{stem}.py", (Kernel(attr, args, kwargs),)) for stem, attr, args, kwargs in (
+    *[Recipe(f"gdn/example_{stem}.py", (Kernel(attr, args, kwargs, cpu=cpu),)) for stem, attr, args, kwargs, cpu in (
         ("chunk_o", "tilelang_chunk_fwd_o",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64, 128 ** -0.5, True, 64, 64,
-          32, 128, 0), {}),
+          32, 128, 0), {},
+         CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", 64, 64 ** -0.5, True, 64, 64,
+                       64, 128, 0), inputs=_chunk_o_inputs, ref=_chunk_o_ref, out_idx=(-1,))),
         ("cumsum", "tilelang_chunk_local_cumsum_scalar", (),
          dict(B=1, S=1024, H=32, chunk_size=64, reverse=False, head_first=False, input_dtype="float32",
-              output_dtype="float32", block_S=64, threads=128, use_fragment=False)),
+              output_dtype="float32", block_S=64, threads=128, use_fragment=False), None),
         ("chunk_scaled_dot_kkt", "tilelang_chunk_scaled_dot_kkt_fwd",
-         (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0), {}),
+         (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0), {}, None),
         ("wy_fast", "tilelang_recompute_w_u_fwd",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
-         dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0)),
+         dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0), None),
         ("chunk_delta_h", "tilelang_chunk_gated_delta_rule_fwd_h",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
-          True, True, 64, 32, 128, 0), {}),)],
+          True, True, 64, 32, 128, 0), {},
+         CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", "float32", 64, True, True,
+                       True, True, 64, 32, 128, 0), inputs=_delta_h_inputs, ref=_delta_h_ref)),)],
     Recipe("flash_attention/example_mha_bwd_bhsd.py", (
         Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
         Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
