@@ -8,7 +8,7 @@ import importlib
 from types import ModuleType
 
 FAMILIES = ("matmul", "bmm", "linear_bias_act", "fmha", "mla_decoding", "rope", "elementwise", "softmax",
-            "rmsnorm")
+            "rmsnorm", "matmul_fp8")
 
 
 def family_module(name: str) -> ModuleType:

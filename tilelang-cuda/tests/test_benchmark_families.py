@@ -20,7 +20,8 @@ if not (BENCHMARKS / "families" / "__init__.py").is_file():
 
 pytest.importorskip("torch")
 
-FAMILIES = ("matmul", "bmm", "linear_bias_act", "fmha", "mla_decoding", "rope", "elementwise", "softmax", "rmsnorm")
+FAMILIES = ("matmul", "bmm", "linear_bias_act", "fmha", "mla_decoding", "rope", "elementwise", "softmax", "rmsnorm",
+            "matmul_fp8")
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,10 @@ def test_quick_variants_compile_for_sm90_as_the_gpu_runs_them(families, name):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_kernels_match_torch_on_the_cpu(families, name):
     package, common = families
-    for case in package.family_module(name).small_cases():
+    cases = package.family_module(name).small_cases()
+    if not cases:
+        pytest.skip(f"{name}: no CPU case (its module says why)")
+    for case in cases:
         record = common.check_on_cpu(case)
         assert record["correct"] is True, (case.name, record["max_err"], case.atol, case.rtol)
         assert record["max_err"] <= case.atol + 1e-2  # a near-miss is visible, not just a bool
