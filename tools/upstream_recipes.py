@@ -178,7 +178,7 @@ def _delta_h_ref(k: Any, w: Any, u: Any, g: Any, state: Any, chunk: int = 64) ->
     V_new gated by exp(g_last - g), h = h exp(g_last) + K^T V_new (V_new rounded to fp16)."""
     import torch
 
-    b, s, hh, dk = k.shape
+    b, s, hh, _ = k.shape
     st = state.float()  # b, h, dk, dv
     hs, v_new = [], torch.empty(b, s, hh, u.shape[-1])
     for c in range(s // chunk):
