@@ -35,6 +35,7 @@ _STORAGE = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
             "bfloat16": np.uint16,  # bfloat16 as its bits: copied, never computed with (see _arith)
             "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}  # so are the 8-bit floats
 _BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_FP8_KINDS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}  # (widened to floats by their bits)
 _DTYPE = re.compile(r"^([a-z]+\d*(?:_[a-z0-9]+?)?)(?:x(\d+))?$")
 _MATH = {"exp2f": np.exp2, "expf": np.exp, "__expf": np.exp, "exp2": np.exp2, "fabsf": np.abs,
          "sqrtf": np.sqrt, "rsqrtf": lambda v: 1 / np.sqrt(v), "logf": np.log, "log2f": np.log2, "__logf": np.log}
@@ -78,6 +79,25 @@ def compute(values: np.ndarray, dtype: Any) -> np.ndarray:
     if scalar.startswith(("int", "uint")) and scalar != "uint64":
         return np.asarray(values).astype(np.int64)
     return np.asarray(values).astype(_STORAGE[scalar])
+
+
+def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
+    """float64 values of 8-bit floats given as their bits: "e4m3" (OCP E4M3, bias 7, no
+    infinities, S.1111.111 a NaN) or "e5m2" (bias 15, IEEE-style infinities and NaNs)."""
+    bits = np.asarray(bits).astype(np.int64)
+    mantissa_bits, bias = (3, 7) if kind == "e4m3" else (2, 15)
+    sign = np.where(bits & 0x80, -1.0, 1.0)
+    exponent = (bits >> mantissa_bits) & (0x7F >> mantissa_bits)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    scale = float(1 << mantissa_bits)
+    normal = (1 + mantissa / scale) * np.exp2(exponent.astype(np.float64) - bias)
+    values = np.where(exponent == 0, mantissa / scale * 2.0 ** (1 - bias), normal)
+    top = (0x7F >> mantissa_bits)
+    if kind == "e4m3":
+        values = np.where((exponent == top) & (mantissa == (1 << mantissa_bits) - 1), np.nan, values)
+    else:
+        values = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), values)
+    return sign * values
 
 
 @dataclass
@@ -357,7 +377,10 @@ class LoweredKernel:
         return compute(values, buffer.dtype)
 
     def _eval_Cast(self, expr: Any) -> np.ndarray:
-        bits_only = {_type_of(expr), _type_of(expr.value)} & set(_BITS_ONLY)
+        source = _type_of(expr.value)
+        if source in _FP8_KINDS and _type_of(expr).startswith("float") and _type_of(expr) not in _BITS_ONLY:
+            return compute(fp8_values(self.eval(expr.value), _FP8_KINDS[source]), expr.dtype)  # widening: exact
+        bits_only = {_type_of(expr), source} & set(_BITS_ONLY)
         if bits_only:
             raise EmulationError(f"{bits_only.pop()} conversions are not emulated: {expr}")
         return compute(self.eval(expr.value).astype(storage(expr.dtype)), expr.dtype)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute
+from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute, fp8_values
 
 WARP = 32
 _WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2)_([01r])([01])(z?)$")
@@ -127,25 +127,6 @@ def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str, acc: str =
     for j in range(4):
         c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
     kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float16 if acc == "f16" else np.float32))
-
-
-def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
-    """float64 values of 8-bit floats given as their bits: "e4m3" (OCP E4M3, bias 7, no
-    infinities, S.1111.111 a NaN) or "e5m2" (bias 15, IEEE-style infinities and NaNs)."""
-    bits = np.asarray(bits).astype(np.int64)
-    mantissa_bits, bias = (3, 7) if kind == "e4m3" else (2, 15)
-    sign = np.where(bits & 0x80, -1.0, 1.0)
-    exponent = (bits >> mantissa_bits) & (0x7F >> mantissa_bits)
-    mantissa = bits & ((1 << mantissa_bits) - 1)
-    scale = float(1 << mantissa_bits)
-    normal = (1 + mantissa / scale) * np.exp2(exponent.astype(np.float64) - bias)
-    values = np.where(exponent == 0, mantissa / scale * 2.0 ** (1 - bias), normal)
-    top = (0x7F >> mantissa_bits)
-    if kind == "e4m3":
-        values = np.where((exponent == top) & (mantissa == (1 << mantissa_bits) - 1), np.nan, values)
-    else:
-        values = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), values)
-    return sign * values
 
 
 def _mma_m16n8k32(kernel: LoweredKernel, args: list[Any], kind: str) -> None:

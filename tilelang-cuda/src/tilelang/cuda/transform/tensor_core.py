@@ -253,8 +253,11 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         their own indices, and every fragment a nest touches must follow it too. So the
         fragments that nests touch together form groups; a group takes the layout of its
         GEMMs (all alike) when each member can follow it — C, and fragments no GEMM
-        writes but nests update beside it (deepgemm's scaled sum of each k block's C)."""
-        plans = {f: self._fragment_plan(f, ops) for f in fragments}
+        writes but nests update beside it (deepgemm's scaled sum of each k block's C). A
+        fragment that a view reads (T.reshape) cannot: the view keeps the declared places."""
+        viewed = addressed_buffers(self.func.body)  # (T.reshape/T.view: another buffer on its storage)
+        plans = {f: (False, None) if any(f.same_as(v) for v in viewed) else self._fragment_plan(f, ops)
+                 for f in fragments}
         group_of = {f: [f] for f in fragments}
         for _, inner in nests:
             touched = [f for f in fragments if any(b.same_as(f) for b, _, _ in buffer_accesses(inner))]
