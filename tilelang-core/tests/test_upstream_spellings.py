@@ -60,6 +60,21 @@ def test_python_side_size_helpers():
     assert cdiv is tilelang.cdiv
 
 
+def test_set_log_level_sets_every_tilelang_logger():
+    import logging
+
+    before = logging.getLogger("tilelang").level
+    try:
+        tilelang.set_log_level("warning")
+        assert logging.getLogger("tilelang.jit").getEffectiveLevel() == logging.WARNING
+        tilelang.set_log_level(logging.DEBUG)
+        assert logging.getLogger("tilelang.autotuner").getEffectiveLevel() == logging.DEBUG
+        with pytest.raises(tilelang.ArgumentError, match=r"set_log_level\('LOUD'\): not a log level; use DEBUG"):
+            tilelang.set_log_level("LOUD")
+    finally:
+        logging.getLogger("tilelang").setLevel(before)
+
+
 @pytest.mark.parametrize("order", ["value_first", "dtype_first"])
 def test_reinterpret_takes_either_argument_order(order):
     @T.prim_func

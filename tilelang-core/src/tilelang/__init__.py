@@ -52,7 +52,22 @@ __all__ = [
     "load_plugins",
     "lower",
     "next_power_of_2",
+    "set_log_level",
 ]
+
+
+def set_log_level(level: int | str) -> None:
+    """Upstream's ``tilelang.set_log_level("WARNING")``: the level of every ``tilelang.*``
+    logger (a name of the logging module's levels, any case, or its number)."""
+    import logging
+
+    if isinstance(level, str):
+        named = logging.getLevelName(level.upper())
+        if not isinstance(named, int):
+            raise ArgumentError(f"tilelang.set_log_level({level!r}): not a log level; use DEBUG, INFO, "
+                                "WARNING, ERROR or CRITICAL (or a number)")
+        level = named
+    logging.getLogger(__name__).setLevel(level)
 
 
 def __getattr__(name: str):
