@@ -124,6 +124,14 @@ class Pointer:
     offset: np.ndarray
 
 
+def _slot(arg: str) -> int | str | tuple[str, str]:
+    """A launch argument: "param:3" (the function's parameter 3), "<kind>:name" (a
+    T.alloc_global workspace, by name), or a bare name (a symbolic shape's value)."""
+    if arg.startswith("param:"):
+        return int(arg.split(":")[1])
+    return arg.split(":")[1] if ":" in arg else ("scalar", arg)
+
+
 class LoweredKernel:
     """Runs the device module of a lowered artifact (``tilelang.lower(...).device_mod``) on
     numpy arrays, one per kernel parameter, in the order of the launch's arguments; ``externs``
@@ -139,7 +147,7 @@ class LoweredKernel:
             raise EmulationError(f"expected one device kernel, found {len(launches)}: pass index=")
         launch = launches[index or 0]
         self.func = next(f for gv, f in device_mod.functions.items() if gv.name_hint == launch["symbol"])
-        self.arg_slots = [int(a.split(":")[1]) if a.startswith("param:") else a.split(":")[1] for a in launch["args"]]
+        self.arg_slots = [_slot(a) for a in launch["args"]]
         self.threads = int(launch["block"][0])
         if launch["block"][1:] != ["1", "1"]:
             raise EmulationError(f"only 1-d thread blocks are emulated, got {launch['block']}")
@@ -171,14 +179,21 @@ class LoweredKernel:
             size *= int(extent)
         return size
 
-    def __call__(self, *arrays: Any, workspaces: dict[str, np.ndarray] | None = None) -> None:
+    def __call__(self, *arrays: Any, workspaces: dict[str, np.ndarray] | None = None,
+                 scalars: dict[str, int] | None = None) -> None:
+        """``scalars``: the values of the symbolic shapes (T.dynamic) the launch passes."""
         self.env: dict[Any, Any] = {}
         self.memory: dict[Any, Memory] = {}
         self.smem = np.full(self.shared_size, 0xFF, np.uint8)
         self.tids = np.arange(self.threads)
         self.mask = np.ones(self.threads, bool)
         for param, slot in zip(self.func.params, self.arg_slots):
-            value = (workspaces or {})[slot] if isinstance(slot, str) else arrays[slot]
+            if isinstance(slot, tuple):  # a symbolic shape
+                if slot[1] not in (scalars or {}):
+                    raise EmulationError(f"the kernel takes the shape variable {slot[1]}: pass scalars={{...}}")
+                value = scalars[slot[1]]
+            else:
+                value = (workspaces or {})[slot] if isinstance(slot, str) else arrays[slot]
             if isinstance(value, np.ndarray):
                 if not value.flags.c_contiguous:
                     raise EmulationError(f"argument {slot} must be C-contiguous")
@@ -228,7 +243,8 @@ class LoweredKernel:
     def _exec_AttrStmt(self, stmt: Any) -> None:
         if stmt.attr_key != "thread_extent":
             return self.exec(stmt.body)
-        tag, var, extent = stmt.node.thread_tag, stmt.node.var, int(stmt.value)
+        tag, var = stmt.node.thread_tag, stmt.node.var
+        extent = self.uniform(stmt.value, f"{tag} extent")  # (a grid over a symbolic shape too)
         if tag == "threadIdx.x":
             if extent != self.threads:
                 raise EmulationError(f"threadIdx.x extent {extent} differs from the launch's {self.threads}")

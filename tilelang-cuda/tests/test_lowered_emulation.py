@@ -177,7 +177,42 @@ def test_a_second_accumulator_beside_c_keeps_the_gemm_on_tensor_cores(arch, dtyp
     np.testing.assert_array_equal(d, expected)
 
 
-def gemm_then_reshaped_sum(dtype, pipelined=False):
+def dynamic_m_gemm(N, K, bM, bN, bK, dtype):
+    """DeepSeek-V3.2 inference's fp8_gemm shape: M a run-time size (T.dynamic), 32-row
+    blocks (too few for wgmma's 64: mma.sync m16n8k32 on sm_90 too)."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared((bM, bK), dtype)
+            Bs = T.alloc_shared((bN, bK), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=3):
+                T.copy(A[by * bM, k * bK], As)
+                T.copy(B[bx * bN, k * bK], Bs)
+                T.gemm(As, Bs, Cl, transpose_B=True)
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+def test_a_gemm_over_a_run_time_m_emulates_with_its_size():
+    rng = np.random.default_rng(5)
+    m, n, k = 80, 128, 256  # three blocks of 32 rows, the last one partly outside
+    a, a_values = fp8_ints(rng, (m, k), "float8_e4m3fn")
+    b, b_values = fp8_ints(rng, (n, k), "float8_e4m3fn")
+    c = np.full((m, n), np.nan, np.float32)
+    kernel = lowered_kernel(lower(dynamic_m_gemm(n, k, 32, 128, 128, "float8_e4m3fn"), SM90))
+    with pytest.raises(EmulationError, match=r"takes the shape variable M: pass scalars="):
+        kernel(a, b, c)
+    kernel(a, b, c, scalars={"M": m})
+    assert kernel.calls["tl_mma_m16n8k32_e4m3_f32"] > 0
+    np.testing.assert_array_equal(c, a_values @ b_values.T)
+
+
+def gemm_then_reshaped_sum(dtype):
     """C read through T.reshape (deepseek_v32's fp8 indexer sums groups of C's columns so):
     the view reads C at its declared places, so C keeps them."""
 
