@@ -176,6 +176,21 @@ def _cp_async_16(kernel: LoweredKernel, args: list[Any]) -> None:
     kernel.group.append((dst.memory, dst.offset[:, None] + np.arange(16), data, active.copy()))
 
 
+def _copy_16_partial(kernel: LoweredKernel, args: list[Any]) -> None:
+    """tl_copy_16_partial: src_bytes bytes read now (each address aligned to its element),
+    zeros after them, one 16-byte store to shared memory."""
+    dst, src, src_bytes, element_bytes = args
+    active = kernel.mask
+    if not dst.memory.shared or src.memory.shared:
+        raise EmulationError(f"tl_copy_16_partial copies global -> shared, not {src.memory.name} -> {dst.memory.name}")
+    if ((dst.memory.base + dst.offset)[active] % 16).any() or (src.offset[active] % element_bytes[active]).any():
+        raise EmulationError("tl_copy_16_partial: a misaligned address")
+    present = active[:, None] & (np.arange(16) < src_bytes[:, None])
+    data = np.where(present, kernel.read(src.memory, src.offset[:, None] + np.arange(16), np.dtype(np.uint8),
+                                         present), 0)
+    kernel.write(dst.memory, dst.offset[:, None] + np.arange(16), data, np.dtype(np.uint8), active)
+
+
 def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
     """atomicAdd(address, value): every active thread's value is added, those of threads
     at the same address included (summed first: the order of the GPU's adds is not
@@ -442,6 +457,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_ldmatrix_x2": lambda kernel, args, call: _ldmatrix(kernel, args, False, count=2),
     "tl_ldmatrix_x2_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True, count=2),
     "tl_cp_async_16": lambda kernel, args, call: _cp_async_16(kernel, args),
+    "tl_copy_16_partial": lambda kernel, args, call: _copy_16_partial(kernel, args),
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
     "atomicAdd": _atomic_add,
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),

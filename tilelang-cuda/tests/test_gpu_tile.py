@@ -314,3 +314,19 @@ def test_a_second_accumulator_scaled_per_k_block(dtype):
     blocks = [(a[:, i * bK:(i + 1) * bK].float() @ b[:, i * bK:(i + 1) * bK].float().T) * s[:, i:i + 1]
               for i in range(K // bK)]
     torch.testing.assert_close(d, sum(blocks), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["wgmma", "mma.sync"])
+@pytest.mark.parametrize("mnk", [(256, 384, 512), (200, 136, 1000), (130, 250, 777)])
+def test_a_gemm_over_run_time_sizes(mnk, mode):
+    """Upstream's dynamic_shape GEMM: one kernel for every M, N, K; rows whose length is a
+    multiple of 8 halves take cp.async vectors, the others tl_copy_16_partial."""
+    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    kernel = tilelang.compile(emu.dynamic_mnk_gemm(128, 128, 32, False, False, stages=3), target="cuda",
+                              pass_configs=NO_WGMMA if mode == "mma.sync" else None)
+    M, N, K = mnk
+    a = torch.randint(-4, 5, (M, K), device="cuda").half()
+    b = torch.randint(-4, 5, (K, N), device="cuda").half()
+    c = torch.empty(M, N, device="cuda")
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=0, atol=0)

@@ -212,6 +212,52 @@ def test_a_gemm_over_a_run_time_m_emulates_with_its_size():
     np.testing.assert_array_equal(c, a_values @ b_values.T)
 
 
+def dynamic_mnk_gemm(bM, bN, bK, trans_a, trans_b, stages=3, dtype="float16"):
+    """Upstream's examples/dynamic_shape kernel: M, N and K all run-time sizes."""
+    M, N, K = T.dynamic("m"), T.dynamic("n"), T.dynamic("k")
+    a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            As = T.alloc_shared((bK, bM) if trans_a else (bM, bK), dtype)
+            Bs = T.alloc_shared((bN, bK) if trans_b else (bK, bN), dtype)
+            Cl = T.alloc_fragment((bM, bN), "float32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                if trans_a:
+                    T.copy(A[k * bK, by * bM], As)
+                else:
+                    T.copy(A[by * bM, k * bK], As)
+                if trans_b:
+                    T.copy(B[bx * bN, k * bK], Bs)
+                else:
+                    T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl, trans_a, trans_b)
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True)])
+@pytest.mark.parametrize("m,n,k,vectors", [(80, 72, 96, True), (81, 75, 100, False), (72, 83, 96, None)])
+def test_run_time_shapes_copy_vectors_where_their_rows_allow(arch, trans_a, trans_b, m, n, k, vectors):
+    """Rows of run-time length: the stage ring copies 16-byte vectors when the length is a
+    multiple of 8 halves when it runs, else element by element; either way C is exact.
+    (``vectors``: every row length a multiple of 8, none, or some.)"""
+    rng = np.random.default_rng(m + n + k)
+    a, a_values = small_ints(rng, (k, m) if trans_a else (m, k))
+    b, b_values = small_ints(rng, (n, k) if trans_b else (k, n))
+    c = np.full((m, n), np.nan, np.float32)
+    kernel = lowered_kernel(lower(dynamic_mnk_gemm(64, 64, 32, trans_a, trans_b), {"kind": "cuda", "arch": arch}))
+    kernel(a, b, c, scalars={"m": m, "n": n, "k": k})
+    assert any(name.startswith(("tl_mma", "tl_wgmma_m64")) for name in kernel.calls)
+    if vectors is not None:
+        assert (kernel.calls.get("tl_cp_async_16", 0) > 0) == vectors
+    np.testing.assert_array_equal(c, (a_values.T if trans_a else a_values) @ (b_values.T if trans_b else b_values))
+
+
 def gemm_then_reshaped_sum(dtype):
     """C read through T.reshape (deepseek_v32's fp8 indexer sums groups of C's columns so):
     the view reads C at its declared places, so C keeps them."""

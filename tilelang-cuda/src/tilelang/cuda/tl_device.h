@@ -114,6 +114,29 @@ __device__ __forceinline__ void tl_cp_async_16(void* smem, const void* gmem, int
                :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
+// The synchronous twin of tl_cp_async_16 for rows that are not whole 16-byte vectors (a
+// run-time row length): src_bytes bytes from a global address aligned only to its element
+// (element_bytes), zeros after them, stored as one 16-byte vector.
+__device__ __forceinline__ void tl_copy_16_partial(void* smem, const void* gmem, int src_bytes,
+                                                   int element_bytes) {
+  uint4 vector = make_uint4(0, 0, 0, 0);
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(&vector);
+  if (element_bytes == 2) {
+    const unsigned short* from = static_cast<const unsigned short*>(gmem);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (2 * i < src_bytes) reinterpret_cast<unsigned short*>(bytes)[i] = from[i];
+    }
+  } else {
+    const unsigned char* from = static_cast<const unsigned char*>(gmem);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      if (i < src_bytes) bytes[i] = from[i];
+    }
+  }
+  *static_cast<uint4*>(smem) = vector;
+}
+
 // The calling thread arrives on an mbarrier once all of its earlier cp.async have landed; the
 // arrival counts toward the barrier's expected count (.noinc), as a plain arrive would.
 __device__ __forceinline__ void tl_cp_async_mbarrier_arrive(void* bar) {

@@ -133,13 +133,17 @@ class AsyncCopyPipelines:
             staged = [self._find(p.value.args[1].source, self.tiles) for p in producers]
             if any(t is None or t.stages or not t.mma_operand or t.raw for t in staged):
                 continue
-            if not all(self._cp_async_ok(p.value.args[0], p.value.args[1]) for p in producers):
+            plans = [self._cp_async_plan(p.value.args[0], p.value.args[1]) for p in producers]
+            if any(plan is None for plan in plans):
                 continue
             if not all(self._only_inside(t.old, loop, p) for t, p in zip(staged, producers)):
                 continue
             for tile in staged:
                 tile.stages, tile.loop = stages, loop
             self.pipelined[loop] = stages
+            for p, plan in zip(producers, plans):
+                if plan:
+                    self.checked_copies.append((p.value.args[1].source, plan))
 
     @staticmethod
     def _split_body(loop: Any) -> tuple[list[Any], list[Any]]:
@@ -204,22 +208,35 @@ class AsyncCopyPipelines:
                                            (tvm.ir.TensorRegion, visit)])
         return not touched
 
-    def _cp_async_ok(self, src: Any, dst: Any) -> bool:
-        """16-byte vectors of the tile are whole vectors of the global tensor, aligned."""
+    def _cp_async_plan(self, src: Any, dst: Any) -> list[Any] | None:
+        """Whether 16-byte vectors of the tile are whole vectors of the global tensor,
+        aligned: None where not, else the conditions that must hold when the kernel runs
+        (none where the shapes prove it). A row of run-time length (T.dynamic) is whole
+        vectors only when that length is a multiple of the vector: the copy then checks
+        it each time, as upstream's vectorized copies do, and copies elements otherwise."""
         if not is_full_region(dst) or static_ints(dst.source.shape) is None:
-            return False
+            return None
         g = src.source
         vec = CHUNK_BYTES // dtype_bytes(g.dtype)
         if str(g.dtype) != str(dst.source.dtype) or dtype_bytes(g.dtype) * vec != CHUNK_BYTES:
-            return False
+            return None
         axes = wide_axes(src)
         tile = static_ints([src.region[a].extent for a in axes])
         if tile is None or tile != static_ints(dst.source.shape) or not axes or axes[-1] != len(g.shape) - 1:
-            return False
-        if tile[-1] % vec or not self.analyzer.can_prove(tirx.floormod(g.shape[-1], vec) == 0):
-            return False
+            return None
         corner = self.analyzer.modular_set(src.region[-1].min)
-        return corner.coeff % vec == 0 and corner.base % vec == 0
+        if tile[-1] % vec or corner.coeff % vec or corner.base % vec:
+            return None
+        whole = tirx.floormod(g.shape[-1], vec) == 0
+        if self.analyzer.can_prove(whole):
+            return []
+        symbolic = []
+        tvm_ffi.structural_walk(g.shape[-1], (tirx.Var, symbolic.append))
+        return [whole] if symbolic else None
+
+    def _checked(self, dst: Any) -> list[Any]:
+        """The run-time conditions of the copies into ``dst`` (see _cp_async_plan)."""
+        return next((plan for buffer, plan in self.checked_copies if buffer.same_as(dst)), [])
 
     def _only_inside(self, buffer: Any, loop: Any, producer: Any) -> bool:
         """Every access of ``buffer`` is inside ``loop``, the producer is its only writer,
@@ -308,6 +325,8 @@ class AsyncCopyPipelines:
             return None
         if self._plain_reads(rest, [self._find(p.value.args[1].source, self.tiles).old for p in producers]):
             return None
+        if any(self._checked(p.value.args[1].source) for p in producers):
+            return None  # (a tensor map's strides must be whole 16 bytes when it is encoded)
         loads = []
         for p in producers:
             src, dst = p.value.args[0], p.value.args[1]
@@ -511,6 +530,20 @@ class AsyncCopyPipelines:
     def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
         return seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])
 
+    def _partial_copy(self, g: Any, index: list[Any], axes: list[int], smem: Any, vec: int, running: Any) -> Any:
+        """The vector at ``index`` of ``g`` when rows are not whole vectors: the elements
+        left in its row (none past the tensor's edge), synchronously, zeros after them
+        (tl_copy_16_partial). Its shared address is declared a read, as cp.async's is: the
+        ring's wait and barrier publish these stores too (and on wgmma its proxy fence)."""
+        with self.analyzer.constraint_scope(running):
+            rows_in = [i < d for a, (i, d) in enumerate(zip(index, g.shape))
+                       if a != axes[1] and not self.analyzer.can_prove(i < d)]
+        left = tirx.max(tirx.min(g.shape[axes[1]] - index[axes[1]], vec), 0) * dtype_bytes(g.dtype)
+        count = tirx.Select(_all(rows_in), left, tirx.IntImm("int32", 0)) if rows_in else left
+        safe = [tirx.Select(count > 0, i, tirx.IntImm("int32", 0)) for i in index]
+        return extern_call("tl_copy_16_partial", smem, tirx.address_of(tirx.BufferLoad(g, safe)), count,
+                           dtype_bytes(g.dtype))
+
     def _cp_async(self, src: Any, dst: Any, k: Any, n: Any, k_value: Any, stage: Any) -> Any:
         """One tile, global -> stage ``stage`` of its shared buffer, for iteration
         ``k_value``: 16-byte vectors dealt round-robin over the threads."""
@@ -545,9 +578,19 @@ class AsyncCopyPipelines:
                                                                      tirx.IntImm("int32", 0)))
         else:
             copy = extern_call("tl_cp_async_16", smem, tirx.address_of(tirx.BufferLoad(g, index)), CHUNK_BYTES)
+        checked = self._checked(dst.source)
+        if checked:  # rows of run-time length: whole vectors only when it is a multiple of one
+            copy = tirx.IfThenElse(_all(checked), copy, self._partial_copy(g, index, axes, smem, vec, k_value < n))
         if vectors % self.threads:
             copy = tirx.IfThenElse(q < vectors, copy, None)
         return unrolled(it, iterations, copy)
+
+
+def _all(conds: list[Any]) -> Any:
+    ok = conds[0]
+    for cond in conds[1:]:
+        ok = tirx.And(ok, cond)
+    return ok
 
 
 def _is_ring_prologue(stmt: Any) -> bool:

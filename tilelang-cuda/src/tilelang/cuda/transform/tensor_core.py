@@ -128,6 +128,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         self.gemms: list[Any] = []  # the args of every tensor-core T.gemm
         self.shared_operands: list[Any] = []  # fragments a row family would read from shared memory
         self.row_exchanges: dict[str, Any] = {}  # dtype -> a split row family's exchange tile
+        self.checked_copies: list[tuple[Any, list[Any]]] = []  # (tile, run-time conditions): cp_async.py
 
     def var(self, name: str) -> Any:
         self.counter += 1
