@@ -317,7 +317,7 @@ def test_a_second_accumulator_scaled_per_k_block(dtype):
 
 
 @pytest.mark.parametrize("mode", ["wgmma", "mma.sync"])
-@pytest.mark.parametrize("mnk", [(256, 384, 512), (200, 136, 1000), (130, 250, 777)])
+@pytest.mark.parametrize("mnk", [(256, 384, 512), (200, 136, 1000), (130, 250, 777), (128, 64, 0)])
 def test_a_gemm_over_run_time_sizes(mnk, mode):
     """Upstream's dynamic_shape GEMM: one kernel for every M, N, K; rows whose length is a
     multiple of 8 halves take cp.async vectors, the others tl_copy_16_partial."""
