@@ -39,7 +39,7 @@ import numpy as np
 from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute, fp8_values
 
 WARP = 32
-_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2)_([01r])([01])(z?)$")
+_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)$")
 
 
 def lowered_kernel(device_mod: Any, index: int | None = None) -> LoweredKernel:
@@ -271,6 +271,7 @@ def descriptor_address(desc: int, mn: np.ndarray, k: np.ndarray, k_major: bool, 
 
 
 _FP8 = ("e4m3", "e5m2")
+_BYTES = (*_FP8, "s8")  # the 8-bit kinds: K-major operands, 32 deep
 
 
 def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major: bool, kind: str) -> np.ndarray:
@@ -278,13 +279,15 @@ def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major
     16 deep for 16-bit kinds, 32 for 8-bit floats (K-major only)."""
     if (desc != desc[0]).any():
         raise EmulationError("wgmma: the threads of a warpgroup pass different descriptors")
-    size = 1 if kind in _FP8 else 2
+    size = 1 if kind in _BYTES else 2
     if size == 1 and mn_major:
         raise EmulationError("wgmma: 8-bit operands are K-major only")
     mn, k = np.arange(rows)[:, None], np.arange(32 // size)[None, :]
     address = descriptor_address(int(desc[0]), mn, k, not mn_major, size)
     if (address < 0).any() or (address + size > kernel.smem.size).any() or (address % size).any():
         raise EmulationError("wgmma: a descriptor reads outside shared memory")
+    if kind == "s8":
+        return kernel.smem[address].view(np.int8).astype(np.int64)
     if size == 1:
         return fp8_values(kernel.smem[address], kind)
     raw = np.ascontiguousarray(kernel.smem[address[..., None] + np.arange(2)]).view(np.uint16)[..., 0]
@@ -298,8 +301,10 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
     """D += A B, or (``zero``, the "z" form: scale-d off) D = A B, D's old values unread."""
     d_ptr, a_arg, b_desc = args
     _whole_warps(kernel, "wgmma", 4 * WARP)
-    d_offsets, d = _floats(kernel, d_ptr, n // 2)
-    if a_form == "r" and kind in _FP8:
+    acc = np.dtype(np.int32 if kind == "s8" else np.float32)  # (s8: int32 accumulators, exact in int64)
+    d_offsets = d_ptr.offset[:, None] + 4 * np.arange(n // 2)
+    d = kernel.read(d_ptr.memory, d_offsets, acc).astype(np.int64 if kind == "s8" else np.float64)
+    if a_form == "r" and kind in _BYTES:
         raise EmulationError("wgmma: 8-bit A from registers is not emulated")
     a_regs = _halves(kernel, a_arg, 8, kind) if a_form == "r" else None
     lane = np.arange(4 * WARP) % WARP
@@ -319,7 +324,7 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
         for i in range(n // 2):
             before = 0.0 if zero else d[threads, i]
             d[threads, i] = before + D[16 * warp + g + 8 * (i // 2 % 2), 8 * (i // 4) + 2 * t + i % 2]
-    kernel.write(d_ptr.memory, d_offsets, d, np.dtype(np.float32))
+    kernel.write(d_ptr.memory, d_offsets, d, acc)
 
 
 # -- warp shuffles, votes and matches ---------------------------------------------------------

@@ -330,3 +330,22 @@ def test_a_gemm_over_run_time_sizes(mnk, mode):
     c = torch.empty(M, N, device="cuda")
     kernel(a, b, c)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["wgmma", "mma.sync"])
+@pytest.mark.parametrize("mnk,config", [((256, 256, 512), (128, 128, 128, 3, 128)),
+                                        ((200, 136, 192), (128, 128, 64, 3, 128)),
+                                        ((512, 512, 256), (64, 256, 64, 2, 256))])
+def test_int8_gemm_into_int32(mnk, config, mode):
+    """int8 A as [m][k], B as [n][k], int32 C: wgmma k32 .s32.s8.s8, or mma.sync m16n8k32."""
+    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    M, N, K = mnk
+    bM, bN, bK, stages, threads = config
+    kernel = tilelang.compile(emu.int8_gemm(M, N, K, bM, bN, bK, stages, threads), target="cuda",
+                              pass_configs=NO_WGMMA if mode == "mma.sync" else None)
+    assert ("k32_s8_00(" if mode == "wgmma" else "tl_mma_m16n8k32_s8_s32(") in kernel.get_kernel_source()
+    a = torch.randint(-128, 128, (M, K), device="cuda", dtype=torch.int8)
+    b = torch.randint(-128, 128, (N, K), device="cuda", dtype=torch.int8)
+    c = torch.empty(M, N, device="cuda", dtype=torch.int32)
+    kernel(a, b, c)
+    torch.testing.assert_close(c, (a.double() @ b.double().T).to(torch.int32), rtol=0, atol=0)

@@ -128,6 +128,44 @@ def test_fp8_gemm_as_lowered_equals_numpy(arch, dtype, m, n, k, bm, bn, bk, stag
     np.testing.assert_array_equal(c, a_values @ b_values.T)
 
 
+def int8_gemm(M, N, K, bM, bN, bK, stages=2, threads=128, trans_b=True):
+    """C = A B^T with int8 operands into int32 (upstream's int8 GEMM tests' TN form)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((N, K) if trans_b else (K, N), "int8"),
+             C: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            As = T.alloc_shared((bM, bK), "int8")
+            Bs = T.alloc_shared((bN, bK) if trans_b else (bK, bN), "int8")
+            Cl = T.alloc_fragment((bM, bN), "int32")
+            T.clear(Cl)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, k * bK], As)
+                if trans_b:
+                    T.copy(B[bx * bN, k * bK], Bs)
+                else:
+                    T.copy(B[k * bK, bx * bN], Bs)
+                T.gemm(As, Bs, Cl, transpose_B=trans_b)
+            T.copy(Cl, C[by * bM, bx * bN])
+
+    return main
+
+
+@pytest.mark.parametrize("arch,m,n,k,bm,bn,bk,stages,threads,instruction", [
+    ("sm_80", 128, 128, 128, 64, 64, 64, 2, 128, "tl_mma_m16n8k32_s8_s32"),
+    ("sm_90", 128, 128, 256, 128, 128, 128, 3, 128, "tl_wgmma_m64n128k32_s8_00"),  # 128-byte swizzle
+    ("sm_90", 128, 256, 128, 64, 256, 64, 2, 256, "tl_wgmma_m64n128k32_s8_00"),  # two warpgroups
+])
+def test_int8_gemm_into_int32_as_lowered_equals_numpy(arch, m, n, k, bm, bn, bk, stages, threads, instruction):
+    rng = np.random.default_rng(m + k)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    c = np.full((m, n), -1, np.int32)
+    calls = run(lower(int8_gemm(m, n, k, bm, bn, bk, stages, threads), {"kind": "cuda", "arch": arch}), a, b, c)
+    assert calls[instruction] > 0
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
+
+
 def scaled_block_sums(M, N, K, bM, bN, bK, dtype="float16", threads=128, stages=2):
     """deepgemm's two accumulators (upstream's example_deepgemm_fp8_2xAcc): each k block's
     product lands in C, is added into D scaled by its row's factor for that block, and C is

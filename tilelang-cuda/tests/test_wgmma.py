@@ -303,3 +303,29 @@ def test_a_gemm_over_run_time_sizes_assembles_with_its_wgmmas_unserialized(tmp_p
                              str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
     assert "0 bytes spill stores" in report, report
     assert "serialized" not in report, report
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("arch,trans_b,instruction", [
+    ("sm_80", True, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+    ("sm_90", True, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"),
+    ("sm_90", False, None),  # B as [k][n]: 8-bit operands are K-major only, so SIMT
+])
+def test_int8_gemms_assemble_on_tensor_cores(tmp_path, arch, trans_b, instruction):
+    """int8 into int32: mma.sync m16n8k32 (sm_80) or wgmma k32 without the operand scales
+    and transposes PTX refuses for integers; ptxas assembles either without spills."""
+    emu = pytest.importorskip("test_lowered_emulation")
+    src = tmp_path / "gemm.cu"
+    src.write_text(lower(emu.int8_gemm(1024, 1024, 1024, 128, 128, 128, stages=3, trans_b=trans_b),
+                         {"kind": "cuda", "arch": arch}))
+    ptx = tmp_path / "gemm.ptx"
+    cc = "sm_90a" if arch == "sm_90" else arch
+    subprocess.run(["nvcc", "-ptx", f"-arch={cc}", str(src), "-o", str(ptx)], check=True, capture_output=True)
+    text = ptx.read_text()
+    if instruction is None:
+        assert "mma" not in text
+    else:
+        assert instruction in text
+    report = subprocess.run(["nvcc", "-cubin", f"-arch={cc}", "-Xptxas", "-v", str(src), "-o",
+                             str(tmp_path / "gemm.cubin")], check=True, capture_output=True, text=True).stderr
+    assert "0 bytes spill stores" in report and "serialized" not in report, report

@@ -26,11 +26,11 @@ DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
             "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
             "tl_cluster_")  # tl_device.h's families
-# tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2>_<A MN-major, or r: A in registers><B MN-major>:
+# tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2|s8>_<A MN-major, or r: A in registers><B MN-major>:
 # generated per use
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
-_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2)_([01r])([01])(z?)\b")
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)\b")
 
 
 @functools.cache
@@ -49,8 +49,9 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
     and D's registers outputs only: the first k step of a GEMM into a cleared accumulator,
     which then needs no instructions zeroing it and keeps no old values alive for it."""
     regs = n // 2
+    integer = dtype == "s8"  # int32 accumulators; PTX allows neither operand scales nor transposes
     outs = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"{"=" if zero else "+"}f"(d[{i}])' for i in range(regs))
+    operands = ", ".join(f'"{"=" if zero else "+"}{"r" if integer else "f"}"(d[{i}])' for i in range(regs))
     name = f"tl_wgmma_m64n{n}k{k}_{dtype}_{a_form}{b_mn_major}" + ("z" if zero else "")
     if a_form == "r":
         params, prologue = "const void* a_regs", "  const unsigned* a = static_cast<const unsigned*>(a_regs);\n"
@@ -61,13 +62,15 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
         a_operand, last = f"%{regs}", regs + 1
         inputs, flags = '"l"(desc_a), ', f"{a_form}, {b_mn_major}"
     flags = f", {flags}" if k == 16 else ""  # (8-bit types: K-major only, no transpose operands)
+    scales = "" if integer else ", 1, 1"
     return (
-        f"__device__ __forceinline__ void {name}(float* d, {params}, unsigned long long desc_b) {{\n"
+        f"__device__ __forceinline__ void {name}({'int' if integer else 'float'}* d, {params}, "
+        "unsigned long long desc_b) {\n"
         f"{prologue}"
         "  asm volatile(\n"
         '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %' + str(last + 1) + ', 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{dtype}.{dtype} "\n'
-        f'      "{{{outs}}}, {a_operand}, %{last}, p, 1, 1{flags};\\n}}\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{"s32" if integer else "f32"}.{dtype}.{dtype} "\n'
+        f'      "{{{outs}}}, {a_operand}, %{last}, p{scales}{flags};\\n}}\\n"\n'
         f"      : {operands}\n"
         f'      : {inputs}"l"(desc_b), "r"({0 if zero else 1}));\n'
         "}\n")

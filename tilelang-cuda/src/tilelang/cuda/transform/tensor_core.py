@@ -89,6 +89,7 @@ MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n
 # no .trans for bytes); not in row families (their fragment A operands are 16-bit)
 MMA_FP8_INTRINSICS = {"float8_e4m3fn": "tl_mma_m16n8k32_e4m3_f32", "float8_e5m2": "tl_mma_m16n8k32_e5m2_f32"}
 FP8_MMA_MIN_ARCH = 89
+MMA_INT8_INTRINSIC = "tl_mma_m16n8k32_s8_s32"  # int8 operands, int32 C: the same fragments (sm_80)
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
@@ -230,7 +231,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         if a.source.scope() not in SHARED_SCOPES or b.source.scope() not in SHARED_SCOPES:
             return None
         dtype = str(a.source.dtype)
-        if str(b.source.dtype) != dtype or str(c.source.dtype) != "float32":
+        if str(b.source.dtype) != dtype or str(c.source.dtype) != ("int32" if dtype == "int8" else "float32"):
             return None
         depth = self.k_depth(dtype, trans_a, trans_b)
         mnk = gemm_mnk(a, b, c, trans_a, trans_b, slices=True)
@@ -241,10 +242,13 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
 
     def k_depth(self, dtype: str, trans_a: bool, trans_b: bool) -> int | None:
         """The k step of a tensor-core GEMM of ``dtype`` operands (16 for 16-bit types, 32
-        for 8-bit floats, which need sm_89 and K-major A and B), or None: not on tensor cores."""
+        for 8-bit floats, which need sm_89, and for int8 into int32; 8-bit A and B K-major),
+        or None: not on tensor cores."""
         if dtype in MMA_INTRINSICS:
             return 16
         if dtype in MMA_FP8_INTRINSICS and not trans_a and trans_b and arch_number(self.arch) >= FP8_MMA_MIN_ARCH:
+            return 32
+        if dtype == "int8" and not trans_a and trans_b:
             return 32
         return None
 
@@ -510,7 +514,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4 if a_regs is None else 1,), "uint32", name="A_frag",
                                   scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        intrinsic = MMA_INTRINSICS.get(dtype) or MMA_FP8_INTRINSICS[dtype]
+        intrinsic = MMA_INTRINSICS.get(dtype) or MMA_FP8_INTRINSICS.get(dtype) or MMA_INT8_INTRINSIC
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
@@ -554,7 +558,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
 
     def _fill_regs(self, acc: Accumulator) -> Any:
         i = self.var("i")
-        return unrolled(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, "float32"), [i]))
+        return unrolled(i, acc.layout.per_thread, tirx.BufferStore(acc.regs, tirx.const(0, str(acc.regs.dtype)), [i]))
 
     def tiles_of(self, args: Any) -> tuple[SharedTile, SharedTile]:
         return self._find(args[0].source, self.tiles), self._find(args[1].source, self.tiles)

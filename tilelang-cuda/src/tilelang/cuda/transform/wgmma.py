@@ -42,8 +42,8 @@ from .mma_layout import (
     choose_wgmma_layout,
 )
 
-WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
-WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32}  # one wgmma's k step: 32 bytes of K
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8"}
+WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32, "s8": 32}  # one wgmma's k step: 32 bytes of K
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
