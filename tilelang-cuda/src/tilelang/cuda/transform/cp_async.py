@@ -311,19 +311,7 @@ class AsyncCopyPipelines:
         main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body))
         self.needs_alignment = True
         drain = extern_call("tl_wgmma_wait", 0) if self.wgmma else None
-        ring = seq([*prologue, main, extern_call("tl_cp_async_wait", 0), drain, block_barrier()])
-        if self.wgmma_pending and not isinstance(n, tirx.IntImm):
-            # a group in flight over a run-time trip count: unless the ring runs only where
-            # the loop does, ptxas serializes every wgmma (the path that skips the loop joins
-            # the accumulators' other definitions to the groups')
-            return tirx.IfThenElse(n >= 1, ring, None)
-        return ring
-
-    def checks_rows(self, loop: Any) -> bool:
-        """Whether a copy of ``loop``'s ring checks its row lengths when it runs (so the
-        ring is cp.async: such rings take no TMA)."""
-        return any((t := self._find(buffer, self.tiles)) is not None and t.loop is not None and t.loop.same_as(loop)
-                   for buffer, _ in self.checked_copies)
+        return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), drain, block_barrier()])
 
     def _tensor_map_loads(self, producers: list[Any], rest: list[Any]) -> list[TensorMapLoad] | None:
         """TMA plans for every producer of a wgmma pipeline, or None (cp.async)."""

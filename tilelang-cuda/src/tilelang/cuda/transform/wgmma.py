@@ -137,11 +137,9 @@ class WgmmaGemms:
         # one group in flight keeps the tensor cores busy across the barrier; it costs a
         # stage of copy lookahead, so only with three stages or more — and only where
         # nothing but GEMMs touches an accumulator inside the pipelined loops (a row
-        # family reads them right after each GEMM) — over a run-time trip count (T.dynamic K)
-        # only in a cp.async ring, which runs only where its loop does (cp_async.py: else
-        # ptxas serializes every wgmma)
-        quiet = not self.rows and all(self._accumulators_only_in_gemms(loop) and
-                                      (isinstance(loop.extent, tirx.IntImm) or self.checks_rows(loop))
+        # family reads them right after each GEMM) — and only over loops of a constant trip
+        # count: over a run-time one (T.dynamic K) ptxas serializes every wgmma (note 77)
+        quiet = not self.rows and all(self._accumulators_only_in_gemms(loop) and isinstance(loop.extent, tirx.IntImm)
                                       for loop in self.pipelined)
         self.wgmma_pending = 1 if quiet and self.pipelined and all(s >= 3 for s in self.pipelined.values()) else 0
         for fragment, layout in layouts.items():
