@@ -94,6 +94,19 @@ def test_fragment_epilogue_follows_the_mma_layout():
     assert "tl_mma_m16n8k16_f16_f32(" in body(source) and "max(" in body(source)
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_gpus_before_sm_80_keep_the_simt_path(tmp_path):
+    """Turing (sm_75) has neither m16n8k16 nor cp.async: its GEMMs keep the SIMT lowering,
+    which ptxas assembles for it (it refused the tensor-core code before)."""
+    source = tilelang.lower(general_gemm(256, 256, 256, 128, 128, 32, stages=3),
+                            target={"kind": "cuda", "arch": "sm_75"}, out_idx=[-1]).device_source
+    assert "tl_mma" not in body(source) and "tl_cp_async" not in body(source)
+    src = tmp_path / "gemm.cu"
+    src.write_text(source)
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_75", str(src), "-o", str(tmp_path / "gemm.cubin")], check=True,
+                   capture_output=True)
+
+
 def test_fallbacks_keep_the_simt_path():
     fp32 = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, dtype="float32"), target=SM80, out_idx=[-1])
     assert "tl_mma" not in fp32.device_source and "tl_cp_async" not in fp32.device_source  # no header

@@ -84,6 +84,7 @@ from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .wgmma import WgmmaGemms
 
+MIN_ARCH = 80  # mma.sync m16n8k16 / m16n8k32 and cp.async
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
 # 8-bit floats (sm_89 and newer): m16n8k32, 32-deep k steps, A and B K-major (ldmatrix has
 # no .trans for bytes); not in row families (their fragment A operands are 16-bit)
@@ -599,8 +600,11 @@ def _prepared(func: Any, tensor_maps: bool) -> _Kernel | None:
     binding = _thread_binding(func)
     if binding is None or not {"gemm", "annotate_layout"} & {_OPS.get(n) for n in tl_op_names_in(func.body)}:
         return None
+    arch = kernel_arch(func)
+    if 0 < arch_number(arch) < MIN_ARCH:
+        return None  # (m16n8k16, k32 and cp.async are sm_80's: older GPUs keep the SIMT lowering)
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
-    work = _Kernel(func, kernel, *binding, arch=kernel_arch(func), tensor_maps=tensor_maps)
+    work = _Kernel(func, kernel, *binding, arch=arch, tensor_maps=tensor_maps)
     role = role_threads(func)
     if not role:
         role = branch_role_threads(func.body, *binding)
