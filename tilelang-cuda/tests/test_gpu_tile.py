@@ -322,7 +322,7 @@ def test_a_gemm_over_run_time_sizes(mnk, mode):
     """Upstream's dynamic_shape GEMM: one kernel for every M, N, K; rows whose length is a
     multiple of 8 halves take cp.async vectors, the others tl_copy_16_partial."""
     emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
-    kernel = tilelang.compile(emu.dynamic_mnk_gemm(128, 128, 32, False, False, stages=3), target="cuda",
+    kernel = tilelang.compile(emu.run_time_gemm(128, 128, 32, False, False), target="cuda",
                               pass_configs=NO_WGMMA if mode == "mma.sync" else None)
     M, N, K = mnk
     a = torch.randint(-4, 5, (M, K), device="cuda").half()
@@ -338,10 +338,12 @@ def test_a_gemm_over_run_time_sizes(mnk, mode):
                                         ((512, 512, 256), (64, 256, 64, 2, 256))])
 def test_int8_gemm_into_int32(mnk, config, mode):
     """int8 A as [m][k], B as [n][k], int32 C: wgmma k32 .s32.s8.s8, or mma.sync m16n8k32."""
-    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    from tilelang.testing.kernels import tile_gemm
+
     M, N, K = mnk
     bM, bN, bK, stages, threads = config
-    kernel = tilelang.compile(emu.int8_gemm(M, N, K, bM, bN, bK, stages, threads), target="cuda",
+    kernel = tilelang.compile(tile_gemm(M, N, K, bM, bN, bK, False, True, dtype="int8", accum_dtype="int32",
+                                        stages=stages, threads=threads), target="cuda",
                               pass_configs=NO_WGMMA if mode == "mma.sync" else None)
     assert ("k32_s8_00(" if mode == "wgmma" else "tl_mma_m16n8k32_s8_s32(") in kernel.get_kernel_source()
     a = torch.randint(-128, 128, (M, K), device="cuda", dtype=torch.int8)

@@ -128,29 +128,6 @@ def test_fp8_gemm_as_lowered_equals_numpy(arch, dtype, m, n, k, bm, bn, bk, stag
     np.testing.assert_array_equal(c, a_values @ b_values.T)
 
 
-def int8_gemm(M, N, K, bM, bN, bK, stages=2, threads=128, trans_b=True):
-    """C = A B^T with int8 operands into int32 (upstream's int8 GEMM tests' TN form)."""
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((N, K) if trans_b else (K, N), "int8"),
-             C: T.Tensor((M, N), "int32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            As = T.alloc_shared((bM, bK), "int8")
-            Bs = T.alloc_shared((bN, bK) if trans_b else (bK, bN), "int8")
-            Cl = T.alloc_fragment((bM, bN), "int32")
-            T.clear(Cl)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, k * bK], As)
-                if trans_b:
-                    T.copy(B[bx * bN, k * bK], Bs)
-                else:
-                    T.copy(B[k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl, transpose_B=trans_b)
-            T.copy(Cl, C[by * bM, bx * bN])
-
-    return main
-
-
 @pytest.mark.parametrize("arch,m,n,k,bm,bn,bk,stages,threads,instruction", [
     ("sm_80", 128, 128, 128, 64, 64, 64, 2, 128, "tl_mma_m16n8k32_s8_s32"),
     ("sm_90", 128, 128, 256, 128, 128, 128, 3, 128, "tl_wgmma_m64n128k32_s8_00"),  # 128-byte swizzle
@@ -161,7 +138,9 @@ def test_int8_gemm_into_int32_as_lowered_equals_numpy(arch, m, n, k, bm, bn, bk,
     a = rng.integers(-128, 128, (m, k)).astype(np.int8)
     b = rng.integers(-128, 128, (n, k)).astype(np.int8)
     c = np.full((m, n), -1, np.int32)
-    calls = run(lower(int8_gemm(m, n, k, bm, bn, bk, stages, threads), {"kind": "cuda", "arch": arch}), a, b, c)
+    func = tile_gemm(m, n, k, bm, bn, bk, False, True, dtype="int8", accum_dtype="int32", stages=stages,
+                     threads=threads)  # (upstream's int8 GEMM tests' TN form)
+    calls = run(lower(func, {"kind": "cuda", "arch": arch}), a, b, c)
     assert calls[instruction] > 0
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64).T)
 
@@ -215,34 +194,16 @@ def test_a_second_accumulator_beside_c_keeps_the_gemm_on_tensor_cores(arch, dtyp
     np.testing.assert_array_equal(d, expected)
 
 
-def dynamic_m_gemm(N, K, bM, bN, bK, dtype):
-    """DeepSeek-V3.2 inference's fp8_gemm shape: M a run-time size (T.dynamic), 32-row
-    blocks (too few for wgmma's 64: mma.sync m16n8k32 on sm_90 too)."""
-    M = T.dynamic("M")
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            As = T.alloc_shared((bM, bK), dtype)
-            Bs = T.alloc_shared((bN, bK), dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.clear(Cl)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=3):
-                T.copy(A[by * bM, k * bK], As)
-                T.copy(B[bx * bN, k * bK], Bs)
-                T.gemm(As, Bs, Cl, transpose_B=True)
-            T.copy(Cl, C[by * bM, bx * bN])
-
-    return main
-
-
 def test_a_gemm_over_a_run_time_m_emulates_with_its_size():
     rng = np.random.default_rng(5)
     m, n, k = 80, 128, 256  # three blocks of 32 rows, the last one partly outside
     a, a_values = fp8_ints(rng, (m, k), "float8_e4m3fn")
     b, b_values = fp8_ints(rng, (n, k), "float8_e4m3fn")
     c = np.full((m, n), np.nan, np.float32)
-    kernel = lowered_kernel(lower(dynamic_m_gemm(n, k, 32, 128, 128, "float8_e4m3fn"), SM90))
+    # DeepSeek-V3.2 inference's fp8_gemm shape: M a run-time size, 32-row blocks (too few
+    # for wgmma's 64: mma.sync m16n8k32 on sm_90 too)
+    func = tile_gemm(T.dynamic("M"), n, k, 32, 128, 128, False, True, dtype="float8_e4m3fn", stages=3)
+    kernel = lowered_kernel(lower(func, SM90))
     with pytest.raises(EmulationError, match=r"takes the shape variable M: pass scalars="):
         kernel(a, b, c)
     kernel(a, b, c, scalars={"M": m})
@@ -250,31 +211,9 @@ def test_a_gemm_over_a_run_time_m_emulates_with_its_size():
     np.testing.assert_array_equal(c, a_values @ b_values.T)
 
 
-def dynamic_mnk_gemm(bM, bN, bK, trans_a, trans_b, stages=3, dtype="float16"):
+def run_time_gemm(bM, bN, bK, trans_a, trans_b, stages=3):
     """Upstream's examples/dynamic_shape kernel: M, N and K all run-time sizes."""
-    M, N, K = T.dynamic("m"), T.dynamic("n"), T.dynamic("k")
-    a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            As = T.alloc_shared((bK, bM) if trans_a else (bM, bK), dtype)
-            Bs = T.alloc_shared((bN, bK) if trans_b else (bK, bN), dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
-            T.clear(Cl)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                if trans_a:
-                    T.copy(A[k * bK, by * bM], As)
-                else:
-                    T.copy(A[by * bM, k * bK], As)
-                if trans_b:
-                    T.copy(B[bx * bN, k * bK], Bs)
-                else:
-                    T.copy(B[k * bK, bx * bN], Bs)
-                T.gemm(As, Bs, Cl, trans_a, trans_b)
-            T.copy(Cl, C[by * bM, bx * bN])
-
-    return main
+    return tile_gemm(T.dynamic("m"), T.dynamic("n"), T.dynamic("k"), bM, bN, bK, trans_a, trans_b, stages=stages)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -289,7 +228,7 @@ def test_run_time_shapes_copy_vectors_where_their_rows_allow(arch, trans_a, tran
     a, a_values = small_ints(rng, (k, m) if trans_a else (m, k))
     b, b_values = small_ints(rng, (n, k) if trans_b else (k, n))
     c = np.full((m, n), np.nan, np.float32)
-    kernel = lowered_kernel(lower(dynamic_mnk_gemm(64, 64, 32, trans_a, trans_b), {"kind": "cuda", "arch": arch}))
+    kernel = lowered_kernel(lower(run_time_gemm(64, 64, 32, trans_a, trans_b), {"kind": "cuda", "arch": arch}))
     kernel(a, b, c, scalars={"m": m, "n": n, "k": k})
     assert any(name.startswith(("tl_mma", "tl_wgmma_m64")) for name in kernel.calls) == (k > 0)
     if vectors is not None:

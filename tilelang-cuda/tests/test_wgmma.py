@@ -291,7 +291,7 @@ def test_a_gemm_over_run_time_sizes_assembles_with_its_wgmmas_unserialized(tmp_p
     lengths when it runs (vectors, or tl_copy_16_partial), and keeps no wgmma group in
     flight over its run-time trip count, where ptxas would serialize every wgmma."""
     emu = pytest.importorskip("test_lowered_emulation")
-    source = lower(emu.dynamic_mnk_gemm(128, 128, 32, False, False, stages=3))
+    source = lower(emu.run_time_gemm(128, 128, 32, False, False))
     body = kernel_body(source)
     assert "tl_wgmma_m64n128k16_f16_01(" in body and "tl_copy_16_partial(" in body
     assert "((k % 8) == 0)" in body and "((n % 8) == 0)" in body
@@ -313,10 +313,9 @@ def test_a_gemm_over_run_time_sizes_assembles_with_its_wgmmas_unserialized(tmp_p
 def test_int8_gemms_assemble_on_tensor_cores(tmp_path, arch, trans_b, instruction):
     """int8 into int32: mma.sync m16n8k32 (sm_80) or wgmma k32 without the operand scales
     and transposes PTX refuses for integers; ptxas assembles either without spills."""
-    emu = pytest.importorskip("test_lowered_emulation")
     src = tmp_path / "gemm.cu"
-    src.write_text(lower(emu.int8_gemm(1024, 1024, 1024, 128, 128, 128, stages=3, trans_b=trans_b),
-                         {"kind": "cuda", "arch": arch}))
+    src.write_text(lower(tile_gemm(1024, 1024, 1024, 128, 128, 128, False, trans_b, dtype="int8",
+                                   accum_dtype="int32", stages=3), {"kind": "cuda", "arch": arch}))
     ptx = tmp_path / "gemm.ptx"
     cc = "sm_90a" if arch == "sm_90" else arch
     subprocess.run(["nvcc", "-ptx", f"-arch={cc}", str(src), "-o", str(ptx)], check=True, capture_output=True)

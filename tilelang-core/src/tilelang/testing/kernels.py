@@ -103,19 +103,20 @@ def split_k_gemm(M, N, K, splits, bM=64, bN=64, bK=32, dtype="float16"):
 
 
 def tile_gemm(M, N, K, bM=32, bN=32, bK=16, trans_a=False, trans_b=False, dtype="float16", stages=2,
-              relu=False, threads=128, panel=0):
+              relu=False, threads=128, panel=0, accum_dtype="float32"):
     """C = op(A) @ op(B) with tile ops, upstream style: transposes, pipeline stages, threads,
     rasterization, and optionally a relu T.Parallel epilogue on the fragment. (The examples'
-    GEMM is the same kernel; tests use this one, which an installed wheel has too.)"""
+    GEMM is the same kernel; tests use this one, which an installed wheel has too.) M, N
+    and K may be run-time sizes (``T.dynamic``); C is ``accum_dtype`` (int32 for int8)."""
     a_shape, b_shape = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
     a_tile, b_tile = ((bK, bM) if trans_a else (bM, bK)), ((bN, bK) if trans_b else (bK, bN))
 
     @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), accum_dtype)):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             As = T.alloc_shared(a_tile, dtype)
             Bs = T.alloc_shared(b_tile, dtype)
-            Cl = T.alloc_fragment((bM, bN), "float32")
+            Cl = T.alloc_fragment((bM, bN), accum_dtype)
             T.use_swizzle(max(panel, 1), enable=panel > 0)
             T.clear(Cl)
             for k in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
