@@ -86,11 +86,12 @@ from .wgmma import WgmmaGemms
 
 MIN_ARCH = 80  # mma.sync m16n8k16 / m16n8k32 and cp.async
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
-# 8-bit floats (sm_89 and newer): m16n8k32, 32-deep k steps, A and B K-major (ldmatrix has
-# no .trans for bytes); not in row families (their fragment A operands are 16-bit)
-MMA_FP8_INTRINSICS = {"float8_e4m3fn": "tl_mma_m16n8k32_e4m3_f32", "float8_e5m2": "tl_mma_m16n8k32_e5m2_f32"}
-FP8_MMA_MIN_ARCH = 89
-MMA_INT8_INTRINSIC = "tl_mma_m16n8k32_s8_s32"  # int8 operands, int32 C: the same fragments (sm_80)
+# 8-bit operands: m16n8k32, 32-deep k steps, A and B K-major (ldmatrix has no .trans for
+# bytes); the intrinsic and the oldest arch that has it (fp8 from sm_89; int8 into int32
+# C). Not in row families (their fragment A operands are 16-bit)
+MMA_8BIT_INTRINSICS = {"float8_e4m3fn": ("tl_mma_m16n8k32_e4m3_f32", 89),
+                       "float8_e5m2": ("tl_mma_m16n8k32_e5m2_f32", 89),
+                       "int8": ("tl_mma_m16n8k32_s8_s32", MIN_ARCH)}
 _OPS = {op: name for name, op in TILE_OPS.items()}
 
 
@@ -247,9 +248,8 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         or None: not on tensor cores."""
         if dtype in MMA_INTRINSICS:
             return 16
-        if dtype in MMA_FP8_INTRINSICS and not trans_a and trans_b and arch_number(self.arch) >= FP8_MMA_MIN_ARCH:
-            return 32
-        if dtype == "int8" and not trans_a and trans_b:
+        if dtype in MMA_8BIT_INTRINSICS and not trans_a and trans_b and \
+                arch_number(self.arch) >= MMA_8BIT_INTRINSICS[dtype][1]:
             return 32
         return None
 
@@ -515,7 +515,7 @@ class _Kernel(AsyncCopyPipelines, RowFamilies, WgmmaGemms, RoleTiles, InPlaceSwi
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4 if a_regs is None else 1,), "uint32", name="A_frag",
                                   scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        intrinsic = MMA_INTRINSICS.get(dtype) or MMA_FP8_INTRINSICS.get(dtype) or MMA_INT8_INTRINSIC
+        intrinsic = MMA_INTRINSICS[dtype] if dtype in MMA_INTRINSICS else MMA_8BIT_INTRINSICS[dtype][0]
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
