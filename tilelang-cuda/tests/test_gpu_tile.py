@@ -301,7 +301,7 @@ def test_fp8_gemm_on_tensor_cores(dtype, mnk, config, instructions, mode):
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
 def test_a_second_accumulator_scaled_per_k_block(dtype):
     """deepgemm's two accumulators: the scaled sum of each k block's C, beside C."""
-    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    emu = _import(Path(__file__).resolve().parent, "test_lowered_gemm_forms")
     M, N, K, bK = 256, 256, 512, 128
     kernel = tilelang.compile(emu.scaled_block_sums(M, N, K, 128, 128, bK, dtype, stages=3), target="cuda")
     assert "wgmma_m64n128" in kernel.get_kernel_source()
@@ -321,7 +321,7 @@ def test_a_second_accumulator_scaled_per_k_block(dtype):
 def test_a_gemm_over_run_time_sizes(mnk, mode):
     """Upstream's dynamic_shape GEMM: one kernel for every M, N, K; rows whose length is a
     multiple of 8 halves take cp.async vectors, the others tl_copy_16_partial."""
-    emu = _import(Path(__file__).resolve().parent, "test_lowered_emulation")
+    emu = _import(Path(__file__).resolve().parent, "test_lowered_gemm_forms")
     kernel = tilelang.compile(emu.run_time_gemm(128, 128, 32, False, False), target="cuda",
                               pass_configs=NO_WGMMA if mode == "mma.sync" else None)
     M, N, K = mnk

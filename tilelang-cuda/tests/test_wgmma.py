@@ -290,7 +290,7 @@ def test_a_gemm_over_run_time_sizes_assembles_with_its_wgmmas_unserialized(tmp_p
     """Upstream's dynamic_shape GEMM (M, N, K all T.dynamic): its stage ring checks the row
     lengths when it runs (vectors, or tl_copy_16_partial), and keeps no wgmma group in
     flight over its run-time trip count, where ptxas would serialize every wgmma."""
-    emu = pytest.importorskip("test_lowered_emulation")
+    emu = pytest.importorskip("test_lowered_gemm_forms")
     source = lower(emu.run_time_gemm(128, 128, 32, False, False))
     body = kernel_body(source)
     assert "tl_wgmma_m64n128k16_f16_01(" in body and "tl_copy_16_partial(" in body
