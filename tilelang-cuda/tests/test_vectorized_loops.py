@@ -183,6 +183,17 @@ def test_a_byte_broadcast_on_the_gpu(dtype, value):
     torch.testing.assert_close(out.cpu(), torch.full((32,), value, dtype=getattr(torch, dtype)), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype,n", [("float8_e4m3fn", 8), ("float8_e5m2", 16)])
+def test_fp8_made_from_integers_is_stored_four_lanes_at_a_time(dtype, n):
+    """fp8 from an int32 goes through float32 vectors (CUDA converts fp8 vectors from float4
+    at most): 8 lanes printed a float32x8 cast to ``uint2`` that nvcc refused; the loop is now
+    cut to 16-byte float32 vectors (upstream's test_vectorize_all_dtypes)."""
+    code = device_code(filled(dtype, n))
+    kind = "e4m3" if "e4m3" in dtype else "e5m2"
+    assert code.count(f"*(__nv_fp8x4_{kind}*)(A_ptr + (i_o * 4)) = (__nv_fp8x4_{kind})(") == 1, code
+    assert "uint2" not in code
+
+
 def zeroed(dtype: str, n: int):
     @T.prim_func
     def main(A: T.Tensor((64,), dtype)):

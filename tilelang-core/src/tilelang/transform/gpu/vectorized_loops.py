@@ -9,7 +9,7 @@ pass: the loop becomes a serial loop over vectors of v lanes, v the largest powe
 
 * divides n,
 * keeps every vector within ``max_vector_bytes`` (the widest element the body reads,
-  writes or casts to decides), and
+  writes, casts from or casts to decides), and
 * divides the element offset of every access at the loop's first lane (its alignment: a
   stride of 130 floats allows 2 lanes, of 132 four), where the access moves one element per
   lane; an access of another stride allows no vector. An offset that depends on a symbolic
@@ -61,7 +61,8 @@ def _widest(body: Any, accesses: list[tuple[Any, Any]]) -> int:
     widest = max([_bytes(buffer.dtype) for buffer, _ in accesses] or [1])
     casts: list[Any] = []
     tvm_ffi.structural_walk(body, (tirx.Cast, casts.append))
-    return max([widest, *(_bytes(c.ty.dtype) for c in casts)])
+    # a cast computes in both types: fp8 from int32 goes through float32 vectors
+    return max([widest, *(_bytes(c.ty.dtype) for c in casts), *(_bytes(c.value.ty.dtype) for c in casts)])
 
 
 def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyzer, ranged: list[Any]) -> int:
