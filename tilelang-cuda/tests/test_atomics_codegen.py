@@ -44,6 +44,7 @@ def element_kernel(kind: str, dtype: str, memory_order: str | None = None, retur
     ("max", "int32", "atomicMax"), ("min", "uint32", "atomicMin"),
     ("or", "int32", "atomicOr"), ("and", "uint32", "atomicAnd"), ("xor", "int32", "atomicXor"),
     ("max", "float32", "tl_atomic_max"), ("min", "float16", "tl_atomic_min"), ("max", "bfloat16", "tl_atomic_max"),
+    ("add", "int64", "tl_atomic_add_64"), ("add", "uint64", "tl_atomic_add_64"),
 ])
 def test_each_element_atomic_becomes_its_cuda_function(kind, dtype, function):
     source = tilelang.lower(element_kernel(kind, dtype), target=SM80).device_source
@@ -136,6 +137,8 @@ NVCC_KERNELS = {
     "float_max_min": lambda: element_kernel("max", "float16", return_prev=True),
     "ordered_add": lambda: element_kernel("add", "bfloat16", memory_order="seq_cst"),
     "bit_xor": lambda: element_kernel("xor", "uint32", return_prev=True),
+    "int64_add": lambda: element_kernel("add", "int64", return_prev=True),
+    "uint64_add": lambda: element_kernel("add", "uint64", memory_order="release"),
     "load_store": lambda: load_store_kernel("bfloat16"),
     "tile_atomics": lambda: tile_atomic_kernel(False),
     "bitwise_transpose": bitwise_and_transpose_kernel,
@@ -155,7 +158,7 @@ _COMBINE = {"add": lambda a, b: a + b, "max": max, "min": min, "xor": lambda a, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,dtype", [("add", "float32"), ("add", "float16"), ("max", "float32"),
-                                        ("min", "bfloat16"), ("max", "int32"), ("xor", "int32")])
+                                        ("min", "bfloat16"), ("max", "int32"), ("xor", "int32"), ("add", "int64")])
 def test_element_atomics_from_every_thread_land_on_the_gpu(kind, dtype):
     """256 threads update 8 cells (thread e: cell e % 8) and keep the previous values. The
     updates of a cell form one chain start -> ... -> final, so the previous values plus

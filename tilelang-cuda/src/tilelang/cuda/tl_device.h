@@ -427,6 +427,13 @@ template <bool Greater, typename T> __device__ __forceinline__ T tl_atomic_cas_e
   return tl_atomic_from_bits<T>(old);
 }
 
+// A 64-bit integer add: atomicAdd takes unsigned long long only (int64_t / uint64_t are long
+// / unsigned long here); two's-complement sums are the same bits for signed and unsigned.
+template <typename T> __device__ __forceinline__ T tl_atomic_add_64(T* addr, T value) {
+  static_assert(sizeof(T) == 8, "tl_atomic_add_64 adds 8-byte integers");
+  return (T)atomicAdd(reinterpret_cast<unsigned long long int*>(addr), (unsigned long long int)value);
+}
+
 template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
   return tl_atomic_cas_extreme<true>(addr, value);
 }

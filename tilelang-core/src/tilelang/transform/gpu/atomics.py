@@ -40,12 +40,16 @@ _NOUNS = {"add": "adds"}  # "CUDA has atomic adds for ...", "atomic max for ..."
 class AtomicFunctions:
     """A dialect's atomics. ``rmw``: kind ("add", "max", "min", "or", "and", "xor") ->
     (function, element types it takes); ``float_minmax``: "max"/"min" -> the helper used
-    for floating types; ``ordered``, ``load``, ``store``: helper names; ``access_dtypes``:
-    the types loads and stores move; ``vendor`` names the dialect in error messages."""
+    for floating types; ``helpers``: (kind, element type) -> the helper used for that type
+    instead of the kind's function (a type the function has no overload for, e.g. CUDA's
+    64-bit integer adds); ``ordered``, ``load``, ``store``: helper names;
+    ``access_dtypes``: the types loads and stores move; ``vendor`` names the dialect in
+    error messages."""
 
     vendor: str
     rmw: Mapping[str, tuple[str, tuple[str, ...]]]
     float_minmax: Mapping[str, str] = field(default_factory=dict)
+    helpers: Mapping[tuple[str, str], str] = field(default_factory=dict)
     ordered: str = ""
     load: str = ""
     store: str = ""
@@ -55,7 +59,7 @@ class AtomicFunctions:
         if kind in self.float_minmax and dtype in _FLOATS and dtype in self.rmw[kind][1]:
             return self.float_minmax[kind]
         name, dtypes = self.rmw[kind]
-        return name if dtype in dtypes else None
+        return self.helpers.get((kind, dtype), name) if dtype in dtypes else None
 
 
 def _ordered(call: Any, order: Any, wrapper: str) -> Any:

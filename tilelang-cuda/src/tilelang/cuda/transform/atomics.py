@@ -1,6 +1,7 @@
 """LowerAtomics (CUDA): core's atomic lowering with CUDA's atomic functions (CUDA C++
 Programming Guide, "Atomic Functions") and the helpers of ``tl_device.h`` that fill their
 gaps: ``tl_atomic_max/min`` (a compare-and-swap loop) for floating max / min,
+``tl_atomic_add_64`` for 64-bit integer adds,
 ``tl_atomic_load/store``, and ``tl_atomic_ordered`` for a ``memory_order`` stronger than
 relaxed (CUDA's atomics are relaxed; it puts ``__threadfence()`` before (release) and / or
 after (acquire) the atomic). A tile atomic written with ``use_tma=True`` is served by these
@@ -16,11 +17,14 @@ from tilelang.plugin import LowerAtomics as _LowerAtomics
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _BITWISE = ("int32", "uint32")
-#: int64 is `long` in TVM's CUDA source, for which CUDA declares no overload
+#: int64 / uint64 are `long` / `unsigned long` in TVM's CUDA source, for which CUDA declares
+#: no overload: their adds go through tl_atomic_add_64 (atomicAdd on unsigned long long), the
+#: other operations stay on 32-bit integers
+_WIDE_ADDS = ("int64", "uint64")
 CUDA_ATOMICS = AtomicFunctions(
     vendor="CUDA",
     rmw={
-        "add": ("atomicAdd", ("float32", "float64", "int32", "uint32", "float16", "bfloat16")),
+        "add": ("atomicAdd", ("float32", "float64", "int32", "uint32", *_WIDE_ADDS, "float16", "bfloat16")),
         "max": ("atomicMax", ("int32", "uint32", *_FLOATS)),
         "min": ("atomicMin", ("int32", "uint32", *_FLOATS)),
         "or": ("atomicOr", _BITWISE),
@@ -28,6 +32,7 @@ CUDA_ATOMICS = AtomicFunctions(
         "xor": ("atomicXor", _BITWISE),
     },
     float_minmax={"max": "tl_atomic_max", "min": "tl_atomic_min"},
+    helpers={("add", dtype): "tl_atomic_add_64" for dtype in _WIDE_ADDS},
     ordered="tl_atomic_ordered",
     load="tl_atomic_load",
     store="tl_atomic_store",
