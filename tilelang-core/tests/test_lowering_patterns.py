@@ -147,3 +147,28 @@ def test_a_slice_between_two_names_has_the_length_their_values_give():
             expect[bx, h0:h0 + 64] = 2 * a[bx, h0:h0 + 64]
     np.testing.assert_array_equal(b, expect)
     assert tilelang.lower(rows, target={"kind": "cuda", "arch": "sm_90"}).device_source  # lowers for CUDA too
+
+
+def _one_step_per_block(static_start: bool):
+    num = T.dynamic("num")
+
+    @T.prim_func
+    def main(A: T.Tensor[(num,), T.float32], B: T.Tensor[(num,), T.float32]):
+        with T.Kernel(num, threads=1) as b:
+            stop = b + 1
+            for i in T.serial(b, stop):  # upstream's issue 1728: one trip from a block index
+                B[i] = A[i] * 2 + i
+            for j in T.serial(0 if static_start else b, 1 if static_start else b + 1):
+                B[b] = B[b] + j
+
+    return main
+
+
+def test_a_loop_of_one_trip_from_a_block_index_runs_once():
+    # TVM's simplifier stopped on `for i in T.serial(b, b + 1)` ("Trying to update var 'i'
+    # with a different maximum value"); such a loop is its body with i = b
+    a = np.arange(6, dtype="float32")
+    for static_start in (True, False):
+        b = np.zeros(6, "float32")
+        tilelang.compile(_one_step_per_block(static_start), target="c")(a, b)
+        np.testing.assert_array_equal(b, a * 2 + np.arange(6) + (0 if static_start else np.arange(6)))

@@ -153,9 +153,11 @@ def lower(
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
+    from ..transform.single_trip_loops import inline_single_trip_loops
     from ..transform.subbyte import pack_params
 
     func = pack_params(func, name)  # sub-byte tensors: byte parameters
+    func = inline_single_trip_loops(func)  # T.serial(start, start + 1): TVM's simplifier trips on it
     check_extensions(func, name, context.module, context.route)
     check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers
     check_clusters(func, name, context.module.name, context.module.language_features)  # T.ClusterKernel

@@ -1,0 +1,54 @@
+"""inline_single_trip_loops: a serial loop that runs once from a run-time start becomes its body.
+
+``for b in T.serial(start, start + 1)`` with ``start`` a thread or block index (upstream's
+issue 1728: ``stop = sm_id + 1; for block_idx in T.serial(sm_id, stop)``) stopped TVM's
+StmtSimplify: it binds ``b`` to the one-point range twice with different bounds ("Trying
+to update var 'block_idx' with a different maximum value"). The loop runs exactly once
+with ``b == start``, so its body with ``start`` in place of ``b`` means the same.
+
+Only plain serial loops are rewritten (no annotations: T.Pipelined, T.unroll and the
+other kinds keep their loops), and only where the trip count is 1 once the kernel's
+``T.let`` values are substituted into it; a constant start is left to TVM, which handles it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+from tvm.sym.analyzer import Analyzer
+
+from ..language.ops import substitute
+
+
+def _let_values(body: Any) -> list[tuple[Any, Any]]:
+    pairs: list[tuple[Any, Any]] = []
+    tvm_ffi.structural_walk(body, [(tirx.Bind, lambda b: pairs.append((b.var, b.value))),
+                                   (tirx.LetStmt, lambda s: pairs.append((s.var, s.value)))])
+    return pairs
+
+
+def inline_single_trip_loops(func: Any) -> Any:
+    lets = _let_values(func.body)
+    analyzer = Analyzer()
+
+    def trips(extent: Any) -> Any:
+        for _ in range(len(lets) + 1):  # a let's value may name an earlier let
+            expanded = substitute(extent, lets) if lets else extent
+            if expanded.same_as(extent):
+                break
+            extent = expanded
+        return analyzer.simplify(extent)
+
+    def on_for(loop: Any) -> Any:
+        if (loop.kind != tirx.ForKind.SERIAL or len(loop.annotations) or isinstance(loop.min, tirx.IntImm)
+                or getattr(loop, "step", None) is not None):
+            return loop
+        count = trips(loop.extent)
+        if not (isinstance(count, tirx.IntImm) and count.value == 1):
+            return loop
+        return substitute(loop.body, [(loop.loop_var, loop.min)])
+
+    body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
+    return func if body.same_as(func.body) else func.with_body(body)
