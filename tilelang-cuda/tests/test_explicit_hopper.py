@@ -275,6 +275,32 @@ def test_tma_copy_needs_host_encoded_tensor_maps():
         lower(kernels.copy_gemm_roles(256, 256, 256), backend="cython")
 
 
+def one_row_tma_copy():
+    @T.prim_func
+    def main(A: T.Tensor((256, 1024), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=256) as pid:
+            tid = T.get_thread_binding()
+            a_shared = T.alloc_shared((1, 1024), "float32")
+            mbar = T.alloc_barrier([256])
+            T.tma_copy(A[pid, 0:1024], a_shared[0, 0:1024], barrier=mbar)
+            T.mbarrier_arrive(mbar)
+            T.mbarrier_wait_parity(mbar, 0)
+            if tid == 0:
+                B[pid] = a_shared[0, 0]
+
+    return main
+
+
+def test_an_error_raised_inside_a_nested_pass_keeps_its_type_and_message():
+    """A pass's error raised in a structural_map callback, under the overlap trial's nested
+    pass sequence, reached the user as "RuntimeError ... Error in pass:
+    tl.cuda.OverlapWherePays" followed by the whole module's TVMScript."""
+    with pytest.raises(CompileError) as info:
+        lower(one_row_tma_copy())
+    assert str(info.value) == ("kernel 'main': T.tma_copy into a_shared: the copy must be a 2-d tile (a slice of rows x "
+                               "columns of the global tensor into the last two dimensions of the shared one)")
+
+
 def test_a_gemm_outside_the_roles_of_a_warp_specialized_kernel_is_refused():
     @T.prim_func
     def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):

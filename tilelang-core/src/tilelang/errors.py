@@ -5,9 +5,29 @@ Every message says what failed, where (backend, stage, kernel), why, and what fi
 
 from __future__ import annotations
 
+import threading
+
+_RECENT = threading.local()
+
 
 class TileLangError(Exception):
-    """Base class of every error TileLang raises on purpose."""
+    """Base class of every error TileLang raises on purpose.
+
+    The newest one made in a thread is kept (``take_recent_error``): TVM's FFI hands an
+    exception raised inside a callback of a pass (``tvm_ffi.structural_map``) on as a bare
+    RuntimeError with its message, and the compile entry point raises the original again
+    when that message is the one it carries."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        _RECENT.error = self
+
+
+def take_recent_error() -> TileLangError | None:
+    """The newest TileLangError made in this thread (and forget it)."""
+    err = getattr(_RECENT, "error", None)
+    _RECENT.error = None
+    return err
 
 
 class ManifestError(TileLangError, ValueError):

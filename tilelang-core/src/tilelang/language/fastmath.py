@@ -10,7 +10,7 @@ precise function, and for IEEE operations round-to-nearest arithmetic, which is 
 ordinary operators do. A backend with hardware approximations or rounding-mode
 instructions registers its own rule for its target kind (the CUDA backend: ``__expf``,
 ``__fadd_rz`` ...). A rounding mode other than ``rn`` on a backend without such a rule
-is a LanguageError at compile time, naming the call.
+is a CompileError at compile time, naming the call.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx import register_intrin_lowering
 
-from ..errors import LanguageError, LanguageTypeError
+from ..errors import CompileError, LanguageError, LanguageTypeError
 from .ops import CallEffectKind, _register
 
 FAST_FUNCTIONS = ("exp", "exp10", "log", "log2", "log10", "sin", "cos", "tan")
@@ -105,7 +105,7 @@ def _nearest(name: str) -> Any:
     def rule(op: Any) -> Any:
         *operands, mode = op.args
         if str(mode.value) != "rn":
-            raise LanguageError(
+            raise CompileError(
                 f"T.ieee_{name}(..., rounding_mode={str(mode.value)!r}): the backend compiling this "
                 "kernel has no arithmetic in that rounding mode; only 'rn' (round to nearest, what "
                 "the ordinary operators do) is available here")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ManifestError, TileLangError
+from ...errors import ManifestError, TileLangError, take_recent_error
 
 if TYPE_CHECKING:
     from ..context import BackendContext
@@ -61,10 +61,13 @@ def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: in
 
 
 def take_pass_error() -> TileLangError | None:
-    """The TileLang error the last failing pass raised (and forget it)."""
+    """The TileLang error the last failing pass raised, or else the newest one made (one
+    raised inside a pass's structural_map callback reaches the pass as a RuntimeError);
+    and forget them."""
     err = getattr(_PASS_ERROR, "error", None)
     _PASS_ERROR.error = None
-    return err
+    recent = take_recent_error()
+    return err if err is not None else recent
 
 
 def pass_config(name: str, default: Any = None) -> Any:
