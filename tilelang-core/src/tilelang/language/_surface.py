@@ -54,7 +54,7 @@ from .clusters import (
 )
 from .conv import c2d_im2col, im2col
 from .dtypes import DTYPES as _DTYPES
-from .dtypes import dtype
+from .dtypes import dtype, ptr
 from .eager import (  # the eager @tilelang.jit style's declarations
     annotate_compile_flags,
     annotate_pass_configs,
@@ -106,6 +106,7 @@ from .hints import (
     disable_warp_group_reg_alloc,
     no_set_max_nreg,
 )
+from .int_literals import install as _install_int_literals
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
@@ -156,10 +157,11 @@ from .tile import (
     wgmma_gemm,
 )
 from .tile_scheduler import PersistentTileScheduler
-from .variables import alloc_global, alloc_var
+from .variables import alloc_global, alloc_var, let
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly
 _install_parser_hooks()  # a Python callable named in a kernel body (`scan = T.cumsum`)
+_install_int_literals()  # `n & 0xFFFFFFFF` on a uint32: the literal in n's type, all 32 bits
 from .views import (
     FragmentBuffer,
     LocalBuffer,

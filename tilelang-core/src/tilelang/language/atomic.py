@@ -48,11 +48,12 @@ def _order(what: str, memory_order: str | None, allowed: tuple[str, ...] = MEMOR
 
 
 def _element(value: Any) -> bool:
-    return isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer)
+    return isinstance(value, TensorLoad) and tirx.is_buffer_var(value.source)
 
 
 def _is_tile(value: Any) -> bool:
-    return isinstance(value, (tirx.Buffer, TensorRegion))
+    # (not isinstance(value, tirx.Buffer): in TVM 0.27 that is any Var, a scalar `mask: T.int32` too)
+    return tirx.is_buffer_var(value) or isinstance(value, TensorRegion)
 
 
 def _cast(value: Any, dtype: str) -> Any:
@@ -71,8 +72,8 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: str | None, return_prev:
          use_tma: bool = False) -> Any:
     what = f"T.atomic_{kind}"
     order = _order(what, memory_order)
-    buffer = dst if isinstance(dst, tirx.Buffer) else getattr(dst, "source", None)
-    if not isinstance(buffer, tirx.Buffer):
+    buffer = dst if tirx.is_buffer_var(dst) else getattr(dst, "source", None)
+    if not tirx.is_buffer_var(buffer):
         raise LanguageError(f"{what}: the destination must be a buffer element such as B[i], a buffer "
                             f"or a slice such as B[0:64, k:k+32], got {type(dst).__name__}")
     dst_dtype = str(buffer.dtype)
@@ -94,7 +95,7 @@ def _rmw(kind: str, dst: Any, value: Any, memory_order: str | None, return_prev:
 
 
 def _name(dst: Any) -> str:
-    buffer = dst if isinstance(dst, tirx.Buffer) else dst.source
+    buffer = dst if tirx.is_buffer_var(dst) else dst.source
     return repr(str(buffer.name))
 
 
@@ -137,7 +138,8 @@ def _lanes(what: str, operand: Any, lanes: int, access: str = "atomic") -> tuple
     """(buffer, first index) of ``lanes`` consecutive elements along the last axis: an
     element ``A[i, j]`` (the run starts there), a buffer or a slice of that many elements."""
     if _element(operand):
-        return operand.source, list(operand.indices)
+        indices = list(operand.indices)
+        return operand.source, indices[:-1] + [_run_start(what, operand, indices[-1], lanes)]
     region = _region(operand, None, what) if _is_tile(operand) else None
     if region is None:
         raise LanguageError(f"{what}: expected a buffer element such as A[i, j * {lanes}], a buffer or a "
@@ -148,6 +150,19 @@ def _lanes(what: str, operand: Any, lanes: int, access: str = "atomic") -> tuple
         raise LanguageError(f"{what}: {_name(region)} gives a tile of {extents}; a {lanes}-wide {access} "
                             f"takes {lanes} consecutive elements of the last axis")
     return region.source, [r.min for r in region.region]
+
+
+def _run_start(what: str, operand: Any, last: Any, lanes: int) -> Any:
+    """Where the run of ``lanes`` elements indexed by ``last`` starts: a scalar index is the
+    start itself; a vector index must be upstream's ``T.Ramp(start, 1, lanes)``."""
+    index_lanes = int(last.ty.dtype.lanes) if hasattr(last.ty, "dtype") else 1
+    if index_lanes == 1:
+        return last
+    if isinstance(last, tirx.Ramp) and isinstance(last.stride, tirx.IntImm) and int(last.stride.value) == 1 \
+            and int(last.lanes) == lanes:
+        return last.base
+    raise LanguageError(f"{what}: {operand} indexes {index_lanes} lanes with {last}; a {lanes}-wide atomic takes "
+                        f"{lanes} consecutive elements: T.Ramp(start, 1, {lanes}), a slice or the first element")
 
 
 def _vector_add(lanes: int, dst: Any, value: Any, return_prev: bool, memory_order: str | None) -> Any:

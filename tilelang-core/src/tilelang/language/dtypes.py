@@ -55,7 +55,7 @@ def _name_of(value: Any) -> str:
         return np.dtype(value).name
     if isinstance(value, _ir.DtypeConstructor):
         return value._dtype_str
-    if value is _ir.ptr:
+    if value is _ir.ptr or value is ptr:
         # upstream's T.Tensor([n], T.ptr): a table of device addresses, as torch holds them
         # (tensor.data_ptr() in an int64 tensor); T.make_tensor(table[i], ...) reads one
         return "int64"
@@ -156,9 +156,18 @@ for _scalar in [n for n in DTYPES if "x" not in n and n not in ALIASES and n not
             pass
 
 
+def ptr(dtype: Any = None, storage_scope: str = "global") -> Any:
+    """``T.ptr``: a pointer variable, as upstream spells it. ``a_ptr: T.ptr`` is an opaque
+    handle parameter (``T.make_tensor(a_ptr, shape, dtype)`` gives it a type), ``T.ptr(T.float16)``
+    a typed one, and ``T.Tensor([n], T.ptr)`` a table of addresses (int64, see ``_name_of``).
+
+    TVMScript's own ``ptr`` requires the dtype, so upstream's bare annotation would fail."""
+    return _ir.handle(None if dtype is None else as_dtype_str(dtype), storage_scope)
+
+
 def as_dtype_str(value: Any) -> str:
     """A plain dtype string for any dtype spelling (for code that stores or compares it)."""
     return str.__str__(dtype(value))
 
 
-__all__ = ["ALIASES", "DTYPES", "as_dtype_str", "dtype"]
+__all__ = ["ALIASES", "DTYPES", "as_dtype_str", "dtype", "ptr"]

@@ -27,6 +27,11 @@ def alloc_fragment(shape: Any, dtype: str = "float32", scope: str = "local.fragm
     return _ib.alloc_buffer(shape, dtype, scope=scope)
 
 
+# In TVM 0.27 `tirx.Buffer` is `tvm.ir.Var` itself: `isinstance(x, tirx.Buffer)` holds for a
+# scalar variable too (a kernel parameter `mask: T.int32`); `tirx.is_buffer_var` asks whether
+# the variable is a buffer.
+
+
 def _full(buffer: Any) -> TensorRegion:
     return tirx.BufferRegion(buffer, [Range.from_min_extent(0, d) for d in buffer.shape])
 
@@ -38,7 +43,7 @@ def _region(value: Any, extents: list[Any] | None, what: str) -> TensorRegion:
         return value
     if isinstance(value, LocalVar):  # T.alloc_var: its one-element buffer (T.clear(x))
         return _full(value.buffer)
-    if isinstance(value, tirx.Buffer):
+    if tirx.is_buffer_var(value):
         return _full(value)
     if isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer):
         if extents is None:
@@ -58,7 +63,7 @@ def _region(value: Any, extents: list[Any] | None, what: str) -> TensorRegion:
 def _extents(value: Any) -> list[Any] | None:
     if isinstance(value, TensorRegion):
         return [r.extent for r in value.region]
-    if isinstance(value, tirx.Buffer):
+    if tirx.is_buffer_var(value):
         return list(value.shape)
     return None
 

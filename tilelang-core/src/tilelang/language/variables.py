@@ -1,4 +1,5 @@
-"""``T.alloc_var`` (a scalar variable) and ``T.alloc_global`` (a global workspace).
+"""``T.alloc_var`` (a scalar variable), ``T.alloc_global`` (a global workspace) and ``T.let``
+(an immutable binding).
 
 Upstream's ``x = T.alloc_var(dtype, init)`` is a one-element buffer used as a scalar:
 ``x = v`` and ``x += v`` store into it, ``x`` in an expression reads it, ``x[0]`` is the same
@@ -19,7 +20,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 from tvm.script.ir_builder import ir as _ir
 from tvm.script.ir_builder import tirx as _ib
-from tvm.tirx.script.builder.ir import scalar_wrapper
+from tvm.tirx.script.builder.ir import LetAnnotation, scalar_wrapper
 from tvm_ffi import Object
 
 from ..errors import LanguageError
@@ -105,3 +106,32 @@ def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Any:
         raise LanguageError("T.alloc_global inside T.Kernel: device code cannot allocate global memory; "
                             "allocate the workspace before the `with T.Kernel(...)` block")
     return _ib.alloc_buffer(shape, str(dtype), scope="global")
+
+
+class LetBinding(LetAnnotation):
+    """``T.let``: TVMScript's annotation (``x: T.let = expr``, ``x: T.let[T.int32] = expr``)
+    that is also upstream's call form.
+
+    ``T.let(v, value)`` as a statement binds the variable ``v`` (``v = T.int32()``) to
+    ``value`` for the rest of the enclosing block; ``T.let(v, value, body)`` is the
+    expression ``body`` with ``v`` bound. (Upstream's TVM builds a LetStmt frame for the
+    first form; TVM 0.27's flat ``Bind`` statement is the same binding.)"""
+
+    def __call__(self, var: Any, value: Any, body: Any = None) -> Any:
+        if not isinstance(var, tirx.Var) or isinstance(var.ty, tirx.BufferType):
+            raise LanguageError(f"T.let(var, value): var must be a scalar variable such as "
+                                f"`x = T.int32()`, got {type(var).__name__}")
+        dtype = str(var.ty.dtype) if hasattr(var.ty, "dtype") else None
+        if isinstance(value, scalar_wrapper):
+            value = value.scalar
+        if isinstance(value, (bool, int, float)):
+            value = tirx.const(value, dtype) if dtype is not None else tirx.const(value)
+        elif dtype is not None and str(getattr(getattr(value, "ty", None), "dtype", dtype)) != dtype:
+            value = tirx.Cast(dtype, value)
+        if body is not None:
+            return tirx.Let(var, value, body)
+        return _ib.Bind(value, var=var)
+
+
+#: the language's ``T.let`` (replaces TVMScript's annotation-only marker of the same name)
+let = LetBinding()

@@ -46,6 +46,12 @@ def view(src: Any, shape: Any = None, dtype: Any = None) -> Any:
     if len(src.strides):
         raise LanguageError(f"T.view / T.reshape of {src.name!r}: the source has explicit strides; only "
                             "compact buffers can be viewed")
+    if not IRBuilder.is_in_scope():
+        # outside a kernel body (upstream's tests view a bare tirx.decl_buffer): a buffer of
+        # the view's shape and dtype in the source's scope. TVM 0.27 records which storage a
+        # buffer uses only in the DeclBuffer statement a kernel body emits (the branch
+        # below), so such a buffer is a description, like T.Tensor(shape, dtype, data) there.
+        return tirx.decl_buffer(shape, dtype, name=src.name, data=src.data, scope=src.scope())
     return _ib.decl_buffer(shape, dtype, data=src.data, scope=src.scope())
 
 

@@ -1,0 +1,253 @@
+"""Upstream TileLang forms the language front end reads as upstream does: ``T.ptr`` without a
+dtype, integer literals against unsigned and 64-bit expressions, ``T.let(var, value)``,
+``T.view`` outside a kernel body, scalar values to every atomic and ``T.Ramp`` runs in
+``T.atomic_addx2/x4``.
+
+CPU runs compare with numpy (exact: integer and small-float arithmetic); what the CPU cannot
+run is checked on the parsed kernel or the CUDA source (no GPU needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.errors import LanguageError
+from tvm import tirx
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def cpu(func, out_idx=None):
+    return tilelang.compile(func, out_idx=out_idx, target="c")
+
+
+def cuda_source(func) -> str:
+    pytest.importorskip("tilelang.cuda")
+    return tilelang.lower(func, target=SM90).device_source
+
+
+# -- T.ptr -----------------------------------------------------------------------------------
+def test_ptr_without_dtype_is_an_opaque_handle_parameter():
+    """``a_ptr: T.ptr`` (upstream's pointer parameter): T.make_tensor types it."""
+
+    @T.prim_func
+    def main(a_ptr: T.ptr, b_ptr: T.ptr, n: T.int32):
+        A = T.make_tensor(a_ptr, (n,), T.float16)
+        B = T.make_tensor(b_ptr, (n,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = T.Cast("float32", A[i])
+
+    assert [str(p.ty) for p in main.params[:2]] == ["T.handle", "T.handle"]
+    script = main.script()
+    assert 'A = T.decl_buffer((n,), "float16", data=a_ptr)' in script
+    assert "B = T.decl_buffer((n,), data=b_ptr)" in script  # float32, the script's default
+
+
+def test_ptr_keeps_its_typed_and_table_spellings():
+    typed = T.ptr(T.float16, "shared")
+    assert typed.ty.element_type.dtype == "float16" and typed.ty.storage_scope == "shared"
+
+    @T.prim_func
+    def table(ptrs: T.Tensor([4], T.ptr), out: T.Tensor([4], "int64")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                out[i] = ptrs[i]
+
+    assert str(table.params[0].dtype) == "int64"  # addresses as torch's data_ptr() holds them
+
+
+# -- integer literals ------------------------------------------------------------------------
+def test_integer_literals_take_the_expressions_type_outside_a_kernel():
+    """Upstream's test_tilelang_intimm, and what each literal becomes."""
+    a = tirx.Var("a", "uint32")
+    assert str(a & 0xFFFFFFFF) == "a & T.uint32(4294967295)"
+    assert str(0x80000000 | a) == "T.uint32(2147483648) | a"
+    assert str(a ^ -1) == "a ^ T.uint32(4294967295)"  # C's (uint32_t)-1
+    i = tirx.Var("i", "int32")
+    assert str(i & 0xFFFFFFFF) == "i & -1"  # the two's-complement pattern, as before
+    n = tirx.Var("n", "int64")
+    assert str(n ^ 0x100000000) == "n ^ T.int64(4294967296)"  # TVM alone: `n ^ 0`
+    assert str(n & 0x7FFFFFFFFFFFFFFF) == "n & T.int64(9223372036854775807)"
+    u = T.uint64()
+    assert str(u & 0xFFFFFFFFFFFFFFFF).endswith(' & T.reinterpret("uint64", T.int64(-1))')
+    assert str(u & T.uint64(0xFFFFFFFFFFFFFFFF)).endswith(' & T.reinterpret("uint64", T.int64(-1))')
+
+
+def test_integer_literal_wider_than_the_type_is_refused():
+    with pytest.raises(LanguageError, match=r"the literal 0x100000005 in `&` does not fit uint32"):
+        T.uint32() & 0x100000005
+
+
+def masks_kernel():
+    @T.prim_func
+    def main(n: T.uint32, m: T.int64, out: T.Tensor((4,), "uint32"), wide: T.Tensor((2,), "int64")):
+        with T.Kernel(1, threads=1):
+            out[0] = n & 0xFFFFFFFF
+            out[1] = n | 0x80000000
+            out[2] = n ^ -1
+            out[3] = 0xFFFF0000 & n
+            wide[0] = m ^ 0x100000000
+            wide[1] = m & 0x7FFFFFFFFFFFFFFF
+
+    return main
+
+
+def test_integer_literal_masks_compute_as_in_c():
+    out, wide = np.zeros(4, np.uint32), np.zeros(2, np.int64)
+    n, m = np.uint32(0x12345678), np.int64(-5)
+    cpu(masks_kernel())(int(n), int(m), out, wide)
+    np.testing.assert_array_equal(out, [n & np.uint32(0xFFFFFFFF), n | np.uint32(0x80000000), ~n,
+                                        np.uint32(0xFFFF0000) & n])
+    np.testing.assert_array_equal(wide, [m ^ np.int64(0x100000000), m & np.int64(0x7FFFFFFFFFFFFFFF)])
+
+
+# -- T.let -----------------------------------------------------------------------------------
+def let_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((4, 16), "float32"), B: T.Tensor((4, 3), "float32")):
+        with T.Kernel(1, threads=1):
+            for ko in T.serial(4):
+                offset = T.int32()
+                T.let(offset, ko * 4)  # upstream's call form: bound for the rest of the block
+                B[ko, 0] = A[ko, offset]
+                after: T.let = offset + 1  # TVMScript's annotation form still works
+                B[ko, 1] = A[ko, after]
+                z = T.int32()
+                B[ko, 2] = T.let(z, ko + 2, A[ko, z])  # with a body: a Let expression
+
+    return main
+
+
+def test_let_binds_a_declared_variable():
+    a = np.arange(64, dtype=np.float32).reshape(4, 16)
+    b = np.zeros((4, 3), np.float32)
+    cpu(let_kernel())(a, b)
+    ko = np.arange(4)
+    np.testing.assert_array_equal(b, np.stack([a[ko, ko * 4], a[ko, ko * 4 + 1], a[ko, ko + 2]], axis=1))
+
+
+def test_let_in_a_copy_offset_lowers_for_cuda():
+    """Upstream's test_tilelang_language_alias: the let-bound offset of a tile copy."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((32, 64), "float16")
+            for ko in T.Pipelined(2, num_stages=0):
+                aliased_offset = T.int32()
+                T.let(aliased_offset, ko * 32)
+                T.copy(A[aliased_offset, 0], S)
+                T.copy(S, C[bx * 32, 0])
+
+    assert "int aliased_offset = (ko * 32);" in cuda_source(main)
+
+
+def test_let_refuses_what_is_not_a_scalar_variable():
+    with pytest.raises(LanguageError, match=r"T.let\(var, value\): var must be a scalar variable"):
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1):
+                T.let(A, 1)
+
+
+# -- T.view outside a kernel body ------------------------------------------------------------
+def test_view_of_a_bare_buffer_changes_shape_and_dtype():
+    """Upstream's test_view_subbyte_dtype_change: 16 x 32 fp4 seen as 16 x 16 bytes."""
+    A = tirx.decl_buffer((16, 32), "float4_e2m1fn", name="A")
+    viewed = T.view(A, (16, 16), dtype=T.uint8)
+    assert str(viewed.dtype) == "uint8"
+    assert [int(d) for d in viewed.shape] == [16, 16]
+    assert viewed.scope() == A.scope()
+    with pytest.raises(LanguageError, match=r"\[16, 8\] x uint8 is 1024 bits but \[16, 32\] x float4_e2m1fn is 2048"):
+        T.view(A, (16, 8), dtype=T.uint8)
+
+
+# -- atomics with scalar values ----------------------------------------------------------------
+def scalar_atomics_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.int32), F: T.Tensor((2,), T.float32), B: T.Tensor((4,), T.int32),
+             mask: T.int32, v: T.float32):
+        with T.Kernel(1, threads=1):
+            T.atomic_or(A[0], mask, memory_order="release")
+            T.atomic_and(A[1], mask)
+            T.atomic_xor(A[2], mask)
+            T.atomic_add(A[3], mask)
+            T.atomic_max(A[4], mask)
+            T.atomic_min(A[5], mask)
+            T.atomic_store(A[6], mask)
+            A[7] = T.atomic_add(A[7], mask, return_prev=True)
+            T.atomic_add(F[0], v)
+            T.atomic_max(F[1], v)
+            T.atomic_add(B, mask)  # a tile updated by one scalar
+
+    return main
+
+
+def test_every_atomic_takes_a_scalar_parameter_as_its_value():
+    a = np.array([1, 0xFF, 0x0F, 10, 3, 100, 0, 42], np.int32)
+    f = np.array([1.0, 0.0], np.float32)
+    b = np.arange(4, dtype=np.int32)
+    mask, v = 0x35, 2.5
+    want_a = [1 | mask, 0xFF & mask, 0x0F ^ mask, 10 + mask, max(3, mask), min(100, mask), mask, 42]
+    cpu(scalar_atomics_kernel())(a, f, b, mask, v)
+    np.testing.assert_array_equal(a, want_a)
+    np.testing.assert_array_equal(f, [1.0 + v, v])
+    np.testing.assert_array_equal(b, np.arange(4) + mask)
+
+
+def test_atomic_or_of_a_scalar_parameter_lowers_for_cuda():
+    """Upstream's test_atomic_or_codegen."""
+
+    @T.prim_func
+    def main(A: T.Tensor((1,), T.int32), mask: T.int32):
+        with T.Kernel(1, threads=32):
+            T.atomic_or(A[0], mask, memory_order="release")
+
+    assert "atomicOr((&(A_ptr[0])), mask)" in cuda_source(main)
+
+
+# -- T.Ramp runs in T.atomic_addx2 / x4 --------------------------------------------------------
+def ramp_kernel(lanes):
+    @T.prim_func
+    def main(Dst: T.Tensor((2 * lanes,), "float32"), Val: T.Tensor((lanes,), "float32")):
+        with T.Kernel(1, threads=1):
+            if lanes == 2:
+                T.atomic_addx2(Dst[T.Ramp(2, 1, 2)], Val[T.Ramp(0, 1, 2)])
+            else:
+                T.atomic_addx4(Dst[T.Ramp(4, 1, 4)], Val[0:4])
+
+    return main
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_atomic_addx_takes_a_ramp_as_its_run(lanes):
+    dst = np.arange(2 * lanes, dtype=np.float32)
+    val = 10 * np.arange(1, lanes + 1, dtype=np.float32)
+    want = dst.copy()
+    want[lanes:] += val
+    cpu(ramp_kernel(lanes))(dst, val)
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_atomic_addx2_of_ramps_returns_the_previous_pair_on_cuda():
+    """Upstream's test_atomic_addx2_return_prev_accepts_ramp (the CPU builds no vectors)."""
+
+    @T.prim_func
+    def main(Dst: T.Tensor((2,), "float32"), Val: T.Tensor((2,), "float32"), Prev: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=1):
+            Prev[0:2] = T.atomic_addx2(Dst[T.Ramp(0, 1, 2)], Val[T.Ramp(0, 1, 2)], return_prev=True)
+
+    assert ("*(float2*)(Prev_ptr + 0) = make_float2(atomicAdd((&(Dst_ptr[0])), Val_ptr[0]), "
+            "atomicAdd((&(Dst_ptr[1])), Val_ptr[1]));") in cuda_source(main)
+
+
+def test_atomic_addx2_refuses_a_strided_ramp():
+    with pytest.raises(LanguageError, match=r"T.atomic_addx2 destination: .* indexes 2 lanes with .*T.Ramp\(start, 1, 2\)"):
+
+        @T.prim_func
+        def main(Dst: T.Tensor((4,), "float32"), Val: T.Tensor((2,), "float32")):
+            with T.Kernel(1, threads=1):
+                T.atomic_addx2(Dst[T.Ramp(0, 2, 2)], Val[0:2])
