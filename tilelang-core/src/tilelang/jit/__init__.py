@@ -5,10 +5,12 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import LanguageError
+from .call_key import bound_arguments, call_key, normalized
 from .eager_source import read_eager_source
 from .kernel import JITKernel
 
@@ -87,18 +89,30 @@ class JITFunction:
 
     * classic: the function returns a ``T.prim_func``; call it with the kernel's parameters
       (sizes, tile shapes) to get a compiled JITKernel;
-    * eager (a top-level ``with T.Kernel(...)`` in its body, tensors declared with
-      annotations, ``T.const`` and ``T.empty``): call it with tensors to run the kernel and
-      get its outputs back; ``.compile(M=..., ...)`` gives the JITKernel without tensors.
+    * eager (a top-level ``with T.Kernel(...)`` in its body, or a final call of a
+      ``T.macro`` that has one; tensors declared with annotations, ``T.const`` and
+      ``T.empty``): call it with tensors to run the kernel and get its outputs back;
+      ``.compile(M=..., ...)`` gives the JITKernel without tensors.
 
     Each parameter set compiles once per process and once per machine (the disk cache).
+    The parameters are compile-time constants, ``**kwargs`` included; calls that bind them
+    to the same values share a kernel (see call_key).
     """
+
+    #: pytest collects a module-level callable named test_* whose ``__wrapped__`` is a
+    #: function (functools.update_wrapper sets it); a kernel named so is not a test
+    __test__ = False
 
     def __init__(self, builder: Callable[..., Any], options: dict[str, Any]) -> None:
         self.builder = builder
         self.options = options
-        self._kernels: dict[Any, JITKernel] = {}
+        self._kernels: dict[Any, JITKernel] = {}  # canonical call key -> kernel
+        self._call_forms: dict[Any, JITKernel] = {}  # a call as written -> kernel (no binding)
         self._eager = _eager_reading(builder, options)
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(builder)
+        except (TypeError, ValueError):  # no signature to bind against: calls keyed as written
+            self._signature = None
         functools.update_wrapper(self, builder)
 
     @property
@@ -115,11 +129,26 @@ class JITFunction:
         keywords (``matmul.compile(M=1024, N=1024, K=1024, block_M=128)``) or tensors."""
         if self._eager is not None:
             return self._eager.compile(args, kwargs)
-        key = (args, tuple(sorted(kwargs.items())))
+        # the call as written first: types too, as 1, 1.0 and True are equal keys
+        form: Any = (args, tuple(map(type, args)), tuple(sorted(kwargs.items())),
+                     tuple(type(v) for _, v in sorted(kwargs.items())))
+        try:
+            kernel = self._call_forms.get(form)
+        except TypeError:  # an unhashable argument: only the canonical key finds its kernel
+            form, kernel = None, None
+        if kernel is not None:
+            return kernel
+        where = f"@tilelang.jit function {getattr(self.builder, '__name__', 'kernel')!r}"
+        if self._signature is None:
+            key = normalized((args, kwargs), "(args, kwargs)", where)
+        else:
+            key = call_key(self._signature, bound_arguments(self._signature, args, kwargs, where), where)
         kernel = self._kernels.get(key)
         if kernel is None:
             kernel = self._compile_new(args, kwargs)
             self._kernels[key] = kernel
+        if form is not None:
+            self._call_forms[form] = kernel
         return kernel
 
     def _compile_new(self, args: tuple, kwargs: dict[str, Any]) -> JITKernel:

@@ -41,9 +41,16 @@ from ..errors import ArgumentError, LanguageError, TileLangError
 from ..language import _tilelang_cause
 from ..language.eager import EagerBuild, eager_build
 from ..language.frontend import normalize
-from .eager_index import Specialization, bind_arguments, missing_tensors
-from .eager_index import frozen as _frozen
-from .eager_source import DECLARATIONS, DECLARE_TENSOR, EagerSource
+from .eager_index import Specialization, bind_arguments, missing_tensors, static_key
+from .eager_scopes import (
+    Scope,
+    ScopeRunner,
+    function_namespace,
+    output_names,
+    returned,
+    unshadowed,
+)
+from .eager_source import DECLARE_TENSOR, EagerSource
 from .kernel import JITKernel
 
 _PRIM_FUNC = "__tilelang_prim_func__"
@@ -136,13 +143,8 @@ def lazy_prim_func(func: Callable[..., Any]) -> Any:
     if template.consts:
         raise LanguageError(f"T.prim_func {name!r}: T.const {list(template.consts)} takes its values from a "
                             "call's tensors; decorate the function with @tilelang.jit, or use T.dynamic")
-    func_ir, outputs = lazy._prim_func({}, {})
-    if source.returns is not None:
-        wrong = [r for r in source.returns if r not in outputs]
-        if wrong:
-            raise LanguageError(f"T.prim_func {name!r}: `return` names {wrong}, which T.empty did not make; "
-                                f"the outputs are {list(outputs) or 'none'}")
-    return func_ir
+    lazy.kind = "T.prim_func"  # how its errors name it
+    return lazy._prim_func({}, {})[0]
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,8 @@ class EagerFunction:
         self.options = dict(options)
         self.signature = inspect.signature(func)
         self._compile = compile_fn
+        self.kind = "eager kernel"
+        self._scopes = ScopeRunner(source.name)
         self._templates: dict[Any, EagerTemplate] = {}
         self._kernels: dict[Any, Specialization] = {}
 
@@ -239,14 +243,13 @@ class EagerFunction:
         return bind_arguments(self.signature, self.source, args, kwargs, partial=partial)
 
     def _static_key(self, statics: Mapping[str, Any]) -> Any:
-        return tuple(_frozen(k, v, self.source.name) for k, v in statics.items())
+        return static_key(self.source, statics)
 
     # -- running the declarations -------------------------------------------------------
-    def _declare(self, statics: Mapping[str, Any], build: EagerBuild
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Run the declarations; return (their locals, the input tensors' buffers)."""
-        namespace = dict(self.func.__globals__)
-        namespace.update(inspect.getclosurevars(self.func).nonlocals)
+    def _declare(self, statics: Mapping[str, Any], build: EagerBuild) -> tuple[list[Scope], dict[str, Any]]:
+        """Run the declarations (and those of the T.macro calls that hold the kernel, see
+        eager_scopes); return (the scopes, the input tensors' buffers)."""
+        namespace = function_namespace(self.func)
         buffers: dict[str, Any] = {}
 
         def declare_tensor(name: str, annotation: Any) -> Any:
@@ -267,9 +270,8 @@ class EagerFunction:
             for name, node in self.source.signature_tensors.items():
                 code = compile(ast.Expression(node), self.source.filename, "eval")
                 arguments[name] = declare_tensor(name, eval(code, namespace))
-            exec(self.source.declarations, namespace)  # noqa: S102 - the user's own code
-            local_values = namespace[DECLARATIONS](**arguments)
-        return local_values, buffers
+            scopes = self._scopes.run(self.source, self.func, namespace, arguments)
+        return scopes, buffers
 
     def _template(self, key: Any, statics: Mapping[str, Any]) -> EagerTemplate:
         template = self._templates.get(key)
@@ -322,37 +324,43 @@ class EagerFunction:
 
     # -- building -----------------------------------------------------------------------
     def _prim_func(self, statics: Mapping[str, Any], values: Mapping[str, int]
-                   ) -> tuple[Any, tuple[str, ...]]:
-        """The specialized PrimFunc and its output names."""
+                   ) -> tuple[Any, tuple[str, ...], tuple[int, ...] | None]:
+        """The specialized PrimFunc, its output names and the outputs a call returns
+        (positions among them; None: no `return`, the kernel's result)."""
         build = EagerBuild(self.source.name, values)
-        local_values, buffers = self._declare(statics, build)
-        outputs = []
-        for out in build.outputs:
-            name = next((k for k, v in local_values.items() if v is out), None)
-            if name is None:
-                raise LanguageError(f"eager kernel {self.source.name!r}: a T.empty result is not "
-                                    "assigned to a name; write `C = T.empty(shape, dtype)`")
-            outputs.append(name)
-        params = list(self.source.tensors) + outputs
-        namespace = dict(self.func.__globals__)
-        namespace.update(inspect.getclosurevars(self.func).nonlocals)
-        namespace.update({k: v for k, v in local_values.items() if k not in params})
-        namespace.update({_PARAM.format(t): buffers[t] for t in self.source.tensors})
-        namespace.update({_PARAM.format(n): local_values[n] for n in outputs})
+        scopes, buffers = self._declare(statics, build)
+        gives = returned(scopes)
+        outputs = output_names(scopes, build.outputs, self.source.tensors, self.source.name)
+        picks = None
+        if gives is not None:
+            wrong = [n for n, v in gives if not any(v is out for out in build.outputs)]
+            if wrong:
+                raise LanguageError(f"{self.kind} {self.source.name!r}: `return` names {wrong}, which "
+                                    f"T.empty did not make; the outputs are {outputs or 'none'}")
+            picks = tuple(next(i for i, out in enumerate(build.outputs) if v is out) for _, v in gives)
+        params = {t: buffers[t] for t in self.source.tensors}
+        params.update(zip(outputs, build.outputs))
+        kernel_scope = scopes[-1]
+        kernel, namespace = unshadowed(kernel_scope.source.kernel, kernel_scope, params)
+        namespace.update({_PARAM.format(p): value for p, value in params.items()})
         namespace[_PRIM_FUNC] = T.prim_func
-        return with_declared_options(self._parse(params, namespace), build), tuple(outputs)
+        func = self._parse(kernel_scope.source, kernel, list(params), namespace)
+        return with_declared_options(func, build), tuple(outputs), picks
 
-    def _parse(self, params: list[str], namespace: dict[str, Any]) -> Any:
-        fdef = self.source.function
+    def _parse(self, source: EagerSource, kernel: list[ast.stmt], params: list[str],
+               namespace: dict[str, Any]) -> Any:
+        """TVMScript's parse of ``kernel`` (statements of ``source``, the eager function's
+        or a macro's) as a PrimFunc named after the eager function."""
+        fdef = source.function
         annotations = [ast.copy_location(ast.Name(_PARAM.format(p), ast.Load()), fdef) for p in params]
         args = [ast.copy_location(ast.arg(p, a), fdef) for p, a in zip(params, annotations)]
         kernel_def = ast.FunctionDef(
-            name=fdef.name, body=list(self.source.kernel), returns=None, type_comment=None,
+            name=self.source.name, body=kernel, returns=None, type_comment=None,
             decorator_list=[ast.copy_location(ast.Name(_PRIM_FUNC, ast.Load()), fdef)],
             args=ast.arguments(posonlyargs=[], args=args, vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[]))
         tree = ast.fix_missing_locations(ast.Module([ast.copy_location(kernel_def, fdef)], []))
-        parser = Parser(_KernelSource(self.source, doc.to_doc(tree)), {})
+        parser = Parser(_KernelSource(source, doc.to_doc(tree)), {})
         try:
             with IRBuilder() as builder:
                 try:
@@ -376,6 +384,8 @@ class EagerFunction:
         key the compile answers (eager_index), remembered for the next process."""
         key = self._static_key(statics)
         template = self._template(key, statics)
+        if self.source.var_keyword is not None:  # the keywords **kwargs took: T.const values too
+            given = {k: v for k, v in given.items() if k in template.consts}
         unknown = sorted(set(given) - set(template.consts))
         if unknown:
             raise ArgumentError(
@@ -386,16 +396,8 @@ class EagerFunction:
         full_key = (key, tuple(values[n] for n in template.consts))
         spec = self._kernels.get(full_key)
         if spec is None:
-            func, outputs = self._prim_func(statics, values)
-            returns = self.source.returns
-            if returns is not None:
-                wrong = [r for r in returns if r not in outputs]
-                if wrong:
-                    raise LanguageError(
-                        f"eager kernel {self.source.name!r}: `return` names {wrong}, which "
-                        f"T.empty did not make; the outputs are {outputs or 'none'}")
+            func, outputs, picks = self._prim_func(statics, values)
             kernel = self._compile(func, **self.options, request=request)  # out_idx: the function's attribute
-            picks = None if returns is None else tuple(outputs.index(r) for r in returns)
             spec = Specialization(kernel, self.source.tensors, picks, len(outputs))
             self._kernels[full_key] = spec
         return spec

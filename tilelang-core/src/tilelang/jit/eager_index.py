@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, LanguageError
+from .call_key import normalized
 from .eager_source import EagerSource
 from .kernel import JITKernel
 
@@ -36,33 +37,48 @@ def is_tensor_value(value: Any) -> bool:
 
 
 def frozen(name: str, value: Any, kernel: str) -> Any:
-    """A hashable form of a non-tensor argument (part of the cache key)."""
+    """A hashable form of a non-tensor argument (part of the cache key; see call_key)."""
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(frozen(name, v, kernel) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, frozen(name, v, kernel)) for k, v in value.items())))
+        return ("dict", tuple(sorted(((normalized(k, name, kernel), frozen(name, v, kernel))
+                                      for k, v in value.items()), key=repr)))
     if is_tensor_value(value):
         raise LanguageError(f"eager kernel {kernel!r}: argument {name!r} is a tensor but has no "
                             f"tensor annotation; annotate it, e.g. `{name}: T.Tensor((M, N), T.float32)`")
-    try:
-        hash(value)
-    except TypeError:
-        raise LanguageError(f"eager kernel {kernel!r}: argument {name}={value!r} is not hashable; "
-                            "non-tensor arguments select a compiled kernel, so they must be "
-                            "hashable (numbers, strings, dtypes, tuples)") from None
-    return (type(value).__name__, value)
+    return normalized(value, name, f"eager kernel {kernel!r}")
+
+
+def static_key(source: EagerSource, statics: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The hashable key of a call's non-tensor arguments; a ``**kwargs`` parameter's
+    keywords each named as themselves in errors."""
+    key = []
+    for name, value in statics.items():
+        if name == source.var_keyword:
+            key.append(("**", tuple((k, frozen(k, v, source.name)) for k, v in sorted(value.items()))))
+        else:
+            key.append(frozen(name, value, source.name))
+    return tuple(key)
 
 
 def bind_arguments(signature: inspect.Signature, source: EagerSource, args: tuple[Any, ...],
                    kwargs: dict[str, Any], *, partial: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(non-tensor arguments, tensors, keywords that are not parameters) of a call."""
-    extra = {k: v for k, v in kwargs.items() if k not in signature.parameters}
-    named = {k: v for k, v in kwargs.items() if k in signature.parameters}
+    """(non-tensor arguments, tensors, keywords that are not parameters) of a call. With a
+    ``**kwargs`` parameter the keywords that are not parameters are its value, a non-tensor
+    argument like the others, and also the candidates for T.const values."""
+    if source.var_keyword is None:
+        named = {k: v for k, v in kwargs.items() if k in signature.parameters}
+    else:
+        named = kwargs
     try:
         bound = (signature.bind_partial if partial else signature.bind)(*args, **named)
     except TypeError as err:
         raise ArgumentError(f"eager kernel {source.name!r}: {err}") from None
     bound.apply_defaults()
+    if source.var_keyword is None:
+        extra = {k: v for k, v in kwargs.items() if k not in signature.parameters}
+    else:
+        extra = dict(bound.arguments[source.var_keyword])
     statics, tensors = {}, {}
     for name in signature.parameters:
         if name in source.tensors:
@@ -147,8 +163,8 @@ class EagerEntry:
             return self._full.specialize(statics, tensors, given)
         shapes = {name: None if t is None else (tuple(int(d) for d in t.shape), str(t.dtype))
                   for name, t in tensors.items()}
-        call = (tuple(frozen(k, v, self.source.name) for k, v in statics.items()),
-                tuple(shapes.items()), tuple(sorted(given.items())))
+        call = (static_key(self.source, statics),
+                tuple(shapes.items()), tuple((k, frozen(k, v, self.source.name)) for k, v in sorted(given.items())))
         spec = self._found.get(call)
         if spec is not None:
             return spec
@@ -166,6 +182,8 @@ class EagerEntry:
 
     def _from_index(self, request: str, statics: dict[str, Any], shapes: dict[str, Any],
                     given: dict[str, Any]) -> Specialization | None:
+        if self.source.macro_call is not None:
+            return None  # which outputs it returns is the macro's to say: only a build knows
         # the kernel's IR, should it be asked for, from the shapes alone (no tensor kept)
         views = {name: None if s is None else types.SimpleNamespace(shape=s[0]) for name, s in shapes.items()}
         kernel = JITKernel.from_request(request, lambda: self.full.prim_func(statics, views, given), self.options)
@@ -184,4 +202,5 @@ class EagerEntry:
         return spec
 
 
-__all__ = ["EagerEntry", "Specialization", "bind_arguments", "frozen", "is_tensor_value", "missing_tensors"]
+__all__ = ["EagerEntry", "Specialization", "bind_arguments", "frozen", "is_tensor_value", "missing_tensors",
+           "static_key"]
