@@ -415,7 +415,7 @@ def test_a_register_fragment_under_a_thread_condition_is_refused_when_threads_wo
                     frag[i, j] = frag[i, j] * 2.0
             T.copy(frag, B)
 
-    with pytest.raises(tilelang.CompileError, match=r"a T.Parallel over a register fragment inside a condition that "
+    with pytest.raises(tilelang.LanguageError, match=r"a T.Parallel over a register fragment inside a condition that "
                                                     r"keeps threads 0..127 of 256"):
         tilelang.lower(half_block_fragment, target=SM90)
 

@@ -239,8 +239,9 @@ def test_element_atomic_add_becomes_atomicadd(dtype):
 
 def test_atomic_add_on_a_dtype_cuda_cannot_update_atomically_is_named():
     with pytest.raises(tilelang.errors.LanguageError,
-                       match=r"T.atomic_add on H \(int64\): CUDA has atomic adds for float32, float64, int32"):
-        tilelang.lower(element_atomics(1000, "int64"), target=SM80)
+                       match=r"T.atomic_add on H \(int16\): CUDA has atomic adds for float32, float64, int32, "
+                             r"uint32, int64, uint64, float16, bfloat16; use one of those types"):
+        tilelang.lower(element_atomics(1000, "int16"), target=SM80)
 
 
 # -- T.annotate_layout --------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def test_an_else_over_two_ranges_of_threads_is_refused_where_it_deals_a_tile():
                 for i in T.Parallel(64):
                     B[i] = A[i] * 2.0
 
-    with pytest.raises(tilelang.errors.CompileError, match=r"the else branch of `if .*` runs on threads 0..31 and "
+    with pytest.raises(tilelang.errors.LanguageError, match=r"the else branch of `if .*` runs on threads 0..31 and "
                                                            r"64..95, two ranges, which a T.Parallel in it cannot be dealt"):
         tilelang.lower(middle, target=SM80)
 
