@@ -251,3 +251,32 @@ def test_atomic_addx2_refuses_a_strided_ramp():
         def main(Dst: T.Tensor((4,), "float32"), Val: T.Tensor((2,), "float32")):
             with T.Kernel(1, threads=1):
                 T.atomic_addx2(Dst[T.Ramp(0, 2, 2)], Val[0:2])
+
+
+# -- T.rng_init / T.rng_rand: a backend without a generator says so ---------------------------
+def test_random_numbers_on_a_backend_without_a_generator_are_refused_at_the_users_line():
+    @T.prim_func
+    def draws(A: T.Tensor((32,), "uint32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            T.rng_init(42, tx, 0)
+            A[tx] = T.rng_rand()
+
+    with pytest.raises(LanguageError, match=r"kernel 'draws': T\.rng_init draws random numbers, which target "
+                                            r"backend 'cpu' has no generator for; compile the kernel for CUDA, or "
+                                            r"pass random numbers in as a tensor \(torch\.rand\)\n --> .*"
+                                            r"test_language_upstream_forms\.py:\d+"):
+        tilelang.compile(draws, target="c")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: T.rng_rand_float(bit=16), r"T\.rng_rand_float: bit must be 32 or 64, got 16"),
+    (lambda: T.rng_rand_float(dist="poisson"), (r"T\.rng_rand_float: dist must be one of \['uniform', 'normal'\], "
+                                                r"got 'poisson'")),
+    (lambda: T.rng_init(-1, 0, 0), r"T\.rng_init: seed -1 does not fit 64 unsigned bits"),
+    (lambda: T.rng_init(1, 0, 0, generator="mt19937"), (r"T\.rng_init: generator must be one of "
+                                                        r"\['curandStatePhilox4_32_10_t', ")),
+])
+def test_random_number_calls_check_their_arguments(call, message):
+    with pytest.raises(LanguageError, match=message):
+        call()

@@ -86,6 +86,7 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
     from ..language.bounds import source_location
     from ..language.ops import WARP_OPS, is_named_barrier, tl_op_names_in
+    from ..language.random import RANDOM_OPS
 
     for func in mod.functions.values():
         calls: list[Any] = []
@@ -102,6 +103,12 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                 f"kernel {name!r}: {WARP_OPS[warp[0]]} is a warp intrinsic, which target backend {backend!r} does "
                 "not lower (it has no warps to shuffle or vote over); compile the kernel for a GPU target, or "
                 "reduce tiles with T.reduce_*" + source_location(_first_span(func, warp[0])))
+        rng = sorted(left & RANDOM_OPS.keys())
+        if rng:
+            raise LanguageError(
+                f"kernel {name!r}: {RANDOM_OPS[rng[0]]} draws random numbers, which target backend {backend!r} "
+                "has no generator for; compile the kernel for CUDA, or pass random numbers in as a tensor "
+                "(torch.rand)" + source_location(_first_span(func, rng[0])))
         if left:
             raise LanguageError(
                 f"kernel {name!r}: target backend {backend!r} did not lower {sorted(left)}; the "

@@ -157,6 +157,7 @@ from .tile import (
     wgmma_gemm,
 )
 from .tile_scheduler import PersistentTileScheduler
+from .random import rng_init, rng_rand, rng_rand_float
 from .variables import alloc_global, alloc_var, let
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly

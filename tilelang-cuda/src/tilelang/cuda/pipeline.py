@@ -48,6 +48,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.mask_after_gemm import MaskAfterGemm
     from .transform.merge_k_steps import MergeShortKSteps
     from .transform.pingpong import AlternateWarpgroupGemms
+    from .transform.random import LowerRandom
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
     from .transform.tma_copy import LowerTmaCopies
@@ -72,6 +73,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
         LowerAtomics(),
+        LowerRandom(),  # T.rng_*: Philox4x32-10, one state per thread
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged

@@ -463,3 +463,82 @@ template <typename T> __device__ __forceinline__ unsigned tl_match_all_sync(unsi
 }
 
 #endif  // TILELANG_CUDA_DEVICE_H_
+
+// Random numbers (T.rng_init / T.rng_rand / T.rng_rand_float): the Philox4x32-10 counter-based
+// generator (Salmon, Moraes, Dror, Shaw: "Parallel Random Numbers: As Easy as 1, 2, 3", SC'11),
+// with its counter and key set as cuRAND's Philox generator sets them, so that the 32-bit
+// draws of T.rng_init(seed, subsequence, offset) are the ones cuRAND gives for
+// curand_init(seed, subsequence, offset). A thread's state is 11 words: the 128-bit counter
+// (s[0..3]), the 64-bit key (s[4..5], the seed), the four outputs of the current counter
+// (s[6..9]) and the next one to hand out (s[10]).
+__host__ __device__ __forceinline__ void tl_rng_block(unsigned* s) {
+  unsigned c0 = s[0], c1 = s[1], c2 = s[2], c3 = s[3], k0 = s[4], k1 = s[5];
+  for (int round = 0; round < 10; ++round) {
+    if (round) {  // the key is bumped by the Weyl constants between rounds
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (unsigned)p1;
+    c3 = (unsigned)p0;
+    c0 = n0;
+    c2 = n2;
+  }
+  s[6] = c0; s[7] = c1; s[8] = c2; s[9] = c3;
+}
+
+// counter += n (128 bits, n added to the low 64)
+__host__ __device__ __forceinline__ void tl_rng_skip(unsigned* s, unsigned long long n) {
+  const unsigned long long low = (((unsigned long long)s[1] << 32) | s[0]) + n;
+  if (low < n) {  // carry into the high 64 bits
+    const unsigned long long high = (((unsigned long long)s[3] << 32) | s[2]) + 1;
+    s[2] = (unsigned)high;
+    s[3] = (unsigned)(high >> 32);
+  }
+  s[0] = (unsigned)low;
+  s[1] = (unsigned)(low >> 32);
+}
+
+__host__ __device__ __forceinline__ void tl_rng_init(unsigned* s, unsigned long long seed,
+                                                     unsigned long long subsequence, unsigned long long offset) {
+  s[0] = 0u; s[1] = 0u;
+  s[2] = (unsigned)subsequence; s[3] = (unsigned)(subsequence >> 32);  // a subsequence: 2^66 draws apart
+  s[4] = (unsigned)seed; s[5] = (unsigned)(seed >> 32);
+  tl_rng_skip(s, offset >> 2);  // four draws per counter value
+  s[10] = (unsigned)(offset & 3u);
+  tl_rng_block(s);
+}
+
+__host__ __device__ __forceinline__ unsigned tl_rng_next(unsigned* s) {
+  const unsigned value = s[6 + s[10]];
+  if (++s[10] == 4u) {
+    tl_rng_skip(s, 1);
+    tl_rng_block(s);
+    s[10] = 0u;
+  }
+  return value;
+}
+
+// uniform in (0, 1]: (x + 1/2) / 2^32, in float (the largest draws round to 1)
+__host__ __device__ __forceinline__ float tl_rng_uniform32(unsigned* s) {
+  return (float)tl_rng_next(s) * 2.3283064365386963e-10f + 1.1641532182693481e-10f;
+}
+
+// uniform in (0, 1] with 53 random bits: two draws
+__host__ __device__ __forceinline__ double tl_rng_uniform64(unsigned* s) {
+  const unsigned long long high = tl_rng_next(s), low = tl_rng_next(s);
+  const unsigned long long bits = (high << 21) ^ low;  // 53 bits
+  return (double)bits * 1.1102230246251565e-16 + 5.5511151231257827e-17;
+}
+
+// standard normal by the Box-Muller transform of two uniform draws (its second value unused)
+__host__ __device__ __forceinline__ float tl_rng_normal32(unsigned* s) {
+  const float u = tl_rng_uniform32(s), v = tl_rng_uniform32(s);
+  return sqrtf(-2.0f * logf(u)) * cosf(6.2831853071795865f * v);
+}
+
+__host__ __device__ __forceinline__ double tl_rng_normal64(unsigned* s) {
+  const double u = tl_rng_uniform64(s), v = tl_rng_uniform64(s);
+  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}

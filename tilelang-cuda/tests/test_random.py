@@ -1,0 +1,177 @@
+"""T.rng_init / T.rng_rand / T.rng_rand_float on CUDA: Philox4x32-10 (transform/random.py).
+
+The generator's block function is checked against the known-answer vectors of Random123
+(the reference implementation of the paper that defines Philox), its stream against a
+Python model of cuRAND's Philox counter and key, by running tl_device.h's functions on the
+host (nvcc); on a GPU the kernels' draws equal the model's."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang.cuda import toolchain
+from tilelang.errors import LanguageError
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+HEADER_DIR = Path(toolchain.__file__).parent
+needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
+_MASK = 0xFFFFFFFF
+
+
+def philox_block(counter: list[int], key: list[int]) -> list[int]:
+    """Philox4x32-10 of four counter words and two key words (Salmon et al., SC'11)."""
+    c, k = list(counter), list(key)
+    for round_ in range(10):
+        if round_:
+            k = [(k[0] + 0x9E3779B9) & _MASK, (k[1] + 0xBB67AE85) & _MASK]
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k[0]) & _MASK, p1 & _MASK, ((p0 >> 32) ^ c[3] ^ k[1]) & _MASK, p0 & _MASK]
+    return c
+
+
+def philox_draws(seed: int, subsequence: int, offset: int, n: int) -> list[int]:
+    """cuRAND's Philox stream: the key is the seed, the counter's high 64 bits the
+    subsequence, its low 64 bits offset // 4, and the first draw is output offset % 4."""
+    counter, position = (subsequence << 64) + offset // 4, offset % 4
+    key = [seed & _MASK, seed >> 32]
+    out: list[int] = []
+    while len(out) < n:
+        block = philox_block([(counter >> (32 * i)) & _MASK for i in range(4)], key)
+        out.extend(block[position:])
+        counter, position = counter + 1, 0
+    return out[:n]
+
+
+HARNESS = r"""
+#include <cstdio>
+#include <cstdlib>
+#include "tl_device.h"
+int main(int argc, char** argv) {
+  unsigned s[11];
+  if (argv[1][0] == 'b') {  // b c0 c1 c2 c3 k0 k1 (hex): one block
+    for (int i = 0; i < 6; ++i) s[i] = (unsigned)strtoul(argv[2 + i], 0, 16);
+    tl_rng_block(s);
+    printf("%08x %08x %08x %08x\n", s[6], s[7], s[8], s[9]);
+    return 0;
+  }
+  // s seed subsequence offset n: n draws, then a uniform float and double
+  tl_rng_init(s, strtoull(argv[2], 0, 10), strtoull(argv[3], 0, 10), strtoull(argv[4], 0, 10));
+  for (int i = 0; i < atoi(argv[5]); ++i) printf("%u\n", tl_rng_next(s));
+  printf("%.9g\n", tl_rng_uniform32(s));
+  printf("%.17g\n", tl_rng_uniform64(s));
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if toolchain.nvcc_path() is None:
+        pytest.skip("nvcc is not installed")
+    folder = tmp_path_factory.mktemp("rng")
+    (folder / "harness.cu").write_text(HARNESS)
+    subprocess.run([toolchain.nvcc_path(), "-I", str(HEADER_DIR), "-o", str(folder / "harness"),
+                    str(folder / "harness.cu")], check=True, capture_output=True)
+    return folder / "harness"
+
+
+@pytest.mark.parametrize("words,expected", [
+    ("00000000 00000000 00000000 00000000 00000000 00000000", "6627e8d5 e169c58d bc57ac4c 9b00dbd8"),
+    ("ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff", "408f276d 41c83b0e a20bc7c6 6d5451fd"),
+    ("243f6a88 85a308d3 13198a2e 03707344 a4093822 299f31d0", "d16cfe09 94fdcceb 5001e420 24126ea1"),
+])
+def test_the_block_function_gives_random123s_known_answers(harness, words, expected):
+    out = subprocess.run([str(harness), "b", *words.split()], check=True, capture_output=True, text=True).stdout
+    assert out.split() == expected.split()
+    values = [int(w, 16) for w in words.split()]
+    assert philox_block(values[:4], values[4:]) == [int(w, 16) for w in expected.split()]  # the model too
+
+
+@pytest.mark.parametrize("seed,subsequence,offset", [(42, 0, 0), (42, 0, 5), (2 ** 40 + 7, 3, 2 ** 33 + 2),
+                                                     (1, 2 ** 63, 0), (9, 0, 2 ** 64 - 2)])
+def test_the_stream_follows_curands_counter_and_key(harness, seed, subsequence, offset):
+    # offset 2^64 - 2: the low 64 counter bits wrap into the subsequence's
+    lines = subprocess.run([str(harness), "s", str(seed), str(subsequence), str(offset), "9"], check=True,
+                           capture_output=True, text=True).stdout.split()
+    draws = philox_draws(seed, subsequence, offset, 13)
+    assert [int(v) for v in lines[:9]] == draws[:9]
+    assert float(lines[9]) == pytest.approx((draws[9] + 0.5) / 2 ** 32, rel=1e-6)
+    bits = (draws[10] << 21) ^ draws[11]
+    assert float(lines[10]) == pytest.approx((bits + 0.5) / 2 ** 53, rel=1e-15)
+
+
+def draws_kernel(blocks: int, threads: int, per_thread: int, seed: int, default_subsequence: bool):
+    n = blocks * threads * per_thread
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "uint32"), U: T.Tensor((n,), "float32"), G: T.Tensor((n,), "float64")):
+        with T.Kernel(blocks, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            base = (bx * threads + tx) * per_thread
+            if default_subsequence:
+                T.rng_init(seed)  # the subsequence is the thread's index in the grid
+            else:
+                T.rng_init(seed, tx, bx * 1000)
+            for j in T.serial(per_thread):
+                A[base + j] = T.rng_rand()
+            for j in T.serial(per_thread):
+                U[base + j] = T.rng_rand_float()
+            for j in T.serial(per_thread):
+                G[base + j] = T.rng_rand_float(bit=64, dist="normal")
+
+    return main
+
+
+def test_each_thread_gets_one_state_and_the_ops_become_the_helpers():
+    source = tilelang.lower(draws_kernel(2, 4, 8, 7, False), target=SM90).device_source
+    body = source[source.index('extern "C" __global__'):]
+    assert body.count("uint rng_state_ptr[11];") == 1
+    assert "tl_rng_init((&(rng_state_ptr[0])), (uint64_t)7ULL, ((uint64_t)((int)threadIdx.x))," in body
+    for helper in ("tl_rng_next(", "tl_rng_uniform32(", "tl_rng_normal64("):
+        assert helper + "(&(rng_state_ptr[0])))" in body
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "rng")[:4] == b"\x7fELF"
+
+
+def test_a_generator_the_backend_lacks_is_refused_with_the_one_it_has():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "uint32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            T.rng_init(1, tx, 0, generator="curandStateXORWOW_t")
+            A[tx] = T.rng_rand()
+
+    with pytest.raises(LanguageError, match=r"T\.rng_init\(\.\.\., generator='curandStateXORWOW_t'\): the CUDA "
+                                            r"backend's generator is Philox4x32-10, cuRAND's "
+                                            r"'curandStatePhilox4_32_10_t' \(the default\)"):
+        tilelang.lower(main, target=SM90)
+
+
+# -- on a GPU (marked `gpu`, skipped without one) ------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("default_subsequence", [False, True])
+def test_draws_on_the_gpu_equal_the_model(default_subsequence):
+    torch = pytest.importorskip("torch")
+    blocks, threads, per_thread, seed = 3, 64, 16, 2 ** 33 + 5
+    n = blocks * threads * per_thread
+    kernel = tilelang.compile(draws_kernel(blocks, threads, per_thread, seed, default_subsequence), target="cuda")
+    a = torch.zeros(n, dtype=torch.uint32, device="cuda")
+    u = torch.zeros(n, dtype=torch.float32, device="cuda")
+    g = torch.zeros(n, dtype=torch.float64, device="cuda")
+    kernel(a, u, g)
+    got = a.cpu().numpy().astype(np.uint64).reshape(blocks, threads, per_thread)
+    for bx in range(blocks):
+        for tx in range(threads):
+            sub, off = (bx * threads + tx, 0) if default_subsequence else (tx, bx * 1000)
+            draws = philox_draws(seed, sub, off, per_thread * 2)
+            assert got[bx, tx].tolist() == draws[:per_thread], (bx, tx)
+            expected_u = (np.array(draws[per_thread:], dtype=np.float64) + 0.5) / 2 ** 32
+            np.testing.assert_allclose(u.cpu().numpy().reshape(blocks, threads, per_thread)[bx, tx], expected_u,
+                                       rtol=1e-6)
+    uniform, normal = u.cpu().numpy(), g.cpu().numpy()
+    assert 0 < uniform.min() and uniform.max() <= 1 and abs(uniform.mean() - 0.5) < 0.03  # 3072 draws: 5 sigma
+    assert abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.06
