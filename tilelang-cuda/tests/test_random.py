@@ -175,3 +175,62 @@ def test_draws_on_the_gpu_equal_the_model(default_subsequence):
     uniform, normal = u.cpu().numpy(), g.cpu().numpy()
     assert 0 < uniform.min() and uniform.max() <= 1 and abs(uniform.mean() - 0.5) < 0.03  # 3072 draws: 5 sigma
     assert abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.06
+
+
+CURAND_KERNEL = r"""
+#include <curand_kernel.h>
+extern "C" __global__ void curand_draws(unsigned* out, unsigned long long seed, int per_thread) {
+  curandStatePhilox4_32_10_t state;
+  curand_init(seed, threadIdx.x, 1000ull * blockIdx.x, &state);
+  const int base = (blockIdx.x * blockDim.x + threadIdx.x) * per_thread;
+  for (int j = 0; j < per_thread; ++j) out[base + j] = curand(&state);
+}
+"""
+
+
+def _curand_draws(blocks: int, threads: int, per_thread: int, seed: int):
+    """cuRAND's own Philox draws (curand_kernel.h through NVRTC, launched with the driver
+    API), or None where cuRAND's headers are not installed."""
+    import ctypes
+
+    torch = pytest.importorskip("torch")
+    from cuda.bindings import driver, nvrtc
+    from cuda.pathfinder import find_nvidia_header_directory
+
+    curand = find_nvidia_header_directory("curand")
+    if curand is None:
+        return None
+    program = nvrtc.nvrtcCreateProgram(CURAND_KERNEL.encode(), b"curand_draws.cu", 0, [], [])[1]
+    major, minor = torch.cuda.get_device_capability()
+    options = [f"--gpu-architecture=sm_{major}{minor}".encode(), f"-I{curand}".encode(),
+               *(f"-I{d}".encode() for d in toolchain.include_dirs())]
+    (err,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+    if int(err) != 0:
+        log = bytearray(nvrtc.nvrtcGetProgramLogSize(program)[1])
+        nvrtc.nvrtcGetProgramLog(program, log)
+        raise AssertionError(f"NVRTC could not compile the cuRAND kernel: {bytes(log).decode(errors='replace')}")
+    cubin = bytearray(nvrtc.nvrtcGetCUBINSize(program)[1])
+    nvrtc.nvrtcGetCUBIN(program, cubin)
+    out = torch.zeros(blocks * threads * per_thread, dtype=torch.uint32, device="cuda")
+    module = driver.cuModuleLoadData(bytes(cubin))[1]
+    function = driver.cuModuleGetFunction(module, b"curand_draws")[1]
+    params = ((out.data_ptr(), seed, per_thread), (ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_int))
+    (err,) = driver.cuLaunchKernel(function, blocks, 1, 1, threads, 1, 1, 0, torch.cuda.current_stream().cuda_stream,
+                                   params, 0)
+    assert int(err) == 0, err
+    torch.cuda.synchronize()
+    return out.cpu().numpy()
+
+
+@pytest.mark.gpu
+def test_draws_on_the_gpu_equal_curands():
+    torch = pytest.importorskip("torch")
+    blocks, threads, per_thread, seed = 3, 64, 16, 2 ** 33 + 5
+    expected = _curand_draws(blocks, threads, per_thread, seed)
+    if expected is None:
+        pytest.skip("cuRAND's headers are not installed (nvidia-curand): nothing to compare with")
+    n = blocks * threads * per_thread
+    a = torch.zeros(n, dtype=torch.uint32, device="cuda")
+    tilelang.compile(draws_kernel(blocks, threads, per_thread, seed, False), target="cuda")(
+        a, torch.zeros(n, device="cuda"), torch.zeros(n, dtype=torch.float64, device="cuda"))
+    np.testing.assert_array_equal(a.cpu().numpy(), expected)
