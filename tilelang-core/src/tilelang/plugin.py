@@ -97,6 +97,10 @@ _EXPORTS: dict[str, str] = {
     "LowerAtomics": "tilelang.transform.gpu",
     "WarpFunctions": "tilelang.transform.gpu",
     "LowerWarpOps": "tilelang.transform.gpu",
+    "RNG_INIT": "tilelang.language.random",  # 1.2: T.rng_* as neutral ops a backend lowers
+    "RNG_RAND": "tilelang.language.random",
+    "RNG_RAND_FLOAT": "tilelang.language.random",
+    "RNG_GENERATORS": "tilelang.language.random:GENERATORS",
     "gpu_block_passes": "tilelang.transform.gpu",
     "FRAGMENT_SCOPE": "tilelang.transform.gpu",
     "ALIGNMENT_ATTR": "tilelang.transform.gpu",

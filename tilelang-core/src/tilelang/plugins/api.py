@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 
 #: the plugin API this core implements. 1.1 added BackendModule.priority and
-#: accepts_external_execution_backends, ExecutionBackend.serves and TargetDetector.backend.
-PLUGIN_API_VERSION = "1.1"
+#: accepts_external_execution_backends, ExecutionBackend.serves and TargetDetector.backend;
+#: 1.2 added AtomicFunctions.helpers and the random-number ops (RNG_INIT, RNG_RAND,
+#: RNG_RAND_FLOAT, RNG_GENERATORS).
+PLUGIN_API_VERSION = "1.2"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

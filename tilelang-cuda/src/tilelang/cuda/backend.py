@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.2"  # 1.2: the random-number ops, AtomicFunctions.helpers
 
 BACKEND = BackendModule(
     name="cuda",

@@ -19,12 +19,11 @@ from typing import Any
 
 import tvm_ffi
 from tilelang.errors import LanguageError
-from tilelang.language.random import GENERATORS, RNG_INIT, RNG_RAND, RNG_RAND_FLOAT
-from tilelang.plugin import prim_func_pass
+from tilelang.plugin import RNG_GENERATORS, RNG_INIT, RNG_RAND, RNG_RAND_FLOAT, prim_func_pass
 from tvm import tirx
 
 STATE_WORDS = 11
-_PHILOX = GENERATORS[0]
+_PHILOX = RNG_GENERATORS[0]
 
 
 def _op_name(call: Any) -> str | None:
