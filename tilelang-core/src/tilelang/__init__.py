@@ -27,6 +27,7 @@ from .errors import (
     TileLangError,
 )
 from .jit import JITKernel, compile, jit, lower
+from .jit.par_compile import par_compile
 from .math import cdiv, next_power_of_2  # upstream exports them at top level
 from .plugins import load_plugins
 
@@ -52,6 +53,7 @@ __all__ = [
     "load_plugins",
     "lower",
     "next_power_of_2",
+    "par_compile",
     "set_log_level",
 ]
 

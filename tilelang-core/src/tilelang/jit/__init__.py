@@ -166,6 +166,15 @@ class JITFunction:
                 return kernel
         return compile(self.get_tir(*args, **kwargs), **self.options, request=request)
 
+    def par_compile(self, configs: Sequence[Any], num_workers: int | None = None,
+                    ignore_error: bool = False) -> list[JITKernel | None]:
+        """Upstream's ``par_compile``: the kernels of several argument sets (a tuple of
+        positional arguments or a dict of keywords each), compiled by worker processes into
+        the kernel cache where they can be (tilelang.jit.par_compile)."""
+        from .par_compile import par_compile_jit
+
+        return par_compile_jit(self, configs, num_workers, ignore_error)
+
     def get_tir(self, *args: Any, **kwargs: Any) -> Any:
         """The PrimFunc these arguments specialize to (not compiled)."""
         if self._eager is not None:

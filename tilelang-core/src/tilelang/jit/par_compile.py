@@ -1,0 +1,120 @@
+"""``par_compile``: upstream's way to compile many argument sets of a kernel at once.
+
+``matmul.par_compile([(1024, 1024, 1024, 128, 128, 64), {"M": 2048, ...}])`` returns the
+kernels in the order of the configurations (a tuple is positional arguments, a dict
+keywords). The autotuner's compile pool does the work (tilelang.autotuner.compile_pool):
+spawned worker processes build and compile the configurations into the kernel cache, and
+this process then takes each kernel from it (a load). ``num_workers`` caps the workers
+(default: one per CPU). Where that cannot apply, the configurations compile here, one after
+another, with the same result: without a kernel cache (workers could not hand kernels
+back), with one worker or one configuration, for eager kernels (their builders run against
+tensors or ``T.const`` values), and for ``tilelang.par_compile`` over PrimFuncs built in this
+process.
+
+A configuration that fails raises a CompileError naming its index; with
+``ignore_error=True`` its place in the result is None and the error is logged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ArgumentError, CompileError
+
+log = logging.getLogger("tilelang.jit")
+
+
+def _call_of(config: Any, where: str, index: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(config, Mapping):
+        return (), dict(config)
+    if isinstance(config, (tuple, list)):
+        return tuple(config), {}
+    raise ArgumentError(f"{where}: configuration {index} is a {type(config).__name__}; pass a tuple of "
+                        "positional arguments or a dict of keyword arguments")
+
+
+def _failed(where: str, index: int, error: str, ignore_error: bool) -> None:
+    if not ignore_error:
+        raise CompileError(f"{where}: configuration {index} failed: {error}")
+    log.warning("%s: configuration %d failed (ignored): %s", where, index, error)
+
+
+def _workers(num_workers: int | None, count: int) -> int:
+    from ..autotuner.compile_pool import available_cpus
+
+    if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
+                                    or num_workers < 1):
+        raise ArgumentError(f"par_compile: num_workers must be an int >= 1 (or None: one per CPU), got "
+                            f"{num_workers!r}")
+    return min(count, num_workers or available_cpus())
+
+
+def par_compile_jit(function: Any, configs: Sequence[Any], num_workers: int | None,
+                    ignore_error: bool) -> list[Any]:
+    """``JITFunction.par_compile`` (see the module docstring)."""
+    where = f"@tilelang.jit function {getattr(function.builder, '__name__', 'kernel')!r}: par_compile"
+    calls = [_call_of(c, where, i) for i, c in enumerate(configs)]
+    workers = _workers(num_workers, len(calls))
+    pooled: dict[int, str | None] = {}  # index -> the worker's error (None: compiled)
+    if function._eager is None and function._signature is not None and workers >= 2:
+        pooled = _compile_in_workers(function, calls, workers, where)
+    kernels: list[Any] = []
+    for index, (args, kwargs) in enumerate(calls):
+        if pooled.get(index) is not None:
+            _failed(where, index, str(pooled[index]), ignore_error)
+            kernels.append(None)
+            continue
+        try:
+            kernels.append(function.compile(*args, **kwargs))  # a kernel-cache hit where a worker compiled it
+        except Exception as err:
+            if not ignore_error or isinstance(err, ArgumentError):
+                raise
+            _failed(where, index, f"{type(err).__name__}: {err}", ignore_error)
+            kernels.append(None)
+    return kernels
+
+
+def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int,
+                        where: str) -> dict[int, str | None]:
+    from ..autotuner.compile_pool import CompileTask, compile_in_pool
+    from ..cache import KernelCache
+
+    cache = KernelCache()
+    if not cache.enabled:
+        return {}
+    signature: inspect.Signature = function._signature
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
+        return {}  # *args / **kwargs do not pass as keywords by name: compiled here
+    tasks = []
+    for index, (args, kwargs) in enumerate(calls):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise ArgumentError(f"{where}: configuration {index}: {err}") from None
+        tasks.append(CompileTask(index, dict(bound.arguments), dict(function.options)))
+    return {o.index: o.error for o in compile_in_pool(function.builder, (), tasks, str(cache.root), workers)}
+
+
+def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
+                **options: Any) -> list[Any]:
+    """``tilelang.par_compile(funcs, ...)``: ``tilelang.compile(func, **options)`` for each
+    PrimFunc, in order (here, one after another: see the module docstring)."""
+    from . import compile as compile_one
+
+    _workers(num_workers, max(1, len(funcs)))  # checks the argument
+    kernels: list[Any] = []
+    for index, func in enumerate(funcs):
+        try:
+            kernels.append(compile_one(func, **options))
+        except Exception as err:
+            if not ignore_error:
+                raise
+            _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
+            kernels.append(None)
+    return kernels
+
+
+__all__ = ["par_compile", "par_compile_jit"]
