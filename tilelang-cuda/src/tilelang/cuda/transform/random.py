@@ -19,7 +19,13 @@ from typing import Any
 
 import tvm_ffi
 from tilelang.errors import LanguageError
-from tilelang.plugin import RNG_GENERATORS, RNG_INIT, RNG_RAND, RNG_RAND_FLOAT, prim_func_pass
+from tilelang.plugin import (
+    RNG_GENERATORS,
+    RNG_INIT,
+    RNG_RAND,
+    RNG_RAND_FLOAT,
+    prim_func_pass,
+)
 from tvm import tirx
 
 STATE_WORDS = 11
