@@ -360,11 +360,11 @@ def test_upstream_only_names_raise_a_language_error(name, advice):
 
 
 def test_upstream_only_name_in_a_kernel_names_itself():
-    with pytest.raises(LanguageError, match=r"T.tma_store_wait is a Hopper"):
+    with pytest.raises(LanguageError, match=r"T.tma_load is a Hopper"):
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as _:
-                T.tma_store_wait()
+                T.tma_load()
 
 
 def test_nvcc_compiles_the_cuda_of_these_primitives():

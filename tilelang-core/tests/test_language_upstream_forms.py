@@ -280,3 +280,46 @@ def test_random_numbers_on_a_backend_without_a_generator_are_refused_at_the_user
 def test_random_number_calls_check_their_arguments(call, message):
     with pytest.raises(LanguageError, match=message):
         call()
+
+
+# -- T.tma_copy from shared to global memory (upstream's TMA store) ---------------------------
+def _tile_through_shared_store():
+    @T.prim_func
+    def doubled(A: T.Tensor((64, 32), "float32"), B: T.Tensor((64, 32), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            tile = T.alloc_shared((32, 32), "float32")
+            for i, j in T.Parallel(32, 32):
+                tile[i, j] = A[bx * 32 + i, j] * 2
+            T.tma_copy(tile, B[bx * 32, 0])
+            T.tma_store_arrive()
+            T.tma_store_wait(0, read=True)
+
+    return doubled
+
+
+def test_a_tma_store_writes_the_shared_tile_to_global_memory():
+    a = np.arange(64 * 32, dtype="float32").reshape(64, 32)
+    b = np.zeros_like(a)
+    tilelang.compile(_tile_through_shared_store(), target="c")(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+def test_a_tma_store_takes_no_barrier_and_its_wait_checks_its_arguments():
+    with pytest.raises(LanguageError, match=r"T\.tma_store_wait\(count=-1\): count is the number of TMA store "
+                                            r"groups allowed to stay in flight, an int >= 0"):
+        T.tma_store_wait(-1)
+    with pytest.raises(LanguageError, match=r"T\.tma_store_wait\(read=1\): read is True or False"):
+        T.tma_store_wait(0, read=1)
+
+    @T.macro
+    def store_with_barrier(tile, B, bar):
+        T.tma_copy(tile, B[0, 0], barrier=bar)
+
+    with pytest.raises(LanguageError, match=r"T\.tma_copy\(shared, global, barrier=\.\.\.\): a TMA store takes "
+                                            r"no barrier; T\.tma_store_wait\(\) completes it"):
+        @T.prim_func
+        def refused(B: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1, threads=32):
+                tile = T.alloc_shared((32, 32), "float32")
+                bar = T.alloc_barrier(32)
+                store_with_barrier(tile, B, bar)

@@ -566,3 +566,41 @@ def test_a_role_reading_a_slice_of_a_copied_tile_stays_on_mma_sync():
 
     body = kernel_body(lower(main).device_source)
     assert "tl_mma_m16n8k16_f16_f32(" in body and "wgmma" not in body
+
+
+def gemm_with_tma_store(n: int = 128, block: int = 64, block_k: int = 32):
+    """Upstream's test_tilelang_language_tma_store kernel: C through a shared tile, stored
+    with T.tma_copy(shared, global) and T.tma_store_wait()."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n, n), "float16"), B: T.Tensor((n, n), "float16"), C: T.Tensor((n, n), "float16")):
+        with T.Kernel(n // block, n // block, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block_k), "float16")
+            B_shared = T.alloc_shared((block_k, block), "float16")
+            C_shared = T.alloc_shared((block, block), "float16")
+            C_local = T.alloc_fragment((block, block), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(n // block_k, num_stages=2):
+                T.copy(A[by * block, k * block_k], A_shared)
+                T.copy(B[k * block_k, bx * block], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C_shared)
+            T.tma_copy(C_shared, C[by * block, bx * block])
+            T.tma_store_wait()
+
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_tma_store_of_a_gemms_tile_is_a_copy_through_shared_memory(arch):
+    artifact = lower_artifact(gemm_with_tma_store(), create_backend_context({"kind": "cuda", "arch": arch},
+                                                                           execution_backend=None), out_idx=[])
+    if arch == "sm_80":  # (the emulator has no TMA, which sm_90's loads take)
+        rng = np.random.default_rng(0)
+        a, b = (rng.integers(-3, 4, (128, 128)).astype("float16") for _ in range(2))
+        c = np.zeros((128, 128), "float16")
+        lowered_kernel(artifact.device_mod)(a, b, c)
+        np.testing.assert_array_equal(c, (a.astype("float32") @ b.astype("float32")).astype("float16"))
+    if toolchain.nvcc_path() is not None:
+        source = artifact.device_source
+        assert toolchain._compile_nvcc(source, toolchain.arch_for_source(source, arch), "tma_store")[:4] == b"\x7fELF"

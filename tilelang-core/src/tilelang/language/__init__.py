@@ -214,6 +214,8 @@ __all__ = [
     "syncthreads_count",
     "syncthreads_or",
     "tma_copy",
+    "tma_store_arrive",
+    "tma_store_wait",
     "transpose",
     "unroll",
     "use_swizzle",

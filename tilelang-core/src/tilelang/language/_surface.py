@@ -41,6 +41,8 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     mbarrier_wait_parity,
     set_max_nreg,
     tma_copy,
+    tma_store_arrive,
+    tma_store_wait,
     ws,
 )
 from .casts import reinterpret

@@ -197,12 +197,24 @@ def mbarrier_arrive_expect_tx(mbarrier: Any, tx: Any) -> None:
 
 def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> None:
     """One thread of the calling role starts copying global tile ``src`` into shared tile
-    ``dst``; ``barrier``'s current phase completes only once the bytes have landed."""
-    from .tile import _extents, _region
+    ``dst``; ``barrier``'s current phase completes only once the bytes have landed.
+
+    The other direction, shared tile ``src`` into global ``dst`` (upstream's TMA store, which
+    T.tma_store_wait() completes), is a T.copy by the calling threads here: the stores have
+    landed when it returns, so T.tma_store_arrive / T.tma_store_wait have nothing to wait for."""
+    from .tile import _extents, _region, copy
 
     if unsupported:
         raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (clusters, "
                             "multicast and eviction hints are not implemented); supported: barrier=")
+    stores = _region(src, _extents(dst), "T.tma_copy source").source.scope().startswith("shared") and \
+        _region(dst, _extents(src), "T.tma_copy destination").source.scope() == "global"
+    if stores:
+        if barrier is not None:
+            raise LanguageError("T.tma_copy(shared, global, barrier=...): a TMA store takes no barrier; "
+                                "T.tma_store_wait() completes it")
+        copy(src, dst)
+        return
     if barrier is None:
         raise LanguageError("T.tma_copy(src, dst): a global -> shared copy needs barrier= (from "
                             "T.alloc_barrier); its phase completes when the bytes have landed")
@@ -213,6 +225,22 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> 
                             f"({src_region.source.scope()}) -> {dst_region.source.name} "
                             f"({dst_region.source.scope()}); use T.copy for other copies")
     _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="))
+
+
+def tma_store_arrive() -> None:
+    """Upstream's commit of the TMA stores issued so far: T.tma_copy's stores are complete
+    when issued here (see T.tma_copy), so there is nothing to commit."""
+
+
+def tma_store_wait(count: int = 0, read: bool = True) -> None:
+    """Upstream's wait until at most ``count`` committed TMA stores are in flight (``read``:
+    until their shared sources may be overwritten): T.tma_copy's stores are complete when
+    issued here, so it waits for nothing. The arguments are checked as upstream takes them."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise LanguageError(f"T.tma_store_wait(count={count!r}): count is the number of TMA store groups "
+                            "allowed to stay in flight, an int >= 0")
+    if not isinstance(read, bool):
+        raise LanguageError(f"T.tma_store_wait(read={read!r}): read is True or False")
 
 
 def set_max_nreg(reg_count: int, is_inc: int) -> None:
