@@ -78,6 +78,11 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
                                          and s[0].isidentifier() and type(s[1]) is str
                                          and bool(_DTYPE.match(s[1])) for s in symbols),
           "narrow_symbols", symbols)
+    checks = artifact.shape_checks
+    _need(type(checks) is tuple and all(
+        type(c) is tuple and len(c) == 7 and _is_int(c[0]) and 0 <= c[0] < count and _is_int(c[1]) and c[1] >= 0
+        and type(c[2]) is str and c[2].isidentifier() and _is_int(c[3]) and c[3] > 0 and _is_int(c[4])
+        and type(c[5]) is str and type(c[6]) is str for c in checks), "shape_checks", checks)
     for k, launch in enumerate(artifact.launches):
         _need(type(launch.symbol) is str, f"launches[{k}].symbol", launch.symbol)
         for field in ("args", "arg_types", "grid", "block"):

@@ -115,6 +115,10 @@ class CompiledArtifact:
     written: tuple[int, ...] | None = None
     # (name, dtype) of the symbolic dimensions narrower than int64: a call's extents must fit
     narrow_symbols: tuple[tuple[str, str], ...] = ()
+    # dimensions a symbol was solved from (transform/solved_dims.py): (parameter index, axis,
+    # the dimension's symbol, a, b, the solved symbol, the dimension as written); a call's
+    # dimension must be a * n + b for a whole n >= 0
+    shape_checks: tuple[tuple[int, int, str, int, int, str, str], ...] = ()
     # the per-kernel routing decision (tilelang.backend.routing.Route.describe()), "" if none
     route: str = ""
     # the DLPack device type the kernel runs on (1 CPU, 2 CUDA, ...); 0: not recorded (an
@@ -191,4 +195,6 @@ class CompiledArtifact:
             data["written"] = tuple(data["written"])
         if isinstance(data.get("narrow_symbols"), list):
             data["narrow_symbols"] = tuple(tuple(s) if isinstance(s, list) else s for s in data["narrow_symbols"])
+        if isinstance(data.get("shape_checks"), list):
+            data["shape_checks"] = tuple(tuple(c) if isinstance(c, list) else c for c in data["shape_checks"])
         return cls(**data)

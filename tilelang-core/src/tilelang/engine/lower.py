@@ -154,10 +154,12 @@ def lower(
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
     from ..transform.single_trip_loops import inline_single_trip_loops
+    from ..transform.solved_dims import solve_dimension_symbols
     from ..transform.subbyte import pack_params
 
     func = pack_params(func, name)  # sub-byte tensors: byte parameters
     func = inline_single_trip_loops(func)  # T.serial(start, start + 1): TVM's simplifier trips on it
+    func, shape_checks = solve_dimension_symbols(func)  # T.Tensor((n * 4,)) with n given by nothing else
     check_extensions(func, name, context.module, context.route)
     check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers
     check_clusters(func, name, context.module.name, context.module.language_features)  # T.ClusterKernel
@@ -232,6 +234,7 @@ def lower(
         min_alignment=min_alignment,
         written=written,
         narrow_symbols=narrow_symbols(func),
+        shape_checks=shape_checks,
         host_module=host_module,
         device_module=device_module,
         host_mod=host_mod,

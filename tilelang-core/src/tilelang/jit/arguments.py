@@ -187,6 +187,7 @@ class ArgumentBinder:
         tensors = (i for i, p in enumerate(self.params) if p.is_tensor)
         self.written = frozenset(tensors if artifact.written is None else artifact.written)
         self.narrow = {name: (dtype, int_range(dtype)) for name, dtype in artifact.narrow_symbols}
+        self.shape_checks = artifact.shape_checks
         from .fastbind import build_fast_binder
 
         self._fast = build_fast_binder(artifact, device_type)
@@ -302,6 +303,15 @@ class ArgumentBinder:
                 raise self._error(index, f"expected shape {_describe_shape(self.params[index].shape or ())}, "
                                   f"got {_describe_shape(shape)}: dimension {axis} must be {want} = {expected} "
                                   f"({given})")
+        for index, axis, symbol, a, b, solved, written in self.shape_checks:
+            value = symbols[symbol]
+            if value < b or (value - b) % a:
+                raise self._error(index, f"dimension {axis} is {value}, but the kernel declares it {written}, "
+                                  f"which is {value} for no whole {solved} >= 0; pass a tensor whose dimension "
+                                  f"{axis} is {a} * {solved} + {b} for some {solved}" if b else
+                                  f"dimension {axis} is {value}, but the kernel declares it {written}, "
+                                  f"which is {value} for no whole {solved} >= 0; pass a tensor whose dimension "
+                                  f"{axis} is a multiple of {a}")
         outputs = []
         for index in self.out_idx:
             out = self._allocate(self.params[index], symbols, like)

@@ -99,9 +99,9 @@ def _build(artifact: CompiledArtifact, device_type: int,
     import torch
 
     params, out_idx = artifact.params, set(artifact.out_idx)
-    if any(p.packs is not None or any(isinstance(d, str) and not d.isidentifier() for d in p.shape or ())
-           for p in params):
-        return None  # sub-byte tensors (several storage dtypes, uint8 views) or expression dimensions
+    if artifact.shape_checks or any(p.packs is not None or any(isinstance(d, str) and not d.isidentifier()
+                                                              for d in p.shape or ()) for p in params):
+        return None  # sub-byte tensors (several storage dtypes, uint8 views), expression or solved dimensions
     inputs = [i for i in range(len(params)) if i not in out_idx]
     env: dict[str, Any] = {"_Tensor": torch.Tensor, "_empty": torch.empty, "_MISS": MISS, "_launch": launch}
     e = _Emitter("None" if launch is None else "_MISS")

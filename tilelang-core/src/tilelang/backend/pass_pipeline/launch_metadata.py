@@ -86,7 +86,22 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
         if getattr(getattr(data, "op", None), "name", None) == "tirx.buffer_data":
             views[decl.buffer.name] = data.args[0].name
 
-    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl)])
+    lets: list[tuple[Any, Any]] = []  # host-side bindings (a symbol solved from a dimension, a CSE value)
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl),
+                                        (tirx.Bind, lambda b: lets.append((b.var, b.value))),
+                                        (tirx.LetStmt, lambda s: lets.append((s.var, s.value)))])
+
+    def host_expr(expr: Any) -> str:
+        """``expr`` over the parameters and symbols: host-side bindings inlined."""
+        def on_var(var: Any) -> Any:
+            return next((value for bound, value in lets if var.same_as(bound)), var)
+
+        for _ in range(len(lets) + 1):
+            inlined = tvm_ffi.structural_map(expr, (tirx.Var, on_var), order="post") if lets else expr
+            if inlined.same_as(expr):
+                break
+            expr = inlined
+        return python_expr(expr)
 
     def tensor_of(name: str) -> str:
         seen = set()
@@ -112,15 +127,15 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
                 encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
             else:
-                encoded.append(python_expr(operand))
+                encoded.append(host_expr(operand))
                 types.append(str(operand.ty))
         launches.append({
             "symbol": symbol,
             "args": encoded,
             "arg_types": types,
-            "grid": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _GRID],
-            "block": [python_expr(by_tag[t]) if t in by_tag else "1" for t in _BLOCK],
-            "dynamic_smem": python_expr(by_tag[_DYN_SMEM]) if _DYN_SMEM in by_tag else "0",
+            "grid": [host_expr(by_tag[t]) if t in by_tag else "1" for t in _GRID],
+            "block": [host_expr(by_tag[t]) if t in by_tag else "1" for t in _BLOCK],
+            "dynamic_smem": host_expr(by_tag[_DYN_SMEM]) if _DYN_SMEM in by_tag else "0",
         })
     return launches
 

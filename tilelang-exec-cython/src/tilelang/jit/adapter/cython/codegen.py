@@ -205,6 +205,10 @@ class _Emitter:
                 raise CompileError(f"{self.where}: dimension {dim} of parameter {self.a.params[index].name!r} "
                                    "refers to a symbol no input binds")
             self.out(f"if ({extent} != {value}) TL_MISS(TL_MISS_SHAPE, {index});")
+        # a dimension a symbol was solved from: a * n + b for a whole n >= 0 (ArgumentBinder says which)
+        for index, _axis, symbol, a, b, _solved, _written in self.a.shape_checks:
+            local = self.symbols[symbol]
+            self.out(f"if ({local} < {b} || ({local} - {b}) % {a} != 0) TL_MISS(TL_MISS_SHAPE, {index});")
 
     # -- outputs --------------------------------------------------------------------
     def output(self, slot: int, index: int, param: ParamInfo) -> None:
