@@ -275,32 +275,6 @@ def test_tma_copy_needs_host_encoded_tensor_maps():
         lower(kernels.copy_gemm_roles(256, 256, 256), backend="cython")
 
 
-def one_row_tma_copy():
-    @T.prim_func
-    def main(A: T.Tensor((256, 1024), "float32"), B: T.Tensor((1,), "float32")):
-        with T.Kernel(1, threads=256) as pid:
-            tid = T.get_thread_binding()
-            a_shared = T.alloc_shared((1, 1024), "float32")
-            mbar = T.alloc_barrier([256])
-            T.tma_copy(A[pid, 0:1024], a_shared[0, 0:1024], barrier=mbar)
-            T.mbarrier_arrive(mbar)
-            T.mbarrier_wait_parity(mbar, 0)
-            if tid == 0:
-                B[pid] = a_shared[0, 0]
-
-    return main
-
-
-def test_an_error_raised_inside_a_nested_pass_keeps_its_type_and_message():
-    """A pass's error raised in a structural_map callback, under the overlap trial's nested
-    pass sequence, reached the user as "RuntimeError ... Error in pass:
-    tl.cuda.OverlapWherePays" followed by the whole module's TVMScript."""
-    with pytest.raises(CompileError) as info:
-        lower(one_row_tma_copy())
-    assert str(info.value) == ("kernel 'main': T.tma_copy into a_shared: the copy must be a 2-d tile (a slice of rows x "
-                               "columns of the global tensor into the last two dimensions of the shared one)")
-
-
 def test_a_gemm_outside_the_roles_of_a_warp_specialized_kernel_is_refused():
     @T.prim_func
     def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
@@ -566,41 +540,3 @@ def test_a_role_reading_a_slice_of_a_copied_tile_stays_on_mma_sync():
 
     body = kernel_body(lower(main).device_source)
     assert "tl_mma_m16n8k16_f16_f32(" in body and "wgmma" not in body
-
-
-def gemm_with_tma_store(n: int = 128, block: int = 64, block_k: int = 32):
-    """Upstream's test_tilelang_language_tma_store kernel: C through a shared tile, stored
-    with T.tma_copy(shared, global) and T.tma_store_wait()."""
-
-    @T.prim_func
-    def main(A: T.Tensor((n, n), "float16"), B: T.Tensor((n, n), "float16"), C: T.Tensor((n, n), "float16")):
-        with T.Kernel(n // block, n // block, threads=128) as (bx, by):
-            A_shared = T.alloc_shared((block, block_k), "float16")
-            B_shared = T.alloc_shared((block_k, block), "float16")
-            C_shared = T.alloc_shared((block, block), "float16")
-            C_local = T.alloc_fragment((block, block), "float32")
-            T.clear(C_local)
-            for k in T.Pipelined(n // block_k, num_stages=2):
-                T.copy(A[by * block, k * block_k], A_shared)
-                T.copy(B[k * block_k, bx * block], B_shared)
-                T.gemm(A_shared, B_shared, C_local)
-            T.copy(C_local, C_shared)
-            T.tma_copy(C_shared, C[by * block, bx * block])
-            T.tma_store_wait()
-
-    return main
-
-
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_a_tma_store_of_a_gemms_tile_is_a_copy_through_shared_memory(arch):
-    artifact = lower_artifact(gemm_with_tma_store(), create_backend_context({"kind": "cuda", "arch": arch},
-                                                                           execution_backend=None), out_idx=[])
-    if arch == "sm_80":  # (the emulator has no TMA, which sm_90's loads take)
-        rng = np.random.default_rng(0)
-        a, b = (rng.integers(-3, 4, (128, 128)).astype("float16") for _ in range(2))
-        c = np.zeros((128, 128), "float16")
-        lowered_kernel(artifact.device_mod)(a, b, c)
-        np.testing.assert_array_equal(c, (a.astype("float32") @ b.astype("float32")).astype("float16"))
-    if toolchain.nvcc_path() is not None:
-        source = artifact.device_source
-        assert toolchain._compile_nvcc(source, toolchain.arch_for_source(source, arch), "tma_store")[:4] == b"\x7fELF"
