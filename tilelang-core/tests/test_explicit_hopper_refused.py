@@ -83,8 +83,8 @@ def kernel_with(body):
     (lambda A, S: T.tma_copy(S, A[0, 0], barrier=T.alloc_barrier(1)),
      r"T\.tma_copy\(shared, global, barrier=\.\.\.\): a TMA store takes no barrier"),
     (lambda A, S: T.tma_copy(S, S, barrier=T.alloc_barrier(1)),
-     r"T\.tma_copy: copies a global tile into a shared tile; got A_shared \(shared\.dyn\) -> A_shared "
-     r"\(shared\.dyn\)"),
+     (r"T\.tma_copy: copies a global tile into a shared tile; got A_shared \(shared\.dyn\) -> A_shared "
+      r"\(shared\.dyn\)")),
     (lambda A, S: T.tma_copy(A[0, 0], S, barrier=T.alloc_barrier(1), cluster_mask=3),
      r"T\.tma_copy: keyword\(s\) \['cluster_mask'\] are not supported"),
     (lambda A, S: T.mbarrier_arrive(T.alloc_barrier(1), cta_id=1), r"needs thread-block clusters"),
