@@ -234,3 +234,21 @@ def test_draws_on_the_gpu_equal_curands():
     tilelang.compile(draws_kernel(blocks, threads, per_thread, seed, False), target="cuda")(
         a, torch.zeros(n, device="cuda"), torch.zeros(n, dtype=torch.float64, device="cuda"))
     np.testing.assert_array_equal(a.cpu().numpy(), expected)
+
+
+def test_the_state_is_allocated_in_the_kernel_when_host_statements_precede_it():
+    # a solved dimension (T.Tensor((n * 4,), ...)) puts statements before the launch
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n * 4,), "uint32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            T.rng_init(3, tx, 0)
+            A[tx] = T.rng_rand()
+
+    source = tilelang.lower(main, target=SM90).device_source
+    body = source[source.index('extern "C" __global__'):]
+    assert body.count("uint rng_state_ptr[11];") == 1
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "rng_prologue")[:4] == b"\x7fELF"

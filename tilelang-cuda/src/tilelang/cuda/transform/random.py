@@ -24,6 +24,7 @@ from tilelang.plugin import (
     RNG_INIT,
     RNG_RAND,
     RNG_RAND_FLOAT,
+    kernels_of,
     prim_func_pass,
 )
 from tvm import tirx
@@ -37,7 +38,10 @@ def _op_name(call: Any) -> str | None:
 
 
 def _kernel_body_start(body: Any) -> Any:
-    """The statement under the kernel's launch attributes (its thread and block extents)."""
+    """The statement under the kernel's launch attributes (its thread and block extents),
+    which host statements may precede (a sub-byte or solved parameter's prologue)."""
+    launches = kernels_of(body)
+    body = launches[0] if launches else body
     while isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent":
         body = body.body
     return body
