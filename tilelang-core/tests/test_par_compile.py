@@ -60,3 +60,22 @@ def test_par_compile_checks_its_arguments():
 def test_tilelang_par_compile_compiles_prim_funcs():
     funcs = [scaled.get_tir(*c) if isinstance(c, tuple) else scaled.get_tir(**c) for c in CONFIGS]
     _check(tilelang.par_compile(funcs, out_idx=-1, target="c"))
+
+
+@tilelang.jit(out_idx=-1)
+def scaled_auto(n, scale):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = A[i] * scale
+
+    return main
+
+
+def test_the_auto_target_is_resolved_once_for_the_workers(tmp_path, monkeypatch):
+    # (a worker handed target="auto" failed: "Target kind auto is not defined")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    kernels = scaled_auto.par_compile([(8, 2.0), (4, 3.0)], num_workers=2)
+    np.testing.assert_array_equal(kernels[0](np.ones(8, "float32")), np.full(8, 2.0, "float32"))
+    np.testing.assert_array_equal(kernels[1](np.ones(4, "float32")), np.full(4, 3.0, "float32"))

@@ -88,13 +88,22 @@ def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[s
     signature: inspect.Signature = function._signature
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
         return {}  # *args / **kwargs do not pass as keywords by name: compiled here
+    from ..backend.module import create_backend_context
+
+    options = dict(function.options)
+    # "auto" resolved once, here: a worker resolves it with the workers' view of the machine
+    # (the autotuner's tasks do the same); the parent's own call then hits the same cache key
+    context = create_backend_context(options.get("target", "auto"), options.get("target_host"),
+                                     options.get("execution_backend", "auto"))
+    options.update(target=context.target, target_host=context.target_host,
+                   execution_backend=context.execution_spec.name)
     tasks = []
     for index, (args, kwargs) in enumerate(calls):
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as err:
             raise ArgumentError(f"{where}: configuration {index}: {err}") from None
-        tasks.append(CompileTask(index, dict(bound.arguments), dict(function.options)))
+        tasks.append(CompileTask(index, dict(bound.arguments), options))
     return {o.index: o.error for o in compile_in_pool(function.builder, (), tasks, str(cache.root), workers)}
 
 
