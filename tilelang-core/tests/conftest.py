@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 
 import pytest
@@ -20,3 +21,18 @@ def session_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TILELANG_CACHE_DIR", str(tmp_path_factory.mktemp("session-kernel-cache")))
         yield
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every PrimFunc compiled by kernels decorated after this fixture ran."""
+    seen = []
+    module = importlib.import_module("tilelang.jit")  # the package; tilelang.jit is the decorator
+    original = module.compile
+
+    def counting(func, **options):
+        seen.append(func)
+        return original(func, **options)
+
+    monkeypatch.setattr(module, "compile", counting)
+    return seen

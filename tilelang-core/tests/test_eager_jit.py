@@ -6,7 +6,6 @@ with numpy/torch; compilations are counted through tilelang.jit.compile."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 
 import numpy as np
@@ -16,21 +15,6 @@ import tilelang.language as T
 from tilelang import ArgumentError, LanguageError
 
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Every PrimFunc compiled by kernels decorated after this fixture ran."""
-    seen = []
-    module = importlib.import_module("tilelang.jit")  # the package; tilelang.jit is the decorator
-    original = module.compile
-
-    def counting(func, **options):
-        seen.append(func)
-        return original(func, **options)
-
-    monkeypatch.setattr(module, "compile", counting)
-    return seen
 
 
 def rand(*shape, dtype="float32"):

@@ -8,7 +8,6 @@ numpy; compilations are counted through tilelang.jit.compile."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import subprocess
 import sys
@@ -22,21 +21,6 @@ import tilelang.language as T
 from tilelang import ArgumentError, LanguageError
 
 BLOCK = 8
-
-
-@pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Every PrimFunc compiled by kernels decorated after this fixture ran."""
-    seen = []
-    module = importlib.import_module("tilelang.jit")  # the package; tilelang.jit is the decorator
-    original = module.compile
-
-    def counting(func, **options):
-        seen.append(func)
-        return original(func, **options)
-
-    monkeypatch.setattr(module, "compile", counting)
-    return seen
 
 
 def rand(*shape):
