@@ -97,18 +97,17 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                 f"target backend {backend!r} does not have; use T.sync_threads() (every thread of the "
                 "block) or compile for a backend with named barriers (CUDA)")
         left = tl_op_names_in(func)
-        warp = sorted(left & WARP_OPS.keys())
-        if warp:
-            raise LanguageError(
-                f"kernel {name!r}: {WARP_OPS[warp[0]]} is a warp intrinsic, which target backend {backend!r} does "
-                "not lower (it has no warps to shuffle or vote over); compile the kernel for a GPU target, or "
-                "reduce tiles with T.reduce_*" + source_location(_first_span(func, warp[0])))
-        rng = sorted(left & RANDOM_OPS.keys())
-        if rng:
-            raise LanguageError(
-                f"kernel {name!r}: {RANDOM_OPS[rng[0]]} draws random numbers, which target backend {backend!r} "
-                "has no generator for; compile the kernel for CUDA, or pass random numbers in as a tensor "
-                "(torch.rand)" + source_location(_first_span(func, rng[0])))
+        # the neutral op families a backend may leave unlowered: op -> spelling, and why / what instead
+        for spellings, why in ((WARP_OPS, ("is a warp intrinsic, which target backend {backend!r} does not lower "
+                                           "(it has no warps to shuffle or vote over); compile the kernel for a "
+                                           "GPU target, or reduce tiles with T.reduce_*")),
+                               (RANDOM_OPS, ("draws random numbers, which target backend {backend!r} has no "
+                                             "generator for; compile the kernel for CUDA, or pass random numbers "
+                                             "in as a tensor (torch.rand)"))):
+            found = sorted(left & spellings.keys())
+            if found:
+                raise LanguageError(f"kernel {name!r}: {spellings[found[0]]} " + why.format(backend=backend)
+                                    + source_location(_first_span(func, found[0])))
         if left:
             raise LanguageError(
                 f"kernel {name!r}: target backend {backend!r} did not lower {sorted(left)}; the "
