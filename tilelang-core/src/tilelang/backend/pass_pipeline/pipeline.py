@@ -9,7 +9,6 @@ backend-specific phase scopes.
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,8 +20,6 @@ if TYPE_CHECKING:
     from ..context import BackendContext
 
 PassList = Callable[["BackendContext"], Sequence[Any]]
-
-_PASS_ERROR = threading.local()
 
 #: the pass configs of the compilation running in this context; the compile entry point
 #: (tilelang.engine.lower) sets it, passes read it through pass_config(). It lives here,
@@ -38,36 +35,26 @@ def current_pass_configs() -> Mapping[str, Any]:
 
 def prim_func_pass(run: Callable[[Any, Any, Any], Any], name: str, opt_level: int = 0,
                    per_kernel: bool = False) -> Any:
-    """``tvm.tirx.transform.prim_func_pass`` for TileLang's Python passes, keeping the type
-    of the errors they raise: TVM's FFI hands an exception raised inside a pass on as a
-    RuntimeError carrying only the message, so the error is also kept here and the compile
-    entry point raises the original (a LanguageError stays a LanguageError).
-    ``per_kernel``: ``run`` looks at one kernel, and a function that launches several
-    gives it each of them as a function of its own (``tilelang.plugin.each_kernel``)."""
+    """``tvm.tirx.transform.prim_func_pass`` for TileLang's Python passes. TVM's FFI hands
+    an exception raised inside a pass on as a RuntimeError carrying only the message; the
+    compile entry point raises the original again (``take_pass_error``), so a LanguageError
+    stays a LanguageError. ``per_kernel``: ``run`` looks at one kernel, and a function that
+    launches several gives it each of them as a function of its own
+    (``tilelang.plugin.each_kernel``)."""
     from tvm import tirx
 
-    def guarded(func: Any, mod: Any, ctx: Any) -> Any:
-        try:
-            if per_kernel:
-                from ...transform.gpu.ir_util import each_kernel
+    def each(func: Any, mod: Any, ctx: Any) -> Any:
+        from ...transform.gpu.ir_util import each_kernel
 
-                return each_kernel(lambda f: run(f, mod, ctx))(func)
-            return run(func, mod, ctx)
-        except TileLangError as err:
-            _PASS_ERROR.error = err
-            raise
+        return each_kernel(lambda f: run(f, mod, ctx))(func)
 
-    return tirx.transform.prim_func_pass(guarded, opt_level=opt_level, name=name)
+    return tirx.transform.prim_func_pass(each if per_kernel else run, opt_level=opt_level, name=name)
 
 
 def take_pass_error() -> TileLangError | None:
-    """The TileLang error the last failing pass raised, or else the newest one made (one
-    raised inside a pass's structural_map callback reaches the pass as a RuntimeError);
-    and forget them."""
-    err = getattr(_PASS_ERROR, "error", None)
-    _PASS_ERROR.error = None
-    recent = take_recent_error()
-    return err if err is not None else recent
+    """The TileLang error a failing pass raised, wherever in it (a structural_map callback
+    too), and forget it: the newest one made in this thread (errors.take_recent_error)."""
+    return take_recent_error()
 
 
 def pass_config(name: str, default: Any = None) -> Any:
