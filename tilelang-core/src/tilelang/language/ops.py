@@ -152,6 +152,29 @@ def substitute(node: object, pairs: list[tuple[object, object]]) -> object:
     return tvm_ffi.structural_map(node, (tirx.Var, on_var), order="post")
 
 
+def let_bindings(node: object) -> list[tuple[object, object]]:
+    """(variable, value) of every binding in ``node``: ``Bind`` (``x = expr`` in a kernel,
+    ``T.let``) and ``LetStmt`` statements."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found: list[tuple[object, object]] = []
+    tvm_ffi.structural_walk(node, [(tirx.Bind, lambda b: found.append((b.var, b.value))),
+                                   (tirx.LetStmt, lambda s: found.append((s.var, s.value)))])
+    return found
+
+
+def inline_lets(node: object, lets: list[tuple[object, object]]) -> object:
+    """``node`` with the variables of ``lets`` replaced by their values until none is left
+    (a value may name another binding)."""
+    for _ in range(len(lets) + 1):
+        inlined = substitute(node, lets) if lets else node
+        if inlined.same_as(node):
+            break
+        node = inlined
+    return node
+
+
 def uses_var(node: object, var: object) -> bool:
     """Whether ``node`` (an expression or statement) refers to the variable ``var``."""
     import tvm_ffi

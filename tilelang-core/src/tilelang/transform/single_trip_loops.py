@@ -19,33 +19,18 @@ import tvm_ffi
 from tvm import tirx
 from tvm.sym.analyzer import Analyzer
 
-from ..language.ops import substitute
-
-
-def _let_values(body: Any) -> list[tuple[Any, Any]]:
-    pairs: list[tuple[Any, Any]] = []
-    tvm_ffi.structural_walk(body, [(tirx.Bind, lambda b: pairs.append((b.var, b.value))),
-                                   (tirx.LetStmt, lambda s: pairs.append((s.var, s.value)))])
-    return pairs
+from ..language.ops import inline_lets, let_bindings, substitute
 
 
 def inline_single_trip_loops(func: Any) -> Any:
-    lets = _let_values(func.body)
+    lets = let_bindings(func.body)
     analyzer = Analyzer()
-
-    def trips(extent: Any) -> Any:
-        for _ in range(len(lets) + 1):  # a let's value may name an earlier let
-            expanded = substitute(extent, lets) if lets else extent
-            if expanded.same_as(extent):
-                break
-            extent = expanded
-        return analyzer.simplify(extent)
 
     def on_for(loop: Any) -> Any:
         if (loop.kind != tirx.ForKind.SERIAL or len(loop.annotations) or isinstance(loop.min, tirx.IntImm)
                 or getattr(loop, "step", None) is not None):
             return loop
-        count = trips(loop.extent)
+        count = analyzer.simplify(inline_lets(loop.extent, lets))
         if not (isinstance(count, tirx.IntImm) and count.value == 1):
             return loop
         return substitute(loop.body, [(loop.loop_var, loop.min)])

@@ -71,6 +71,8 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
     import tvm_ffi
     from tvm import tirx
 
+    from ...language.ops import inline_lets, let_bindings
+
     names = [p.name for p in func.params]
     calls: list[Any] = []
 
@@ -86,22 +88,12 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
         if getattr(getattr(data, "op", None), "name", None) == "tirx.buffer_data":
             views[decl.buffer.name] = data.args[0].name
 
-    lets: list[tuple[Any, Any]] = []  # host-side bindings (a symbol solved from a dimension, a CSE value)
-    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl),
-                                        (tirx.Bind, lambda b: lets.append((b.var, b.value))),
-                                        (tirx.LetStmt, lambda s: lets.append((s.var, s.value)))])
+    tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl)])
+    lets = let_bindings(func.body)  # host-side bindings (a symbol solved from a dimension, a CSE value)
 
     def host_expr(expr: Any) -> str:
         """``expr`` over the parameters and symbols: host-side bindings inlined."""
-        def on_var(var: Any) -> Any:
-            return next((value for bound, value in lets if var.same_as(bound)), var)
-
-        for _ in range(len(lets) + 1):
-            inlined = tvm_ffi.structural_map(expr, (tirx.Var, on_var), order="post") if lets else expr
-            if inlined.same_as(expr):
-                break
-            expr = inlined
-        return python_expr(expr)
+        return python_expr(inline_lets(expr, lets))
 
     def tensor_of(name: str) -> str:
         seen = set()
