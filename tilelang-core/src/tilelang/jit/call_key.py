@@ -17,22 +17,25 @@ that names the argument.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from ..errors import ArgumentError
 
 
-def normalized(value: Any, name: str, where: str) -> Hashable:
+def normalized(value: Any, name: str, where: str, leaf: Callable[[Any], None] | None = None) -> Hashable:
     """A hashable, canonical stand-in for a compile-time argument ``name`` of ``where``
-    (e.g. "kernel 'matmul'"); equal values give equal keys."""
+    (e.g. "kernel 'matmul'"); equal values give equal keys. ``leaf`` sees each value that is
+    not a list, tuple, dict or set first (it may refuse one by raising)."""
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(normalized(v, name, where) for v in value))
+        return (type(value).__name__, tuple(normalized(v, name, where, leaf) for v in value))
     if isinstance(value, dict):
-        items = [(normalized(k, name, where), normalized(v, name, where)) for k, v in value.items()]
+        items = [(normalized(k, name, where, leaf), normalized(v, name, where, leaf)) for k, v in value.items()]
         return ("dict", tuple(sorted(items, key=repr)))
     if isinstance(value, (set, frozenset)):
-        return (type(value).__name__, frozenset(normalized(v, name, where) for v in value))
+        return (type(value).__name__, frozenset(normalized(v, name, where, leaf) for v in value))
+    if leaf is not None:
+        leaf(value)
     try:
         hash(value)
     except TypeError:
@@ -56,16 +59,24 @@ def bound_arguments(signature: inspect.Signature, args: tuple[Any, ...], kwargs:
     return dict(bound.arguments)
 
 
-def call_key(signature: inspect.Signature, arguments: Mapping[str, Any], where: str) -> Hashable:
-    """The canonical key of bound ``arguments`` (see the module docstring)."""
-    key = []
-    for name, param in signature.parameters.items():
-        value = arguments[name]
-        if param.kind is param.VAR_KEYWORD:
-            key.append(("**", tuple((k, normalized(v, k, where)) for k, v in sorted(value.items()))))
+def arguments_key(arguments: Mapping[str, Any], var_keyword: str | None,
+                  freeze: Callable[[str, Any], Hashable]) -> tuple[Hashable, ...]:
+    """The key of arguments in parameter order, each frozen by ``freeze(name, value)``; the
+    ``**kwargs`` parameter ``var_keyword`` holds keywords, each frozen under its own name."""
+    key: list[Hashable] = []
+    for name, value in arguments.items():
+        if name == var_keyword:
+            key.append(("**", tuple((k, freeze(k, v)) for k, v in sorted(value.items()))))
         else:
-            key.append(normalized(value, name, where))
+            key.append(freeze(name, value))
     return tuple(key)
 
 
-__all__ = ["bound_arguments", "call_key", "normalized"]
+def call_key(signature: inspect.Signature, arguments: Mapping[str, Any], where: str) -> Hashable:
+    """The canonical key of bound ``arguments`` (see the module docstring)."""
+    var_keyword = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+    return arguments_key({name: arguments[name] for name in signature.parameters}, var_keyword,
+                         lambda name, value: normalized(value, name, where))
+
+
+__all__ = ["arguments_key", "bound_arguments", "call_key", "normalized"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, LanguageError
-from .call_key import normalized
+from .call_key import arguments_key, normalized
 from .eager_source import EagerSource
 from .kernel import JITKernel
 
@@ -37,28 +37,20 @@ def is_tensor_value(value: Any) -> bool:
 
 
 def frozen(name: str, value: Any, kernel: str) -> Any:
-    """A hashable form of a non-tensor argument (part of the cache key; see call_key)."""
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(frozen(name, v, kernel) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted(((normalized(k, name, kernel), frozen(name, v, kernel))
-                                      for k, v in value.items()), key=repr)))
-    if is_tensor_value(value):
-        raise LanguageError(f"eager kernel {kernel!r}: argument {name!r} is a tensor but has no "
-                            f"tensor annotation; annotate it, e.g. `{name}: T.Tensor((M, N), T.float32)`")
-    return normalized(value, name, f"eager kernel {kernel!r}")
+    """A hashable form of a non-tensor argument (part of the cache key; see call_key); a
+    tensor in it is refused: it needs an annotation to be an input."""
+    def no_tensor(leaf: Any) -> None:
+        if is_tensor_value(leaf):
+            raise LanguageError(f"eager kernel {kernel!r}: argument {name!r} is a tensor but has no "
+                                f"tensor annotation; annotate it, e.g. `{name}: T.Tensor((M, N), T.float32)`")
+
+    return normalized(value, name, f"eager kernel {kernel!r}", leaf=no_tensor)
 
 
 def static_key(source: EagerSource, statics: Mapping[str, Any]) -> tuple[Any, ...]:
     """The hashable key of a call's non-tensor arguments; a ``**kwargs`` parameter's
     keywords each named as themselves in errors."""
-    key = []
-    for name, value in statics.items():
-        if name == source.var_keyword:
-            key.append(("**", tuple((k, frozen(k, v, source.name)) for k, v in sorted(value.items()))))
-        else:
-            key.append(frozen(name, value, source.name))
-    return tuple(key)
+    return arguments_key(statics, source.var_keyword, lambda name, value: frozen(name, value, source.name))
 
 
 def bind_arguments(signature: inspect.Signature, source: EagerSource, args: tuple[Any, ...],
