@@ -19,21 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import tvm_ffi
 from tvm import tirx
 from tvm.sym.analyzer import Analyzer
 
-from ..language.ops import substitute
+from ..language.ops import substitute, uses_var
 
 #: (parameter index, axis, the new symbol's name, a, b, the solved symbol's name, the dimension as written)
 ShapeCheck = tuple[int, int, str, int, int, str, str]
-
-
-def _vars_in(expr: Any) -> list[Any]:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if not any(v.same_as(f) for f in found)
-                                   else None))
-    return found
 
 
 def _known(func: Any) -> list[Any]:
@@ -60,7 +52,7 @@ def solve_dimension_symbols(func: Any) -> tuple[Any, tuple[ShapeCheck, ...]]:
         for axis, dim in enumerate(param.ty.shape):
             if isinstance(dim, (tirx.IntImm, tirx.Var)):
                 continue
-            unknown = [v for v in _vars_in(dim) if not any(v.same_as(k) for k in known)]
+            unknown = [v for v in tirx.analysis.undefined_vars(dim, []) if not any(v.same_as(k) for k in known)]
             if len(unknown) != 1:
                 continue
             var = unknown[0]
@@ -81,7 +73,7 @@ def solve_dimension_symbols(func: Any) -> tuple[Any, tuple[ShapeCheck, ...]]:
     for index, param in enumerate(func.params):
         ty = param.ty
         mentions = isinstance(ty, tirx.BufferType) and any(
-            any(v.same_as(var) for var, _ in values for v in _vars_in(d)) for d in [*ty.shape, *ty.strides])
+            uses_var(d, var) for var, _ in values for d in [*ty.shape, *ty.strides])
         if not mentions:
             params.append(param)
             continue
