@@ -43,7 +43,7 @@ def solve_dimension_symbols(func: Any) -> tuple[Any, tuple[ShapeCheck, ...]]:
     """``func`` with each symbol that only a linear dimension expression gives solved from
     that dimension, and the checks a call must pass (see the module docstring)."""
     known, analyzer = _known(func), Analyzer()
-    solved: list[tuple[Any, Any, Any]] = []  # (symbol, its value, the new dimension symbol)
+    values: list[tuple[Any, Any]] = []  # (a solved symbol, its value)
     checks: list[ShapeCheck] = []
     new_dims: dict[tuple[int, int], Any] = {}
     for index, param in enumerate(func.params):
@@ -62,13 +62,12 @@ def solve_dimension_symbols(func: Any) -> tuple[Any, tuple[ShapeCheck, ...]]:
                     and analyzer.can_prove_equal(dim, var * a + b)):
                 continue
             symbol = tirx.Var(f"{param.name}_shape{axis}", var.ty)
-            solved.append((var, tirx.floordiv(symbol - b, a), symbol))
+            values.append((var, tirx.floordiv(symbol - b, a)))
             new_dims[(index, axis)] = symbol
             checks.append((index, axis, symbol.name, int(a.value), int(b.value), var.name, str(dim)))
             known.append(var)
-    if not solved:
+    if not values:
         return func, ()
-    values = [(var, value) for var, value, _ in solved]
     params, prologue = [], [tirx.Bind(var, value) for var, value in values]
     for index, param in enumerate(func.params):
         ty = param.ty
