@@ -29,12 +29,10 @@ from tilelang.plugin import (
 )
 from tvm import tirx
 
+from .explicit_sync import op_name
+
 STATE_WORDS = 11
 _PHILOX = RNG_GENERATORS[0]
-
-
-def _op_name(call: Any) -> str | None:
-    return getattr(getattr(call, "op", None), "name", None)
 
 
 def _kernel_body_start(body: Any) -> Any:
@@ -50,11 +48,11 @@ def _kernel_body_start(body: Any) -> Any:
 def _lower(func: Any) -> Any:
     calls: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.Call, lambda c: calls.append(c)
-                                        if _op_name(c) in (RNG_INIT, RNG_RAND, RNG_RAND_FLOAT) else None))
+                                        if op_name(c) in (RNG_INIT, RNG_RAND, RNG_RAND_FLOAT) else None))
     if not calls:
         return func
     for call in calls:
-        if _op_name(call) == RNG_INIT and str(call.args[3].value) != _PHILOX:
+        if op_name(call) == RNG_INIT and str(call.args[3].value) != _PHILOX:
             raise LanguageError(f"T.rng_init(..., generator={str(call.args[3].value)!r}): the CUDA backend's "
                                 f"generator is Philox4x32-10, cuRAND's {_PHILOX!r} (the default); cuRAND's other "
                                 "generators skip ahead with tables of their own. Leave generator= out, or name "
@@ -63,7 +61,7 @@ def _lower(func: Any) -> Any:
     address = tirx.address_of(tirx.BufferLoad(state, [tirx.const(0, "int32")]))
 
     def on_call(call: Any) -> Any:
-        name = _op_name(call)
+        name = op_name(call)
         if name == RNG_INIT:
             seed, subsequence, offset, _ = call.args
             return tirx.call_extern("void", "tl_rng_init", address, seed, subsequence, offset)
