@@ -80,6 +80,7 @@ def _dim(expr: Any, where: str, plain: set[str]) -> int | str:
 
 def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
     from tvm import tirx
+    from tvm.ir import PointerType
 
     from ..transform.subbyte import packed_params
 
@@ -89,8 +90,8 @@ def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
     params = []
     for param in func.params:
         buffer = param.ty
-        if not isinstance(buffer, tirx.BufferType):
-            params.append(ParamInfo(param.name, str(buffer.dtype)))
+        if not isinstance(buffer, tirx.BufferType):  # a scalar, or an address (`T.ptr`: "handle")
+            params.append(ParamInfo(param.name, "handle" if isinstance(buffer, PointerType) else str(buffer.dtype)))
             continue
         where = f"kernel {name!r}, parameter {param.name!r}"
         shape = tuple(_dim(d, where, plain) for d in buffer.shape)

@@ -6,7 +6,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
-from tvm.ir import Call
+from tvm.ir import Call, PointerType
 
 from ..errors import LanguageError
 from ..language.kernel import BLOCK_TAGS
@@ -29,12 +29,9 @@ def check_kernel(func: Any, name: str) -> None:
         )
     for param in func.params:
         ty = param.ty
+        if isinstance(ty, PointerType):  # `a_ptr: T.ptr`: an address, given a type by T.make_tensor
+            continue
         dtype = str(ty.dtype) if hasattr(ty, "dtype") else str(ty)
-        if not isinstance(ty, tirx.BufferType) and dtype == "handle":
-            raise LanguageError(
-                f"kernel {name!r}: parameter {param.name!r} is an untyped handle; annotate it "
-                "as T.Tensor(shape, dtype) or a scalar type such as T.int32"
-            )
         if dtype not in SUPPORTED_DTYPES and not (isinstance(ty, tirx.BufferType) and is_subbyte(dtype)):
             raise LanguageError(
                 f"kernel {name!r}: parameter {param.name!r} has dtype {dtype!r}; supported: "

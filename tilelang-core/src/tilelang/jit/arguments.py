@@ -18,6 +18,7 @@ these for the message):
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -320,6 +321,8 @@ class ArgumentBinder:
         return call, outputs, symbols
 
     def _check_scalar(self, index: int, param: ParamInfo, value: Any) -> Any:
+        if param.dtype == "handle":
+            return self._address(index, value)
         if param.dtype.startswith(("int", "uint")):
             if isinstance(value, bool) or not hasattr(value, "__index__"):
                 raise self._error(index, f"expected an integer ({param.dtype}), got {value!r}")
@@ -343,6 +346,27 @@ class ArgumentBinder:
         if param.dtype == "bool":
             return bool(value)
         return value
+
+    def _address(self, index: int, value: Any) -> int:
+        """A pointer parameter's value (``a_ptr: T.ptr``): the data pointer of a tensor on the
+        kernel's device, an address as an int (upstream passes ``x.data_ptr()``), or None."""
+        if value is None:
+            return 0
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            address = int(value)
+            if not 0 <= address < 2**64:
+                raise self._error(index, f"{address!r} is not an address (0 <= address < 2**64)")
+            return address
+        try:
+            info = TensorInfo(value)
+        except (TypeError, MaskedArrayError):
+            raise self._error(index, "expected an address for this pointer parameter: a tensor, an int "
+                              f"(x.data_ptr()) or None; got {type(value).__name__}") from None
+        if info.device_type != self.device_type:
+            want = DEVICE_NAMES.get(self.device_type, str(self.device_type))
+            got = DEVICE_NAMES.get(info.device_type, "an unsupported device")
+            raise self._error(index, f"expected a tensor on {want}, got one on {got}; move it with .to('{want}')")
+        return info.data_ptr()
 
     def _allocate(self, param: ParamInfo, symbols: dict[str, int], like: TensorInfo | None) -> Any:
         shape = tuple(dim_value(d, symbols) for d in param.shape or ())

@@ -75,6 +75,8 @@ def bind_arguments(signature: inspect.Signature, source: EagerSource, args: tupl
     for name in signature.parameters:
         if name in source.tensors:
             value = bound.arguments.get(name)
+            if partial and type(value).__module__.startswith("tvm") and not hasattr(value, "shape"):
+                value = None  # a placeholder in a compile (upstream's `"A": T.ptr()` in par_compile)
             if value is not None and not is_tensor_value(value):
                 raise ArgumentError(
                     f"eager kernel {source.name!r}: argument {name!r} is a tensor "

@@ -104,6 +104,27 @@ def _is_tensor_annotation(node: ast.expr | None) -> bool:
     return name in _TENSOR_ANNOTATIONS
 
 
+def _pointers_as_tensors(fdef: ast.FunctionDef, declarations: list[ast.stmt]) -> list[ast.stmt]:
+    """Upstream's eager pointer parameters: ``A: T.ptr`` in the signature, then
+    ``A = T.make_tensor(A, shape, dtype)`` among the declarations, is the tensor parameter
+    ``A: T.Tensor(shape, dtype)`` (a call passes the tensor; its shape is checked)."""
+    pointers = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs
+                if getattr(a.annotation, "attr", getattr(a.annotation, "id", None)) == "ptr"}
+    result = []
+    for stmt in declarations:
+        value = getattr(stmt, "value", None)
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id in pointers and isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute) and value.func.attr == "make_tensor"
+                and value.args and isinstance(value.args[0], ast.Name) and value.args[0].id == stmt.targets[0].id):
+            tensor = ast.Attribute(value.func.value, "Tensor", ast.Load())
+            annotation = ast.Call(tensor, value.args[1:], value.keywords)
+            stmt = ast.copy_location(ast.AnnAssign(ast.Name(stmt.targets[0].id, ast.Store()), annotation, None, 1), stmt)
+            ast.fix_missing_locations(stmt)
+        result.append(stmt)
+    return result
+
+
 def _is_prim_func_def(stmt: ast.stmt) -> bool:
     """``@T.prim_func def main(...)`` (or ``@T.prim_func(...)``) in the builder's body."""
     if not isinstance(stmt, ast.FunctionDef):
@@ -316,6 +337,8 @@ def _read(func: Any, caller: str | None) -> EagerSource | None:
         raise LanguageError(f"{what} ({where(stray.found)}): `return` may only "
                             "be the last statement, naming the T.empty outputs")
 
+    if caller is None:
+        declarations = _pointers_as_tensors(fdef, declarations)
     annotated = {}
     for stmt in declarations if caller is None else ():
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None and isinstance(stmt.target, ast.Name):

@@ -117,6 +117,8 @@ def _build(artifact: CompiledArtifact, device_type: int,
     on_device = "is_cuda" if device_type == 2 else "is_cpu"
     for i in inputs:
         p, x = params[i], f"a{i}"
+        if p.dtype == "handle":  # an address (`T.ptr`): the binder converts tensors and ints
+            return None
         if not p.is_tensor:
             if p.dtype.startswith(("int", "uint")):
                 bounds = int_range(p.dtype)

@@ -65,6 +65,10 @@ def make_tensor(ptr: Any, shape: Any, dtype: Any = "float32", strides: Any = Non
     parameter, or an element of a pointer table such as ``A_ptrs[i]`` holding addresses)."""
     dtype = str(dtype)
     shape = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+    if not IRBuilder.is_in_scope():
+        raise LanguageError("T.make_tensor outside a kernel: write it in a T.prim_func's body, or in an "
+                            "eager @tilelang.jit function as `A = T.make_tensor(A, shape, dtype)` for a "
+                            "parameter annotated `A: T.ptr` (a call then passes the tensor)")
     ty = getattr(ptr, "ty", None)
     if ty is None:
         raise LanguageError(f"T.make_tensor: expected a pointer expression, got {type(ptr).__name__}")

@@ -59,6 +59,10 @@ def launch_scalars(launches: list[dict[str, Any]], printers: dict[str, Any]) -> 
         for arg, param in zip(launch["args"], printer.func.params if printer is not None else ()):
             if arg.startswith("param:"):
                 continue
+            if type(param.ty).__name__ == "PointerType":  # `a_ptr: T.ptr`, a bare address
+                raise CompileError(f"cutedsl codegen: kernel {launch['symbol']!r} takes the pointer parameter "
+                                   f"{arg!r} (T.ptr); this backend takes tensors as typed CuTe tensors only. "
+                                   "Declare it T.Tensor(shape, dtype), or compile the kernel for cuda")
             if not arg.isidentifier():
                 raise CompileError(f"cutedsl codegen: kernel {launch['symbol']!r} takes the scalar operand {arg!r}; "
                                    "this backend passes scalars as they are, not expressions of them")

@@ -74,6 +74,7 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
     from ...language.ops import inline_lets, let_bindings
 
     names = [p.name for p in func.params]
+    addresses = {p.name for p in func.params if isinstance(p.ty, tvm.ir.PointerType)}  # `a_ptr: T.ptr`
     calls: list[Any] = []
 
     def visit(call: Any) -> None:
@@ -87,6 +88,8 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
         data = decl.data
         if getattr(getattr(data, "op", None), "name", None) == "tirx.buffer_data":
             views[decl.buffer.name] = data.args[0].name
+        elif isinstance(data, tirx.Var) and data.name in addresses:  # T.make_tensor(a_ptr, ...)
+            views[decl.buffer.name] = data.name
 
     tvm_ffi.structural_walk(func.body, [(tvm.ir.Call, visit), (tirx.DeclBuffer, on_decl)])
     lets = let_bindings(func.body)  # host-side bindings (a symbol solved from a dimension, a CSE value)
@@ -116,11 +119,13 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
                 types.append("tensormap")
             elif getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
                 name = tensor_of(operand.args[0].name)
-                encoded.append(f"param:{names.index(name)}" if name in names else f"workspace:{name}")
+                # a pointer parameter's value is the address itself, passed as a scalar is
+                encoded.append(name if name in addresses else
+                               f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
             else:
                 encoded.append(host_expr(operand))
-                types.append(str(operand.ty))
+                types.append("handle" if isinstance(operand.ty, tvm.ir.PointerType) else str(operand.ty))
         launches.append({
             "symbol": symbol,
             "args": encoded,

@@ -14,6 +14,7 @@ through libtvm_ffi's C ABI (``direct.py``), without the tvm_ffi package.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import sys
 import tempfile
@@ -55,6 +56,7 @@ class TVMFFILauncher(KernelLauncher):
         direct = type(module).__name__ == "DirectFunction"  # direct.py loads on a hit only
         self.function = module if direct else module[artifact.kernel_name]
         self.binder = ArgumentBinder(artifact, device_type)
+        self.addresses = [i for i, p in enumerate(artifact.params) if p.dtype == "handle"]  # `T.ptr` parameters
         self.single = len(artifact.out_idx) == 1
         self.on_host = device_type == 1
         # checks, output allocation and the call in one generated function (see fastbind)
@@ -82,6 +84,8 @@ class TVMFFILauncher(KernelLauncher):
                 if result is not MISS:
                     return result
             call, outputs, _ = self.binder.bind(args)
+            for i in self.addresses:  # the packed function takes an address as an opaque pointer
+                call[i] = ctypes.c_void_p(call[i])
             # tvm_ffi launches on the caller's current torch stream (it reads it from the
             # first device tensor); an explicit stream= becomes the current one for the call
             if stream is None or self.on_host:

@@ -35,7 +35,7 @@ DLPACK_DTYPES: dict[str, tuple[int, int]] = {
 #: kernel operand type -> (C type, conversion of a value) as a compute function or a CUDA
 #: kernel declares it; 16-bit floats travel as their bits on CUDA (half/bfloat16 params)
 _OPERANDS: dict[str, tuple[str, str]] = {
-    "handle": ("void*", "{}"),
+    "handle": ("void*", "(void*)(uintptr_t)({})"),  # a `T.ptr` parameter's address (int64_t here)
     "bool": ("bool", "(bool)({})"),
     **{f"int{b}": (f"int{b}_t", f"(int{b}_t)({{}})") for b in (8, 16, 32, 64)},
     **{f"uint{b}": (f"uint{b}_t", f"(uint{b}_t)({{}})") for b in (8, 16, 32, 64)},
@@ -185,6 +185,12 @@ class _Emitter:
             self.names[param.name] = CExpr(f"d{index}", True)
         elif dtype == "bool":
             e(f"if (tl_bool_arg({arg}, &{local})) TL_MISS(TL_MISS_SCALAR, {index});")
+            self.names[param.name] = CExpr(local, False)
+        elif dtype == "handle":  # `T.ptr`: None, an address, or a tensor on the kernel's device
+            e(f"switch (tl_address_arg(st, {arg}, &v[{index}], &{local})) {{")
+            e(f"  case -1: TL_MISS(TL_MISS_SCALAR, {index});")
+            e(f"  case 1: if (v[{index}].dl.device.device_type != TL_DEVICE_TYPE) TL_MISS(TL_MISS_DEVICE, {index});")
+            e("}")
             self.names[param.name] = CExpr(local, False)
         else:
             raise CompileError(f"{self.where}: scalar parameter {param.name!r} has dtype {dtype}, "

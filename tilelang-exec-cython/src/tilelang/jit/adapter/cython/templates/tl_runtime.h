@@ -241,6 +241,26 @@ static inline int tl_stride_is(const tl_view* v, int axis, int64_t elements) {
 
 /* ---- scalars (the shared binder's rules: no bool for integers, anything with
  * __index__; numbers or anything with __float__ for floats) --------------------------- */
+/* A pointer parameter (`a_ptr: T.ptr`), as the shared binder takes it: None (a null
+ * pointer), an address as an int (x.data_ptr()), or a tensor, whose data pointer it is.
+ * 0: *out is the address; 1: a tensor, viewed in `v` (the caller checks its device);
+ * -1: none of these (no error set; the binder words it) */
+static inline int tl_address_arg(tl_state* st, PyObject* obj, tl_view* v, int64_t* out) {
+  if (obj == Py_None) {
+    *out = 0;
+    return 0;
+  }
+  if (PyLong_CheckExact(obj)) {
+    unsigned long long address = PyLong_AsUnsignedLongLong(obj);
+    if (address == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    *out = (int64_t)address;
+    return 0;
+  }
+  if (tl_view_of(st, obj, v, 0)) return -1;
+  *out = (int64_t)(uintptr_t)tl_data(v);
+  return 1;
+}
+
 static inline int tl_int_arg(PyObject* obj, int64_t lo, uint64_t hi, int64_t* out) {
   PyObject* index;
   long long value;
