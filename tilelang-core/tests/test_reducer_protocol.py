@@ -162,3 +162,88 @@ def test_finalize_batch_is_checked_as_upstream_checks_it(batch, message):
                     acc[i] += A[i, j]
                 T.finalize_reducer(acc, batch=batch)
                 T.copy(acc, B)
+
+
+# -- program order: reads before the finalize, and the finalize's scope (upstream's reducer v2
+# refuses the same kernels; here a read before the finalize races with the atomic updates)
+def test_a_read_before_finalize_is_refused_at_its_line():
+    with pytest.raises(LanguageError, match=r"kernel: illegal read of reducer 'acc' before T.finalize_reducer: "
+                                            r"until then it holds the threads' partial values; (.|\n)*"
+                                            r"test_reducer_protocol.py:\d+:\d+\n \d+ \| +B\[0\] = acc\[0\]"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+                if T.get_thread_binding() == 0:
+                    B[0] = acc[0]
+                T.finalize_reducer(acc)
+
+
+def test_a_copy_out_of_the_first_form_before_finalize_is_refused():
+    with pytest.raises(LanguageError, match=r"illegal read of reducer 'acc' before T.finalize_reducer"):
+        @T.prim_func
+        def kernel(A: T.Tensor((64, 8), T.float32), B: T.Tensor((64,), T.float32)):
+            with T.Kernel(1, threads=64):
+                acc = T.alloc_reducer(64, T.float32, op="sum")
+                T.clear(acc)
+                for i, j in T.Parallel(64, 8):
+                    acc[i] += A[i, j]
+                T.copy(acc, B)
+                T.finalize_reducer(acc)
+
+
+def test_a_finalize_outside_the_loop_of_its_init_is_refused():
+    with pytest.raises(LanguageError, match=r"kernel: T.finalize_reducer\(acc\) is not in the scope of its "
+                                            r"T.reducer_init: the two must be inside the same loops"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                for _ in T.serial(4):
+                    T.reducer_init(acc)
+                    for i in T.Parallel(8):
+                        T.reducer_update(acc[0], A[i])
+                T.finalize_reducer(acc)
+                B[0] = acc[0]
+
+
+def test_a_finalize_in_a_loop_its_init_is_not_in_is_refused():
+    with pytest.raises(LanguageError, match=r"T.finalize_reducer\(acc\) is not in the scope of its T.reducer_init"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                result = T.alloc_fragment((1,), T.float32)
+                T.reducer_init(acc)
+                for _ in T.serial(4):
+                    for i in T.Parallel(8):
+                        T.reducer_update(acc[0], A[i])
+                    T.finalize_reducer(acc, result)
+                B[0] = result[0]
+
+
+def test_a_finalize_under_a_condition_in_the_inits_scope_agrees_with_numpy():
+    """Upstream's test_finalize_in_conditional_refinement: a block that skips the branch
+    leaves its partial values unread."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((8,), T.float32), S: T.Tensor((2,), T.int32), B: T.Tensor((2,), T.float32)):
+        with T.Kernel(2, threads=32) as bx:
+            acc = T.alloc_reducer((1,), T.float32, op="sum")
+            T.reducer_init(acc)
+            if S[bx] < 0:
+                B[bx] = 0.0
+            else:
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+                result = T.alloc_fragment((1,), T.float32)
+                T.finalize_reducer(acc, result)
+                B[bx] = result[0]
+
+    a = np.arange(1, 9, dtype="float32")
+    b = np.full(2, np.nan, "float32")
+    tilelang.compile(kernel, target="cpu")(a, np.array([-1, 1], "int32"), b)
+    np.testing.assert_array_equal(b, [0.0, a.sum()])

@@ -21,15 +21,17 @@ Misuse that would give a wrong result here is refused, as upstream's reducer v2 
 an update before the reducer was initialised (its memory holds garbage), a second
 ``T.reducer_init`` before the reduction was finalized, a starting value of another dtype,
 a reducer updated and never finalized (no thread is certain to see the combined values),
-and an update outside any T.Parallel loop or ``if`` (every thread of the block would
-combine the same value: a sum counted once per thread). The parser calls these functions
+an update outside any T.Parallel loop or ``if`` (every thread of the block would
+combine the same value: a sum counted once per thread), a read of the reducer between its
+initialisation and its finalize (a partial value, racing with the updates), and a finalize
+in other loops than its initialisation (``_check_order``). The parser calls these functions
 in source order, a loop's body once, so the order checks follow the text.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import tvm_ffi
@@ -40,7 +42,6 @@ from tvm.script.ir_builder import tirx as _ib
 from ..errors import LanguageError
 from .atomic import rmw_element
 from .bounds import source_location
-from .misc import sync_threads
 from .ops import block_barrier
 
 _OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
@@ -56,6 +57,8 @@ class _Reducer:
     op: str
     state: str = "new"  # "open" after an initialisation, "final" after T.finalize_reducer
     updated: bool = False  # by T.reducer_update since it was opened
+    #: the barrier call each T.finalize_reducer emitted (the order check finds them by identity)
+    closers: list[Any] = field(default_factory=list)
 
 
 #: reducers allocated since the last normalization
@@ -158,7 +161,9 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1, annotations:
         raise LanguageError(f"T.finalize_reducer of reducer {str(reducer.name)!r}, which was never initialised: "
                             f"call T.reducer_init({reducer.name}) (or T.clear) and update it first")
     found.state = "final"
-    sync_threads()
+    barrier = block_barrier().value
+    found.closers.append(barrier)
+    _ib.evaluate(barrier)
     if dst is not None:
         from .tile import copy
 
@@ -236,6 +241,7 @@ def rewrite_reducer_updates(func: Any) -> Any:
             raise LanguageError(f"{name}: reducer {str(r.buffer.name)!r} is updated and never finalized: the block's "
                                 f"threads see its combined values only after T.finalize_reducer("
                                 f"{r.buffer.name}[, dst]); call it after the last update")
+    _check_order(func.body, pending, name)
     return func.with_body(body) if not body.same_as(func.body) else func
 
 
@@ -278,3 +284,94 @@ def _check_update_sites(body: Any, reducers: list[tuple[Any, str]], kernel: str)
                 visit(inner, per_thread)
 
     visit(body, False)
+
+
+def _check_order(body: Any, reducers: list[_Reducer], kernel: str) -> None:
+    """In program order (a loop's body once): no read of a reducer between its
+    initialisation and its T.finalize_reducer (a partial, racing value here), and the
+    finalize in the loops of the initialisation (conditionals in between are fine). Inside
+    another loop the next initialisation would race with the last updates, or the finalize
+    would close an already closed reduction: upstream's reducer v2 refuses both."""
+    from .ops import ATOMIC_RMW_ELEMENT, is_call_to
+
+    opened: dict[int, tuple[Any, ...]] = {}  # reducer index -> the loops around its initialisation
+
+    def index_of(buffer: Any) -> int | None:
+        return next((i for i, r in enumerate(reducers) if buffer.same_as(r.buffer)), None)
+
+    def read_in(node: Any, skip: Any = None) -> int | None:
+        """An open reducer that ``node`` reads (``skip``: the reducer it updates)."""
+        found: list[int] = []
+
+        def on_source(source: Any) -> None:
+            i = index_of(source)
+            if i is not None and i in opened and (skip is None or not source.same_as(skip)):
+                found.append(i)
+
+        tvm_ffi.structural_walk(node, [(TensorLoad, lambda x: on_source(x.source)),
+                                       (TensorRegion, lambda x: on_source(x.source))])
+        return found[0] if found else None
+
+    def refuse_read(i: int, stmt: Any) -> None:
+        r = reducers[i]
+        raise LanguageError(
+            f"{kernel}: illegal read of reducer {str(r.buffer.name)!r} before T.finalize_reducer: until "
+            f"then it holds the threads' partial values; read it, or the "
+            f"tile T.finalize_reducer({r.buffer.name}, dst) copies it into, after the finalize"
+            + source_location(getattr(stmt, "span", None)))
+
+    def on_evaluate(stmt: Any, loops: tuple[Any, ...]) -> None:
+        value = stmt.value
+        for i, r in enumerate(reducers):
+            if any(value.same_as(c) for c in r.closers):
+                if i in opened and not _same_loops(opened[i], loops):
+                    raise LanguageError(
+                        f"{kernel}: T.finalize_reducer({r.buffer.name}) is not in the scope of its "
+                        "T.reducer_init: the two must be inside the same loops (an `if` between them is "
+                        "fine), so that each reduction is initialised, updated and finalized once"
+                        + source_location(getattr(stmt, "span", None)))
+                opened.pop(i, None)
+                return
+        args = getattr(value, "args", None) or ()
+        regions = [a for a in args if isinstance(a, TensorRegion)]
+        i = index_of(regions[-1].source) if regions else None
+        if i is not None:  # T.clear / T.fill / T.reducer_init: a tile op into the reducer
+            opened[i] = loops
+            return
+        if is_call_to(value, ATOMIC_RMW_ELEMENT):  # T.reducer_update(r[i], v)
+            hit = read_in(value, skip=value.args[1].source)
+        else:
+            hit = read_in(value)
+        if hit is not None:
+            refuse_read(hit, stmt)
+
+    def visit(stmt: Any, loops: tuple[Any, ...]) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                visit(s, loops)
+        elif isinstance(stmt, tirx.For):
+            visit(stmt.body, (*loops, stmt))
+        elif isinstance(stmt, tirx.IfThenElse):
+            hit = read_in(stmt.condition)
+            if hit is not None:
+                refuse_read(hit, stmt)
+            visit(stmt.then_case, loops)
+            if stmt.else_case is not None:
+                visit(stmt.else_case, loops)
+        elif isinstance(stmt, tirx.Evaluate):
+            on_evaluate(stmt, loops)
+        elif isinstance(stmt, tirx.BufferStore):
+            updated = index_of(stmt.buffer)
+            hit = read_in(stmt.value, skip=stmt.buffer if updated is not None else None)
+            if hit is not None:
+                refuse_read(hit, stmt)
+        else:
+            inner = getattr(stmt, "body", None)
+            if isinstance(inner, tirx.Stmt):
+                visit(inner, loops)
+
+    visit(body, ())
+
+
+def _same_loops(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x.same_as(y) for x, y in zip(a, b))
