@@ -206,3 +206,41 @@ def test_programmatic_dependent_launch_instructions():
     if toolchain.nvcc_path() is not None:
         for arch in ("sm_90", "sm_80"):
             assert toolchain._compile_nvcc(source, arch, f"pdl_{arch}")[:4] == b"\x7fELF"
+
+
+def grid_sync_kernel(n: int = 1024, block: int = 64):
+    """Upstream's test_tilelang_language_cooperative kernel: A[i] = i, then (after every block
+    wrote) A[i] += A[n - 1 - i], so every element ends n - 1."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def kernel(A: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            A_local = T.alloc_fragment((block,), "float32")
+            n_idx = bx * block
+            for i in T.Parallel(block):
+                A[n_idx + i] = n_idx + i
+            T.sync_grid()
+            for i in T.Parallel(block):
+                A_local[i] = A[n - n_idx - i - 1]
+                T.sync_grid()
+                A[n_idx + i] = A[n_idx + i] + A_local[i]
+
+    return kernel
+
+
+def test_sync_grid_is_cooperative_groups_grid_barrier_and_a_cooperative_launch():
+    artifact = tilelang.lower(grid_sync_kernel(), target=SM90)
+    source = artifact.device_source
+    assert source.startswith("#include <cooperative_groups.h>\n")
+    assert "cooperative_groups::this_grid().sync()" in source  # upstream's test reads this
+    assert source.count("tl_sync_grid();") == 2
+    assert [launch.cooperative for launch in artifact.launches] == [True]
+    (device,) = artifact.device_mod.functions.values()
+    assert list(device.attrs["tirx.kernel_launch_params"]) == ["blockIdx.x", "threadIdx.x",
+                                                               "tirx.use_cooperative_launch"]
+    if toolchain.nvcc_path() is not None:  # grid.sync() needs no relocatable device code
+        assert toolchain._compile_nvcc(source, "sm_90", "grid_sync")[:4] == b"\x7fELF"
+    plain = tilelang.lower(producer_consumer_pair(), target=SM90)
+    assert not any(launch.cooperative for launch in plain.launches)
+    assert "cooperative_groups" not in plain.device_source

@@ -212,3 +212,26 @@ def test_infinity_fills_are_infinite(dtype):
     out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
     compile_cuda(fill_inf, "tvm_ffi", out_idx=None)(out)
     assert torch.isinf(out.float()).all() and (out.float() > 0).all()  # e5m2 was 57344: a saturating cast
+
+
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_sync_grid_orders_every_blocks_writes(backend):
+    """Upstream's test_grid_sync, through each execution backend (a cooperative launch)."""
+    from test_codegen import grid_sync_kernel
+
+    kernel = tilelang.compile(grid_sync_kernel(), target="cuda", execution_backend=backend)
+    a = torch.rand(1024, device="cuda")
+    kernel(a)
+    torch.testing.assert_close(a, torch.full_like(a, 1023.0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_sync_grid_with_more_blocks_than_the_gpu_holds_is_a_launch_error(backend):
+    from test_codegen import grid_sync_kernel
+    from tilelang.errors import LaunchError
+
+    n = 64 * 132 * 64  # 64 blocks per SM of an H200 would be needed; at most 16 (2048 threads) fit
+    kernel = tilelang.compile(grid_sync_kernel(n), target="cuda", execution_backend=backend)
+    with pytest.raises(LaunchError, match=r"COOPERATIVE_LAUNCH_TOO_LARGE|too large|cooperative"):
+        kernel(torch.zeros(n, device="cuda"))
+        torch.cuda.synchronize()

@@ -73,6 +73,29 @@ def test_launch_expressions_become_c() -> None:
     assert "if ((uintptr_t)tl_data(&v[0]) % 16) TL_MISS(TL_MISS_ALIGN, 0);" in header
 
 
+def test_a_kernel_that_waits_for_the_grid_launches_cooperatively_and_pointers_pass_as_addresses() -> None:
+    @T.prim_func
+    def main(src: T.ptr, A: T.Tensor((256,), "float32")):
+        S = T.make_tensor(src, (256,), "float32")
+        with T.Kernel(4, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[bx * 64 + i] = S[bx * 64 + i] + 1.0
+            T.sync_grid()
+            for i in T.Parallel(64):
+                S[bx * 64 + i] = A[255 - bx * 64 - i]
+
+    artifact = cuda_artifact(main, [])
+    sources = extension_sources(artifact, 2)
+    header = sources["tl_kernel.h"]
+    assert "static const int tl_cooperative[TL_NUM_LAUNCHES] = {1};" in header
+    assert "switch (tl_address_arg(st, argv[0], &v[0], &p0)) {" in header
+    assert "void* a1 = (void*)(uintptr_t)(p0);" in header  # the kernel takes A, then the pointer
+    name, data = toolchain.build_extension(sources, artifact.kernel_name)
+    assert data[:4] == b"\x7fELF"
+    plain = extension_sources(cuda_artifact(elementwise_add(64, 64), [-1]), 2)["tl_kernel.h"]
+    assert "static const int tl_cooperative[TL_NUM_LAUNCHES] = {0};" in plain
+
+
 def test_build_makes_a_cubin_through_the_target_backends_toolchain() -> None:
     from tilelang.backend import create_backend_context
     from tilelang.cuda.toolchain import unavailable_reason

@@ -28,6 +28,7 @@ class RecordedLaunch:
     smem: int
     stream: int
     operands: tuple[Any, ...]
+    cooperative: bool = False  # cuLaunchCooperativeKernel (T.sync_grid)
 
 
 class FakeDriver:
@@ -46,11 +47,12 @@ class FakeDriver:
         self.contexts_ensured: list[int] = []
         self.symbols: dict[int, str] = {}
         self.launch_kernel = self._launch_kernel
+        self.launch_cooperative_kernel = lambda *args: self._launch_kernel(*args, None, cooperative=True)
         self.current_device = lambda: self.device
         self.current_stream = lambda device: self.stream
 
     def _launch_kernel(self, function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
-                       smem: int, stream: int, params: int, extra: Any) -> tuple[int]:
+                       smem: int, stream: int, params: int, extra: Any, cooperative: bool = False) -> tuple[int]:
         symbol = self.symbols[function]
         operands = []
         for k, arg_type in enumerate(self.arg_types[symbol]):
@@ -58,7 +60,8 @@ class FakeDriver:
             fmt = "<" + ARG_FORMATS[arg_type]
             (value,) = struct.unpack(fmt, ctypes.string_at(address, struct.calcsize(fmt)))
             operands.append(value)
-        self.launches.append(RecordedLaunch(symbol, (gx, gy, gz), (bx, by, bz), smem, stream, tuple(operands)))
+        self.launches.append(RecordedLaunch(symbol, (gx, gy, gz), (bx, by, bz), smem, stream, tuple(operands),
+                                            cooperative))
         return (self.results.pop(0) if self.results else 0,)  # cuda-bindings' result form
 
     def device_guard(self, device: int) -> contextlib.AbstractContextManager[Any]:
@@ -89,7 +92,8 @@ class FakeDriver:
         return 227 * 1024
 
     def error_name(self, code: int) -> str:
-        return {1: "CUDA_ERROR_INVALID_VALUE", 201: "CUDA_ERROR_INVALID_CONTEXT"}.get(code, f"CUresult {code}")
+        return {1: "CUDA_ERROR_INVALID_VALUE", 201: "CUDA_ERROR_INVALID_CONTEXT",
+                720: "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"}.get(code, f"CUresult {code}")
 
 
 @pytest.fixture

@@ -171,3 +171,53 @@ def test_launch_sources_are_inspectable(add_artifact: CompiledArtifact,
     launcher, _ = make(add_artifact, fake_driver_for)
     (source,) = launcher.launch_sources
     assert source.startswith("def _launch_values(A, B, C, M):") and "(M + 31) // 32" in source
+
+
+def _grid_sync(n: int = 256):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(n // 64, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[bx * 64 + i] = A[bx * 64 + i] + 1.0
+            T.sync_grid()
+            for i in T.Parallel(64):
+                B[bx * 64 + i] = A[n - 1 - bx * 64 - i]
+
+    return main
+
+
+def test_a_kernel_that_waits_for_the_grid_is_launched_cooperatively(fake_driver_for: Callable[[Any], Any]) -> None:
+    artifact = tilelang.lower(_grid_sync(), target=CUDA_SPEC)
+    assert [l.cooperative for l in artifact.launches] == [True]
+    launcher, fake = make(artifact, fake_driver_for)
+    launcher(torch.zeros(256), torch.zeros(256))
+    (launch,) = fake.launches
+    assert launch.cooperative and launch.grid == (4, 1, 1)
+    plain, fake = make(tilelang.lower(elementwise_add(64, 64), target=CUDA_SPEC, out_idx=[-1]), fake_driver_for)
+    plain(torch.ones(64, 64), torch.ones(64, 64))
+    assert [l.cooperative for l in fake.launches] == [False]
+
+
+def test_a_grid_too_large_for_a_cooperative_launch_says_why(fake_driver_for: Callable[[Any], Any]) -> None:
+    launcher, fake = make(tilelang.lower(_grid_sync(), target=CUDA_SPEC), fake_driver_for)
+    fake.results = [720]
+    with pytest.raises(LaunchError, match=r"cuLaunchCooperativeKernel\('main_kernel', grid \(4, 1, 1\).*"
+                                          r"CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE \(720\): the kernel waits at "
+                                          r"T.sync_grid, so every block must be resident at once"):
+        launcher(torch.zeros(256), torch.zeros(256))
+
+
+def test_pointer_parameters_are_passed_as_addresses(fake_driver_for: Callable[[Any], Any]) -> None:
+    @T.prim_func
+    def main(src: T.ptr, out: T.Tensor((64,), "float32"), n: T.int32):
+        S = T.make_tensor(src, (64,), "float32")
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                out[i] = S[i] * T.cast(n, "float32")
+
+    launcher, fake = make(tilelang.lower(main, target=CUDA_SPEC), fake_driver_for)
+    a, out = torch.ones(64), torch.zeros(64)
+    launcher(a, out, 3)
+    launcher(a.data_ptr() + 16, out, 3)
+    assert [l.operands for l in fake.launches] == [(a.data_ptr(), out.data_ptr(), 3),
+                                                   (a.data_ptr() + 16, out.data_ptr(), 3)]

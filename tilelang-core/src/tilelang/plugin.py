@@ -83,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "uses_clusters": "tilelang.language.clusters",
     "LowerGridDependencies": "tilelang.transform.grid_dependencies",
     "WaitingKernelsMayAlias": "tilelang.transform.grid_dependencies",
+    "LowerGridSync": "tilelang.transform.grid_dependencies",  # 1.3: T.sync_grid, cooperative launches
     "TileOpLowering": "tilelang.transform.lower_tile_ops",
     "reduce_combine": "tilelang.transform.reduce_kinds",
     "reduce_identity": "tilelang.transform.reduce_kinds",

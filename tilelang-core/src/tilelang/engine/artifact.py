@@ -88,12 +88,15 @@ class KernelLaunch:
     grid: tuple[str, ...]
     block: tuple[str, ...]
     dynamic_smem: str = "0"
+    #: all blocks resident at once (the kernel waits at T.sync_grid): a cooperative launch
+    cooperative: bool = False
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelLaunch:
         """From the JSON form (CompiledArtifact.to_json, CaptureLaunchMetadata)."""
         return cls(data["symbol"], tuple(data["args"]), tuple(data["arg_types"]),
-                   tuple(data["grid"]), tuple(data["block"]), data["dynamic_smem"])
+                   tuple(data["grid"]), tuple(data["block"]), data["dynamic_smem"],
+                   bool(data.get("cooperative", False)))
 
 
 @dataclass(frozen=True)

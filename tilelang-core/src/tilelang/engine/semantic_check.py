@@ -82,7 +82,7 @@ def _first_span(func: Any, op_name: str) -> Any:
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
     from ..language.bounds import source_location
-    from ..language.ops import WARP_OPS, is_named_barrier, tl_op_names_in
+    from ..language.ops import SYNC_GRID, WARP_OPS, is_named_barrier, tl_op_names_in
     from ..language.random import RANDOM_OPS
 
     for func in mod.functions.values():
@@ -100,7 +100,11 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                                            "GPU target, or reduce tiles with T.reduce_*")),
                                (RANDOM_OPS, ("draws random numbers, which target backend {backend!r} has no "
                                              "generator for; compile the kernel for CUDA, or pass random numbers "
-                                             "in as a tensor (torch.rand)"))):
+                                             "in as a tensor (torch.rand)")),
+                               ({SYNC_GRID: "T.sync_grid()"}, (
+                                   "is a barrier for the whole grid, which target backend {backend!r} cannot launch "
+                                   "(it needs every block resident at once: a cooperative launch); compile the "
+                                   "kernel for CUDA, or split it into two kernels at the barrier"))):
             found = sorted(left & spellings.keys())
             if found:
                 raise LanguageError(f"kernel {name!r}: {spellings[found[0]]} " + why.format(backend=backend)

@@ -65,6 +65,7 @@ __all__ = [
     "cluster_wait",
     "pdl_sync",
     "pdl_trigger",
+    "sync_grid",
     "__ldg",
     "ldg32",
     "ldg64",

@@ -100,7 +100,7 @@ from .fastmath import (
     ieee_sub,
 )
 from .frontend import normalize as _normalize
-from .grid_dependencies import pdl_sync, pdl_trigger
+from .grid_dependencies import pdl_sync, pdl_trigger, sync_grid
 from .hints import (
     annotate_consumer_reg_alloc,
     annotate_min_blocks_per_sm,

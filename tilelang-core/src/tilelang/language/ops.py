@@ -77,6 +77,12 @@ PDL_TRIGGER, PDL_SYNC = "tl.pdl_trigger", "tl.pdl_sync"
 for _op in (PDL_TRIGGER, PDL_SYNC):
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
+#: a barrier for every thread of the grid (upstream's T.sync_grid): a backend with
+#: cooperative launches lowers it (transform/grid_dependencies.py, LowerGridSync); no other
+#: may drop it, so it stays and is refused by name (engine/semantic_check.py)
+SYNC_GRID = "tl.sync_grid"
+_register(SYNC_GRID, CallEffectKind.Opaque.value, "tl_sync_grid")
+
 
 #: thread-block clusters (upstream's T.ClusterKernel, sm_90): the function attribute
 #: holding the cluster's (x, y, z) blocks, and the ops a backend with clusters lowers

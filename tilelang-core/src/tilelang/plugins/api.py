@@ -14,7 +14,7 @@ import re
 #: accepts_external_execution_backends, ExecutionBackend.serves and TargetDetector.backend;
 #: 1.2 added AtomicFunctions.helpers and the random-number ops (RNG_INIT, RNG_RAND,
 #: RNG_RAND_FLOAT, RNG_GENERATORS).
-PLUGIN_API_VERSION = "1.2"
+PLUGIN_API_VERSION = "1.3"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

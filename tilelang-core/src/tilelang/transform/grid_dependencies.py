@@ -7,6 +7,10 @@ what an earlier kernel wrote while that kernel may still run, so after the host/
 split :func:`WaitingKernelsMayAlias` takes its parameters' no-alias promise away
 (``tirx.noalias``, CUDA's ``__restrict__``): read-only loads could otherwise be served
 before the wait.
+
+:func:`LowerGridSync` lowers ``T.sync_grid()`` after the split and marks each kernel that
+calls it for a cooperative launch (TVM's launch parameter tag, which TVM's CUDA runtime
+reads and CaptureLaunchMetadata records for launchers of their own).
 """
 
 from __future__ import annotations
@@ -17,7 +21,11 @@ import tvm_ffi
 from tvm import tirx
 
 from ..backend.pass_pipeline import prim_func_pass
-from ..language.ops import PDL_SYNC, PDL_TRIGGER, is_call_to
+from ..language.ops import PDL_SYNC, PDL_TRIGGER, SYNC_GRID, is_call_to
+
+#: TVM's launch parameter tag for a cooperative launch (all blocks resident at once)
+COOPERATIVE_LAUNCH = "tirx.use_cooperative_launch"
+_DYN_SMEM = "tirx.use_dyn_shared_memory"  # the tag TVM requires last
 
 
 def LowerGridDependencies(trigger: str | None = None, wait: str | None = None) -> Any:
@@ -62,3 +70,45 @@ def WaitingKernelsMayAlias(wait: str) -> Any:
         return mod
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.WaitingKernelsMayAlias")
+
+
+def LowerGridSync(name: str) -> Any:
+    """After the host/device split: ``T.sync_grid()`` in a device kernel becomes a call of
+    the backend's grid barrier ``name``, and the kernel's launch parameters ask for a
+    cooperative launch."""
+    import tvm
+
+    def run(mod: Any, ctx: Any) -> Any:
+        for gvar, func in list(mod.functions.items()):
+            attrs = func.attrs
+            if attrs is None or int(attrs.get("calling_conv", 0)) != 2:  # not a device kernel
+                continue
+            seen: list[Any] = []
+
+            def on_evaluate(node: Any) -> Any:
+                if is_call_to(node.value, SYNC_GRID):
+                    seen.append(node)
+                    return tirx.Evaluate(tirx.call_extern("int32", name))
+                return node
+
+            body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
+            if not seen:
+                continue
+            tags = [str(t) for t in attrs.get("tirx.kernel_launch_params", [])]
+            if COOPERATIVE_LAUNCH not in tags:
+                at = tags.index(_DYN_SMEM) if _DYN_SMEM in tags else len(tags)
+                tags.insert(at, COOPERATIVE_LAUNCH)
+            mod[gvar] = func.with_body(body).with_attr("tirx.kernel_launch_params", tags)
+        return mod
+
+    return tvm.transform.module_pass(run, opt_level=0, name="tl.LowerGridSync")
+
+
+def cooperative_kernels(mod: Any) -> set[str]:
+    """The symbols of the device kernels marked for a cooperative launch."""
+    found = set()
+    for func in mod.functions.values():
+        attrs = func.attrs
+        if attrs is not None and COOPERATIVE_LAUNCH in [str(t) for t in attrs.get("tirx.kernel_launch_params", [])]:
+            found.add(str(attrs.get("global_symbol", "")))
+    return found

@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.2"  # 1.2: the random-number ops, AtomicFunctions.helpers
+TILELANG_PLUGIN_API = "1.3"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync
 
 BACKEND = BackendModule(
     name="cuda",

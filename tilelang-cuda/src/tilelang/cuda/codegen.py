@@ -153,6 +153,12 @@ def _after_prelude(code: str, imported: tuple[str, ...]) -> str:
     return code
 
 
+#: T.sync_grid's barrier: cooperative groups' (CUDA C++ Programming Guide, "Grid
+#: Synchronization"), which needs a cooperative launch and no relocatable device code
+_GRID_SYNC = ("#include <cooperative_groups.h>\n"
+              "__device__ __forceinline__ void tl_sync_grid() { cooperative_groups::this_grid().sync(); }\n")
+
+
 def _postproc(code: str, target: Any = None) -> str:
     """TVM's CUDA codegen hands every generated source to ``tvm_callback_cuda_postproc``:
     a kernel that calls our tensor-core / cp.async helpers gets their definitions, then a
@@ -167,6 +173,8 @@ def _postproc(code: str, target: Any = None) -> str:
     if "tl_check_swizzle_base" in code:
         # TMA rings (transform/tma.py): the dynamic buffer's tiles need 1 KiB alignment
         code = _DYNAMIC_SHARED.sub(r"\g<1>1024\g<2>", code)
+    if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
+        code = _GRID_SYNC + code
     if any(helper in code for helper in _HELPERS):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
         generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z", int(k)) for n, k, t, a, b, z in wgmma)

@@ -22,6 +22,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         KernelLaunchBounds,
         LowerClusterOps,
         LowerGridDependencies,
+        LowerGridSync,
         LowerSubByteAccess,
         LowerTileOps,
         WaitingKernelsMayAlias,
@@ -92,6 +93,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         KernelLaunchBounds("tirx.launch_bounds_min_blocks_per_sm"),  # T.annotate_min_blocks_per_sm
         KernelClusterDims(CLUSTER_DIMS_KERNEL_ATTR),  # T.ClusterKernel: printed as __cluster_dims__ (codegen.py)
         WaitingKernelsMayAlias("tl_pdl_wait"),  # T.pdl_sync: no __restrict__ (reads may not pass the wait)
+        LowerGridSync("tl_sync_grid"),  # T.sync_grid: cooperative_groups' grid barrier, a cooperative launch
         LowerIket(),
         CaptureLaunchMetadata(),
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure

@@ -17,7 +17,9 @@ launch (``tirx.tensormap_encode_tiled``) is ``"tensormap:<json>"`` with arg type
 rank, its dimensions and byte strides as Python expressions, and its box, element
 strides, interleave, swizzle, L2 promotion and out-of-bounds fill (the arguments of the
 CUDA driver's cuTensorMapEncodeTiled, innermost dimension first); a launcher that reads
-this metadata encodes the 128-byte map itself and passes it by value.
+this metadata encodes the 128-byte map itself and passes it by value. A kernel that waits
+at a grid-wide barrier (T.sync_grid) has ``"cooperative": true``: it must be launched
+cooperatively (cuLaunchCooperativeKernel), which fails for a grid the GPU cannot hold at once.
 
 With ``host_calls=True`` it also records direct calls of module functions from the host
 function: a CPU pipeline that outlines its compute function (SplitHostDevice on a
@@ -191,12 +193,18 @@ def CaptureLaunchMetadata(host_calls: bool = False) -> Any:
     import tvm
 
     def run(mod: Any, ctx: Any) -> Any:
+        from ...transform.grid_dependencies import cooperative_kernels
+
         launches = []
         for _, func in mod.functions.items():
             attrs = func.attrs
             if attrs is not None and attrs.get("tirx.is_global_func", False):
                 continue
             launches.extend(_launches_of(func, host_calls))
+        cooperative = cooperative_kernels(mod)
+        for launch in launches:
+            if launch["symbol"] in cooperative:  # T.sync_grid: every block resident at once
+                launch["cooperative"] = True
         return mod.with_attr(LAUNCHES_ATTR, json.dumps(launches))
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.CaptureLaunchMetadata")

@@ -362,6 +362,8 @@ def _assemble(artifact: CompiledArtifact, source: KernelSource, m: _Emitter) -> 
     else:
         symbols = ", ".join(f'"{_symbol(launch, "kernel launch")}"' for launch in artifact.launches)
         e(f"static const char* const tl_symbols[TL_NUM_LAUNCHES] = {{{symbols}}};")
+        cooperative = ", ".join(str(int(launch.cooperative)) for launch in artifact.launches)
+        e(f"static const int tl_cooperative[TL_NUM_LAUNCHES] = {{{cooperative}}};  /* T.sync_grid */")
     e('#include "tl_runtime.h"')
     e()
     e("#define TL_MISS(code, arg) do { st->miss_code = (code); st->miss_arg = (arg); goto miss; } while (0)")

@@ -82,6 +82,8 @@ class Driver(Protocol):
 
     #: (function, gx, gy, gz, bx, by, bz, smem, stream, params address, extra) -> (CUresult,)
     launch_kernel: Callable[..., tuple[int]]
+    #: the same without ``extra``, every block resident at once (a kernel that calls T.sync_grid)
+    launch_cooperative_kernel: Callable[..., tuple[int]]
     #: () -> the caller's current device index
     current_device: Callable[[], int]
     #: (device) -> the CUstream the caller launches on for that device now
@@ -125,6 +127,7 @@ class CUDADriver:
         self._torch = torch
         #: (function, gx, gy, gz, bx, by, bz, smem, stream, params address, extra) -> (CUresult,)
         self.launch_kernel: Callable[..., tuple[int]] = cu.cuLaunchKernel
+        self.launch_cooperative_kernel: Callable[..., tuple[int]] = cu.cuLaunchCooperativeKernel
         # torch's current device and raw current stream (an int): the private accessors are
         # what torch's own generated launchers (Inductor/Triton) read; the public ones run
         # torch's lazy-init check or allocate a Stream object per call (core's accessor)

@@ -132,6 +132,7 @@ class LaunchValues:
     arg_types: tuple[str, ...]
     operands: tuple[str, ...]  # the metadata's operand expressions, for error messages
     constant_smem: int | None  # the dynamic shared memory size when it is a constant
+    cooperative: bool = False  # every block resident at once (T.sync_grid): cuLaunchCooperativeKernel
 
 
 def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchValues:
@@ -201,7 +202,7 @@ def launch_values(artifact: CompiledArtifact, launch: KernelLaunch) -> LaunchVal
     if not any(isinstance(n, ast.Name) for n in ast.walk(ast.parse(smem, mode="eval"))):
         constant = int(eval(smem, dict(_GLOBALS)))  # checked above: no names, no calls but min/max/int/float
     return LaunchValues(launch.symbol, source, namespace["_launch_values"], tuple(launch.arg_types),
-                        tuple(launch.args), constant)
+                        tuple(launch.args), constant, launch.cooperative)
 
 
 def _tensor_map_operand(arg: str, k: int, artifact: CompiledArtifact, signature: list[str],

@@ -34,6 +34,10 @@ _HINTS = {
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block needs more registers or threads than the GPU has",
     "CUDA_ERROR_ILLEGAL_ADDRESS": "an earlier asynchronous kernel failed; the context is unusable",
     "CUDA_ERROR_LAUNCH_FAILED": "an earlier asynchronous kernel failed; the context is unusable",
+    "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE": (
+        "the kernel waits at T.sync_grid, so every block must be resident at once, and the grid has "
+        "more blocks than the GPU holds together; launch at most the SM count times the blocks one SM "
+        "holds (a persistent grid)"),
 }
 
 
@@ -141,12 +145,16 @@ class NVRTCLauncher(KernelLauncher):
                     raise self._operand_error(launch, operands, err) from None
                 if smem > limits[index]:
                     self._raise_smem_limit(image, index, smem)
-                (result,) = launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, launch.params, 0)
+                if launch.info.cooperative:  # T.sync_grid: every block resident at once (no `extra`)
+                    launch_now, extra = self._driver.launch_cooperative_kernel, ()
+                else:
+                    launch_now, extra = launch_kernel, (0,)
+                (result,) = launch_now(function, gx, gy, gz, bx, by, bz, smem, stream, launch.params, *extra)
                 if result == CUDA_ERROR_INVALID_CONTEXT:
                     # a thread that never touched CUDA has no current context: bind the
                     # device's primary context and try once more
                     self._driver.ensure_context(image.device)
-                    (result,) = launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, launch.params, 0)
+                    (result,) = launch_now(function, gx, gy, gz, bx, by, bz, smem, stream, launch.params, *extra)
                 if result:
                     raise self._launch_error(launch, result, (gx, gy, gz), (bx, by, bz), smem)
 
@@ -188,7 +196,8 @@ class NVRTCLauncher(KernelLauncher):
         name = self._driver.error_name(code)
         hint = _HINTS.get(name)
         return LaunchError(
-            f"kernel {self.kernel!r}: cuLaunchKernel({launch.info.symbol!r}, grid {grid}, block "
+            f"kernel {self.kernel!r}: {'cuLaunchCooperativeKernel' if launch.info.cooperative else 'cuLaunchKernel'}"
+            f"({launch.info.symbol!r}, grid {grid}, block "
             f"{block}, {smem} bytes dynamic shared memory) failed with {name} ({code})"
             + (f": {hint}" if hint else "")
         )

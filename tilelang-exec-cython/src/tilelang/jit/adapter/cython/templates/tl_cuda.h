@@ -66,6 +66,7 @@ static int tl_cuda_open(tl_state* st, PyObject* unavailable) {
   TL_CUDA_SYMBOL(module_get_function, "cuModuleGetFunction");
   TL_CUDA_SYMBOL(func_set_attribute, "cuFuncSetAttribute");
   TL_CUDA_SYMBOL(launch_kernel, "cuLaunchKernel");
+  TL_CUDA_SYMBOL(launch_cooperative_kernel, "cuLaunchCooperativeKernel");
   TL_CUDA_SYMBOL(get_error_name, "cuGetErrorName");
   result = st->cu.init(0);
   if (result != 0) {
@@ -149,6 +150,10 @@ static const char* tl_cuda_hint(const char* name) {
     return ": the block needs more registers or threads than the GPU has";
   if (strcmp(name, "CUDA_ERROR_ILLEGAL_ADDRESS") == 0 || strcmp(name, "CUDA_ERROR_LAUNCH_FAILED") == 0)
     return ": an earlier asynchronous kernel failed; the context is unusable";
+  if (strcmp(name, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE") == 0)
+    return ": the kernel waits at T.sync_grid, so every block must be resident at once, and the grid "
+           "has more blocks than the GPU holds together; launch at most the SM count times the blocks "
+           "one SM holds (a persistent grid)";
   return "";
 }
 
@@ -173,14 +178,21 @@ static int tl_cuda_launch(tl_state* st, tl_cuda_scope* scope, int index, const i
     }
     d->smem_limit[index] = smem;
   }
-  result = st->cu.launch_kernel(d->functions[index], (unsigned)grid[0], (unsigned)grid[1],
-                                (unsigned)grid[2], (unsigned)block[0], (unsigned)block[1],
-                                (unsigned)block[2], (unsigned)smem, stream, params, NULL);
+  if (tl_cooperative[index]) {
+    result = st->cu.launch_cooperative_kernel(d->functions[index], (unsigned)grid[0], (unsigned)grid[1],
+                                              (unsigned)grid[2], (unsigned)block[0], (unsigned)block[1],
+                                              (unsigned)block[2], (unsigned)smem, stream, params);
+  } else {
+    result = st->cu.launch_kernel(d->functions[index], (unsigned)grid[0], (unsigned)grid[1],
+                                  (unsigned)grid[2], (unsigned)block[0], (unsigned)block[1],
+                                  (unsigned)block[2], (unsigned)smem, stream, params, NULL);
+  }
   if (result != 0) {
     const char* name = tl_cuda_error_name(st, result);
-    PyErr_Format(st->launch_error, "kernel '%s': cuLaunchKernel('%s', grid (%lld, %lld, %lld), block "
+    PyErr_Format(st->launch_error, "kernel '%s': %s('%s', grid (%lld, %lld, %lld), block "
                  "(%lld, %lld, %lld), %lld bytes dynamic shared memory) failed with %s (%d)%s",
-                 st->kernel, tl_symbols[index], (long long)grid[0], (long long)grid[1],
+                 st->kernel, tl_cooperative[index] ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+                 tl_symbols[index], (long long)grid[0], (long long)grid[1],
                  (long long)grid[2], (long long)block[0], (long long)block[1], (long long)block[2],
                  (long long)smem, name, (int)result, tl_cuda_hint(name));
     return -1;

@@ -103,6 +103,9 @@ typedef struct {
   tl_CUresult (*func_set_attribute)(tl_CUfunction, int, int);
   tl_CUresult (*launch_kernel)(tl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, unsigned, void*, void**, void**);
+  /* every block resident at once (a kernel that calls T.sync_grid) */
+  tl_CUresult (*launch_cooperative_kernel)(tl_CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                           unsigned, unsigned, unsigned, void*, void**);
   tl_CUresult (*get_error_name)(tl_CUresult, const char**);
 } tl_cuda_api;
 typedef struct {
