@@ -90,7 +90,7 @@ def test_a_kernel_that_waits_for_the_grid_launches_cooperatively_and_pointers_pa
     assert "static const int tl_cooperative[TL_NUM_LAUNCHES] = {1};" in header
     assert "switch (tl_address_arg(st, argv[0], &v[0], &p0)) {" in header
     assert "void* a1 = (void*)(uintptr_t)(p0);" in header  # the kernel takes A, then the pointer
-    name, data = toolchain.build_extension(sources, artifact.kernel_name)
+    _, data = toolchain.build_extension(sources, artifact.kernel_name)
     assert data[:4] == b"\x7fELF"
     plain = extension_sources(cuda_artifact(elementwise_add(64, 64), [-1]), 2)["tl_kernel.h"]
     assert "static const int tl_cooperative[TL_NUM_LAUNCHES] = {0};" in plain
