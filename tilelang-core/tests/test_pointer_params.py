@@ -116,6 +116,11 @@ def test_the_launch_passes_the_pointer_as_its_address():
     (launch,) = artifact.launches
     pointers = [(a, t) for a, t in zip(launch.args, launch.arg_types) if t == "handle"]
     assert pointers == [("a_ptr", "handle"), ("b_ptr", "handle"), ("c_ptr", "handle")]
+    from tilelang.cuda import toolchain
+
+    if toolchain.nvcc_path() is not None:  # the kernel assembles (ptxas) for the H200
+        source = artifact.device_source
+        assert toolchain._compile_nvcc(source, toolchain.arch_for_source(source, "sm_90"), "gemm_ptr")[:4] == b"\x7fELF"
 
 
 def test_a_pointer_table_reaches_each_tensor_on_the_cpu(cpu_backend):
