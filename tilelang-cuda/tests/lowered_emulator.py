@@ -81,6 +81,19 @@ def compute(values: np.ndarray, dtype: Any) -> np.ndarray:
     return np.asarray(values).astype(_STORAGE[scalar])
 
 
+def bf16_floats(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 given as their bits (the top half of a float32)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """bfloat16 bits of float values, rounded to nearest even as CUDA's __float2bfloat16."""
+    x = np.asarray(values).astype(np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
 def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
     """float64 values of 8-bit floats given as their bits: "e4m3" (OCP E4M3, bias 7, no
     infinities, S.1111.111 a NaN) or "e5m2" (bias 15, IEEE-style infinities and NaNs)."""
@@ -353,6 +366,8 @@ class LoweredKernel:
     def eval(self, expr: Any) -> Any:
         kind = type(expr).__name__
         if isinstance(expr, (E.IntImm, E.FloatImm)):
+            if _type_of(expr) == "bfloat16":  # a constant's bits
+                return bf16_bits(np.full(self.threads, expr.value, np.float32))
             return compute(np.full(self.threads, expr.value), expr.dtype)
         if isinstance(expr, E.Var) or kind == "Var":
             if _key(expr) not in self.env:
@@ -366,6 +381,11 @@ class LoweredKernel:
             raise EmulationError(f"expression {kind} is not emulated: {expr}")
         a, b = self.eval(expr.a), self.eval(expr.b)
         bits_only = {_type_of(expr.a), _type_of(expr)} & set(_BITS_ONLY)
+        if bits_only == {"bfloat16"}:  # in float32, rounded to bfloat16 (cuda_bf16.h's arithmetic)
+            a, b = bf16_floats(a), bf16_floats(b)
+            a, b = self._lanes_like(a, b), self._lanes_like(b, a)
+            result = binary(a, b)
+            return result if kind in _COMPARE else bf16_bits(result)
         if bits_only:
             raise EmulationError(f"{bits_only.pop()} arithmetic is not emulated: {expr}")
         a, b = self._lanes_like(a, b), self._lanes_like(b, a)
@@ -397,6 +417,12 @@ class LoweredKernel:
         if source in _FP8_KINDS and _type_of(expr).startswith("float") and _type_of(expr) not in _BITS_ONLY:
             return compute(fp8_values(self.eval(expr.value), _FP8_KINDS[source]), expr.dtype)  # widening: exact
         bits_only = {_type_of(expr), source} & set(_BITS_ONLY)
+        if bits_only == {"bfloat16"}:
+            if source == "bfloat16" and _type_of(expr) == "bfloat16":
+                return self.eval(expr.value)
+            if source == "bfloat16":  # widening: exact
+                return compute(bf16_floats(self.eval(expr.value)), expr.dtype)
+            return bf16_bits(self.eval(expr.value))
         if bits_only:
             raise EmulationError(f"{bits_only.pop()} conversions are not emulated: {expr}")
         return compute(self.eval(expr.value).astype(storage(expr.dtype)), expr.dtype)

@@ -36,7 +36,15 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from lowered_emulator import EmulationError, LoweredKernel, Pointer, compute, fp8_values
+from lowered_emulator import (
+    EmulationError,
+    LoweredKernel,
+    Pointer,
+    bf16_bits,
+    bf16_floats,
+    compute,
+    fp8_values,
+)
 
 WARP = 32
 _WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)$")
@@ -191,11 +199,26 @@ def _copy_16_partial(kernel: LoweredKernel, args: list[Any]) -> None:
     kernel.write(dst.memory, dst.offset[:, None] + np.arange(16), data, np.dtype(np.uint8), active)
 
 
+def _atomic_add_bf16(kernel: LoweredKernel, pointer: Any, value: Any) -> None:
+    """bfloat16 atomic adds, one thread at a time (each sum rounded to bfloat16, as each
+    atomic rounds; the order is the threads', which the GPU does not promise)."""
+    for thread in np.flatnonzero(kernel.mask):
+        mask = np.zeros_like(kernel.mask)
+        mask[thread] = True
+        old = kernel.read(pointer.memory, pointer.offset, np.dtype(np.uint16), mask)
+        added = np.broadcast_to(value, kernel.mask.shape)
+        kernel.write(pointer.memory, pointer.offset, bf16_bits(bf16_floats(old) + bf16_floats(added)),
+                     np.dtype(np.uint16), mask)
+
+
 def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
     """atomicAdd(address, value): every active thread's value is added, those of threads
     at the same address included (summed first: the order of the GPU's adds is not
     modelled)."""
     pointer, value = args
+    if str(call.args[2].dtype) == "bfloat16":  # its bits: added as floats, the sum rounded once
+        _atomic_add_bf16(kernel, pointer, value)
+        return
     dtype = np.dtype(str(call.args[2].dtype))
     active = np.flatnonzero(kernel.mask)
     if not len(active):
@@ -465,6 +488,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_copy_16_partial": lambda kernel, args, call: _copy_16_partial(kernel, args),
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
     "atomicAdd": _atomic_add,
+    "tl_atomic_add_bf16": _atomic_add,  # atomicAdd of bfloat16 (a CAS loop before sm_80)
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),
     "tl_wgmma_desc": lambda kernel, args, call: _wgmma_desc(kernel, args),
     "tl_wgmma_desc_add": lambda kernel, args, call: _wgmma_desc_add(kernel, args),

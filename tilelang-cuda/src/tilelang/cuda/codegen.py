@@ -153,6 +153,9 @@ def _after_prelude(code: str, imported: tuple[str, ...]) -> str:
     return code
 
 
+_BF16_FROM_SM80 = "#if !defined(__CUDA_ARCH__) || (__CUDA_ARCH__ >= 800)\n#include <cuda_bf16.h>"
+_BF16_EVERYWHERE = "#if 1  // bfloat16 on every arch (tilelang-cuda's codegen.py)\n#include <cuda_bf16.h>"
+
 #: T.sync_grid's barrier: cooperative groups' (CUDA C++ Programming Guide, "Grid
 #: Synchronization"), which needs a cooperative launch and no relocatable device code
 _GRID_SYNC = ("#include <cooperative_groups.h>\n"
@@ -173,6 +176,9 @@ def _postproc(code: str, target: Any = None) -> str:
     if "tl_check_swizzle_base" in code:
         # TMA rings (transform/tma.py): the dynamic buffer's tiles need 1 KiB alignment
         code = _DYNAMIC_SHARED.sub(r"\g<1>1024\g<2>", code)
+    # TVM declares bfloat16 from sm_80 only; cuda_bf16.h computes it in float below that
+    # (sm_75: bfloat16 tensors, arithmetic and conversions), so the prelude is unconditional
+    code = code.replace(_BF16_FROM_SM80, _BF16_EVERYWHERE, 1)
     if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
         code = _GRID_SYNC + code
     if any(helper in code for helper in _HELPERS):

@@ -78,7 +78,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
-        *gpu_block_passes(VECTOR_BYTES, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
+        # bfloat16 stays bfloat16 on every arch (TVM's legalization to uint16 bits and float math,
+        # which it applies below sm_80, vectorizes into types its codegen cannot print; cuda_bf16.h
+        # computes in float there itself: codegen.py)
+        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=False, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
@@ -99,7 +102,6 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure
         tirx.transform.MakePackedAPI(),
         tirx.transform.FP8StorageLegalize(),
-        tirx.transform.BF16StorageLegalize(),
     ]
 
 

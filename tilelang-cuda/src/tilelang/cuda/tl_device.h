@@ -434,6 +434,23 @@ template <typename T> __device__ __forceinline__ T tl_atomic_add_64(T* addr, T v
   return (T)atomicAdd(reinterpret_cast<unsigned long long int*>(addr), (unsigned long long int)value);
 }
 
+// A bfloat16 add: CUDA declares atomicAdd of __nv_bfloat16 from sm_80; below, a
+// compare-and-swap on the element's 16 bits, the sum rounded as the sm_80 instruction does.
+__device__ __forceinline__ __nv_bfloat16 tl_atomic_add_bf16(__nv_bfloat16* addr, __nv_bfloat16 value) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  return atomicAdd(addr, value);
+#else
+  unsigned short int* word = reinterpret_cast<unsigned short int*>(addr);
+  unsigned short int old = *word, assumed;
+  do {
+    assumed = old;
+    float sum = __bfloat162float(__ushort_as_bfloat16(assumed)) + __bfloat162float(value);
+    old = atomicCAS(word, assumed, __bfloat16_as_ushort(__float2bfloat16(sum)));
+  } while (old != assumed);
+  return __ushort_as_bfloat16(old);
+#endif
+}
+
 template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
   return tl_atomic_cas_extreme<true>(addr, value);
 }

@@ -1,7 +1,8 @@
 """LowerAtomics (CUDA): core's atomic lowering with CUDA's atomic functions (CUDA C++
 Programming Guide, "Atomic Functions") and the helpers of ``tl_device.h`` that fill their
 gaps: ``tl_atomic_max/min`` (a compare-and-swap loop) for floating max / min,
-``tl_atomic_add_64`` for 64-bit integer adds,
+``tl_atomic_add_64`` for 64-bit integer adds, ``tl_atomic_add_bf16`` for bfloat16 adds
+before sm_80 (atomicAdd of bfloat16 elsewhere),
 ``tl_atomic_load/store``, and ``tl_atomic_ordered`` for a ``memory_order`` stronger than
 relaxed (CUDA's atomics are relaxed; it puts ``__threadfence()`` before (release) and / or
 after (acquire) the atomic). A tile atomic written with ``use_tma=True`` is served by these
@@ -32,7 +33,8 @@ CUDA_ATOMICS = AtomicFunctions(
         "xor": ("atomicXor", _BITWISE),
     },
     float_minmax={"max": "tl_atomic_max", "min": "tl_atomic_min"},
-    helpers={("add", dtype): "tl_atomic_add_64" for dtype in _WIDE_ADDS},
+    helpers={**{("add", dtype): "tl_atomic_add_64" for dtype in _WIDE_ADDS},
+             ("add", "bfloat16"): "tl_atomic_add_bf16"},  # atomicAdd of bfloat16 is sm_80's
     ordered="tl_atomic_ordered",
     load="tl_atomic_load",
     store="tl_atomic_store",
