@@ -323,3 +323,35 @@ def test_a_tma_store_takes_no_barrier_and_its_wait_checks_its_arguments():
                 tile = T.alloc_shared((32, 32), "float32")
                 bar = T.alloc_barrier(32)
                 store_with_barrier(tile, B, bar)
+
+
+# -- T.async_copy ----------------------------------------------------------------------------
+def test_async_copy_is_a_copy_landed_before_the_next_statement():
+    """Upstream's T.async_copy + T.ptx_wait_group: here the copy is synchronous, so the wait
+    finds it done (and in a T.Pipelined loop the CUDA backend pipelines it as a T.copy)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((130, 32), "float32"), B: T.Tensor((130, 32), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            S = T.alloc_shared((128, 32), "float32")
+            T.async_copy(A[bx * 128, 0], S)  # the second block's rows past 130 read as zero
+            T.ptx_wait_group(0)
+            T.copy(S, B[bx * 128, 0])
+
+    a = np.arange(130 * 32, dtype="float32").reshape(130, 32)
+    b = np.zeros_like(a)
+    cpu(main)(a, b)
+    np.testing.assert_array_equal(b, a)
+
+
+def test_async_copy_between_shared_tiles_is_refused():
+    with pytest.raises(LanguageError, match=r"T.async_copy only supports global->shared/shared.dyn copies; got "
+                                            r"S0 \(shared.dyn\) -> S1 \(shared.dyn\): use T.copy"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float16"), B: T.Tensor((4,), "float16")):
+            with T.Kernel(1, threads=1):
+                S0 = T.alloc_shared((4,), "float16")
+                S1 = T.alloc_shared((4,), "float16")
+                T.copy(A[0:4], S0)
+                T.async_copy(S0, S1)
+                T.copy(S1, B[0:4])

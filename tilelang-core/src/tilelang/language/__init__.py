@@ -135,6 +135,7 @@ __all__ = [
     "barrier_arrive",
     "cp_async_barrier_noinc",
     "barrier_wait",
+    "async_copy",
     "c2d_im2col",
     "clamp",
     "clear",

@@ -138,6 +138,7 @@ from .tile import (
     Pipelined,
     alloc_fragment,
     annotate_layout,
+    async_copy,
     clear,
     copy,
     cummax,

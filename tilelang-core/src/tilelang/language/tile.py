@@ -104,6 +104,22 @@ def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma:
     _emit(TILE_OPS["copy"], _region(src, dst_ext, "T.copy source"), _region(dst, src_ext, "T.copy destination"))
 
 
+def async_copy(src: Any, dst: Any, **hints: Any) -> None:
+    """Upstream's ``T.async_copy``: a global tile into a shared one by cp.async, waited for
+    with ``T.ptx_wait_group`` (upstream: the same code as ``T.copy``). The copies a kernel
+    writes itself are synchronous in this TileLang (see ``T.ptx_commit_group``): this is
+    ``T.copy``, landed before the next statement, which every wait then finds done; the
+    CUDA backend still makes such copies asynchronous in a T.Pipelined loop. Other
+    directions are refused, as upstream refuses them. ``hints``: T.copy's keywords."""
+    src_region = _region(src, _extents(dst), "T.async_copy source")
+    dst_region = _region(dst, _extents(src), "T.async_copy destination")
+    if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
+        raise LanguageError(f"T.async_copy only supports global->shared/shared.dyn copies; got "
+                            f"{src_region.source.name} ({src_region.source.scope()}) -> {dst_region.source.name} "
+                            f"({dst_region.source.scope()}): use T.copy")
+    copy(src, dst, **hints)
+
+
 def fill(dst: Any, value: Any) -> None:
     # an element (upstream's ``T.fill(counter[0], 0)``) is a one-element tile
     ones = [1] * len(dst.indices) if isinstance(dst, TensorLoad) else None
