@@ -108,8 +108,11 @@ def _pointers_as_tensors(fdef: ast.FunctionDef, declarations: list[ast.stmt]) ->
     """Upstream's eager pointer parameters: ``A: T.ptr`` in the signature, then
     ``A = T.make_tensor(A, shape, dtype)`` among the declarations, is the tensor parameter
     ``A: T.Tensor(shape, dtype)`` (a call passes the tensor; its shape is checked)."""
-    pointers = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs
-                if getattr(a.annotation, "attr", getattr(a.annotation, "id", None)) == "ptr"}
+    def is_pointer(node: ast.expr | None) -> bool:  # `T.ptr` or `T.ptr(T.float16)`
+        target = node.func if isinstance(node, ast.Call) else node
+        return getattr(target, "attr", getattr(target, "id", None)) == "ptr"
+
+    pointers = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs if is_pointer(a.annotation)}
     result = []
     for stmt in declarations:
         value = getattr(stmt, "value", None)
