@@ -224,11 +224,7 @@ class ArgumentBinder:
         elif info.dtype != param.dtype:
             raise self._error(index, f"expected dtype {param.dtype}, got {info.dtype}; convert "
                               f"it first (e.g. x.to(torch.{param.dtype}) / x.astype('{param.dtype}'))")
-        if info.device_type != self.device_type:
-            want = DEVICE_NAMES.get(self.device_type, str(self.device_type))
-            got = DEVICE_NAMES.get(info.device_type, "an unsupported device")
-            raise self._error(index, f"expected a tensor on {want}, got one on {got}; move it "
-                              f"with .to('{want}')" if want in ("cpu", "cuda") else "")
+        self._check_device(index, info)
         shape = param.shape or ()
         if len(info.shape) != len(shape):
             raise self._error(index, f"expected {len(shape)} dimensions {_describe_shape(shape)}, "
@@ -362,11 +358,15 @@ class ArgumentBinder:
         except (TypeError, MaskedArrayError):
             raise self._error(index, "expected an address for this pointer parameter: a tensor, an int "
                               f"(x.data_ptr()) or None; got {type(value).__name__}") from None
+        self._check_device(index, info)
+        return info.data_ptr()
+
+    def _check_device(self, index: int, info: TensorInfo) -> None:
         if info.device_type != self.device_type:
             want = DEVICE_NAMES.get(self.device_type, str(self.device_type))
             got = DEVICE_NAMES.get(info.device_type, "an unsupported device")
-            raise self._error(index, f"expected a tensor on {want}, got one on {got}; move it with .to('{want}')")
-        return info.data_ptr()
+            move = f"; move it with .to('{want}')" if want in ("cpu", "cuda") else ""
+            raise self._error(index, f"expected a tensor on {want}, got one on {got}{move}")
 
     def _allocate(self, param: ParamInfo, symbols: dict[str, int], like: TensorInfo | None) -> Any:
         shape = tuple(dim_value(d, symbols) for d in param.shape or ())
