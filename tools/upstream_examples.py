@@ -320,16 +320,24 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
                 a = (a.astype(np.uint32) << 16).view(np.float32)
             return torch.from_numpy(a.astype(np.float64))
 
+        from tilelang.engine.artifact import dim_value, is_symbol
+
         arrays, given, at_param = [], iter(inputs), []  # at_param: each input's parameter
+        symbols: dict[str, int] = {}  # T.dynamic sizes, from the inputs' shapes
         for i, param in enumerate(func.params):
-            if i in outputs:
-                buf = func.buffer_map[param]
-                dtype = "uint16" if str(buf.dtype) == "bfloat16" else str(buf.dtype)
-                arrays.append(np.full([int(d) for d in buf.shape], 0, dtype))
-            else:
+            if i not in outputs:
                 value = next(given)
                 at_param.append(i)
                 arrays.append(as_array(value) if isinstance(value, torch.Tensor) else value)
+                for dim, size in zip(artifact.params[i].shape or (), getattr(value, "shape", ())):
+                    if is_symbol(dim):
+                        symbols.setdefault(dim, int(size))
+            else:
+                arrays.append(None)  # allocated below, once the inputs gave every size
+        for i in outputs:
+            dtype = str(artifact.params[i].dtype)
+            shape = [dim_value(d, symbols) for d in artifact.params[i].shape]
+            arrays[i] = np.full(shape, 0, "uint16" if dtype == "bfloat16" else dtype)
         launches = json.loads(str(artifact.device_mod.attrs["tilelang.launches"]))
         workspaces = {}  # T.alloc_global buffers shared by the kernels of one function
 
@@ -339,7 +347,7 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
 
         tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, workspace))
         for index in range(len(launches)):  # in launch order, as the host code runs them
-            lowered_kernel(artifact.device_mod, index)(*arrays, workspaces=workspaces)
+            lowered_kernel(artifact.device_mod, index)(*arrays, workspaces=workspaces, scalars=symbols)
         dtypes = [str(func.buffer_map[p].dtype) if p in func.buffer_map else "" for p in func.params]
         got = [as_float(arrays[i], dtypes[i]) for i in outputs]
         got += [as_float(arrays[at_param[i]], dtypes[at_param[i]]) for i in case.inplace]
