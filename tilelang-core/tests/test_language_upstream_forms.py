@@ -355,3 +355,46 @@ def test_async_copy_between_shared_tiles_is_refused():
                 T.copy(A[0:4], S0)
                 T.async_copy(S0, S1)
                 T.copy(S1, B[0:4])
+
+
+# -- T.dp4a ----------------------------------------------------------------------------------
+def test_dp4a_accumulates_four_int8_products_into_int32():
+    """Upstream's T.dp4a(A_local[k], B_local[k], acc[0]) (its SIMT GEMV and bitnet decode):
+    acc += A[k:k+4] . B[k:k+4] in int32. Before, it was TVM's expression form, which no
+    code generator resolved."""
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "int8"), B: T.Tensor((16,), "int8"), C: T.Tensor((2,), "int32")):
+        with T.Kernel(1, threads=1):
+            a = T.alloc_local((16,), "int8")
+            b = T.alloc_local((16,), "int8")
+            acc = T.alloc_local((1,), "int32")
+            T.clear(acc)
+            for i in T.serial(16):
+                a[i] = A[i]
+                b[i] = B[i]
+            for k in T.serial(4):
+                T.dp4a(a[k * 4], b[k * 4], acc[0])
+            C[0] = acc[0]
+            C[1] = 7
+            T.dp4a(A, B, C[1:2])  # whole buffers / slices: their first four elements
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-128, 128, 16).astype("int8") for _ in range(2))
+    c = np.zeros(2, "int32")
+    cpu(main)(a, b, c)
+    wide = a.astype("int64") * b.astype("int64")
+    np.testing.assert_array_equal(c, [wide.sum(), 7 + wide[:4].sum()])
+
+
+@pytest.mark.parametrize("a,b,c,message", [
+    ("float16", "float16", "int32", r"dp4a requires int8 inputs, got A.dtype='float16'"),
+    ("int8", "int8", "float32", r"dp4a requires an int32 accumulator, got C.dtype='float32'"),
+    ("uint8", "uint8", "int32", r"dp4a requires int8 inputs, got A.dtype='uint8'"),
+    ("int8", "float16", "int32", r"dp4a requires int8 inputs, got B.dtype='float16'"),
+])
+def test_dp4a_checks_its_dtypes_as_upstream(a, b, c, message):
+    with pytest.raises(LanguageError, match=message):
+        @T.prim_func
+        def main(A: T.Tensor((4,), a), B: T.Tensor((4,), b), C: T.Tensor((1,), c)):
+            T.dp4a(A, B, C)

@@ -138,6 +138,7 @@ __all__ = [
     "async_copy",
     "c2d_im2col",
     "clamp",
+    "dp4a",
     "clear",
     "const",
     "copy",

@@ -119,6 +119,7 @@ from .misc import (
     any_of,
     clamp,
     device_assert,
+    dp4a,
     extract_lane,
     import_source,
     infinity,
@@ -132,6 +133,7 @@ from .misc import (
 )
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
+from .random import rng_init, rng_rand, rng_rand_float
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .symbolic import dynamic, symbolic
 from .tile import (
@@ -160,7 +162,6 @@ from .tile import (
     wgmma_gemm,
 )
 from .tile_scheduler import PersistentTileScheduler
-from .random import rng_init, rng_rand, rng_rand_float
 from .variables import alloc_global, alloc_var, let
 
 _install_tvm_names()  # tvm.tirx.PrimExpr for upstream kernels that import TVM directly

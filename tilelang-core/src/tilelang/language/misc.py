@@ -32,6 +32,40 @@ def clamp(value: Any, min_val: Any = None, max_val: Any = None) -> Any:
     return value
 
 
+def _dp4a_operand(value: Any, what: str, dtype: str) -> tuple[Any, list[Any]]:
+    """(buffer, indices of its first element) of a ``T.dp4a`` operand: an element
+    (``A_local[k]``), a slice (``A[k:k + 4]``) or a whole buffer, of ``dtype``."""
+    from tvm.ir import TensorLoad, TensorRegion
+
+    if isinstance(value, TensorLoad) and isinstance(value.source, tirx.Buffer):
+        buffer, indices = value.source, list(value.indices)
+    elif isinstance(value, TensorRegion):
+        buffer, indices = value.source, [r.min for r in value.region]
+    elif tirx.is_buffer_var(value) or isinstance(value, tirx.Buffer):
+        buffer, indices = value, [tirx.IntImm("int32", 0)] * len(value.shape)
+    else:
+        raise LanguageError(f"T.dp4a: {what} must be a buffer element (A_local[k]), a slice or a buffer, "
+                            f"got {type(value).__name__}")
+    if str(buffer.dtype) != dtype:
+        raise LanguageError(f"dp4a requires {'an int32 accumulator' if dtype == 'int32' else 'int8 inputs'}, "
+                            f"got {what}.dtype='{buffer.dtype}'")
+    return buffer, indices
+
+
+def dp4a(A: Any, B: Any, C: Any) -> None:
+    """Upstream's ``T.dp4a(A, B, C)``: ``C += A[0] * B[0] + ... + A[3] * B[3]`` over four
+    consecutive int8 elements of ``A`` and ``B`` (from the element, slice or buffer given),
+    into an int32 element of ``C``, products and sums in int32 (CUDA's ``__dp4a``). It is
+    written as those four multiply-adds, which every backend runs."""
+    (a, a_at), (b, b_at) = _dp4a_operand(A, "A", "int8"), _dp4a_operand(B, "B", "int8")
+    c, c_at = _dp4a_operand(C, "C", "int32")
+    total = tirx.BufferLoad(c, c_at)
+    for i in range(4):
+        ai, bi = [*a_at[:-1], a_at[-1] + i], [*b_at[:-1], b_at[-1] + i]
+        total = total + tirx.Cast("int32", tirx.BufferLoad(a, ai)) * tirx.Cast("int32", tirx.BufferLoad(b, bi))
+    _ib.buffer_store(c, total, c_at)
+
+
 def align_up(x: Any, align: Any) -> Any:
     """``x`` rounded up to a multiple of ``align``: ``T.ceildiv(x, align) * align``, as
     upstream's (so -1 aligns up to 0)."""
