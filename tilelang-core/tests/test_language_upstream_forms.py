@@ -398,3 +398,63 @@ def test_dp4a_checks_its_dtypes_as_upstream(a, b, c, message):
         @T.prim_func
         def main(A: T.Tensor((4,), a), B: T.Tensor((4,), b), C: T.Tensor((1,), c)):
             T.dp4a(A, B, C)
+
+
+# -- T.annotate_safe_value -------------------------------------------------------------------
+def shifted_copy(pad):
+    """Upstream's test_tilelang_language_annotate_safe_value kernel: rows read 10 above
+    their own, the first 10 of them outside A."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float32"), B: T.Tensor((256, 64), "float32")):
+        with T.Kernel(1, 2, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((128, 64), "float32")
+            T.annotate_safe_value({A: pad})
+            for i, j in T.Parallel(128, 64):
+                A_shared[i, j] = A[by * 128 + i - 10, bx * 64 + j]
+            for i, j in T.Parallel(128, 64):
+                B[by * 128 + i, bx * 64 + j] = A_shared[i, j]
+
+    return main
+
+
+@pytest.mark.parametrize("pad", [0, 10.5])
+def test_reads_outside_an_annotated_tensor_give_its_safe_value(pad):
+    a = np.random.default_rng(1).standard_normal((256, 64)).astype("float32")
+    b = cpu(shifted_copy(pad), out_idx=[1])(a)
+    want = np.full_like(a, pad)
+    want[10:] = a[:-10]
+    np.testing.assert_array_equal(b, want)
+
+
+def test_without_a_safe_value_such_a_read_is_refused():
+    """(the same kernel unannotated: a read that may leave A is a compile error, as before)"""
+    with pytest.raises(LanguageError, match="out-of-range index: read A"):
+        @T.prim_func
+        def main(A: T.Tensor((256, 64), "float32"), B: T.Tensor((256, 64), "float32")):
+            with T.Kernel(1, 2, threads=128) as (bx, by):
+                for i, j in T.Parallel(128, 64):
+                    B[by * 128 + i, bx * 64 + j] = A[by * 128 + i - 10, bx * 64 + j]
+
+
+def test_a_tile_copy_of_a_tensor_with_a_nonzero_safe_value_is_refused():
+    with pytest.raises(LanguageError, match=r"T.annotate_safe_value: a tile op \(T.copy\) reads 'A', whose safe "
+                                            r"value is 1.0; a tile copy reads zero outside a tensor"):
+        @T.prim_func
+        def main(A: T.Tensor((100, 64), "float32"), B: T.Tensor((128, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared((128, 64), "float32")
+                T.annotate_safe_value({A: 1.0})
+                T.copy(A[0, 0], S)
+                T.copy(S, B)
+
+
+def test_safe_values_check_where_and_what_they_annotate():
+    with pytest.raises(LanguageError, match=r"T.annotate_safe_value is only valid inside a T.Kernel frame"):
+        T.annotate_safe_value({})
+    with pytest.raises(LanguageError, match=r"'S' is not a global tensor"):
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                S = T.alloc_shared((64,), "float32")
+                T.annotate_safe_value({S: 0})

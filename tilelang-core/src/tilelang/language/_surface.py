@@ -135,6 +135,7 @@ from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
 from .random import rng_init, rng_rand, rng_rand_float
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
+from .safe_values import annotate_safe_value
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,

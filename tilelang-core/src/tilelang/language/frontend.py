@@ -11,6 +11,7 @@ from .bounds import check_constant_bounds, legalize_negative_indices
 from .ops import PARALLEL_EXTENT, is_call_to, substitute
 from .persistent import expand_persistent_loops
 from .reducer import rewrite_reducer_updates
+from .safe_values import apply_safe_values
 
 
 def _unit_step(loop: Any) -> Any:
@@ -92,5 +93,6 @@ def normalize(func: Any) -> Any:
                                   order="post")
     func = func.with_body(body) if not body.same_as(func.body) else func
     func = legalize_negative_indices(func)  # A[-1]: the last element, as upstream (and Python) read it
+    func = apply_safe_values(func)  # T.annotate_safe_value: reads outside a tensor give its value
     func = check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates
