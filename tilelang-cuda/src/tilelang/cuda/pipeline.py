@@ -32,6 +32,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm.backend.cuda.transforms import LowerIket
 
     from .codegen import CLUSTER_DIMS_KERNEL_ATTR, CheckClusterArch
+    from .target import arch_number, arch_of
     from .transform import (
         LowerAtomics,
         LowerTensorCoreGemm,
@@ -57,6 +58,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
     # them from the launch metadata
     tensor_maps = context.execution_spec.requires_host_codegen or "tensormap" in context.execution_spec.operand_kinds
+    # below sm_80 bfloat16 stays bfloat16: TVM's legalization to uint16 bits and float math
+    # (which it applies there) vectorizes into types its codegen cannot print, and cuda_bf16.h
+    # computes bfloat16 in float there itself (codegen.py); from sm_80 TVM's passes stay
+    native_bf16 = arch_number(arch_of(context.target)) >= 80
     return [
         LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
         CheckClusterArch(),  # T.ClusterKernel: sm_90 and newer
@@ -73,15 +78,12 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
-        LowerAtomics(),
+        LowerAtomics(native_bf16),
         LowerRandom(),  # T.rng_*: Philox4x32-10, one state per thread
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
-        # bfloat16 stays bfloat16 on every arch (TVM's legalization to uint16 bits and float math,
-        # which it applies below sm_80, vectorizes into types its codegen cannot print; cuda_bf16.h
-        # computes in float there itself: codegen.py)
-        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=False, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
+        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=native_bf16, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count
@@ -102,6 +104,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure
         tirx.transform.MakePackedAPI(),
         tirx.transform.FP8StorageLegalize(),
+        *([tirx.transform.BF16StorageLegalize()] if native_bf16 else []),
     ]
 
 

@@ -2,7 +2,7 @@
 Programming Guide, "Atomic Functions") and the helpers of ``tl_device.h`` that fill their
 gaps: ``tl_atomic_max/min`` (a compare-and-swap loop) for floating max / min,
 ``tl_atomic_add_64`` for 64-bit integer adds, ``tl_atomic_add_bf16`` for bfloat16 adds
-before sm_80 (atomicAdd of bfloat16 elsewhere),
+before sm_80 (``LowerAtomics(native_bf16=False)``; atomicAdd of bfloat16 from sm_80),
 ``tl_atomic_load/store``, and ``tl_atomic_ordered`` for a ``memory_order`` stronger than
 relaxed (CUDA's atomics are relaxed; it puts ``__threadfence()`` before (release) and / or
 after (acquire) the atomic). A tile atomic written with ``use_tma=True`` is served by these
@@ -11,6 +11,7 @@ element atomics (the same result; this backend has no TMA bulk reduction).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tilelang.plugin import AtomicFunctions
@@ -33,8 +34,7 @@ CUDA_ATOMICS = AtomicFunctions(
         "xor": ("atomicXor", _BITWISE),
     },
     float_minmax={"max": "tl_atomic_max", "min": "tl_atomic_min"},
-    helpers={**{("add", dtype): "tl_atomic_add_64" for dtype in _WIDE_ADDS},
-             ("add", "bfloat16"): "tl_atomic_add_bf16"},  # atomicAdd of bfloat16 is sm_80's
+    helpers={("add", dtype): "tl_atomic_add_64" for dtype in _WIDE_ADDS},
     ordered="tl_atomic_ordered",
     load="tl_atomic_load",
     store="tl_atomic_store",
@@ -43,5 +43,10 @@ CUDA_ATOMICS = AtomicFunctions(
 )
 
 
-def LowerAtomics() -> Any:
-    return _LowerAtomics(CUDA_ATOMICS, "tl.cuda.LowerAtomics")
+#: before sm_80: CUDA declares atomicAdd of bfloat16 from sm_80 on
+CUDA_ATOMICS_BEFORE_SM80 = replace(CUDA_ATOMICS, helpers={**CUDA_ATOMICS.helpers,
+                                                          ("add", "bfloat16"): "tl_atomic_add_bf16"})
+
+
+def LowerAtomics(native_bf16: bool = True) -> Any:
+    return _LowerAtomics(CUDA_ATOMICS if native_bf16 else CUDA_ATOMICS_BEFORE_SM80, "tl.cuda.LowerAtomics")
