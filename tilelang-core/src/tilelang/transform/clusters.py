@@ -12,6 +12,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..backend.pass_pipeline import prim_func_pass
+from ..backend.pass_pipeline.launch_hints import device_kernels
 from ..language.ops import (
     CLUSTER_ARRIVE,
     CLUSTER_ARRIVE_RELAXED,
@@ -49,10 +50,8 @@ def KernelClusterDims(kernel_attr: str) -> Any:
         if not asked:
             return mod
         dims = [int(d) for d in asked[0]]
-        for gvar, func in list(mod.functions.items()):
-            attrs = func.attrs
-            if attrs is not None and int(attrs.get("calling_conv", 0)) == 2:  # a device kernel
-                mod[gvar] = func.with_attr(kernel_attr, dims)
+        for gvar, func in device_kernels(mod):
+            mod[gvar] = func.with_attr(kernel_attr, dims)
         return mod
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.KernelClusterDims")

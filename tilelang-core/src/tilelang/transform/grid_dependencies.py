@@ -21,6 +21,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..backend.pass_pipeline import prim_func_pass
+from ..backend.pass_pipeline.launch_hints import device_kernels
 from ..language.ops import PDL_SYNC, PDL_TRIGGER, SYNC_GRID, is_call_to
 
 #: TVM's launch parameter tag for a cooperative launch (all blocks resident at once)
@@ -63,9 +64,8 @@ def WaitingKernelsMayAlias(wait: str) -> Any:
         return bool(found)
 
     def run(mod: Any, ctx: Any) -> Any:
-        for gvar, func in list(mod.functions.items()):
-            attrs = func.attrs
-            if attrs is not None and int(attrs.get("calling_conv", 0)) == 2 and calls_wait(func):
+        for gvar, func in device_kernels(mod):
+            if calls_wait(func):
                 mod[gvar] = func.with_attr("tirx.noalias", False)
         return mod
 
@@ -78,23 +78,23 @@ def LowerGridSync(name: str) -> Any:
     cooperative launch."""
     import tvm
 
+    def lowered(body: Any) -> tuple[Any, bool]:
+        seen: list[Any] = []
+
+        def on_evaluate(node: Any) -> Any:
+            if is_call_to(node.value, SYNC_GRID):
+                seen.append(node)
+                return tirx.Evaluate(tirx.call_extern("int32", name))
+            return node
+
+        return tvm_ffi.structural_map(body, (tirx.Evaluate, on_evaluate), order="post"), bool(seen)
+
     def run(mod: Any, ctx: Any) -> Any:
-        for gvar, func in list(mod.functions.items()):
-            attrs = func.attrs
-            if attrs is None or int(attrs.get("calling_conv", 0)) != 2:  # not a device kernel
+        for gvar, func in device_kernels(mod):
+            body, found = lowered(func.body)
+            if not found:
                 continue
-            seen: list[Any] = []
-
-            def on_evaluate(node: Any) -> Any:
-                if is_call_to(node.value, SYNC_GRID):
-                    seen.append(node)
-                    return tirx.Evaluate(tirx.call_extern("int32", name))
-                return node
-
-            body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
-            if not seen:
-                continue
-            tags = [str(t) for t in attrs.get("tirx.kernel_launch_params", [])]
+            tags = [str(t) for t in func.attrs.get("tirx.kernel_launch_params", [])]
             if COOPERATIVE_LAUNCH not in tags:
                 at = tags.index(_DYN_SMEM) if _DYN_SMEM in tags else len(tags)
                 tags.insert(at, COOPERATIVE_LAUNCH)
@@ -106,9 +106,5 @@ def LowerGridSync(name: str) -> Any:
 
 def cooperative_kernels(mod: Any) -> set[str]:
     """The symbols of the device kernels marked for a cooperative launch."""
-    found = set()
-    for func in mod.functions.values():
-        attrs = func.attrs
-        if attrs is not None and COOPERATIVE_LAUNCH in [str(t) for t in attrs.get("tirx.kernel_launch_params", [])]:
-            found.add(str(attrs.get("global_symbol", "")))
-    return found
+    return {str(func.attrs.get("global_symbol", "")) for _, func in device_kernels(mod)
+            if COOPERATIVE_LAUNCH in [str(t) for t in func.attrs.get("tirx.kernel_launch_params", [])]}

@@ -13,6 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 
+def device_kernels(mod: Any) -> list[tuple[Any, Any]]:
+    """(global var, function) of each device kernel of ``mod`` after the host/device split
+    (TVM's calling convention 2, kDeviceKernelLaunch)."""
+    return [(gvar, func) for gvar, func in mod.functions.items()
+            if func.attrs is not None and int(func.attrs.get("calling_conv", 0)) == 2]
+
+
 def KernelLaunchBounds(min_blocks_attr: str) -> Any:
     import tvm
 
@@ -23,13 +30,8 @@ def KernelLaunchBounds(min_blocks_attr: str) -> Any:
                  if f.attrs is not None and MIN_BLOCKS_PER_SM_ATTR in f.attrs]
         if not asked:
             return mod
-        updates = {}
-        for gvar, func in mod.functions.items():
-            attrs = func.attrs
-            if attrs is not None and int(attrs.get("calling_conv", 0)) == 2:  # a device kernel
-                updates[gvar] = func.with_attr(min_blocks_attr, int(asked[0]))
-        for gvar, func in updates.items():
-            mod[gvar] = func
+        for gvar, func in device_kernels(mod):
+            mod[gvar] = func.with_attr(min_blocks_attr, int(asked[0]))
         return mod
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.KernelLaunchBounds")
