@@ -61,7 +61,7 @@ def test_a_pointer_parameter_takes_a_tensor_an_address_or_a_numpy_array(cpu_back
     torch = pytest.importorskip("torch")
     kernel = tilelang.compile(scale_ptr(64), target="c", execution_backend=cpu_backend)
     src = torch.arange(64, dtype=torch.float32)
-    for given in (src, src.data_ptr()):
+    for given in (src, src.data_ptr(), np.int64(src.data_ptr())):  # (an address as a numpy int too)
         out = torch.zeros(64)
         kernel(given, out)
         np.testing.assert_array_equal(out.numpy(), np.arange(64, dtype=np.float32) * 2)

@@ -259,9 +259,21 @@ static inline int tl_address_arg(tl_state* st, PyObject* obj, tl_view* v, int64_
     *out = (int64_t)address;
     return 0;
   }
-  if (tl_view_of(st, obj, v, 0)) return -1;
-  *out = (int64_t)(uintptr_t)tl_data(v);
-  return 1;
+  if (tl_view_of(st, obj, v, 0) == 0) {
+    *out = (int64_t)(uintptr_t)tl_data(v);
+    return 1;
+  }
+  if (!PyBool_Check(obj) && PyIndex_Check(obj)) { /* a numpy integer, as the binder takes it */
+    PyObject* index = PyNumber_Index(obj);
+    unsigned long long address;
+    if (index == NULL) { PyErr_Clear(); return -1; }
+    address = PyLong_AsUnsignedLongLong(index);
+    Py_DECREF(index);
+    if (address == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    *out = (int64_t)address;
+    return 0;
+  }
+  return -1;
 }
 
 static inline int tl_int_arg(PyObject* obj, int64_t lo, uint64_t hi, int64_t* out) {
