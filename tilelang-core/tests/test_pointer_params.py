@@ -10,6 +10,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.errors import ArgumentError
+from tilelang.testing.kernels import pointer_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 
@@ -23,29 +24,6 @@ def scale_ptr(n: int, dtype: str = "float32"):
         with T.Kernel(1, threads=1):
             for i in T.serial(n):
                 out[i] = S[i] * T.cast(2, dtype)
-
-    return main
-
-
-def gemm_ptr(m: int, n: int, k: int):
-    """Upstream's pointer GEMM (test_tilelang_language_ptr.py's matmul_test): three pointers
-    and the sizes as scalars, no tensor parameter at all."""
-
-    @T.prim_func
-    def main(a_ptr: T.ptr, b_ptr: T.ptr, c_ptr: T.ptr, m_: T.int32, n_: T.int32, k_: T.int32):
-        A = T.make_tensor(a_ptr, (m_, k_), "float16")
-        B = T.make_tensor(b_ptr, (n_, k_), "float16")
-        C = T.make_tensor(c_ptr, (m_, n_), "float32")
-        with T.Kernel(T.ceildiv(n, 64), T.ceildiv(m, 64), threads=128) as (bx, by):
-            A_shared = T.alloc_shared((64, 32), "float16")
-            B_shared = T.alloc_shared((64, 32), "float16")
-            C_local = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_local)
-            for ko in T.Pipelined(T.ceildiv(k_, 32), num_stages=2):
-                T.copy(A[by * 64, ko * 32], A_shared)
-                T.copy(B[bx * 64, ko * 32], B_shared)
-                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
-            T.copy(C_local, C[by * 64, bx * 64])
 
     return main
 
@@ -96,7 +74,7 @@ def test_a_tensor_on_another_device_is_refused_for_a_pointer():
     with pytest.raises(ArgumentError, match=r"argument 'src' \(#0\): expected a tensor on cuda, got one on "
                                             r"cpu; move it with .to\('cuda'\)"):
         binder.bind_checked((np.zeros(8, np.float32), np.zeros(8, np.float32)))
-    binder = ArgumentBinder(tilelang.lower(gemm_ptr(64, 64, 32), target=SM90), device_type=2)
+    binder = ArgumentBinder(tilelang.lower(pointer_gemm(64, 64, 32), target=SM90), device_type=2)
     call, _, _ = binder.bind_checked((0x7F0000001000, None, 2**64 - 1, 64, 64, 32))
     assert call == [0x7F0000001000, 0, 2**64 - 1, 64, 64, 32]
 
@@ -111,7 +89,7 @@ def test_the_launch_passes_the_pointer_as_its_address():
     """The host hands the kernel the parameter's value: no tensor, no workspace."""
     if not _has_cuda_backend():
         pytest.skip("tilelang-cuda is not installed")
-    artifact = tilelang.lower(gemm_ptr(128, 128, 64), target=SM90)
+    artifact = tilelang.lower(pointer_gemm(128, 128, 64), target=SM90)
     assert [p.dtype for p in artifact.params] == ["handle"] * 3 + ["int32"] * 3
     (launch,) = artifact.launches
     pointers = [(a, t) for a, t in zip(launch.args, launch.arg_types) if t == "handle"]
@@ -150,7 +128,7 @@ def test_gpu_pointer_params(backend):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    kernel = tilelang.compile(gemm_ptr(256, 192, 128), execution_backend=backend)
+    kernel = tilelang.compile(pointer_gemm(256, 192, 128), execution_backend=backend)
     a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
     b = torch.randn(192, 128, dtype=torch.float16, device="cuda")
     reference = a.float() @ b.float().T

@@ -14,7 +14,7 @@ import tilelang.language as T
 from lowered_emulator import EmulationError
 from lowered_instructions import fp8_values, lowered_kernel
 from test_lowered_emulation import SM90, lower, run, small_ints
-from tilelang.testing.kernels import tile_gemm
+from tilelang.testing.kernels import pointer_gemm, tile_gemm
 
 
 def fp8_ints(rng, shape, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -188,29 +188,6 @@ def test_an_accumulator_read_through_a_reshape_keeps_its_declared_places(arch, d
     out = np.full((64, 32), np.nan, np.float32)
     run(lower(gemm_then_reshaped_sum(dtype), {"kind": "cuda", "arch": arch}), a, b, out)
     np.testing.assert_array_equal(out, (a_values @ b_values.T).reshape(64, 32, 4).sum(-1))
-
-
-def pointer_gemm(m: int, n: int, k: int):
-    """Upstream's pointer GEMM (test_tilelang_language_ptr.py): A, B, C reach the kernel as
-    addresses (``T.ptr``) and the sizes as scalars."""
-
-    @T.prim_func
-    def main(a_ptr: T.ptr, b_ptr: T.ptr, c_ptr: T.ptr, m_: T.int32, n_: T.int32, k_: T.int32):
-        A = T.make_tensor(a_ptr, (m_, k_), "float16")
-        B = T.make_tensor(b_ptr, (n_, k_), "float16")
-        C = T.make_tensor(c_ptr, (m_, n_), "float32")
-        with T.Kernel(T.ceildiv(n, 64), T.ceildiv(m, 64), threads=128) as (bx, by):
-            A_shared = T.alloc_shared((64, 32), "float16")
-            B_shared = T.alloc_shared((64, 32), "float16")
-            C_local = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_local)
-            for ko in T.Pipelined(T.ceildiv(k_, 32), num_stages=2):
-                T.copy(A[by * 64, ko * 32], A_shared)
-                T.copy(B[bx * 64, ko * 32], B_shared)
-                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
-            T.copy(C_local, C[by * 64, bx * 64])
-
-    return main
 
 
 @pytest.mark.parametrize("arch,instruction", [("sm_80", "tl_mma_m16n8k16_f16_f32"), ("sm_90", "tl_wgmma_commit")])

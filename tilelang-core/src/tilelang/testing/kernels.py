@@ -137,6 +137,30 @@ def tile_gemm(M, N, K, bM=32, bN=32, bK=16, trans_a=False, trans_b=False, dtype=
     return main
 
 
+def pointer_gemm(m, n, k, block=64, block_k=32, stages=2):
+    """Upstream's pointer GEMM (test_tilelang_language_ptr.py's matmul_test): A [m][k] and B
+    [n][k] (float16) and C (float32) reach the kernel as addresses (``T.ptr``), the sizes as
+    scalars; C = A B^T."""
+
+    @T.prim_func
+    def main(a_ptr: T.ptr, b_ptr: T.ptr, c_ptr: T.ptr, m_: T.int32, n_: T.int32, k_: T.int32):
+        A = T.make_tensor(a_ptr, (m_, k_), "float16")
+        B = T.make_tensor(b_ptr, (n_, k_), "float16")
+        C = T.make_tensor(c_ptr, (m_, n_), "float32")
+        with T.Kernel(T.ceildiv(n, block), T.ceildiv(m, block), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block_k), "float16")
+            B_shared = T.alloc_shared((block, block_k), "float16")
+            C_local = T.alloc_fragment((block, block), "float32")
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(k_, block_k), num_stages=stages):
+                T.copy(A[by * block, ko * block_k], A_shared)
+                T.copy(B[bx * block, ko * block_k], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block, bx * block])
+
+    return main
+
+
 def persistent_gemm(M, N, K, bM, bN, bK, threads, stages, sm_num, spelling="persistent", group_size=8,
                     dtype="float16", accum_dtype="float32"):
     """Upstream's examples/gemm/example_gemm_persistent.py kernel as a classic builder:
