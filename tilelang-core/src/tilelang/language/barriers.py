@@ -202,14 +202,13 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> 
     The other direction, shared tile ``src`` into global ``dst`` (upstream's TMA store, which
     T.tma_store_wait() completes), is a T.copy by the calling threads here: the stores have
     landed when it returns, so T.tma_store_arrive / T.tma_store_wait have nothing to wait for."""
-    from .tile import _extents, _region, copy
+    from .tile import copy, copy_regions, not_global_to_shared
 
     if unsupported:
         raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (clusters, "
                             "multicast and eviction hints are not implemented); supported: barrier=")
-    stores = _region(src, _extents(dst), "T.tma_copy source").source.scope().startswith("shared") and \
-        _region(dst, _extents(src), "T.tma_copy destination").source.scope() == "global"
-    if stores:
+    src_region, dst_region = copy_regions(src, dst, "T.tma_copy")
+    if src_region.source.scope().startswith("shared") and dst_region.source.scope() == "global":
         if barrier is not None:
             raise LanguageError("T.tma_copy(shared, global, barrier=...): a TMA store takes no barrier; "
                                 "T.tma_store_wait() completes it")
@@ -218,12 +217,10 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> 
     if barrier is None:
         raise LanguageError("T.tma_copy(src, dst): a global -> shared copy needs barrier= (from "
                             "T.alloc_barrier); its phase completes when the bytes have landed")
-    src_region = _region(src, _extents(dst), "T.tma_copy source")
-    dst_region = _region(dst, _extents(src), "T.tma_copy destination")
-    if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
-        raise LanguageError(f"T.tma_copy: copies a global tile into a shared tile; got {src_region.source.name} "
-                            f"({src_region.source.scope()}) -> {dst_region.source.name} "
-                            f"({dst_region.source.scope()}); use T.copy for other copies")
+    route = not_global_to_shared(src_region, dst_region)
+    if route is not None:
+        raise LanguageError(f"T.tma_copy: copies a global tile into a shared tile; got {route}; use T.copy for "
+                            "other copies")
     _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="))
 
 

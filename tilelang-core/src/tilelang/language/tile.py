@@ -111,13 +111,24 @@ def async_copy(src: Any, dst: Any, **hints: Any) -> None:
     ``T.copy``, landed before the next statement, which every wait then finds done; the
     CUDA backend still makes such copies asynchronous in a T.Pipelined loop. Other
     directions are refused, as upstream refuses them. ``hints``: T.copy's keywords."""
-    src_region = _region(src, _extents(dst), "T.async_copy source")
-    dst_region = _region(dst, _extents(src), "T.async_copy destination")
-    if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
-        raise LanguageError(f"T.async_copy only supports global->shared/shared.dyn copies; got "
-                            f"{src_region.source.name} ({src_region.source.scope()}) -> {dst_region.source.name} "
-                            f"({dst_region.source.scope()}): use T.copy")
+    route = not_global_to_shared(*copy_regions(src, dst, "T.async_copy"))
+    if route is not None:
+        raise LanguageError(f"T.async_copy only supports global->shared/shared.dyn copies; got {route}: use T.copy")
     copy(src, dst, **hints)
+
+
+def copy_regions(src: Any, dst: Any, what: str) -> tuple[TensorRegion, TensorRegion]:
+    """The (source, destination) regions of the tile copy ``what`` (a corner takes its
+    extents from the other operand)."""
+    return _region(src, _extents(dst), f"{what} source"), _region(dst, _extents(src), f"{what} destination")
+
+
+def not_global_to_shared(src: TensorRegion, dst: TensorRegion) -> str | None:
+    """None for a copy from global memory into shared memory, else the copy in words
+    (``S0 (shared.dyn) -> S1 (shared.dyn)``) for the error that refuses it."""
+    if src.source.scope() == "global" and dst.source.scope().startswith("shared"):
+        return None
+    return f"{src.source.name} ({src.source.scope()}) -> {dst.source.name} ({dst.source.scope()})"
 
 
 def fill(dst: Any, value: Any) -> None:
