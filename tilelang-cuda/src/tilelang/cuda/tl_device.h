@@ -434,12 +434,10 @@ template <typename T> __device__ __forceinline__ T tl_atomic_add_64(T* addr, T v
   return (T)atomicAdd(reinterpret_cast<unsigned long long int*>(addr), (unsigned long long int)value);
 }
 
-// A bfloat16 add: CUDA declares atomicAdd of __nv_bfloat16 from sm_80; below, a
-// compare-and-swap on the element's 16 bits, the sum rounded as the sm_80 instruction does.
+// A bfloat16 add before sm_80, where CUDA declares no atomicAdd of __nv_bfloat16 (the CUDA
+// backend uses it only there): a compare-and-swap on the element's 16 bits, the sum rounded
+// as sm_80's instruction rounds it.
 __device__ __forceinline__ __nv_bfloat16 tl_atomic_add_bf16(__nv_bfloat16* addr, __nv_bfloat16 value) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  return atomicAdd(addr, value);
-#else
   unsigned short int* word = reinterpret_cast<unsigned short int*>(addr);
   unsigned short int old = *word, assumed;
   do {
@@ -448,7 +446,6 @@ __device__ __forceinline__ __nv_bfloat16 tl_atomic_add_bf16(__nv_bfloat16* addr,
     old = atomicCAS(word, assumed, __bfloat16_as_ushort(__float2bfloat16(sum)));
   } while (old != assumed);
   return __ushort_as_bfloat16(old);
-#endif
 }
 
 template <typename T> __device__ __forceinline__ T tl_atomic_max(T* addr, T value) {
