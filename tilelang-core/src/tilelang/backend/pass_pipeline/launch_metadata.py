@@ -121,7 +121,7 @@ def _launches_of(func: Any, host_calls: bool = False) -> list[dict[str, Any]]:
                 types.append("tensormap")
             elif getattr(getattr(operand, "op", None), "name", None) == "tirx.buffer_data":
                 name = tensor_of(operand.args[0].name)
-                # a pointer parameter's value is the address itself, passed as a scalar is
+                # a pointer parameter: its value, the address, is the operand (as a scalar's is)
                 encoded.append(name if name in addresses else
                                f"param:{names.index(name)}" if name in names else f"workspace:{name}")
                 types.append("handle")
