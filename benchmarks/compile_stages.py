@@ -78,13 +78,13 @@ class StageProbe:
         engine = importlib.import_module("tilelang.engine.lower")
         jit = importlib.import_module("tilelang.jit")  # `tilelang.jit` the attribute is the decorator
         kernel = importlib.import_module("tilelang.jit.kernel")
-        lower = engine.lower
+        lower = engine.lower_with_context
 
         def lower_with_timings(*args, **kwargs):
             kwargs.setdefault("timings", EngineStages(self))  # the engine's own stage clock
             return lower(*args, **kwargs)
 
-        engine.lower = lower_with_timings
+        engine.lower_with_context = lower_with_timings
         jit.JITFunction.get_tir = self.timed("build IR (TVMScript)", jit.JITFunction.get_tir)
         create = self.create_backend_context = module.create_backend_context
 

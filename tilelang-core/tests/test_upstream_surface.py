@@ -100,6 +100,17 @@ def test_lowered_artifact_has_upstreams_attributes() -> None:
     assert again.host_mod is None and again.kernel_source == artifact.kernel_source
 
 
+def test_engine_lower_is_upstreams_lower_with_its_keywords() -> None:
+    """Upstream's tests call ``tilelang.engine.lower.lower(func, target=...)`` and pass
+    ``enable_device_compile=False``; the backend-context form is lower_with_context."""
+    from tilelang.engine.lower import lower
+
+    artifact = lower(elementwise_add(64, 16), target="llvm", runtime_only=False,
+                     enable_host_codegen=True, enable_device_compile=False)
+    assert artifact.kernel_name == "main" and [p.name for p in artifact.params] == ["A", "B", "C"]
+    again = tilelang.lower(elementwise_add(64, 16), "llvm", None, enable_device_compile=True)
+    assert again.kernel_source == artifact.kernel_source
+
 def test_cuda_artifact_kernel_source_is_the_device_source() -> None:
     if "cuda" not in registered_backends():
         pytest.skip("tilelang-cuda is not installed")

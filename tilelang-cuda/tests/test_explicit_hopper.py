@@ -17,7 +17,7 @@ from lowered_instructions import lowered_kernel
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
 from tilelang.cuda import toolchain
-from tilelang.engine.lower import lower as lower_artifact
+from tilelang.engine.lower import lower_with_context as lower_artifact
 from tilelang.errors import CompileError
 
 needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")

@@ -20,7 +20,7 @@ import pytest
 import tilelang.language as T
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
-from tilelang.engine.lower import lower as lower_artifact
+from tilelang.engine.lower import lower_with_context as lower_artifact
 from tilelang.testing.kernels import persistent_gemm
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}

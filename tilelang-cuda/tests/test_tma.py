@@ -12,7 +12,7 @@ import pytest
 import tilelang
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
-from tilelang.engine.lower import lower as lower_artifact
+from tilelang.engine.lower import lower_with_context as lower_artifact
 from tilelang.errors import BackendNotFoundError
 from tilelang.testing.kernels import tile_gemm
 

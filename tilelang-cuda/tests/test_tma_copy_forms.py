@@ -11,7 +11,7 @@ from lowered_instructions import lowered_kernel
 from test_explicit_hopper import lower
 from tilelang.backend.module import create_backend_context
 from tilelang.cuda import toolchain
-from tilelang.engine.lower import lower as lower_artifact
+from tilelang.engine.lower import lower_with_context as lower_artifact
 from tilelang.errors import CompileError
 
 

@@ -46,7 +46,7 @@ ARCH_TARGET = {"kind": "cuda", "arch": "sm_90"}  # an arch every supported toolk
 
 def cuda_artifact(func: Any, out_idx: list[int]) -> Any:
     from tilelang.backend import create_backend_context
-    from tilelang.engine.lower import lower
+    from tilelang.engine.lower import lower_with_context as lower
 
     return lower(func, create_backend_context(ARCH_TARGET, execution_backend=None), out_idx=out_idx)
 

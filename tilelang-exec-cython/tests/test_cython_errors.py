@@ -121,7 +121,7 @@ def test_alignment_is_checked_in_c_when_the_kernel_needs_it(tmp_path: Any) -> No
     # CPU kernels need no alignment (min_alignment 0); a CUDA-like requirement is checked
     # the same way, by the binder's rule
     from tilelang.backend import create_backend_context
-    from tilelang.engine.lower import lower
+    from tilelang.engine.lower import lower_with_context as lower
 
     context = create_backend_context("c", execution_backend="cython")
     artifact = dataclasses.replace(lower(elementwise_add(4, 8), context, out_idx=[-1]), min_alignment=16)
@@ -140,7 +140,7 @@ def test_alignment_is_checked_in_c_when_the_kernel_needs_it(tmp_path: Any) -> No
 
 def test_declared_strides_are_checked_in_c(tmp_path: Any) -> None:
     from tilelang.backend import create_backend_context
-    from tilelang.engine.lower import lower
+    from tilelang.engine.lower import lower_with_context as lower
 
     context = create_backend_context("c", execution_backend="cython")
     artifact = lower(elementwise_add(4, 8), context, out_idx=[-1])
@@ -177,7 +177,7 @@ def test_a_chosen_cpu_target_takes_the_kind_cython_serves(target: str) -> None:
 
 def test_launch_metadata_outside_the_grammar_is_a_compile_error() -> None:
     from tilelang.backend import create_backend_context
-    from tilelang.engine.lower import lower
+    from tilelang.engine.lower import lower_with_context as lower
 
     context = create_backend_context("c", execution_backend="cython")
     artifact = lower(row_softmax_sum(8), context, out_idx=[-1])

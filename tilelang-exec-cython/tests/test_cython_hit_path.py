@@ -99,7 +99,7 @@ def cuda_entry(folder: Path) -> Path:
     without a GPU, header or driver), artifact and a cubin (only read at the first call)."""
     pytest.importorskip("tilelang.cuda")
     from tilelang.backend import create_backend_context
-    from tilelang.engine.lower import lower
+    from tilelang.engine.lower import lower_with_context as lower
     from tilelang.jit.adapter.cython.backend import (
         CUBIN,
         CUDA_DEVICE,

@@ -10,7 +10,7 @@ import sys
 import tilelang
 from tilelang.backend import create_backend_context, registered_backends
 from tilelang.backend.registry import REGISTRY, origin
-from tilelang.engine.lower import lower
+from tilelang.engine.lower import lower_with_context as lower
 from tilelang.jit.adapter.cython import toolchain
 from tilelang.jit.adapter.cython.backend import CythonExecutionBackend
 from tilelang.testing.kernels import row_softmax_sum

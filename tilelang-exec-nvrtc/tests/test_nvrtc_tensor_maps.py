@@ -12,7 +12,7 @@ import json
 import pytest
 from tilelang.backend.module import create_backend_context
 from tilelang.backend.resolution import execution_specs
-from tilelang.engine.lower import lower
+from tilelang.engine.lower import lower_with_context as lower
 from tilelang.errors import CompileError
 from tilelang.jit.adapter.nvrtc import tensor_map
 from tilelang.jit.adapter.nvrtc.launch_plan import OperandBuffer, launch_values

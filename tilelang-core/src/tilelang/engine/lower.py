@@ -131,7 +131,15 @@ def _as_handles(func: Any, names: set[str]) -> Any:
     return tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
 
 
-def lower(
+def lower(func: Any, target: Any = "auto", target_host: Any = None, *args: Any, **kwargs: Any) -> CompiledArtifact:
+    """Upstream's ``tilelang.engine.lower.lower``: ``tilelang.lower`` (a target, not a
+    backend context; lower_with_context takes one)."""
+    from ..jit import lower as lower_for_target
+
+    return lower_for_target(func, target, target_host, *args, **kwargs)
+
+
+def lower_with_context(
     func: Any,
     context: BackendContext,
     *,

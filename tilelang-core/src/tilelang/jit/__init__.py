@@ -58,19 +58,27 @@ def _say_how(kernel: JITKernel) -> None:
 
 def lower(func: Any, target: Any = "auto", target_host: Any = None,
           out_idx: Sequence[int] | int | None = None,
-          pass_configs: Mapping[str, Any] | None = None, execution_backend: str | None = None) -> Any:
+          pass_configs: Mapping[str, Any] | None = None, execution_backend: str | None = None,
+          *, runtime_only: bool = False, enable_host_codegen: bool = False,
+          enable_device_compile: bool = False) -> Any:
     """Lower and generate code without choosing an execution backend: returns the
-    CompiledArtifact (sources, signature, launch metadata). Works for targets this machine
-    cannot run, e.g. CUDA source on a machine without a GPU.
+    CompiledArtifact (sources, signature, launch metadata, ``host_mod``/``device_mod``).
+    Works for targets this machine cannot run, e.g. CUDA source on a machine without a GPU.
 
     ``execution_backend``: lower the kernel as that execution backend gets it, whether or
     not it can run here: its launch conventions shape the code (tvm_ffi's host code encodes
-    TMA tensor maps, so sm_90 pipelines take TMA; without one they keep cp.async)."""
+    TMA tensor maps, so sm_90 pipelines take TMA; without one they keep cp.async).
+
+    ``runtime_only``, ``enable_host_codegen``, ``enable_device_compile``: upstream's
+    keywords, accepted so that its calls run unchanged; they change nothing here. The
+    artifact always carries the signature and both sources, and compiling the device code
+    is the execution backend's step (tilelang.compile), never lowering's."""
+    del runtime_only, enable_host_codegen, enable_device_compile
     import dataclasses
 
     from ..backend.module import create_backend_context
     from ..backend.resolution import execution_spec_named
-    from ..engine.lower import lower as engine_lower
+    from ..engine.lower import lower_with_context
     from .eager import declared_options
     from .kernel import _name_of
 
@@ -81,7 +89,7 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
                                                                                    execution_backend))
     out_idx, pass_configs = declared_options(func, out_idx, pass_configs)  # T.empty, T.annotate_*
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
-    return engine_lower(func, context, out_idx=out, pass_configs=pass_configs)
+    return lower_with_context(func, context, out_idx=out, pass_configs=pass_configs)
 
 
 class JITFunction:

@@ -57,7 +57,7 @@ class JITKernel:
                  instruments: Sequence[Any] = (), request: str | None = None) -> None:
         """``request``: the request key (tilelang.jit.request_key) this compile answers;
         the request index then remembers the kernel key for the next process."""
-        from ..engine.lower import lower, validate_pass_configs
+        from ..engine.lower import lower_with_context, validate_pass_configs
         from ..engine.semantic_check import check_kernel
         from .eager import declared_options
 
@@ -87,7 +87,7 @@ class JITKernel:
                 return
             log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
                     "tilelang: compiling a kernel for %s", self.context.describe())
-            self.artifact = lower(func, self.context, out_idx=out_idx or (), pass_configs=configs,
+            self.artifact = lower_with_context(func, self.context, out_idx=out_idx or (), pass_configs=configs,
                                   instruments=instruments)
             files = backend.build(self.artifact, self.context)
             entry = cache.store(key, self.artifact.to_json(), files)

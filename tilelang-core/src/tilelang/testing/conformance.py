@@ -249,13 +249,13 @@ def compile_case(case: ConformanceCase, target: Any) -> bytes | None:
         declared_toolchain,
         toolchain_unavailable_reason,
     )
-    from ..engine.lower import lower
+    from ..engine.lower import lower_with_context
     from ..jit.kernel import _name_of
 
     func = case.build()
     # one context (and one routing decision) for the lowering and the toolchain
     context = create_backend_context(target, None, execution_backend=None, kernel=func, kernel_name=_name_of(func))
-    artifact = lower(func, context, out_idx=list(case.out_idx))
+    artifact = lower_with_context(func, context, out_idx=list(case.out_idx))
     if not artifact.device_source or declared_toolchain(context.module) is None:
         return None
     if toolchain_unavailable_reason(context.module) is not None:
