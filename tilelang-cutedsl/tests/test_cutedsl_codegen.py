@@ -136,6 +136,18 @@ def test_extension_arguments_are_checked() -> None:
                 T.ext.swizzled_shared(A)
 
 
+
+def test_a_cuda_source_kernel_is_refused_by_name() -> None:
+    source = 'extern "C" __global__ void copy(float* A, float* B) { B[threadIdx.x] = A[threadIdx.x]; }\n'
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        T.CUDASourceCodeKernel(1, threads=64, source_code_or_path=source, entry_name="copy")
+
+    with pytest.raises(LanguageError, match=re.escape(
+            "T.CUDASourceCodeKernel is a kernel written in CUDA C++, which target backend 'cutedsl' does not compile")):
+        tilelang.lower(main, target="cutedsl")
+
 def test_ordinary_imports_do_not_import_the_extension() -> None:
     import subprocess
     import sys

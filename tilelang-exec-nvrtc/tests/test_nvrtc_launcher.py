@@ -221,3 +221,20 @@ def test_pointer_parameters_are_passed_as_addresses(fake_driver_for: Callable[[A
     launcher(a.data_ptr() + 16, out, 3)
     assert [l.operands for l in fake.launches] == [(a.data_ptr(), out.data_ptr(), 3),
                                                    (a.data_ptr() + 16, out.data_ptr(), 3)]
+
+
+def test_a_source_kernel_is_launched_by_its_entry(fake_driver_for: Callable[[Any], Any]) -> None:
+    """T.CUDASourceCodeKernel: the entry's symbol, the tensors' data and then the shape symbol."""
+    source = 'extern "C" __global__ void copy(float* A, float* B, int n) { B[0] = A[0] + n; }\n'
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        T.CUDASourceCodeKernel(T.ceildiv(N, 64), threads=64, source_code_or_path=source, entry_name="copy")
+
+    launcher, fake = make(tilelang.lower(main, target=CUDA_SPEC), fake_driver_for)
+    a, b = torch.ones(300), torch.zeros(300)
+    launcher(a, b)
+    (launch,) = fake.launches
+    assert launch.symbol == "copy" and launch.grid == (5, 1, 1) and launch.block == (64, 1, 1)
+    assert launch.operands == (a.data_ptr(), b.data_ptr(), 300)

@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "LowerGridDependencies": "tilelang.transform.grid_dependencies",
     "WaitingKernelsMayAlias": "tilelang.transform.grid_dependencies",
     "LowerGridSync": "tilelang.transform.grid_dependencies",  # 1.3: T.sync_grid, cooperative launches
+    "LowerSourceKernels": "tilelang.transform.source_kernels",  # 1.4: T.CUDASourceCodeKernel
     "TileOpLowering": "tilelang.transform.lower_tile_ops",
     "reduce_combine": "tilelang.transform.reduce_kinds",
     "reduce_identity": "tilelang.transform.reduce_kinds",

@@ -163,11 +163,13 @@ def lower_with_context(
         name = str(symbol) if symbol else "main"
     check_kernel(func, name)
     from ..transform.single_trip_loops import inline_single_trip_loops
+    from ..transform.source_kernels import bind_source_kernel_operands
     from ..transform.solved_dims import solve_dimension_symbols
     from ..transform.subbyte import pack_params
 
     func = pack_params(func, name)  # sub-byte tensors: byte parameters
     func = inline_single_trip_loops(func)  # T.serial(start, start + 1): TVM's simplifier trips on it
+    func = bind_source_kernel_operands(func)  # T.CUDASourceCodeKernel: the tensors and symbols it is given
     func, shape_checks = solve_dimension_symbols(func)  # T.Tensor((n * 4,)) with n given by nothing else
     check_extensions(func, name, context.module, context.route)
     check_lowerable(func, name, context.module.name, context.module.language_features)  # T.ws, barriers

@@ -82,7 +82,7 @@ def _first_span(func: Any, op_name: str) -> Any:
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
     from ..language.bounds import source_location
-    from ..language.ops import SYNC_GRID, WARP_OPS, is_named_barrier, tl_op_names_in
+    from ..language.ops import SOURCE_KERNEL, SYNC_GRID, WARP_OPS, is_named_barrier, tl_op_names_in
     from ..language.random import RANDOM_OPS
 
     for func in mod.functions.values():
@@ -104,7 +104,10 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                                ({SYNC_GRID: "T.sync_grid()"}, (
                                    "is a barrier for the whole grid, which target backend {backend!r} cannot launch "
                                    "(it needs every block resident at once: a cooperative launch); compile the "
-                                   "kernel for CUDA, or split it into two kernels at the barrier"))):
+                                   "kernel for CUDA, or split it into two kernels at the barrier")),
+                               ({SOURCE_KERNEL: "T.CUDASourceCodeKernel"}, (
+                                   "is a kernel written in CUDA C++, which target backend {backend!r} does not "
+                                   "compile; compile the function for CUDA, or write the kernel with T.Kernel"))):
             found = sorted(left & spellings.keys())
             if found:
                 raise LanguageError(f"kernel {name!r}: {spellings[found[0]]} " + why.format(backend=backend)

@@ -59,6 +59,7 @@ __all__ = [
     "wait_wgmma",
     "ptx_wait_group",
     "ClusterKernel",
+    "CUDASourceCodeKernel",
     "block_rank_in_cluster",
     "cluster_arrive",
     "cluster_arrive_relaxed",

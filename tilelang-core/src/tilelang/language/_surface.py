@@ -136,6 +136,7 @@ from .persistent import Persistent
 from .random import rng_init, rng_rand, rng_rand_float
 from .reducer import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from .safe_values import annotate_safe_value
+from .source_kernel import CUDASourceCodeKernel
 from .symbolic import dynamic, symbolic
 from .tile import (
     Pipelined,

@@ -212,3 +212,10 @@ def tl_op_names_in(node: object) -> set[str]:
 #: rewrites every access of the tensor through the map
 GLOBAL_LAYOUT = "tl.global_layout"
 _register(GLOBAL_LAYOUT, CallEffectKind.Opaque.value, "tl_global_layout")
+
+#: a kernel written in CUDA C++ (upstream's T.CUDASourceCodeKernel): tl.source_kernel(source,
+#: entry, *operands) is the whole body of its launch frame; engine/source_kernels.py binds the
+#: operands, a backend that compiles CUDA source puts the source in place of the kernel
+#: (tilelang-cuda's LowerSourceKernels); no other may drop it, so it is refused by name
+SOURCE_KERNEL = "tl.source_kernel"
+_register(SOURCE_KERNEL, CallEffectKind.Opaque.value, "tl_source_kernel")

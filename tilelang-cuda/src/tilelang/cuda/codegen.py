@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelang.plugin import (
+    CompileError,
     DeviceCodegen,
     apply_source_postproc,
     tvm_build_function,
@@ -100,6 +101,33 @@ def _with_cluster_dims(code: str, clusters: dict[str, tuple[int, ...]]) -> str:
     return code
 
 
+# T.CUDASourceCodeKernel: the kernels whose source the user wrote (LowerSourceKernels puts it
+# on each as this attribute and names the kernel after its entry), for the build in
+# progress; _postproc drops TVM's declaration and definition of each and adds the source
+SOURCE_KERNEL_ATTR = "tl.cuda_source"
+_SOURCES: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("tl_cuda_sources", default=None)
+
+
+def _user_sources(mod: Any) -> dict[str, str]:
+    return {gvar.name_hint: str(func.attrs[SOURCE_KERNEL_ATTR]) for gvar, func in mod.functions.items()
+            if getattr(func, "attrs", None) is not None and SOURCE_KERNEL_ATTR in func.attrs}
+
+
+def _with_user_sources(code: str, sources: dict[str, str], clusters: dict[str, tuple[int, ...]]) -> str:
+    for name, source in sources.items():
+        generated = re.compile(rf'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?{re.escape(name)}'
+                               r"\([^)]*\)(?:;\n|\s*\{[^{}]*\}\n)")
+        code, found = generated.subn("", code)
+        if not found:
+            raise CompileError(f"T.CUDASourceCodeKernel {name!r}: the generated kernel to replace was not found")
+        if name in clusters:  # T.CUDASourceCodeKernel(..., cluster_dims=...): a compile-time cluster shape
+            x, y, z = clusters[name]
+            source = re.sub(rf"(__global__\s+)((?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:void\s+)?"
+                            rf"{re.escape(name)}\s*\()", rf"\g<1>__cluster_dims__({x}, {y}, {z}) \g<2>", source)
+        code += f"\n// T.CUDASourceCodeKernel {name}\n{source}\n"
+    return code
+
+
 def CheckClusterArch() -> Any:
     """T.ClusterKernel and the cluster ops need sm_90 or newer: refused for older targets."""
     from tilelang.plugin import LanguageError, prim_func_pass, uses_clusters
@@ -168,7 +196,9 @@ def _postproc(code: str, target: Any = None) -> str:
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
     code = _after_prelude(code, _IMPORTED.get())
-    code = _with_cluster_dims(code, _CLUSTERS.get() or {})
+    sources = _SOURCES.get() or {}
+    code = _with_user_sources(code, sources, _CLUSTERS.get() or {})
+    code = _with_cluster_dims(code, {k: v for k, v in (_CLUSTERS.get() or {}).items() if k not in sources})
     if _INFF.search(code):
         # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
         # identifier nothing defines (upstream's bf16 max reductions start from -inf)
@@ -199,11 +229,13 @@ def _build_cuda(mod: Any, target: Any) -> Any:
     _install_postproc()
     token = _IMPORTED.set(imported_sources(mod))
     clusters = _CLUSTERS.set(_cluster_dims(mod))
+    sources = _SOURCES.set(_user_sources(mod))
     try:
         return _build(mod, target)
     finally:
         _IMPORTED.reset(token)
         _CLUSTERS.reset(clusters)
+        _SOURCES.reset(sources)
 
 
 # Where TVM's CUDA runtime library is loaded (a GPU host: `import tvm` loads it),

@@ -23,6 +23,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerClusterOps,
         LowerGridDependencies,
         LowerGridSync,
+        LowerSourceKernels,
         LowerSubByteAccess,
         LowerTileOps,
         WaitingKernelsMayAlias,
@@ -31,7 +32,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
     from tvm.backend.cuda.transforms import LowerIket
 
-    from .codegen import CLUSTER_DIMS_KERNEL_ATTR, CheckClusterArch
+    from .codegen import CLUSTER_DIMS_KERNEL_ATTR, SOURCE_KERNEL_ATTR, CheckClusterArch
     from .target import arch_number, arch_of
     from .transform import (
         LowerAtomics,
@@ -95,6 +96,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)
         tirx.transform.AnnotateEntryFunc(),
         tirx.transform.SplitHostDevice(),
+        LowerSourceKernels(SOURCE_KERNEL_ATTR),  # T.CUDASourceCodeKernel: named after its entry; codegen.py puts its source in
         KernelLaunchBounds("tirx.launch_bounds_min_blocks_per_sm"),  # T.annotate_min_blocks_per_sm
         KernelClusterDims(CLUSTER_DIMS_KERNEL_ATTR),  # T.ClusterKernel: printed as __cluster_dims__ (codegen.py)
         WaitingKernelsMayAlias("tl_pdl_wait"),  # T.pdl_sync: no __restrict__ (reads may not pass the wait)
