@@ -33,8 +33,9 @@ _STORAGE = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
             "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16, "int32": np.int32,
             "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
             "bfloat16": np.uint16,  # bfloat16 as its bits: copied, never computed with (see _arith)
-            "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}  # so are the 8-bit floats
-_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+            "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8,  # so are the 8-bit floats
+            "float8_e8m0fnu": np.uint8}
+_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu")
 _FP8_KINDS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}  # (widened to floats by their bits)
 _DTYPE = re.compile(r"^([a-z]+\d*(?:_[a-z0-9]+?)?)(?:x(\d+))?$")
 _MATH = {"exp2f": np.exp2, "expf": np.exp, "__expf": np.exp, "exp2": np.exp2, "fabsf": np.abs,
@@ -111,6 +112,25 @@ def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
     else:
         values = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), values)
     return sign * values
+
+
+def e8m0_values(bits: np.ndarray) -> np.ndarray:
+    """float64 values of float8_e8m0fnu bits: 2^(bits - 127); 0xFF is NaN."""
+    bits = np.asarray(bits).astype(np.int64)
+    return np.where(bits == 0xFF, np.nan, np.exp2(bits.astype(np.float64) - 127))
+
+
+def e8m0_bits(values: np.ndarray) -> np.ndarray:
+    """float8_e8m0fnu bits of float values as CUDA converts them (cuda_fp8.h's
+    ``__nv_fp8_e8m0(float)``, upstream's ``__tl_cvt_*_to_e8m0``: cudaRoundPosInf,
+    __NV_SATFINITE): the power of two at or above |x| (the sign is dropped), at least
+    2^-127, at most 2^127 (infinities too); NaN is 0xFF."""
+    x = np.abs(np.asarray(values).astype(np.float64))
+    mantissa, exponent = np.frexp(x)  # x = mantissa * 2^exponent, mantissa in [0.5, 1)
+    ceil_log2 = np.where(mantissa == 0.5, exponent - 1, exponent).astype(np.int64)
+    biased = np.clip(ceil_log2, -127, 127) + 127
+    biased = np.where((x == 0) | np.isinf(x), np.where(x == 0, 0, 254), biased)
+    return np.where(np.isnan(x), 0xFF, biased).astype(np.uint8)
 
 
 @dataclass
@@ -417,6 +437,15 @@ class LoweredKernel:
         if source in _FP8_KINDS and _type_of(expr).startswith("float") and _type_of(expr) not in _BITS_ONLY:
             return compute(fp8_values(self.eval(expr.value), _FP8_KINDS[source]), expr.dtype)  # widening: exact
         bits_only = {_type_of(expr), source} & set(_BITS_ONLY)
+        if "float8_e8m0fnu" in bits_only:
+            value = self.eval(expr.value)
+            if source == "float8_e8m0fnu":
+                value = e8m0_values(value)
+            elif source == "bfloat16":
+                value = bf16_floats(value)
+            if _type_of(expr) == "float8_e8m0fnu":
+                return e8m0_bits(value)
+            return bf16_bits(value) if _type_of(expr) == "bfloat16" else compute(value, expr.dtype)
         if bits_only == {"bfloat16"}:
             if source == "bfloat16" and _type_of(expr) == "bfloat16":
                 return self.eval(expr.value)

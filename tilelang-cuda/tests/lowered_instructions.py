@@ -43,6 +43,8 @@ from lowered_emulator import (
     bf16_bits,
     bf16_floats,
     compute,
+    e8m0_bits,
+    e8m0_values,
     fp8_values,
 )
 
@@ -512,4 +514,9 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "__syncthreads_count": _block_vote("count"),
     "__syncthreads_and": _block_vote("and"),
     "__syncthreads_or": _block_vote("or"),
+    # tl_device.h's float8_e8m0fnu conversions (CUDA's; test_float8_e8m0.py checks the C helpers
+    # against cuda_fp8.h and against these references)
+    "tl_cvt_float_to_e8m0": lambda kernel, args, call: compute(e8m0_bits(args[0]), "uint8"),
+    "tl_cvt_double_to_e8m0": lambda kernel, args, call: compute(e8m0_bits(args[0]), "uint8"),
+    "tl_cvt_e8m0_to_float": lambda kernel, args, call: e8m0_values(args[0]).astype(np.float32),
 }

@@ -73,6 +73,18 @@ def test_launch_expressions_become_c() -> None:
     assert "if ((uintptr_t)tl_data(&v[0]) % 16) TL_MISS(TL_MISS_ALIGN, 0);" in header
 
 
+def test_float8_e8m0fnu_tensors_are_checked_by_their_dlpack_code() -> None:
+    """torch.float8_e8m0fnu is DLPack's kDLFloat8_e8m0fnu (14), 8 bits."""
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), S: T.Tensor((256,), "float8_e8m0fnu")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                S[bx * 128 + i] = A[bx * 128 + i]
+
+    header = extension_sources(cuda_artifact(main, []), 2)["tl_kernel.h"]
+    assert "if (!tl_dtype_is(&v[1], 14, 8)) TL_MISS(TL_MISS_DTYPE, 1);" in header
+
+
 def test_a_kernel_that_waits_for_the_grid_launches_cooperatively_and_pointers_pass_as_addresses() -> None:
     @T.prim_func
     def main(src: T.ptr, A: T.Tensor((256,), "float32")):

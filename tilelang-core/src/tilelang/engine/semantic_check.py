@@ -16,7 +16,7 @@ SUPPORTED_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "float16", "bfloat16", "float32", "float64",
      # OCP fp8 (torch.float8_e4m3fn / float8_e5m2; CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2)
-     "float8_e4m3fn", "float8_e5m2"}
+     "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"}
 )
 
 

@@ -26,7 +26,7 @@ _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
             "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
-            "tl_cluster_", "tl_rng_")  # tl_device.h's families
+            "tl_cluster_", "tl_rng_", "tl_cvt_")  # tl_device.h's families
 # tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2|s8>_<A MN-major, or r: A in registers><B MN-major>:
 # generated per use
 _INFF = re.compile(r"\binff\b")

@@ -46,7 +46,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerNamedBarriers,
         NameRoleBarriers,
     )
-    from .transform.fp8_arith import ComputeFp8InFloat32
+    from .transform.fp8_arith import ComputeFp8InFloat32, ConvertE8M0
     from .transform.gemm_overlap import OverlapSecondGemm
     from .transform.mask_after_gemm import MaskAfterGemm
     from .transform.merge_k_steps import MergeShortKSteps
@@ -79,6 +79,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(cross_thread=True),  # long rows reduced by the block (LowerThreadAllreduce below)
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
+        ConvertE8M0(),  # float8_e8m0fnu conversions: CUDA's rounding on every arch (before vectorizing)
         LowerAtomics(native_bf16),
         LowerRandom(),  # T.rng_*: Philox4x32-10, one state per thread
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions

@@ -556,3 +556,33 @@ __host__ __device__ __forceinline__ double tl_rng_normal64(unsigned* s) {
   const double u = tl_rng_uniform64(s), v = tl_rng_uniform64(s);
   return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
+
+// float8_e8m0fnu (MX block scales: a power of two per byte) as CUDA converts it (cuda_fp8.h's
+// __nv_cvt_float_to_e8m0 with cudaRoundPosInf and __NV_SATFINITE, which upstream's
+// __tl_cvt_*_to_e8m0 call): the power of two at or above |x|, from 2^-127 (byte 0) to 2^127
+// (254; infinities too); NaN is 255. The same on every arch (ConvertE8M0 in fp8_arith.py)
+__host__ __device__ __forceinline__ unsigned char tl_cvt_float_to_e8m0(float x) {
+  union { float f; unsigned u; } v = {x};
+  const unsigned u = v.u & 0x7FFFFFFFu;
+  if (u > 0x7F800000u) return 0xFF;  // NaN
+  if (u > 0x7F000000u) return 0xFE;  // above 2^127: the largest scale
+  const unsigned e = u >> 23;
+  if (e == 0u) return u > 0x00400000u ? 1 : 0;  // subnormal: 2^-127 or 2^-126
+  return (unsigned char)(e + ((u & 0x7FFFFFu) != 0u));
+}
+
+__host__ __device__ __forceinline__ unsigned char tl_cvt_double_to_e8m0(double x) {
+  union { double d; unsigned long long u; } v = {x};
+  const unsigned long long u = v.u & 0x7FFFFFFFFFFFFFFFull;
+  if (u > 0x7FF0000000000000ull) return 0xFF;  // NaN
+  const int e = (int)(u >> 52);
+  if (e == 0) return 0;  // below 2^-1022
+  int k = e - 1023 + ((u & 0xFFFFFFFFFFFFFull) != 0ull ? 1 : 0);  // ceil(log2 |x|)
+  k = k < -127 ? -127 : (k > 127 ? 127 : k);
+  return (unsigned char)(k + 127);
+}
+
+__host__ __device__ __forceinline__ float tl_cvt_e8m0_to_float(unsigned char x) {
+  union { unsigned u; float f; } v = {x == 0xFFu ? 0x7FFFFFFFu : (x == 0u ? 0x00400000u : (unsigned)x << 23)};
+  return v.f;
+}

@@ -7,6 +7,12 @@ no ``min``/``max`` overloads, so ``C[i] = T.max(A[i], B[i])`` on fp8 tensors did
 (nvcc: "no instance of overloaded function"). TVM's FP8ComputeLegalize skips every target
 that "supports fp8" (sm_89 and newer) and so never rewrites them here. Each operation is
 rounded to fp8 as written, as upstream computes them; min, max and comparisons are exact.
+
+ConvertE8M0: every conversion to or from ``float8_e8m0fnu`` (MX block scales) calls
+tl_device.h's ``tl_cvt_*e8m0*``, CUDA's rounding (up to a power of two, saturating) on
+every arch. Without it, TVM's own legalization below sm_89 rounded to the nearest power
+of two (and made an infinity NaN) while sm_90's ``__nv_fp8_e8m0`` rounds up: one kernel,
+two answers. It runs before vectorization: a loop over these calls stays scalar.
 """
 
 from __future__ import annotations
@@ -48,6 +54,32 @@ def _on_cast(cast: Any) -> Any:
     if not dtype.startswith("float8") or source.startswith(("float", "bfloat")):
         return cast
     return tirx.Cast(dtype, tirx.Cast(_wide(dtype), cast.value))
+
+
+E8M0 = "float8_e8m0fnu"
+
+
+def _on_e8m0_cast(cast: Any) -> Any:
+    dtype = str(cast.ty.dtype)
+    source = str(getattr(cast.value.ty, "dtype", ""))
+    if E8M0 not in (dtype, source) or dtype == source:
+        return cast
+    if dtype == E8M0:
+        wide = source == "float64" or source.startswith(("int", "uint"))  # exact in double
+        value = cast.value if source in ("float32", "float64") else tirx.Cast("float64" if wide else "float32",
+                                                                                 cast.value)
+        name = "tl_cvt_double_to_e8m0" if wide or source == "float64" else "tl_cvt_float_to_e8m0"
+        return tirx.reinterpret(E8M0, tirx.call_extern("uint8", name, value))
+    value = tirx.call_extern("float32", "tl_cvt_e8m0_to_float", tirx.reinterpret("uint8", cast.value))
+    return value if dtype == "float32" else tirx.Cast(dtype, value)
+
+
+def ConvertE8M0() -> Any:
+    def run(func: Any, mod: Any, ctx: Any) -> Any:
+        body = tvm_ffi.structural_map(func.body, (tirx.Cast, _on_e8m0_cast), order="post")
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return prim_func_pass(run, "tl.cuda.ConvertE8M0")
 
 
 def ComputeFp8InFloat32() -> Any:

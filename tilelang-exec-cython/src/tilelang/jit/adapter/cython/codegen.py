@@ -30,6 +30,7 @@ DLPACK_DTYPES: dict[str, tuple[int, int]] = {
     "bfloat16": (4, 16),
     "float8_e4m3fn": (10, 8),
     "float8_e5m2": (12, 8),
+    "float8_e8m0fnu": (14, 8),
 }
 
 #: kernel operand type -> (C type, conversion of a value) as a compute function or a CUDA
