@@ -81,3 +81,46 @@ def test_the_auto_target_is_resolved_once_for_the_workers(tmp_path, monkeypatch)
     kernels = scaled_auto.par_compile([(8, 2.0), (4, 3.0)], num_workers=2)
     np.testing.assert_array_equal(kernels[0](np.ones(8, "float32")), np.full(8, 2.0, "float32"))
     np.testing.assert_array_equal(kernels[1](np.ones(4, "float32")), np.full(4, 3.0, "float32"))
+
+
+SCRIPT = """
+import numpy as np
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=-1, target="c")
+def scaled(n, scale):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = A[i] * scale
+
+    return main
+
+
+{call}
+"""
+CALL = """kernels = scaled.par_compile([(8, 2.0), (4, 3.0)], num_workers=2)
+print([float(k(np.ones(n, "float32"))[0]) for k, n in zip(kernels, (8, 4))])"""
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["top level", "under a main guard"])
+def test_a_script_may_call_par_compile_at_its_top_level(guarded, tmp_path):
+    """Spawned workers re-run a script's top level: there the configurations compile in this
+    process (upstream's scripts call par_compile unguarded); under a main guard, in workers."""
+    import subprocess
+    import sys
+    import textwrap
+
+    call = f'if __name__ == "__main__":\n{textwrap.indent(CALL, "    ")}' if guarded else CALL
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.format(call=call))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache")},
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 3.0]"
+    in_process = "compiling 2 configuration(s) in this process, one after another: the script calls this at its top level"
+    assert (in_process in done.stderr) is not guarded

@@ -11,11 +11,13 @@ kernels back.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import logging
 import multiprocessing
 import os
 import pickle
+import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -151,11 +153,51 @@ def compile_in_process(builder: Callable[..., Any], args: Sequence[Any],
         yield compile_one(builder, args, task)
 
 
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either operand order)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.comparators) != 1:
+        return False
+    sides = {ast.unparse(node.test.left), ast.unparse(node.test.comparators[0])}
+    return isinstance(node.test.ops[0], ast.Eq) and sides == {"__name__", "'__main__'"}
+
+
+def spawn_reruns_this_call() -> bool:
+    """Whether a spawned worker would run this call again: it runs in the top-level code of
+    the ``__main__`` script outside an ``if __name__ == "__main__":`` block, which spawn
+    re-runs in each worker (as ``__mp_main__``) before the worker takes any task, so each
+    worker would start a pool of its own, and multiprocessing stops it."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals.get("__name__") == "__main__"):
+        frame = frame.f_back
+    if frame is None or not path or os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):
+        return False  # not a script's top level (an interactive session, a notebook): nothing re-runs
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    line = frame.f_lineno
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            return not _is_main_guard(node)
+    return False
+
+
 def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Sequence[CompileTask],
                     cache_dir: str, workers: int, group_size: int = 1) -> Iterator[CompileOutcome]:
     """Outcomes in completion order, from ``workers`` spawned processes; each submission
     carries ``group_size`` configurations. Falls back to compiling here when the builder
-    cannot be sent to another process."""
+    cannot be sent to another process, or when each worker would run this call again (the
+    top level of a script without a ``__main__`` guard: spawn_reruns_this_call)."""
+    if spawn_reruns_this_call():
+        log.warning("tilelang: compiling %d configuration(s) in this process, one after another: the script "
+                    "calls this at its top level, which each worker process would run again; put the call "
+                    "under `if __name__ == \"__main__\":` to compile in parallel", len(tasks))
+        yield from compile_in_process(builder, args, tasks)
+        return
     try:
         payload = serialize.dumps((builder, tuple(args)))
     except (pickle.PicklingError, TypeError, AttributeError, ValueError) as err:
