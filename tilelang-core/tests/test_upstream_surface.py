@@ -130,6 +130,19 @@ def test_jit_kernel_has_upstreams_attributes() -> None:
     assert kernel.prim_func is not None and kernel.pass_configs == {}
 
 
+def test_run_once_and_show_source(capsys) -> None:
+    kernel = tilelang.compile(elementwise_add(64, 16), out_idx=[-1], target="llvm")
+    out = kernel.run_once()  # on inputs the profiler makes
+    assert tuple(out.shape) == (64, 16)
+    seen = []
+    kernel.run_once(lambda a, b: seen.append((tuple(a.shape), tuple(b.shape))))
+    assert seen == [((64, 16), (64, 16))]
+    kernel.show_source("both")
+    assert capsys.readouterr().out.count(kernel.get_kernel_source()) >= 1
+    with pytest.raises(ValueError, match="show_source\\(which='device'\\): use 'kernel', 'host' or 'both'"):
+        kernel.show_source("device")
+
+
 # -- PassConfigKey and pass configs ---------------------------------------------------------------
 
 def test_pass_config_key_spells_upstreams_keys() -> None:

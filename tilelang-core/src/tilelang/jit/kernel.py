@@ -253,6 +253,19 @@ class JITKernel:
 
         return profiler_for(self, tensor_supply_type or TensorSupplyType.Auto)
 
+    def run_once(self, func: Any = None) -> Any:
+        """Upstream's: run the kernel once on inputs the profiler makes (or ``func`` on them)."""
+        return self.get_profiler().run_once(func)
+
+    def show_source(self, which: str = "kernel") -> None:
+        """Upstream's: print the kernel's source ("kernel"), the host's ("host") or both."""
+        if which not in ("kernel", "host", "both"):
+            raise ValueError(f"show_source(which={which!r}): use 'kernel', 'host' or 'both'")
+        if which in ("kernel", "both"):
+            print(self.get_kernel_source())
+        if which in ("host", "both"):
+            print(self.get_host_source())
+
     def describe(self) -> str:
         dist = origin("backend", self.context.module.name)[0]
         return f"{self.kernel_name}: {self.context.describe()} [{dist}]"
