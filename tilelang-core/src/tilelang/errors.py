@@ -74,3 +74,8 @@ class LaunchError(TileLangError, RuntimeError):
 
 class CacheError(TileLangError):
     """The kernel cache could not be read or written."""
+
+
+class InputSupplyError(TileLangError, ValueError):
+    """The profiler or autotuner cannot make a kernel's inputs (a scalar parameter, a
+    symbolic size it is not told, a dtype torch lacks): give the inputs yourself."""

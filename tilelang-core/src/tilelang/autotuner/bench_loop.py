@@ -18,6 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ..errors import InputSupplyError
 from . import compile_pool
 from .param import ProfileArgs, Trial
 
@@ -113,6 +114,9 @@ def time_kernel(timer: KernelTimer, kernel: Any, baseline: float | None) -> tupl
     stage = {"name": "check"}
     try:
         latency = run_with_timeout(lambda: timer.check_and_time(kernel, stage, baseline), timer.profile.timeout)
+    except InputSupplyError as err:  # no configuration could run: the tune stops here
+        raise InputSupplyError(f"{err}; to autotune, give the inputs: `with tilelang.autotuner."
+                               "set_autotune_inputs(a, s, ...):` around the call, or supply_prog=") from None
     except Exception as err:  # noqa: BLE001  (any failure of a configuration is its trial's error)
         return None, compile_pool.describe_error(err), stage["name"]
     return latency, "", ""

@@ -60,7 +60,8 @@ def fast(name: str, x: Any) -> Any:
 def ieee(name: str, operands: tuple[Any, ...], rounding_mode: str) -> Any:
     modes = IEEE_OPERATIONS[name][1]
     if rounding_mode not in modes:
-        raise LanguageError(f"T.ieee_{name}: rounding_mode must be one of {list(modes)}, got {rounding_mode!r}")
+        raise LanguageError(f"T.ieee_{name}: Invalid rounding mode {rounding_mode!r}; rounding_mode must be one "
+                            f"of {list(modes)}")
     values = [_float(v, f"T.ieee_{name}") for v in operands]
     dtype = _dtype(values[0])
     values = [v if _dtype(v) == dtype else tirx.Cast(dtype, v) for v in values]

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from ..engine.artifact import ParamInfo
-from ..errors import TileLangError
+from ..errors import InputSupplyError, TileLangError
 
 
 class TensorSupplyType(Enum):
@@ -43,7 +43,7 @@ def torch_dtype(dtype: str) -> Any:
     torch = import_torch()
     value = getattr(torch, str(dtype), None)
     if not isinstance(value, torch.dtype):
-        raise TileLangError(f"the profiler cannot make a torch tensor of dtype {dtype!r}: torch has "
+        raise InputSupplyError(f"the profiler cannot make a torch tensor of dtype {dtype!r}: torch has "
                             "no such dtype; pass input_tensors=[...] to the profiler instead")
     return value
 
@@ -51,13 +51,13 @@ def torch_dtype(dtype: str) -> Any:
 def concrete_shape(param: ParamInfo, symbols: Mapping[str, int] | None = None) -> list[int]:
     """The parameter's shape with symbolic dimensions replaced by ``symbols`` values."""
     if param.shape is None:
-        raise TileLangError(f"parameter {param.name!r} is a scalar ({param.dtype}); the profiler only "
+        raise InputSupplyError(f"parameter {param.name!r} is a scalar ({param.dtype}); the profiler only "
                             "generates tensors: pass input_tensors=[...] with a value for it")
     shape = []
     for dim in param.shape:
         if isinstance(dim, str):
             if not symbols or dim not in symbols:
-                raise TileLangError(
+                raise InputSupplyError(
                     f"parameter {param.name!r} has the symbolic dimension {dim!r}; the profiler "
                     f"needs its size: pass dynamic_symbolic_constraints={{{dim!r}: <int>}} "
                     "or input_tensors=[...]")
