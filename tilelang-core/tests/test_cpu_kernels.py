@@ -174,3 +174,24 @@ def test_c_kind_handles_float16_and_abs():
     kernel = tilelang.compile(absdiff, out_idx=[-1], target="c")
     a, b = rand(64, dtype="float16"), rand(64, dtype="float16")
     np.testing.assert_allclose(kernel(a, b), np.abs(a.astype("float32") - b.astype("float32")), rtol=1e-6)
+
+
+@pytest.mark.parametrize("target, backend", [("llvm", "tvm_ffi"), ("c", "tvm_ffi"), ("c", "cython")])
+def test_a_kernel_without_tensor_parameters_compiles_and_runs(target, backend):
+    """Its local buffer is a workspace of the CPU device, which no tensor names (host
+    codegen stopped with TVM's "Unknown device id in current IR")."""
+    import tilelang.language as T
+    from tilelang.backend import registered_execution_backends
+
+    if backend not in registered_execution_backends():
+        pytest.skip(f"{backend} is not installed")
+
+    @T.prim_func
+    def main(n: T.int32):
+        with T.Kernel(1, threads=32):
+            local = T.alloc_local((32,), "float32")
+            for i in T.serial(32):
+                local[i] = T.float32(i) * T.cast(n, "float32")
+
+    kernel = tilelang.compile(main, target=target, execution_backend=backend)
+    assert kernel(3) is None

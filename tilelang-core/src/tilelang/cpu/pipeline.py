@@ -56,6 +56,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerAtomics,
         LowerGemmToMicroKernels,
         LowerKernelLaunchToLoops,
+        NameTheCpuDevice,
         OutlineComputeFunction,
         RefuseNarrowFloats,
         RelaxParamAlignment,
@@ -95,6 +96,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     return [
         *middle_end,
         tirx.transform.SplitHostDevice(),
+        NameTheCpuDevice(),  # a kernel without tensors: its workspace is on (kDLCPU, 0)
         tirx.transform.MakePackedAPI(),
         RelaxParamAlignment(),
         tirx.transform.BF16StorageLegalize(),

@@ -8,6 +8,7 @@ from .compute_function import (
     KeepComputeFunctions,
     OutlineComputeFunction,
 )
+from .device_attrs import NameTheCpuDevice
 from .dtypes import RefuseNarrowFloats
 from .extern_calls import CheckExternCalls
 from .float_minmax import LegalizeFloatMinMax
@@ -23,6 +24,7 @@ __all__ = [
     "LowerAtomics",
     "LowerGemmToMicroKernels",
     "LowerKernelLaunchToLoops",
+    "NameTheCpuDevice",
     "OutlineComputeFunction",
     "RefuseNarrowFloats",
     "RelaxParamAlignment",
