@@ -227,8 +227,9 @@ def test_rows_that_do_not_split_the_block_or_a_local_destination_go_one_after_an
             r = T.alloc_local((4,), "float32")
             T.copy(X, x)
             T.reduce_sum(x, r, dim=1)
-            for i, j in T.Parallel(4, 4):  # every thread reads every row's total from its own copy
-                O[i, j] = r[j]
+            for i in T.Parallel(4):  # every thread reads every row's total from its own copy
+                for j in T.serial(4):  # (indexed by a T.Parallel variable, r would be a fragment)
+                    O[i, j] = r[j]
 
     x = small_ints((4, 256), 4)
     out = np.full((4, 4), np.nan, np.float32)

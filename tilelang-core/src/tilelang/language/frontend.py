@@ -8,6 +8,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .bounds import check_constant_bounds, legalize_negative_indices
+from .local_indices import parallel_locals_as_fragments
 from .ops import PARALLEL_EXTENT, is_call_to, substitute
 from .persistent import expand_persistent_loops
 from .reducer import rewrite_reducer_updates
@@ -95,4 +96,5 @@ def normalize(func: Any) -> Any:
     func = legalize_negative_indices(func)  # A[-1]: the last element, as upstream (and Python) read it
     func = apply_safe_values(func)  # T.annotate_safe_value: reads outside a tensor give its value
     func = check_constant_bounds(func)  # accesses certain to leave their buffer, with the line
+    func = parallel_locals_as_fragments(func)  # a T.alloc_local tile T.Parallel indexes: spread like the loop
     return rewrite_reducer_updates(func)  # T.alloc_reducer updates -> atomic element updates

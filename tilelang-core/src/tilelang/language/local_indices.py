@@ -1,0 +1,80 @@
+"""A ``T.alloc_local`` buffer indexed by a ``T.Parallel`` loop variable is a fragment.
+
+T.Parallel spreads its iterations over the block's threads, and a local buffer is one
+copy per thread: the thread that runs iteration ``i`` held only the elements its own
+iterations wrote. ``local[i] = A[i]`` then ``B[i] = local[31 - i]`` compiled for CUDA read
+registers no iteration of that thread had written (garbage), while the CPU, whose
+threads run one after another over one buffer, gave the reversed copy. Such a buffer is
+a tile spread over the threads like the loops that index it, which is what
+``T.alloc_fragment`` declares: it becomes one, so the layout pass places its elements
+with the loops' iterations (in shared memory, with a barrier, where a loop reads another
+thread's elements), and every backend gives the same result. Upstream refuses such an
+index instead ("Local buffer ... is indexed by T.Parallel loop variable"); an index that
+does not depend on the parallel variables (``local[0]``, a lane of an inner
+``T.vectorized`` or ``T.serial`` loop) keeps the buffer local.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad
+
+FRAGMENT = "local.fragment"
+
+
+def _uses(expr: Any, variables: list[Any]) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
+    return any(f.same_as(v) for f in found for v in variables)
+
+
+def _children(stmt: Any) -> list[Any]:
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+    body = getattr(stmt, "body", None)
+    return [body] if isinstance(body, tirx.Stmt) else []
+
+
+def parallel_indexed_locals(body: Any) -> list[Any]:
+    """The local buffers some access indexes with a variable of an enclosing T.Parallel loop."""
+    found: list[Any] = []
+
+    def visit(stmt: Any, parallel: list[Any]) -> None:
+        if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL:
+            parallel = [*parallel, stmt.loop_var]
+        if parallel:
+            accesses: list[tuple[Any, Any]] = []
+            if isinstance(stmt, tirx.BufferStore):
+                accesses.append((stmt.buffer, stmt.indices))
+            for part in (getattr(stmt, "value", None), getattr(stmt, "condition", None)):
+                if part is not None and not isinstance(part, (int, str)):
+                    tvm_ffi.structural_walk(part, (TensorLoad, lambda load: accesses.append(
+                        (load.source, load.indices)) if isinstance(load.source, tirx.Buffer) else None))
+            for buffer, indices in accesses:
+                if (buffer.scope() == "local" and not any(buffer.same_as(b) for b in found)
+                        and any(_uses(index, parallel) for index in indices)):
+                    found.append(buffer)
+        for child in _children(stmt):
+            visit(child, parallel)
+
+    visit(body, [])
+    return found
+
+
+def parallel_locals_as_fragments(func: Any) -> Any:
+    """``func`` with each local buffer that a T.Parallel loop variable indexes declared a
+    fragment (see the module docstring)."""
+    locals_ = parallel_indexed_locals(func.body)
+    if not locals_:
+        return func
+    replaced = [(b, tirx.decl_buffer(b.shape, b.dtype, name=b.name, scope=FRAGMENT)) for b in locals_]
+
+    def on_buffer(buffer: Any) -> Any:
+        return next((new for old, new in replaced if buffer.same_as(old)), buffer)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post"))
