@@ -74,6 +74,13 @@ def test_alloc_var_errors():
             with T.Kernel(1, threads=1) as _:
                 x = T.alloc_var("float32", 1.0, init=2.0)
                 S[0] = x
+    with pytest.raises(ValueError, match=r"T.alloc_var\(float32, init=1e\+300\): Literal value 1e\+300 exceeds "
+                                         r"maximum of float32; give a value the type holds"):  # upstream's type
+        @T.prim_func
+        def too_large(S: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=1) as _:
+                x = T.alloc_var(T.float32, init=1e300)
+                S[0] = x
 
 
 # -- T.alloc_global --------------------------------------------------------------------------

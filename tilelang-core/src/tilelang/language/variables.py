@@ -87,7 +87,12 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     if init is None:
         init = tirx.const(0, dtype)
     elif isinstance(init, (bool, int, float)):
-        init = tirx.const(init, dtype)
+        try:
+            init = tirx.const(init, dtype)
+        except ValueError as err:  # TVM: "Literal value 1e+300 exceeds maximum of float32"
+            message = str(err).splitlines()[0].split(" : ")[-1].strip()
+            raise LanguageError(f"T.alloc_var({dtype}, init={init!r}): {message}; give a value the type "
+                                "holds, or a wider type") from None
     elif isinstance(init, scalar_wrapper):
         init = init.scalar
     if str(getattr(getattr(init, "ty", None), "dtype", dtype)) != dtype:
