@@ -88,7 +88,7 @@ class JITKernel:
             log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
                     "tilelang: compiling a kernel for %s", self.context.describe())
             self.artifact = lower_with_context(func, self.context, out_idx=out_idx or (), pass_configs=configs,
-                                  instruments=instruments)
+                                               instruments=instruments)
             files = backend.build(self.artifact, self.context)
             entry = cache.store(key, self.artifact.to_json(), files)
             if entry is not None:

@@ -214,8 +214,8 @@ GLOBAL_LAYOUT = "tl.global_layout"
 _register(GLOBAL_LAYOUT, CallEffectKind.Opaque.value, "tl_global_layout")
 
 #: a kernel written in CUDA C++ (upstream's T.CUDASourceCodeKernel): tl.source_kernel(source,
-#: entry, *operands) is the whole body of its launch frame; engine/source_kernels.py binds the
-#: operands, a backend that compiles CUDA source puts the source in place of the kernel
-#: (tilelang-cuda's LowerSourceKernels); no other may drop it, so it is refused by name
+#: entry, *operands) is the whole body of its launch frame; transform/source_kernels.py binds
+#: the operands, and a backend that compiles CUDA source runs its LowerSourceKernels and puts
+#: the source in place of the kernel (tilelang-cuda); no other may drop it: refused by name
 SOURCE_KERNEL = "tl.source_kernel"
 _register(SOURCE_KERNEL, CallEffectKind.Opaque.value, "tl_source_kernel")
