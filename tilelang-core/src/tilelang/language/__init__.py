@@ -97,6 +97,7 @@ __all__ = [
     "Unroll",
     "Vectorized",
     "__cos",
+    "__ffs",
     "__exp",
     "__exp10",
     "__log",

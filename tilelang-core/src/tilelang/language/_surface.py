@@ -45,6 +45,7 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     tma_store_wait,
     ws,
 )
+from .bit_search import ffs as __ffs
 from .casts import reinterpret
 from .clusters import (
     ClusterKernel,
