@@ -22,47 +22,29 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
 
+from .ops import uses_var
+
 FRAGMENT = "local.fragment"
 
 
-def _uses(expr: Any, variables: list[Any]) -> bool:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, found.append))
-    return any(f.same_as(v) for f in found for v in variables)
-
-
-def _children(stmt: Any) -> list[Any]:
-    if isinstance(stmt, tirx.SeqStmt):
-        return list(stmt.seq)
-    if isinstance(stmt, tirx.IfThenElse):
-        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
-    body = getattr(stmt, "body", None)
-    return [body] if isinstance(body, tirx.Stmt) else []
-
-
 def parallel_indexed_locals(body: Any) -> list[Any]:
-    """The local buffers some access indexes with a variable of an enclosing T.Parallel loop."""
+    """The local buffers some access indexes with the variable of an enclosing T.Parallel loop."""
     found: list[Any] = []
 
-    def visit(stmt: Any, parallel: list[Any]) -> None:
-        if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL:
-            parallel = [*parallel, stmt.loop_var]
-        if parallel:
-            accesses: list[tuple[Any, Any]] = []
-            if isinstance(stmt, tirx.BufferStore):
-                accesses.append((stmt.buffer, stmt.indices))
-            for part in (getattr(stmt, "value", None), getattr(stmt, "condition", None)):
-                if part is not None and not isinstance(part, (int, str)):
-                    tvm_ffi.structural_walk(part, (TensorLoad, lambda load: accesses.append(
-                        (load.source, load.indices)) if isinstance(load.source, tirx.Buffer) else None))
-            for buffer, indices in accesses:
-                if (buffer.scope() == "local" and not any(buffer.same_as(b) for b in found)
-                        and any(_uses(index, parallel) for index in indices)):
-                    found.append(buffer)
-        for child in _children(stmt):
-            visit(child, parallel)
+    def on_loop(loop: Any) -> None:
+        if loop.kind != tirx.ForKind.PARALLEL:
+            return
 
-    visit(body, [])
+        def check(buffer: Any, indices: Any) -> None:
+            if (isinstance(buffer, tirx.Buffer) and buffer.scope() == "local"
+                    and not any(buffer.same_as(b) for b in found)
+                    and any(uses_var(index, loop.loop_var) for index in indices)):
+                found.append(buffer)
+
+        tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda s: check(s.buffer, s.indices)),
+                                            (TensorLoad, lambda load: check(load.source, load.indices))])
+
+    tvm_ffi.structural_walk(body, (tirx.For, on_loop))
     return found
 
 

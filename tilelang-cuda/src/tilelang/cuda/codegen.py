@@ -196,9 +196,9 @@ def _postproc(code: str, target: Any = None) -> str:
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
     code = _after_prelude(code, _IMPORTED.get())
-    sources = _SOURCES.get() or {}
-    code = _with_user_sources(code, sources, _CLUSTERS.get() or {})
-    code = _with_cluster_dims(code, {k: v for k, v in (_CLUSTERS.get() or {}).items() if k not in sources})
+    sources, clusters = _SOURCES.get() or {}, _CLUSTERS.get() or {}
+    code = _with_user_sources(code, sources, clusters)
+    code = _with_cluster_dims(code, {k: v for k, v in clusters.items() if k not in sources})
     if _INFF.search(code):
         # TVM prints an infinite half/bfloat16 constant as `__float2half_rn(-inff)`, an
         # identifier nothing defines (upstream's bf16 max reductions start from -inf)

@@ -68,7 +68,7 @@ def _on_e8m0_cast(cast: Any) -> Any:
         wide = source == "float64" or source.startswith(("int", "uint"))  # exact in double
         value = cast.value if source in ("float32", "float64") else tirx.Cast("float64" if wide else "float32",
                                                                                  cast.value)
-        name = "tl_cvt_double_to_e8m0" if wide or source == "float64" else "tl_cvt_float_to_e8m0"
+        name = "tl_cvt_double_to_e8m0" if wide else "tl_cvt_float_to_e8m0"
         return tirx.reinterpret(E8M0, tirx.call_extern("uint8", name, value))
     value = tirx.call_extern("float32", "tl_cvt_e8m0_to_float", tirx.reinterpret("uint8", cast.value))
     return value if dtype == "float32" else tirx.Cast(dtype, value)
