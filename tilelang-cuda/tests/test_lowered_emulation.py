@@ -24,6 +24,7 @@ from lowered_emulator import EmulationError
 from lowered_instructions import lowered_kernel
 from tilelang.testing.kernels import (
     tile_gemm,
+    tiled_matmul,
 )
 from tvm import tirx
 
@@ -412,6 +413,22 @@ def test_a_local_buffer_is_filled_and_copied_whole_by_every_thread(op):
     b = np.zeros(128, np.float32)
     run(lower(per_thread, SM80), a, b)
     np.testing.assert_array_equal(b, a.sum(axis=1) + (4.0 if op == "copy" else 0.0))
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
+@pytest.mark.parametrize("mnk", [(100, 70, 50), (64, 96, 0)], ids=["edges", "k0"])
+def test_a_simt_matmul_with_a_local_accumulator_equals_numpy(target, mnk):
+    """The accumulator is a T.alloc_local that T.Parallel indexes (a fragment). With K = 0
+    its k loop has no trips and goes away, leaving the shared tiles unused: merged alone
+    they made a dynamic shared buffer of 0 bytes, which TVM's split refused (upstream's
+    issue 1697 asks for zeros)."""
+    m, n, k = mnk
+    rng = np.random.default_rng(0)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    run(tilelang.lower(tiled_matmul(m, n, k), target=target).device_mod, a, b, c)
+    np.testing.assert_array_equal(c, a @ b)
 
 
 def scalar_fragment_kernel():

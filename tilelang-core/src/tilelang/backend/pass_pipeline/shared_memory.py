@@ -5,6 +5,11 @@ TVM 0.27's ``MergeSharedMemoryAllocations`` stops with an internal check
 buffers — e.g. the one-row fragment of a row reduction with ``blk_m=1``, which the GPU
 backends keep in shared memory. Such tiny buffers are widened to 8 bytes first: the extra
 elements are never touched, and the merged buffer is padded to alignment anyway.
+
+The same pass drops shared allocations nothing reads or writes any more (a tile loop of no
+trips, ``T.ceildiv(0, bK)`` for K = 0, is gone by then): merged alone, they leave a
+dynamic buffer of 0 bytes, which TVM's host/device split refuses ("allocates dynamic
+shared memory with a placeholder extent").
 """
 
 from __future__ import annotations
@@ -42,12 +47,38 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         return new
 
     body = tvm_ffi.structural_map(func.body, (tirx.Buffer, on_buffer), order="post")
-    return func if not widened else func.with_body(body)
+    body, dropped = _drop_unused_shared(body)
+    return func if not widened and not dropped else func.with_body(body)
+
+
+def _drop_unused_shared(body: Any) -> tuple[Any, bool]:
+    """``body`` without the shared allocations no later statement of their scope uses."""
+    import tvm_ffi
+    from tvm import tirx
+
+    from ...language.ops import uses_var
+
+    dropped = [False]
+
+    def unused(seq: Any, at: int) -> bool:
+        stmt = seq[at]
+        return (isinstance(stmt, tirx.AllocBuffer) and stmt.buffer.scope().startswith("shared")
+                and not any(uses_var(rest, stmt.buffer) for rest in seq[at + 1:]))  # a buffer is a Var
+
+    def on_seq(seq: Any) -> Any:
+        stmts = list(seq.seq)
+        kept = [s for at, s in enumerate(stmts) if not unused(stmts, at)]
+        if len(kept) == len(stmts):
+            return seq
+        dropped[0] = True
+        return tirx.SeqStmt(kept) if len(kept) > 1 else kept[0] if kept else tirx.Evaluate(0)
+
+    return tvm_ffi.structural_map(body, (tirx.SeqStmt, on_seq), order="post"), dropped[0]
 
 
 def PadTinySharedAllocations() -> Any:
-    """Widen shared buffers of 4 bytes or less to 8 bytes (after FlattenBuffer, before
-    ``MergeSharedMemoryAllocations``)."""
+    """Widen shared buffers of 4 bytes or less to 8 bytes and drop unused shared
+    allocations (after FlattenBuffer, before ``MergeSharedMemoryAllocations``)."""
     return prim_func_pass(_run, "tl.PadTinySharedAllocations")
 
 
