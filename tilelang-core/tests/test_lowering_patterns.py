@@ -5,6 +5,7 @@ patterns is tilelang-cuda's tests/test_cuda_lowering_patterns.py)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.testing.kernels import flat_views, masked_block_sum, split_row_sum
@@ -147,6 +148,52 @@ def test_a_slice_between_two_names_has_the_length_their_values_give():
             expect[bx, h0:h0 + 64] = 2 * a[bx, h0:h0 + 64]
     np.testing.assert_array_equal(b, expect)
     assert tilelang.lower(rows, target={"kind": "cuda", "arch": "sm_90"}).device_source  # lowers for CUDA too
+
+
+def test_a_slice_between_two_scalars_stored_before_the_copy_has_the_length_their_values_give():
+    # upstream's persistent MLA decode: tile_id, bid assigned in two loops are scalars, so is
+    # sid (it reads tile_id) and so are kv_start / kv_end; KV[b, kv_start:kv_end] is 8 rows
+    @T.prim_func
+    def waves(A: T.Tensor((2, 64, 4), T.float32), B: T.Tensor((2, 64, 4), T.float32)):
+        with T.Kernel(2, threads=32) as block:
+            tile = T.alloc_shared((8, 4), T.float32)
+            for w in T.serial(2):
+                tile_id = 2 * w + block
+                bid = tile_id // 2
+                sid = tile_id % 2
+                for k in T.serial(4):
+                    kv_start = sid * 32 + k * 8
+                    kv_end = sid * 32 + (k + 1) * 8
+                    T.copy(A[bid, kv_start:kv_end, :], tile)
+                    for i, j in T.Parallel(8, 4):
+                        tile[i, j] = tile[i, j] + 1.0
+                    T.copy(tile, B[bid, kv_start:kv_end, :])
+            for w in T.serial(2):
+                tile_id = w * 2 + block
+                bid = tile_id % 2
+                B[bid, 0, 0] = B[bid, 0, 0] * 1.0
+
+    a = np.random.default_rng(1).standard_normal((2, 64, 4)).astype("float32")
+    b = np.zeros_like(a)
+    tilelang.compile(waves, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a + 1.0)
+    assert tilelang.lower(waves, target={"kind": "cuda", "arch": "sm_90"}).device_source
+
+
+def test_a_scalar_stored_again_between_its_store_and_the_copy_is_not_read_as_its_value():
+    @T.prim_func
+    def moved(A: T.Tensor((64,), T.float32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=32):
+            tile = T.alloc_shared((8,), T.float32)
+            start = A[0]  # a value that reads memory: a scalar
+            start = 0
+            end = start + 8
+            start = 4
+            T.copy(A[start:end], tile)
+            T.copy(tile, B)
+
+    with pytest.raises(tilelang.LanguageError, match=r"source tile \[end - start\] and destination tile \[8\]"):
+        tilelang.compile(moved, target="cpu")
 
 
 def _one_step_per_block(static_start: bool):

@@ -19,7 +19,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm.ir import Range
+from tvm.ir import Range, TensorLoad, TensorRegion
 from tvm.sym.analyzer import Analyzer
 
 from ..backend.pass_pipeline import prim_func_pass
@@ -71,6 +71,8 @@ class TileOpLowering:
         self.compiler_shared: list[str] = []  # shared buffers this lowering introduced
         self._scope: Any = func.body  # where the ifs around each tile op are read (scope_to)
         self._conditions: list[tuple[Any, list[Any]]] | None = None  # read on the first lower()
+        self._scalars: list[tuple[Any, list[tuple[Any, Any]]]] | None = None  # read on the first lower()
+        self.known: list[tuple[Any, Any]] = []  # (scalar buffer, its value) at the op being lowered
         bounds: list[tuple[Any, Any, Any]] = []
 
         def collect(node: Any) -> None:
@@ -119,11 +121,13 @@ class TileOpLowering:
         self.lets = [(let.var, let.value) for let in lets if counts[let.var.__chandle__()] == 1]
 
     def same_extent(self, a: Any, b: Any) -> bool:
-        """Whether two tile extents are provably equal, bound names read as their values."""
+        """Whether two tile extents are provably equal, bound names read as their values
+        (and the scalars stored just before the op as theirs: ``known_scalars``)."""
         if self.analyzer.can_prove_equal(a, b):
             return True
         for _ in range(4):  # a value may name other bound variables
             a, b = substitute(a, self.lets), substitute(b, self.lets)
+            a, b = _read_scalars(a, self.known), _read_scalars(b, self.known)
             if self.analyzer.can_prove_equal(a, b):
                 return True
         return False
@@ -426,13 +430,15 @@ class TileOpLowering:
     def scope_to(self, body: Any) -> None:
         """Take the conditions around each tile op from ``body`` (the function's body at
         construction; a pass that rewrote it before lowering passes its own)."""
-        self._scope, self._conditions = body, None
+        self._scope, self._conditions, self._scalars = body, None, None
 
     def lower(self, stmt: Any) -> Any:
         """The tile op ``stmt`` as loops; its bounds checks know the ifs around it."""
         if self._conditions is None:
             self._conditions = enclosing_conditions(self._scope)
+            self._scalars = known_scalars(self._scope)
         conds = next((c for op, c in self._conditions if op.same_as(stmt)), [])
+        self.known = next((k for op, k in self._scalars or () if op.same_as(stmt)), [])
         with contextlib.ExitStack() as scopes:
             for cond in conds:
                 scopes.enter_context(self.analyzer.constraint_scope(cond))
@@ -496,6 +502,72 @@ def enclosing_conditions(body: Any) -> list[tuple[Any, list[Any]]]:
 
     tvm_ffi.structural_walk(body, (tirx.IfThenElse, on_if))
     return [(op, conds) for op, conds in found if conds]
+
+
+def _is_scalar(buffer: Any) -> bool:
+    """A one-element local buffer: what a kernel's name assigned twice, or to a value that
+    reads memory, becomes (``tilelang.language.parser_hooks``)."""
+    return buffer.scope() == "local" and len(buffer.shape) == 1 and isinstance(buffer.shape[0], tirx.IntImm) \
+        and int(buffer.shape[0].value) == 1
+
+
+def _scalars_read(node: Any) -> tuple[list[Any], bool]:
+    """(the scalar buffers ``node`` loads, whether it loads any other buffer)."""
+    loads: list[Any] = []
+    tvm_ffi.structural_walk(node, (TensorLoad, loads.append))
+    return [ld.source for ld in loads if _is_scalar(ld.source)], any(not _is_scalar(ld.source) for ld in loads)
+
+
+def known_scalars(body: Any) -> list[tuple[Any, list[tuple[Any, Any]]]]:
+    """(tile op, [(scalar, value)]) for each tile op that occurs once in ``body``: the
+    scalars stored earlier in the op's own statement list, with values that read no other
+    memory, where nothing between the store and the op stores to the scalar or to one its
+    value reads. They hold those values at the op (the same pass through the list). In
+    upstream's MLA decode ``kv_start = ... * sid + k * 64`` and ``kv_end = ... * sid + (k +
+    1) * 64`` are such scalars (``sid`` is one), and ``KV[b, kv_start:kv_end]`` is 64 rows."""
+    ops: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda e: ops.append(e) if _is_tile_op(e) else None))
+    found: list[tuple[Any, list[tuple[Any, Any]]]] = []
+
+    def on_seq(seq: Any) -> None:
+        known: list[tuple[Any, Any, list[Any]]] = []  # (scalar, value, the scalars the value reads)
+
+        def forget(buffers: list[Any]) -> None:
+            known[:] = [k for k in known if not any(k[0].same_as(b) or any(r.same_as(b) for r in k[2])
+                                                     for b in buffers)]
+
+        for stmt in seq.seq:
+            if isinstance(stmt, tirx.BufferStore) and _is_scalar(stmt.buffer):
+                forget([stmt.buffer])
+                reads, other = _scalars_read(stmt.value)
+                if not other and not any(r.same_as(stmt.buffer) for r in reads):
+                    known.append((stmt.buffer, stmt.value, reads))
+                continue
+            if isinstance(stmt, tirx.Evaluate) and _is_tile_op(stmt) and known \
+                    and sum(stmt.same_as(op) for op in ops) == 1:
+                found.append((stmt, [(buffer, value) for buffer, value, _ in known]))
+            forget(_written(stmt))
+
+    tvm_ffi.structural_walk(body, (tirx.SeqStmt, on_seq))
+    return found
+
+
+def _written(stmt: Any) -> list[Any]:
+    """The buffers ``stmt`` may write: those it stores to, and every tile op's operand."""
+    buffers: list[Any] = []
+    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda st: buffers.append(st.buffer)))
+    tvm_ffi.structural_walk(stmt, (TensorRegion, lambda r: buffers.append(r.source)))
+    return buffers
+
+
+def _read_scalars(expr: Any, known: list[tuple[Any, Any]]) -> Any:
+    if not known:
+        return expr
+
+    def on_load(load: Any) -> Any:
+        return next((value for buffer, value in known if buffer.same_as(load.source)), load)
+
+    return tvm_ffi.structural_map(expr, (TensorLoad, on_load), order="post")
 
 
 def _run(func: Any, cross_thread: bool) -> Any:
