@@ -197,3 +197,23 @@ def test_after_many_calls_the_launcher_goes_on_through_tvm_ffi(library: tuple[st
         assert torch.equal(launcher(a, b), a + b), step
         kinds.append(type(launcher.function).__name__)
     assert kinds == ["DirectFunction"] * 4 + ["Function"] * 4, kinds
+
+
+def test_a_kernel_its_toolchain_says_cannot_run_here_is_not_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tvm_ffi asks the target backend's toolchain before loading (TVM's runtime stopped the
+    process on a CUDA cubin for another GPU); the kernel compiles, a launch says why not."""
+    from tilelang.jit.adapter.tvm_ffi import backend
+
+    asked: list[object] = []
+    monkeypatch.setattr(backend, "device_mismatch", lambda artifact, context: asked.append(artifact) or "it is for another chip")
+
+    @T.prim_func
+    def double(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                B[i] = A[i] * 2.0
+
+    kernel = tilelang.compile(double, out_idx=[-1], target="cpu", execution_backend="tvm_ffi")
+    assert asked and "double" in kernel.get_kernel_source()
+    with pytest.raises(tilelang.LaunchError, match="kernel 'double' cannot run on this device: it is for another chip"):
+        kernel(torch.ones(8))

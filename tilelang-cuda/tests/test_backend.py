@@ -50,3 +50,35 @@ def test_backends_list_shows_cuda_unavailable_with_the_reason():
 def test_auto_picks_the_gpu_when_there_is_one():
     context = create_backend_context("auto")
     assert context.module.name == "cuda" and context.target_source == "auto (cuda)"
+
+
+@pytest.mark.parametrize(("arch", "device", "runs"), [
+    ("sm_75", "sm_90", False), ("sm_80", "sm_86", True), ("sm_86", "sm_80", False), ("sm_90a", "sm_90", True),
+    ("sm_90a", "sm_100", False), ("sm_90", "sm_100", False), ("sm_100f", "sm_103", True), ("sm_100a", "sm_103", False),
+])
+def test_which_gpus_run_a_cubin(arch, device, runs):
+    assert cuda_target.runs_on(arch, device) is runs
+
+
+def test_a_kernel_for_another_gpu_compiles_and_its_launch_says_why_it_cannot_run(monkeypatch):
+    """On an sm_90 GPU, a cubin for sm_75 made TVM's runtime stop the process (a segfault)
+    when tvm_ffi loaded it; upstream's tests compile for sm_75 on any GPU to read the source."""
+    from tilelang.backend.execution_backend import UnrunnableLauncher
+    from tilelang.backend.toolchain import device_mismatch
+
+    from tilelang.testing.kernels import elementwise_add
+
+    monkeypatch.setattr(cuda_target, "device_arch", lambda ordinal=0: "sm_90")
+    context = create_backend_context({"kind": "cuda", "arch": "sm_75"}, None, None)
+    artifact = tilelang.lower(elementwise_add(64, 64), target={"kind": "cuda", "arch": "sm_75"})
+    reason = device_mismatch(artifact, context)
+    assert reason == ("it was compiled for sm_75 and this GPU is sm_90; compile it with target={'kind': "
+                      "'cuda', 'arch': 'sm_90'} or target='auto' to run it here (a kernel compiled for "
+                      "another GPU still shows its source)")
+    for arch in ("sm_90a", "sm_90"):
+        assert device_mismatch(tilelang.lower(elementwise_add(64, 64), target={"kind": "cuda", "arch": arch}),
+                               context) is None
+    with pytest.raises(tilelang.LaunchError, match=r"kernel 'k' cannot run on this device: it was compiled for sm_75"):
+        UnrunnableLauncher("k", reason)()
+    monkeypatch.setattr(cuda_target, "device_arch", lambda ordinal=0: None)  # no GPU: nothing to say
+    assert device_mismatch(artifact, context) is None

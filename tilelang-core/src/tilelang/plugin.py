@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutionBackend": "tilelang.backend.execution_backend",
     "ExecutionBackendSpec": "tilelang.backend.execution_backend",
     "KernelLauncher": "tilelang.backend.execution_backend",
+    "UnrunnableLauncher": "tilelang.backend.execution_backend",  # 1.5
     "TargetDetector": "tilelang.backend.target",
     "DeviceCodegen": "tilelang.backend.device_codegen",
     "DeviceOutput": "tilelang.backend.device_codegen",
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "DeviceToolchain": "tilelang.backend.toolchain",
     "compile_device_source": "tilelang.backend.toolchain",
     "prepare_device_runtime": "tilelang.backend.toolchain",
+    "device_mismatch": "tilelang.backend.toolchain",  # 1.5: a kernel built for another GPU
     # -- streams (launchers that launch kernels themselves) --------------------------------
     "stream_handle": "tilelang.backend.streams",
     "current_stream_accessor": "tilelang.backend.streams",

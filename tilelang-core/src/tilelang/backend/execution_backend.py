@@ -93,6 +93,20 @@ class KernelLauncher(ABC):
         """Validate and bind ``args``, allocate outputs, launch; return the outputs."""
 
 
+class UnrunnableLauncher(KernelLauncher):
+    """What ``load`` returns for a kernel built for another device than this process's
+    (``tilelang.backend.toolchain.device_mismatch``): the kernel compiles and shows its
+    source; a launch raises LaunchError with the reason and the fix."""
+
+    def __init__(self, kernel_name: str, reason: str) -> None:
+        self.kernel_name, self.reason = kernel_name, reason
+
+    def __call__(self, *args: Any, stream: Any = None) -> Any:
+        from ..errors import LaunchError
+
+        raise LaunchError(f"kernel {self.kernel_name!r} cannot run on this device: {self.reason}")
+
+
 class ExecutionBackend(ABC):
     """The interface an execution backend implements.
 

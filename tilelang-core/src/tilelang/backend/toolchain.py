@@ -9,7 +9,10 @@ through the functions here, which also wrap every toolchain failure the same way
   (nvrtc, cython) turn an artifact's device source into one;
 - ``prepare_device_runtime``: an execution backend that loads TVM modules with device
   source embedded (tvm_ffi) lets the toolchain hook TVM's runtime first (CUDA: TVM compiles
-  embedded source at load time through a global callback).
+  embedded source at load time through a global callback);
+- ``device_mismatch``: why a kernel compiled for the artifact's target cannot run on the
+  device this process has (a cubin for sm_75 on an sm_90 GPU), asked before loading it:
+  TVM's runtime stops the process on such a module instead of raising.
 """
 
 from __future__ import annotations
@@ -34,19 +37,23 @@ CompileFn = Callable[[str, Any, str], bytes]
 class DeviceToolchain:
     """name: how messages call it ("NVRTC/nvcc"); compile: see ``CompileFn``;
     unavailable_reason: None when it can compile here, else why not and the fix;
-    prepare_runtime: hooks TVM's runtime before a module with embedded source is loaded.
+    prepare_runtime: hooks TVM's runtime before a module with embedded source is loaded;
+    cannot_run_here: given a target as ``CompiledArtifact.target`` writes it (text: a
+    kernel loaded from the cache has no TVM target), None when code compiled for it runs
+    on this process's device (or there is none to ask), else why not and the fix (1.5).
     Callables may be ``"package.module:attribute"`` references, imported on first use."""
 
     name: str
     compile: CompileFn | str
     unavailable_reason: Callable[[], str | None] | str | None = None
     prepare_runtime: Callable[[], None] | str | None = None
+    cannot_run_here: Callable[[Any], str | None] | str | None = None
 
     def __post_init__(self) -> None:
         where = f"DeviceToolchain({self.name!r})"
         if not isinstance(self.name, str) or not self.name:
             raise ManifestError(f"{where}: name must be a non-empty string (it is shown in errors)")
-        for attr in ("compile", "unavailable_reason", "prepare_runtime"):
+        for attr in ("compile", "unavailable_reason", "prepare_runtime", "cannot_run_here"):
             value = getattr(self, attr)
             if value is None and attr != "compile":
                 continue
@@ -107,6 +114,21 @@ def prepare_device_runtime(context: BackendContext) -> None:
         raise
     except Exception as err:
         raise _failure(err, toolchain, context.module, "preparing TVM's runtime") from err
+
+
+def device_mismatch(artifact: CompiledArtifact, context: BackendContext) -> str | None:
+    """Why the artifact's code cannot run on this process's device, or None (it can, the
+    backend cannot tell, or it declares no such check). Reads ``context.module`` alone, so
+    a cache hit's deferred context stays unresolved."""
+    toolchain = declared_toolchain(context.module)
+    if toolchain is None or toolchain.cannot_run_here is None:
+        return None
+    try:
+        return refs.resolve(toolchain.cannot_run_here)(artifact.target)
+    except TileLangError:
+        raise
+    except Exception as err:
+        raise _failure(err, toolchain, context.module, "asking whether the kernel runs on this device") from err
 
 
 def toolchain_unavailable_reason(module: BackendModule) -> str | None:

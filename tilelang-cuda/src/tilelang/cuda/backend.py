@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.4"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels
+TILELANG_PLUGIN_API = "1.5"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here
 
 BACKEND = BackendModule(
     name="cuda",

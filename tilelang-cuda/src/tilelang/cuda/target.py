@@ -3,6 +3,7 @@ target detector that makes ``target="auto"`` pick the GPU, and canonicalization.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import functools
 import re
@@ -82,6 +83,37 @@ def kernel_arch(func: Any) -> str:
     """The arch of a PrimFunc's target attribute ("" where it has none, as before binding)."""
     target = func.attrs.get("target") if func.attrs else None
     return str(target.export().get("arch", "")) if target is not None else ""
+
+
+def runs_on(arch: str, device: str) -> bool:
+    """Whether a cubin for ``arch`` runs on a GPU that is ``device`` (both ``sm_XY``): code
+    of one major version runs on its minor versions from its own up (sm_80 on sm_86, the
+    family form sm_100f on sm_103 too); the arch-specific form (sm_90a) on its own only."""
+    code, gpu = re.fullmatch(r"sm_(\d+?)(\d)([af]?)", arch), re.fullmatch(r"sm_(\d+?)(\d)", device)
+    if code is None or gpu is None:
+        return True  # nothing to judge by: the driver answers at load
+    if code.group(1) != gpu.group(1):
+        return False
+    return code.group(2) == gpu.group(2) if code.group(3) == "a" else int(code.group(2)) <= int(gpu.group(2))
+
+
+def cannot_run_here(target: str) -> str | None:
+    """The toolchain's device check (DeviceToolchain.cannot_run_here): why a kernel compiled
+    for ``target`` (``CompiledArtifact.target``, the text of the target's dict) cannot run
+    on this process's GPU, or None. Without it, TVM's runtime stopped the process (a
+    segfault) on loading such a cubin."""
+    device = device_arch()
+    if device is None:
+        return None
+    try:
+        arch = str(ast.literal_eval(target).get("arch", DEFAULT_ARCH))
+    except (ValueError, SyntaxError, AttributeError):
+        return None  # not a target's text: the driver answers at load
+    if runs_on(arch, device):
+        return None
+    return (f"it was compiled for {arch} and this GPU is {device}; compile it with "
+            f"target={{'kind': 'cuda', 'arch': '{device}'}} or target='auto' to run it here "
+            "(a kernel compiled for another GPU still shows its source)")
 
 
 def arch_number(arch: str) -> int:

@@ -243,4 +243,4 @@ def prepare_tvm_runtime() -> None:
 
 
 TOOLCHAIN = DeviceToolchain("NVRTC/nvcc", compile=compile_for_target, unavailable_reason=unavailable_reason,
-                            prepare_runtime=prepare_tvm_runtime)
+                            prepare_runtime=prepare_tvm_runtime, cannot_run_here="tilelang.cuda.target:cannot_run_here")

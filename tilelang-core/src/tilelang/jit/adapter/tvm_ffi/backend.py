@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ....backend import BackendContext, ExecutionBackend, KernelLauncher
+from ....backend.execution_backend import UnrunnableLauncher
 from ....backend.streams import as_current_stream
-from ....backend.toolchain import prepare_device_runtime
+from ....backend.toolchain import device_mismatch, prepare_device_runtime
 from ....engine.artifact import CompiledArtifact
 from ....errors import CompileError, LaunchError, TileLangError
 from ...arguments import ArgumentBinder
@@ -126,6 +127,9 @@ class TVMFFIExecutionBackend(ExecutionBackend):
 
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         device_type = artifact.device_type or int(context.target.get_target_device_type())
+        mismatch = device_mismatch(artifact, context)  # TVM's runtime would stop the process on it
+        if mismatch is not None:
+            return UnrunnableLauncher(artifact.kernel_name, mismatch)
         path = str((directory / LIBRARY).resolve())
         kinds = embedded_kinds(directory)
         if kinds is not None and "tvm" not in sys.modules:
