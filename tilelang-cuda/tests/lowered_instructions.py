@@ -471,6 +471,28 @@ def _block_vote(kind: str) -> Callable[..., np.ndarray]:
     return run
 
 
+def fns_reference(mask: int, base: int, offset: int) -> int:
+    """CUDA's __fns (PTX ``fns.b32``, its pseudocode): the ``offset``-th set bit of ``mask``
+    from bit ``base`` up (offset > 0) or down (< 0); offset 0: ``base`` if that bit is set;
+    0xFFFFFFFF where there is none."""
+    mask, base = int(mask) & 0xFFFFFFFF, int(base) & 0xFFFFFFFF
+    if offset == 0:
+        return base if base < 32 and mask >> base & 1 else 0xFFFFFFFF
+    step, count, pos = (1 if offset > 0 else -1), abs(int(offset)) - 1, base
+    while 0 <= pos < 32:
+        if mask >> pos & 1:
+            if count == 0:
+                return pos
+            count -= 1
+        pos += step
+    return 0xFFFFFFFF
+
+
+def _fns(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
+    mask, base, offset = (np.broadcast_to(np.asarray(a, np.int64), kernel.tids.shape) for a in args)
+    return np.vectorize(fns_reference, otypes=[np.int64])(mask, base, offset)
+
+
 def _no_op(kernel: LoweredKernel, args: list[Any], call: Any = None) -> None:
     return None
 
@@ -514,6 +536,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "__syncthreads_count": _block_vote("count"),
     "__syncthreads_and": _block_vote("and"),
     "__syncthreads_or": _block_vote("or"),
+    "__fns": _fns,
     # tl_device.h's float8_e8m0fnu conversions (CUDA's; test_float8_e8m0.py checks the C helpers
     # against cuda_fp8.h and against these references)
     "tl_cvt_float_to_e8m0": lambda kernel, args, call: compute(e8m0_bits(args[0]), "uint8"),

@@ -210,3 +210,74 @@ def test_shuffles_votes_and_positions_on_the_gpu():
     tilelang.compile(positions, target="cuda")(p_gpu)
     t = np.arange(128)
     np.testing.assert_array_equal(p_gpu.cpu().numpy(), [t % 32, t // 32, t // 16 * 100 + t % 16])
+
+
+# -- T.__fns: CUDA's find-nth-set-bit ---------------------------------------------------------
+def fns_kernel():
+    """upstream's test: the third lane from lane 0 among those with tx >= 7 (lane 9), and a
+    table of (mask, base, offset) cases, searching up, down and at the base itself."""
+
+    @T.prim_func
+    def main(B: T.Tensor((32,), "int32"), M: T.Tensor((64,), "uint32"), S: T.Tensor((64,), "int32"),
+             O: T.Tensor((64,), "int32"), R: T.Tensor((64,), "uint32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            mask = T.cast(T.ballot_sync(tx >= 7), "uint32")
+            if tx < 32:
+                B[tx] = T.cast(T.__fns(mask, 0, 3), "int32")
+            R[tx] = T.__fns(M[tx], S[tx], O[tx])
+
+    return main
+
+
+def fns_cases():
+    rng = np.random.default_rng(5)
+    m = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    s = rng.integers(0, 32, 64).astype(np.int32)
+    o = rng.integers(-6, 7, 64).astype(np.int32)
+    table = [(0b1011, 0, 1), (0b1011, 0, 2), (0b1011, 0, 3), (0b1011, 0, 4), (0b1011, 3, -1), (0b1011, 3, -2),
+             (0b1011, 2, 0), (0b1011, 1, 0), (0, 5, 1), (0xFFFFFFFF, 31, 1), (0xFFFFFFFF, 31, 2), (1 << 31, 0, 1)]
+    for i, (mask, base, offset) in enumerate(table):
+        m[i], s[i], o[i] = mask, base, offset
+    return m, s, o
+
+
+def test_fns_equals_cudas_definition():
+    from lowered_instructions import fns_reference
+
+    m, s, o = fns_cases()
+    # the table's answers, worked by hand from the PTX ISA's fns.b32
+    assert [fns_reference(*c) for c in zip(m[:12], s[:12], o[:12])] == [
+        0, 1, 3, 0xFFFFFFFF, 3, 1, 0xFFFFFFFF, 1, 0xFFFFFFFF, 31, 0xFFFFFFFF, 31]
+    b, r = np.zeros(32, "int32"), np.zeros(64, "uint32")
+    calls = emulate(fns_kernel(), b, m, s, o, r)
+    assert calls["__fns"] >= 1
+    np.testing.assert_array_equal(b, np.full(32, 9))
+    np.testing.assert_array_equal(r, [fns_reference(*c) for c in zip(m, s, o)])
+    source = lower(fns_kernel()).device_source
+    assert "__fns(" in source and "__ballot_sync(" in source
+
+
+def test_fns_checks_its_mask_and_other_backends_refuse_it():
+    with pytest.raises(LanguageError, match=r"T.__fns mask: expected a 32-bit integer, got int64"):
+        T.__fns(tilelang.tvm.tirx.Var("m", "int64"), 0, 1)
+
+    @T.prim_func
+    def on_cpu(M: T.Tensor((4,), "uint32"), R: T.Tensor((4,), "uint32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                R[i] = T.__fns(M[i], 0, 1)
+
+    with pytest.raises(LanguageError, match=r"T.__fns is a warp intrinsic, which target backend 'cpu' does not lower"):
+        tilelang.compile(on_cpu, target="cpu")
+
+
+@pytest.mark.gpu
+def test_fns_on_the_gpu():
+    from lowered_instructions import fns_reference
+
+    m, s, o = fns_cases()
+    b, r = cuda_tensor(np.zeros(32, "int32")), cuda_tensor(np.zeros(64, "uint32"))
+    tilelang.compile(fns_kernel(), target="cuda")(b, cuda_tensor(m), cuda_tensor(s), cuda_tensor(o), r)
+    np.testing.assert_array_equal(b.cpu().numpy(), np.full(32, 9))
+    np.testing.assert_array_equal(r.cpu().numpy(), [fns_reference(*c) for c in zip(m, s, o)])

@@ -98,6 +98,7 @@ __all__ = [
     "Vectorized",
     "__cos",
     "__ffs",
+    "__fns",
     "__exp",
     "__exp10",
     "__log",

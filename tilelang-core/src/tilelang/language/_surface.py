@@ -46,6 +46,7 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     ws,
 )
 from .bit_search import ffs as __ffs
+from .bit_search import fns as __fns
 from .casts import reinterpret
 from .clusters import (
     ClusterKernel,

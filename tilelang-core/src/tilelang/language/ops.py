@@ -55,6 +55,8 @@ BALLOT_SYNC, ACTIVEMASK = "tl.ballot_sync", "tl.activemask"
 MATCH_ANY_SYNC, MATCH_ALL_SYNC = "tl.match_any_sync", "tl.match_all_sync"
 SYNCTHREADS_COUNT, SYNCTHREADS_AND, SYNCTHREADS_OR = "tl.syncthreads_count", "tl.syncthreads_and", "tl.syncthreads_or"
 WARP_REDUCE, LANE_IDX, WARP_IDX = "tl.warp_reduce", "tl.get_lane_idx", "tl.get_warp_idx"
+#:   tl.fns(mask uint32, base uint32, offset int32) -> uint32: CUDA's __fns, upstream's T.__fns
+FNS = "tl.fns"
 WARP_REDUCE_KINDS = ("sum", "max", "min", "bitand", "bitor")
 #: op -> how a kernel spells it (for error messages)
 WARP_OPS: dict[str, str] = {
@@ -64,7 +66,7 @@ WARP_OPS: dict[str, str] = {
     MATCH_ANY_SYNC: "T.match_any_sync", MATCH_ALL_SYNC: "T.match_all_sync",
     SYNCTHREADS_COUNT: "T.syncthreads_count", SYNCTHREADS_AND: "T.syncthreads_and",
     SYNCTHREADS_OR: "T.syncthreads_or", WARP_REDUCE: "T.warp_reduce_*",
-    LANE_IDX: "T.get_lane_idx", WARP_IDX: "T.get_warp_idx",
+    LANE_IDX: "T.get_lane_idx", WARP_IDX: "T.get_warp_idx", FNS: "T.__fns",
 }
 for _op in WARP_OPS:  # opaque: a shuffle's value depends on other lanes, so nothing may move it
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))

@@ -30,6 +30,7 @@ CUDA_WARP = WarpFunctions(
         "tl.syncthreads_count": "__syncthreads_count",
         "tl.syncthreads_and": "__syncthreads_and",
         "tl.syncthreads_or": "__syncthreads_or",
+        "tl.fns": "__fns",  # T.__fns: not a warp function, but CUDA's alone as they are
     },
     masked=True,
     ballot_bits=32,
