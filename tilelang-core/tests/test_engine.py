@@ -26,6 +26,36 @@ def test_pipeline_phases_appear_in_the_callers_instrument_session(monkeypatch):
     assert seen.index("tl.cpu.LowerKernelLaunchToLoops") > seen.index("tl.cpu.lower")
 
 
+def test_dump_ir_writes_the_ir_after_every_pass(monkeypatch, tmp_path):
+    # upstream's TL_ENABLE_DUMP_IR / TL_DUMP_IR_DIR: accepted and ignored before
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    tilelang.compile(elementwise_add(8, 8), target="cpu", pass_configs={
+        tilelang.PassConfigKey.TL_ENABLE_DUMP_IR: True, tilelang.PassConfigKey.TL_DUMP_IR_DIR: str(tmp_path / "ir")})
+    files = sorted(p.name for p in (tmp_path / "ir").iterdir())
+    assert len(files) > 10 and files[0].startswith("000_")
+    lower_tile_ops = next(f for f in files if f.endswith("_tl.LowerTileOps.py"))
+    assert "def main(" in (tmp_path / "ir" / lower_tile_ops).read_text()
+
+
+def test_pass_profile_prints_each_pass_slowest_first(monkeypatch, capsys):
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    tilelang.compile(elementwise_add(8, 8), target="cpu", pass_configs={"tl.pass_profile": True})
+    lines = capsys.readouterr().err.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("tilelang pass profile, kernel 'main': "))
+    rows = [line for line in lines[head + 1:] if line.startswith("  ")]
+    times = [float(row.split()[0]) for row in rows]
+    assert len(rows) > 10 and times == sorted(times, reverse=True)
+    assert any(row.endswith(" tl.LowerTileOps") for row in rows)
+    tilelang.compile(elementwise_add(8, 8), target="cpu",
+                     pass_configs={"tl.pass_profile": True, "tl.pass_profile_threshold_ms": 1e9})
+    err = capsys.readouterr().err
+    assert "under 1e+09 ms not shown" in err and "\n  " not in err.split("tilelang pass profile")[1]
+    with pytest.raises(CompileError, match=r"tl.pass_profile_threshold_ms must be a number of milliseconds "
+                                           r"\(0 or more\), got 'soon'"):
+        tilelang.compile(elementwise_add(8, 8), target="cpu",
+                         pass_configs={"tl.pass_profile": True, "tl.pass_profile_threshold_ms": "soon"})
+
+
 def test_blocks_run_on_the_thread_pool_with_llvm():
     kernel = tilelang.compile(elementwise_add(256, 16), out_idx=[-1], target="llvm")
     assert "closure_loop_parallel" in kernel.get_host_source()

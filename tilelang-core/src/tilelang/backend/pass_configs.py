@@ -5,6 +5,8 @@ lists the keys its pipeline reads (``BackendModule.pass_configs``, key -> descri
 core holds no backend's knobs. A request is checked against the resolved context, once:
 
 - a key the context's backend honours is used;
+- a key of ``SESSION_CONFIGS`` is used by core, for every backend: they instrument the
+  compilation (upstream's IR dump and pass timing);
 - a key TVM's PassContext knows (``tvm.transform.PassContext.list_configs()``) goes to
   TVM; upstream's ``tir.<name>`` spelling is renamed to TVM 0.27's ``tirx.<name>``;
 - a key another installed backend honours, or one of upstream TileLang's keys
@@ -103,6 +105,15 @@ class PassConfigKey(str, Enum):
         return self.value
 
 
+#: keys core honours for every target backend: they instrument the compilation session
+#: (tilelang.engine.instruments) rather than change what a pass does
+SESSION_CONFIGS: dict[str, str] = {
+    "tl.enable_dump_ir": "write the IR after every pass to tl.dump_ir_path, one file per pass",
+    "tl.dump_ir_path": "the folder tl.enable_dump_ir writes to (default ./dump_ir)",
+    "tl.pass_profile": "print how long each pass took, slowest first, after the compilation",
+    "tl.pass_profile_threshold_ms": "tl.pass_profile lists only passes that took at least this long",
+}
+
 #: the keys themselves (the tl.Simplify sub-keys are fields of a value, not keys)
 UPSTREAM_KEYS: frozenset[str] = frozenset(k.value for k in PassConfigKey if "." in k.value)
 
@@ -145,7 +156,7 @@ def resolve_pass_configs(pass_configs: Mapping[Any, Any] | None, context: Backen
     unknown: list[str] = []
     for key, value in (pass_configs or {}).items():
         name = _key_name(key)
-        if name in module.pass_configs:
+        if name in module.pass_configs or name in SESSION_CONFIGS:
             resolved[name] = value
             continue
         tvm_name = _tvm_name(name)
@@ -167,7 +178,7 @@ def resolve_pass_configs(pass_configs: Mapping[Any, Any] | None, context: Backen
 def _unknown_message(unknown: list[str], module: Any) -> str:
     own = sorted(module.pass_configs)
     others = {k for m in REGISTRY.backends.values() for k in m.pass_configs}
-    candidates = sorted(set(own) | others | UPSTREAM_KEYS | tvm_config_names())
+    candidates = sorted(set(own) | others | UPSTREAM_KEYS | SESSION_CONFIGS.keys() | tvm_config_names())
     hints = []
     for name in unknown:
         close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
@@ -182,4 +193,4 @@ def _unknown_message(unknown: list[str], module: Any) -> str:
     ).rstrip()
 
 
-__all__ = ["UPSTREAM_KEYS", "PassConfigKey", "resolve_pass_configs", "tvm_config_names"]
+__all__ = ["SESSION_CONFIGS", "UPSTREAM_KEYS", "PassConfigKey", "resolve_pass_configs", "tvm_config_names"]

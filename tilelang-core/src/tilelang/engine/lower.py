@@ -24,6 +24,7 @@ from ..backend.routing import check_extensions
 from ..backend.target import target_to_json
 from ..errors import CompileError, LanguageError, TileLangError
 from .artifact import CompiledArtifact, KernelLaunch, ParamInfo
+from .instruments import session_instruments
 
 #: module attribute a pipeline sets when kernels need aligned tensor pointers (bytes)
 ALIGNMENT_ATTR = "tilelang.min_alignment"
@@ -192,7 +193,7 @@ def lower_with_context(
     clock = _StageClock(timings)
     stage = clock.enter("lowering")
     try:
-        with _session(configs, instruments):
+        with _session(configs, [*instruments, *session_instruments(configs, name)]):
             mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
             mod = tvm.tirx.transform.BindTarget(context.target)(mod)
             mod = context.lower(mod)
