@@ -218,10 +218,26 @@ def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
     at the same address included (summed first: the order of the GPU's adds is not
     modelled)."""
     pointer, value = args
-    if str(call.args[2].dtype) == "bfloat16":  # its bits: added as floats, the sum rounded once
+    _add_atomically(kernel, pointer, value, str(call.args[2].dtype))
+
+
+def _vector_atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
+    """tl_atomic_add_<type>x<n>(address, v0, ..): atomicAdd of n consecutive elements, each
+    added atomically; the address must be aligned to the vector (the GPU faults otherwise)."""
+    pointer, *values = args
+    dtype = str(call.args[2].dtype)
+    size = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+    if np.any(np.broadcast_to(pointer.offset, kernel.mask.shape)[kernel.mask] % (size * len(values))):
+        raise EmulationError(f"{call.args[0].value}: an address not aligned to {size * len(values)} bytes")
+    for lane, value in enumerate(values):
+        _add_atomically(kernel, Pointer(pointer.memory, pointer.offset + lane * size), value, dtype)
+
+
+def _add_atomically(kernel: LoweredKernel, pointer: Any, value: Any, dtype_name: str) -> None:
+    if dtype_name == "bfloat16":  # its bits: added as floats, the sum rounded once
         _atomic_add_bf16(kernel, pointer, value)
         return
-    dtype = np.dtype(str(call.args[2].dtype))
+    dtype = np.dtype(dtype_name)
     active = np.flatnonzero(kernel.mask)
     if not len(active):
         return
@@ -513,6 +529,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_cp_async_commit": lambda kernel, args, call: _cp_async_commit(kernel, args),
     "atomicAdd": _atomic_add,
     "tl_atomic_add_bf16": _atomic_add,  # atomicAdd of bfloat16 (a CAS loop before sm_80)
+    **{f"tl_atomic_add_{t}": _vector_atomic_add for t in ("f32x2", "f32x4", "f16x2", "bf16x2")},
     "tl_cp_async_wait": lambda kernel, args, call: _cp_async_wait(kernel, args),
     "tl_wgmma_desc": lambda kernel, args, call: _wgmma_desc(kernel, args),
     "tl_wgmma_desc_add": lambda kernel, args, call: _wgmma_desc_add(kernel, args),

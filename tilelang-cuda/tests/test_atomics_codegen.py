@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import re
 
+import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
@@ -133,6 +134,68 @@ def test_bitwise_reduction_and_transpose_lower_to_thread_loops():
     assert "(((int)threadIdx.x) & 31) * 64)" in source and "*(int4*)(B_ptr" in source
 
 
+def vector_add_kernel(dtype: str, offset: int = 0):
+    """Each thread adds 4 consecutive elements of X into H from ``offset`` on, atomically."""
+
+    @T.prim_func
+    def main(X: T.Tensor((256,), dtype), H: T.Tensor((260,), dtype)):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                for v in T.vectorized(4):
+                    T.atomic_add(H[offset + i * 4 + v], X[i * 4 + v])
+
+    return main
+
+
+@pytest.mark.parametrize("arch,dtype,offset,calls", [
+    ("sm_90", "float32", 0, ["tl_atomic_add_f32x4"]),  # float4 atomicAdd from sm_90
+    ("sm_90", "float32", 2, ["tl_atomic_add_f32x2"]),  # 8-byte aligned only: a loop of two float2
+    ("sm_90", "float32", 1, ["atomicAdd"]),  # not aligned: a loop over the elements
+    ("sm_80", "float32", 0, ["atomicAdd"]),
+    ("sm_80", "float16", 0, ["tl_atomic_add_f16x2"] * 2),
+    ("sm_80", "bfloat16", 0, ["tl_atomic_add_bf16x2"] * 2),
+    ("sm_75", "bfloat16", 0, ["tl_atomic_add_bf16"]),  # a compare-and-swap loop per element
+])
+def test_consecutive_atomic_adds_are_one_vector_add_where_the_arch_has_it(arch, dtype, offset, calls):
+    body = kernel_body(tilelang.lower(vector_add_kernel(dtype, offset), target={"kind": "cuda", "arch": arch}).device_source)
+    assert re.findall(r"\btl_atomic_add_\w+|\batomicAdd\b", body) == calls
+
+
+@pytest.mark.parametrize("arch,dtype,offset", [("sm_90", "float32", 0), ("sm_90", "float32", 2), ("sm_90", "float32", 1),
+                                               ("sm_80", "float16", 0), ("sm_80", "bfloat16", 0)])
+def test_vector_adds_as_lowered_add_every_element(arch, dtype, offset):
+    """The emulator runs the lowered kernel, each vector add lane by lane (and refuses an
+    address not aligned to the vector, where the GPU would fault)."""
+    from lowered_emulator import bf16_bits, bf16_floats
+    from lowered_instructions import lowered_kernel
+
+    kernel = lowered_kernel(tilelang.lower(vector_add_kernel(dtype, offset), target={"kind": "cuda", "arch": arch}).device_mod)
+    values = np.arange(256) % 16
+    x, h = (values.astype(dtype), np.ones(260, dtype)) if dtype != "bfloat16" else \
+        (bf16_bits(values.astype(np.float32)), bf16_bits(np.ones(260, np.float32)))
+    for _ in range(3):
+        kernel(x, h)
+    result = bf16_floats(h) if dtype == "bfloat16" else h.astype(np.float64)
+    expected = np.ones(260)
+    expected[offset:offset + 256] += 3 * values
+    np.testing.assert_array_equal(result, expected)
+    vector = [name for name in kernel.calls if name.startswith("tl_atomic_add_")]
+    assert (vector, "atomicAdd" in kernel.calls) == (([], True) if offset % 2 else ([vector[0]], False))
+
+
+def test_split_k_through_vector_adds_as_lowered():
+    from lowered_instructions import lowered_kernel
+    from tilelang.testing.kernels import split_k_gemm
+
+    kernel = lowered_kernel(tilelang.lower(split_k_gemm(64, 64, 128, 2), target=SM90).device_mod)
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(-3, 4, (64, 128)).astype(np.float16), rng.integers(-3, 4, (128, 64)).astype(np.float16)
+    c = np.ones((64, 64), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, 1 + a.astype(np.float32) @ b.astype(np.float32))
+    assert kernel.calls["tl_atomic_add_f32x2"] > 0 and "atomicAdd" not in kernel.calls
+
+
 NVCC_KERNELS = {
     "float_max_min": lambda: element_kernel("max", "float16", return_prev=True),
     "ordered_add": lambda: element_kernel("add", "bfloat16", memory_order="seq_cst"),
@@ -142,6 +205,7 @@ NVCC_KERNELS = {
     "load_store": lambda: load_store_kernel("bfloat16"),
     "tile_atomics": lambda: tile_atomic_kernel(False),
     "bitwise_transpose": bitwise_and_transpose_kernel,
+    "vector_adds": lambda: vector_add_kernel("float16"),
 }
 
 
@@ -150,6 +214,13 @@ NVCC_KERNELS = {
 def test_nvcc_compiles_the_atomics(name):
     source = tilelang.lower(NVCC_KERNELS[name](), target=SM80).device_source
     assert toolchain._compile_nvcc(source, "sm_80", name)[:4] == b"\x7fELF"
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc is not installed")
+@pytest.mark.parametrize("arch,dtype", [("sm_90", "float32"), ("sm_80", "bfloat16"), ("sm_75", "float16")])
+def test_nvcc_compiles_the_vector_adds(arch, dtype):
+    source = tilelang.lower(vector_add_kernel(dtype), target={"kind": "cuda", "arch": arch}).device_source
+    assert toolchain._compile_nvcc(source, arch + "a" * (arch == "sm_90"), "vector_adds")[:4] == b"\x7fELF"
 
 
 # -- on a GPU (marked `gpu`, skipped without one) ------------------------------------------------
@@ -190,6 +261,20 @@ def test_bitwise_reduction_and_transpose_on_the_gpu():
     for j in range(1, 32):
         expected ^= a[:, j]
     assert torch.equal(r, expected) and torch.equal(b, a.t())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,offset", [("float32", 0), ("float32", 2), ("float16", 0), ("bfloat16", 0)])
+def test_vector_atomic_adds_on_the_gpu(dtype, offset):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(vector_add_kernel(dtype, offset), target="cuda")
+    x = torch.arange(256, device="cuda").to(getattr(torch, dtype)) % 16
+    h = torch.ones(260, device="cuda", dtype=getattr(torch, dtype))
+    for _ in range(3):
+        kernel(x, h)
+    expected = torch.ones(260, device="cuda", dtype=getattr(torch, dtype))
+    expected[offset:offset + 256] += 3 * x
+    torch.testing.assert_close(h, expected, rtol=0, atol=0)  # small integers: exact in every type
 
 
 @pytest.mark.gpu

@@ -41,6 +41,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         SpecializeWarps,
     )
     from .transform.async_copies import IssueAsyncCopies
+    from .transform.atomics import PackAtomicAdds
     from .transform.explicit_sync import (
         LowerExplicitSync,
         LowerNamedBarriers,
@@ -86,6 +87,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
         *gpu_block_passes(VECTOR_BYTES, legalize_bf16=native_bf16, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
+        PackAtomicAdds(arch_number(arch_of(context.target))),  # atomicAdd of 2 / 4 elements at once where the arch has it
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
         LowerNamedBarriers(),  # T.sync_threads(barrier_id, arrive_count): bar.sync id, count

@@ -434,6 +434,18 @@ template <typename T> __device__ __forceinline__ T tl_atomic_add_64(T* addr, T v
   return (T)atomicAdd(reinterpret_cast<unsigned long long int*>(addr), (unsigned long long int)value);
 }
 
+// Vector adds of consecutive elements, `addr` aligned to the vector (PackAtomicAdds, where the arch has them).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void tl_atomic_add_f32x2(float* addr, float a, float b) { atomicAdd(reinterpret_cast<float2*>(addr), make_float2(a, b)); }
+__device__ __forceinline__ void tl_atomic_add_f32x4(float* addr, float a, float b, float c, float d) { atomicAdd(reinterpret_cast<float4*>(addr), make_float4(a, b, c, d)); }
+#endif
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 600
+__device__ __forceinline__ void tl_atomic_add_f16x2(half* addr, half a, half b) { atomicAdd(reinterpret_cast<__half2*>(addr), __halves2half2(a, b)); }
+#endif
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void tl_atomic_add_bf16x2(__nv_bfloat16* addr, __nv_bfloat16 a, __nv_bfloat16 b) { atomicAdd(reinterpret_cast<__nv_bfloat162*>(addr), __halves2bfloat162(a, b)); }
+#endif
+
 // A bfloat16 add before sm_80, where CUDA declares no atomicAdd of __nv_bfloat16 (the CUDA
 // backend uses it only there): a compare-and-swap on the element's 16 bits, the sum rounded
 // as sm_80's instruction rounds it.

@@ -50,3 +50,90 @@ CUDA_ATOMICS_BEFORE_SM80 = replace(CUDA_ATOMICS, helpers={**CUDA_ATOMICS.helpers
 
 def LowerAtomics(native_bf16: bool = True) -> Any:
     return _LowerAtomics(CUDA_ATOMICS if native_bf16 else CUDA_ATOMICS_BEFORE_SM80, "tl.cuda.LowerAtomics")
+
+
+#: element dtype -> (lanes -> tl_device.h's vector add, the first sm_ version that has it)
+_VECTOR_ADDS = {
+    "float32": ({2: "tl_atomic_add_f32x2", 4: "tl_atomic_add_f32x4"}, 90),
+    "float16": ({2: "tl_atomic_add_f16x2"}, 60),
+    "bfloat16": ({2: "tl_atomic_add_bf16x2"}, 80),
+}
+
+
+def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
+    """``loop`` as vector adds, or None where it is not a loop of 2 or 4 atomicAdds (value
+    discarded) of consecutive elements of one global buffer from an aligned first one."""
+    from tilelang.plugin import substitute
+    from tvm import tirx
+    from tvm.ir import StringImm, TensorLoad
+    from tvm.sym.analyzer import Analyzer
+
+    body = loop.body
+    if isinstance(body, tirx.SeqStmt) and all(isinstance(st, tirx.Bind) for st in body.seq[:-1]):
+        # CSE's lets of the loop's own values, read by the atomic: their values in place
+        body = body.seq[-1]
+        for bind in reversed(loop.body.seq[:-1]):
+            body = substitute(body, [(bind.var, bind.value)])
+    if not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and isinstance(loop.extent, tirx.IntImm)
+            and isinstance(body, tirx.Evaluate) and isinstance(body.value, tirx.Call)):
+        return None
+    call, lanes, var = body.value, int(loop.extent.value), loop.loop_var
+    if getattr(call.op, "name", None) != "tirx.call_extern" or len(call.args) != 3 \
+            or not isinstance(call.args[0], StringImm) or call.args[0].value != "atomicAdd":
+        return None
+    address, value = call.args[1], call.args[2]
+    load = address.args[0] if isinstance(address, tirx.Call) and getattr(address.op, "name", "") == "tirx.address_of" \
+        and address.args and isinstance(address.args[0], TensorLoad) else None
+    if load is None or len(load.indices) != 1 or load.source.scope() != "global":
+        return None
+    functions, since = _VECTOR_ADDS.get(str(load.source.dtype), ({}, 0))
+    width = 4 if lanes % 4 == 0 and 4 in functions else 2 if lanes % 2 == 0 and 2 in functions else 0
+    if arch < since or not width or lanes > 4:
+        return None
+    index = load.indices[0]
+    first = Analyzer().simplify(substitute(index, [(var, tirx.const(0, var.ty))]))  # the lets kept by name
+    if not analyzer.can_prove_equal(index - first, var) \
+            or not analyzer.can_prove_equal(tirx.floormod(first + load.source.elem_offset, width), 0):
+        return None
+    packs = []
+    for start in range(0, lanes, width):
+        lane_values = [substitute(value, [(var, tirx.const(start + i, var.ty))]) for i in range(width)]
+        at = tirx.address_of(tirx.BufferLoad(load.source, [first + start if start else first]))
+        packs.append(tirx.Evaluate(tirx.call_extern("void", functions[width], at, *lane_values)))
+    return packs[0] if len(packs) == 1 else tirx.SeqStmt(packs)
+
+
+def PackAtomicAdds(arch: int) -> Any:
+    """A loop of 2 or 4 atomicAdds to consecutive global elements (what TVM's vectorizer
+    leaves of a vectorized tile atomic: it scalarizes a vectorized loop around a call) as
+    one vector add each (``tl_atomic_add_f32x2/x4``: float2 / float4 atomicAdd, sm_90;
+    ``..._f16x2``, ``..._bf16x2``: sm_60 / sm_80), where the first element is aligned to the
+    vector (tensors are 16-byte aligned: the launchers check it). Each element is still
+    added atomically; the adds of one thread to distinct elements commute."""
+    import tvm_ffi
+    from tilelang.plugin import prim_func_pass
+    from tvm import tirx
+    from tvm.sym.analyzer import Analyzer
+
+    def run(func: Any, mod: Any, ctx: Any) -> Any:
+        if arch < 60:
+            return func
+        analyzer = Analyzer()
+        binds: list[Any] = []  # CSE's lets (cse_v = the address's common part): their values
+        tvm_ffi.structural_walk(func.body, (tirx.Bind, binds.append))
+        for bind in binds:
+            if sum(b.var.same_as(bind.var) for b in binds) == 1 and str(bind.var.ty).startswith("int"):
+                analyzer.bind(bind.var, bind.value)
+        changed = [False]
+
+        def on_for(loop: Any) -> Any:
+            packed = _packed(loop, arch, analyzer)
+            if packed is None:
+                return loop
+            changed[0] = True
+            return packed
+
+        body = tvm_ffi.structural_map(func.body, (tirx.For, on_for), order="post")
+        return func.with_body(body) if changed[0] else func
+
+    return prim_func_pass(run, "tl.cuda.PackAtomicAdds")
