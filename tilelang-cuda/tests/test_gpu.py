@@ -242,12 +242,8 @@ def test_a_kernel_compiled_for_another_gpu_shows_its_source_and_refuses_to_launc
     # upstream's test_atomic_add_bf16_compiles_for_sm75 on an sm_90 GPU: tvm_ffi's load
     # stopped the process (TVM's runtime on a cubin this GPU cannot run)
     other = "sm_75" if torch.cuda.get_device_capability()[0] != 7 else "sm_90"
-    try:
-        kernel = tilelang.compile(elementwise_add(64, 64), out_idx=[-1], execution_backend=backend,
-                                  target={"kind": "cuda", "arch": other})
-    except tilelang.LaunchError as err:  # nvrtc loads its cubin when it compiles
-        assert backend == "nvrtc" and "CUDA_ERROR_NO_BINARY_FOR_GPU" in str(err)
-        return
+    kernel = tilelang.compile(elementwise_add(64, 64), out_idx=[-1], execution_backend=backend,
+                              target={"kind": "cuda", "arch": other})
     assert "__global__" in kernel.get_kernel_source()
     a = torch.randn(64, 64, device="cuda")
     with pytest.raises(tilelang.LaunchError, match="NO_BINARY_FOR_GPU|cannot run on this device"):

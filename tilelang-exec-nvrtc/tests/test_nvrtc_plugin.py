@@ -154,3 +154,20 @@ def test_compile_for_nvrtc_without_a_driver_names_the_reason() -> None:
     with pytest.raises(BackendUnavailableError, match=r"nvrtc: .*(CUDA driver|GPU|cuda-bindings)"):
         tilelang.compile(elementwise_add(64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90"},
                          execution_backend="nvrtc")
+
+
+def test_a_cubin_for_another_gpu_is_not_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The target backend's toolchain says the kernel cannot run on this process's GPU
+    (an sm_75 cubin on an sm_90): load leaves the cubin alone, a launch says why."""
+    from tilelang.backend import create_backend_context
+    from tilelang.jit.adapter.nvrtc import backend
+    from tilelang.testing.kernels import elementwise_add
+
+    if "cuda" not in tilelang.backend.registered_backends():
+        pytest.skip("tilelang-cuda is not installed")
+    monkeypatch.setattr(backend, "device_mismatch", lambda artifact, context: "it was compiled for sm_75")
+    target = {"kind": "cuda", "arch": "sm_75"}
+    artifact = tilelang.lower(elementwise_add(64, 64), target=target)
+    launcher = NVRTCExecutionBackend().load(artifact, tmp_path, create_backend_context(target, None, None))
+    with pytest.raises(tilelang.LaunchError, match="kernel 'main' cannot run on this device: it was compiled for sm_75"):
+        launcher()

@@ -19,7 +19,9 @@ from tilelang.plugin import (
     CompiledArtifact,
     ExecutionBackend,
     KernelLauncher,
+    UnrunnableLauncher,
     compile_device_source,
+    device_mismatch,
 )
 
 from . import driver
@@ -51,5 +53,8 @@ class NVRTCExecutionBackend(ExecutionBackend):
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         from .launcher import NVRTCLauncher
 
+        mismatch = device_mismatch(artifact, context)  # a cubin for another GPU: its source still shows
+        if mismatch is not None:
+            return UnrunnableLauncher(artifact.kernel_name, mismatch)
         cubin = (directory / CUBIN).read_bytes()
         return NVRTCLauncher(artifact, cubin, driver.cuda_driver())
