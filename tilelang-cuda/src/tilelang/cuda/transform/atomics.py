@@ -63,6 +63,7 @@ _VECTOR_ADDS = {
 def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
     """``loop`` as vector adds, or None where it is not a loop of 2 or 4 atomicAdds (value
     discarded) of consecutive elements of one global buffer from an aligned first one."""
+    import tvm_ffi
     from tilelang.plugin import substitute
     from tvm import tirx
     from tvm.ir import StringImm, TensorLoad
@@ -74,7 +75,8 @@ def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
         body = body.seq[-1]
         for bind in reversed(loop.body.seq[:-1]):
             body = substitute(body, [(bind.var, bind.value)])
-    if not (isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and isinstance(loop.extent, tirx.IntImm)
+    if not (loop.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED)  # one thread's own loop
+            and isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 and isinstance(loop.extent, tirx.IntImm)
             and isinstance(body, tirx.Evaluate) and isinstance(body.value, tirx.Call)):
         return None
     call, lanes, var = body.value, int(loop.extent.value), loop.loop_var
@@ -85,6 +87,10 @@ def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
     load = address.args[0] if isinstance(address, tirx.Call) and getattr(address.op, "name", "") == "tirx.address_of" \
         and address.args and isinstance(address.args[0], TensorLoad) else None
     if load is None or len(load.indices) != 1 or load.source.scope() != "global":
+        return None
+    reads: list[Any] = []  # a value read from the buffer being added to would be read before the adds
+    tvm_ffi.structural_walk(value, (TensorLoad, lambda ld: reads.append(ld) if ld.source.same_as(load.source) else None))
+    if reads:
         return None
     functions, since = _VECTOR_ADDS.get(str(load.source.dtype), ({}, 0))
     width = 4 if lanes % 4 == 0 and 4 in functions else 2 if lanes % 2 == 0 and 2 in functions else 0
