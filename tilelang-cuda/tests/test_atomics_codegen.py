@@ -164,8 +164,7 @@ def test_consecutive_atomic_adds_are_one_vector_add_where_the_arch_has_it(arch, 
 @pytest.mark.parametrize("arch,dtype,offset", [("sm_90", "float32", 0), ("sm_90", "float32", 2), ("sm_90", "float32", 1),
                                                ("sm_80", "float16", 0), ("sm_80", "bfloat16", 0)])
 def test_vector_adds_as_lowered_add_every_element(arch, dtype, offset):
-    """The emulator runs the lowered kernel, each vector add lane by lane (and refuses an
-    address not aligned to the vector, where the GPU would fault)."""
+    """The emulator runs the lowered kernel, each vector add lane by lane."""
     from lowered_emulator import bf16_bits, bf16_floats
     from lowered_instructions import lowered_kernel
 

@@ -55,7 +55,7 @@ def LowerAtomics(native_bf16: bool = True) -> Any:
 #: element dtype -> (lanes -> tl_device.h's vector add, the first sm_ version that has it)
 _VECTOR_ADDS = {
     "float32": ({2: "tl_atomic_add_f32x2", 4: "tl_atomic_add_f32x4"}, 90),
-    "float16": ({2: "tl_atomic_add_f16x2"}, 60),
+    "float16": ({2: "tl_atomic_add_f16x2"}, 70),  # its unaligned fallback: atomicAdd of half, sm_70
     "bfloat16": ({2: "tl_atomic_add_bf16x2"}, 80),
 }
 
@@ -113,16 +113,18 @@ def PackAtomicAdds(arch: int) -> Any:
     """A loop of 2 or 4 atomicAdds to consecutive global elements (what TVM's vectorizer
     leaves of a vectorized tile atomic: it scalarizes a vectorized loop around a call) as
     one vector add each (``tl_atomic_add_f32x2/x4``: float2 / float4 atomicAdd, sm_90;
-    ``..._f16x2``, ``..._bf16x2``: sm_60 / sm_80), where the first element is aligned to the
-    vector (tensors are 16-byte aligned: the launchers check it). Each element is still
-    added atomically; the adds of one thread to distinct elements commute."""
+    ``..._f16x2``, ``..._bf16x2``: sm_70 / sm_80), where the index of the first element is
+    a multiple of the vector (tensor parameters are 16-byte aligned: the launchers check
+    it; a tensor made from a pointer need not be, so the helpers test the address and add
+    element by element where it is not aligned). Each element is still added atomically;
+    the adds of one thread to distinct elements commute."""
     import tvm_ffi
     from tilelang.plugin import prim_func_pass
     from tvm import tirx
     from tvm.sym.analyzer import Analyzer
 
     def run(func: Any, mod: Any, ctx: Any) -> Any:
-        if arch < 60:
+        if arch < 70:
             return func
         analyzer = Analyzer()
         binds: list[Any] = []  # CSE's lets (cse_v = the address's common part): their values
