@@ -436,14 +436,14 @@ template <typename T> __device__ __forceinline__ T tl_atomic_add_64(T* addr, T v
 
 // Vector adds of consecutive elements (PackAtomicAdds, where the arch has them); an address not aligned to the vector adds element by element.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void tl_atomic_add_f32x2(float* p, float a, float b) { if (((size_t)p & 7) == 0) atomicAdd((float2*)p, make_float2(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
-__device__ __forceinline__ void tl_atomic_add_f32x4(float* p, float a, float b, float c, float d) { if (((size_t)p & 15) == 0) atomicAdd((float4*)p, make_float4(a, b, c, d)); else { tl_atomic_add_f32x2(p, a, b); tl_atomic_add_f32x2(p + 2, c, d); } }
+__device__ __forceinline__ void tl_atomic_add_f32x2(float* p, float a, float b) { if (((unsigned long long)p & 7) == 0) atomicAdd((float2*)p, make_float2(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
+__device__ __forceinline__ void tl_atomic_add_f32x4(float* p, float a, float b, float c, float d) { if (((unsigned long long)p & 15) == 0) atomicAdd((float4*)p, make_float4(a, b, c, d)); else { tl_atomic_add_f32x2(p, a, b); tl_atomic_add_f32x2(p + 2, c, d); } }
 #endif
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
-__device__ __forceinline__ void tl_atomic_add_f16x2(half* p, half a, half b) { if (((size_t)p & 3) == 0) atomicAdd((__half2*)p, __halves2half2(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
+__device__ __forceinline__ void tl_atomic_add_f16x2(half* p, half a, half b) { if (((unsigned long long)p & 3) == 0) atomicAdd((__half2*)p, __halves2half2(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
 #endif
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-__device__ __forceinline__ void tl_atomic_add_bf16x2(__nv_bfloat16* p, __nv_bfloat16 a, __nv_bfloat16 b) { if (((size_t)p & 3) == 0) atomicAdd((__nv_bfloat162*)p, __halves2bfloat162(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
+__device__ __forceinline__ void tl_atomic_add_bf16x2(__nv_bfloat16* p, __nv_bfloat16 a, __nv_bfloat16 b) { if (((unsigned long long)p & 3) == 0) atomicAdd((__nv_bfloat162*)p, __halves2bfloat162(a, b)); else { atomicAdd(p, a); atomicAdd(p + 1, b); } }
 #endif
 
 // A bfloat16 add before sm_80, where CUDA declares no atomicAdd of __nv_bfloat16 (the CUDA
