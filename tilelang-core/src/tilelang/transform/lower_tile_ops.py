@@ -479,16 +479,21 @@ def _is_tile_op(stmt: Any) -> bool:
     return _OP_NAMES.get(getattr(getattr(stmt.value, "op", None), "name", None)) is not None
 
 
+def _tile_ops_once(body: Any) -> list[Any]:
+    """The tile ops that occur once in ``body`` (an op object reached twice can sit in two
+    different contexts, so nothing is said of its context)."""
+    ops: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda e: ops.append(e) if _is_tile_op(e) else None))
+    return [op for op in ops if sum(op.same_as(other) for other in ops) == 1]
+
+
 def enclosing_conditions(body: Any) -> list[tuple[Any, list[Any]]]:
     """(tile op, the conditions of the ifs around it) for each tile op that occurs once in
     ``body`` (an op object reached twice could sit under different conditions): a copy
     inside ``if (bx < 32)`` -- T.Persistent's guard on its tile index -- addresses rows
     below 32 tiles, so its bounds check is provably true there and no guard is emitted
     (which also leaves its paired stores vectorized)."""
-    ops: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda e: ops.append(e) if _is_tile_op(e) else None))
-    once = [op for op in ops if sum(op.same_as(other) for other in ops) == 1]
-    found: list[tuple[Any, list[Any]]] = [(op, []) for op in once]
+    found: list[tuple[Any, list[Any]]] = [(op, []) for op in _tile_ops_once(body)]
 
     def on_if(node: Any) -> None:
         for branch, cond in ((node.then_case, node.condition), (node.else_case, tirx.Not(node.condition))):
@@ -525,8 +530,7 @@ def known_scalars(body: Any) -> list[tuple[Any, list[tuple[Any, Any]]]]:
     value reads. They hold those values at the op (the same pass through the list). In
     upstream's MLA decode ``kv_start = ... * sid + k * 64`` and ``kv_end = ... * sid + (k +
     1) * 64`` are such scalars (``sid`` is one), and ``KV[b, kv_start:kv_end]`` is 64 rows."""
-    ops: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda e: ops.append(e) if _is_tile_op(e) else None))
+    once = _tile_ops_once(body)
     found: list[tuple[Any, list[tuple[Any, Any]]]] = []
 
     def on_seq(seq: Any) -> None:
@@ -543,8 +547,7 @@ def known_scalars(body: Any) -> list[tuple[Any, list[tuple[Any, Any]]]]:
                 if not other and not any(r.same_as(stmt.buffer) for r in reads):
                     known.append((stmt.buffer, stmt.value, reads))
                 continue
-            if isinstance(stmt, tirx.Evaluate) and _is_tile_op(stmt) and known \
-                    and sum(stmt.same_as(op) for op in ops) == 1:
+            if known and any(stmt.same_as(op) for op in once):
                 found.append((stmt, [(buffer, value) for buffer, value, _ in known]))
             forget(_written(stmt))
 

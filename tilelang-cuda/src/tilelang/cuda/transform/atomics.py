@@ -14,8 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tilelang.plugin import AtomicFunctions
+import tvm_ffi
+from tilelang.plugin import AtomicFunctions, prim_func_pass, substitute
 from tilelang.plugin import LowerAtomics as _LowerAtomics
+from tvm import tirx
+from tvm.ir import StringImm, TensorLoad
+from tvm.sym.analyzer import Analyzer
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _BITWISE = ("int32", "uint32")
@@ -60,15 +64,10 @@ _VECTOR_ADDS = {
 }
 
 
-def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
+def _packed(loop: Any, arch: int, analyzer: Any, simplifier: Any) -> Any:
     """``loop`` as vector adds, or None where it is not a loop of 2 or 4 atomicAdds (value
-    discarded) of consecutive elements of one global buffer from an aligned first one."""
-    import tvm_ffi
-    from tilelang.plugin import substitute
-    from tvm import tirx
-    from tvm.ir import StringImm, TensorLoad
-    from tvm.sym.analyzer import Analyzer
-
+    discarded) of consecutive elements of one global buffer from an aligned first one.
+    ``analyzer`` knows the function's lets; ``simplifier`` does not (the index keeps them)."""
     body = loop.body
     if isinstance(body, tirx.SeqStmt) and all(isinstance(st, tirx.Bind) for st in body.seq[:-1]):
         # CSE's lets of the loop's own values, read by the atomic: their values in place
@@ -97,7 +96,7 @@ def _packed(loop: Any, arch: int, analyzer: Any) -> Any:
     if arch < since or not width or lanes > 4:
         return None
     index = load.indices[0]
-    first = Analyzer().simplify(substitute(index, [(var, tirx.const(0, var.ty))]))  # the lets kept by name
+    first = simplifier.simplify(substitute(index, [(var, tirx.const(0, var.ty))]))
     if not analyzer.can_prove_equal(index - first, var) \
             or not analyzer.can_prove_equal(tirx.floormod(first + load.source.elem_offset, width), 0):
         return None
@@ -118,15 +117,11 @@ def PackAtomicAdds(arch: int) -> Any:
     it; a tensor made from a pointer need not be, so the helpers test the address and add
     element by element where it is not aligned). Each element is still added atomically;
     the adds of one thread to distinct elements commute."""
-    import tvm_ffi
-    from tilelang.plugin import prim_func_pass
-    from tvm import tirx
-    from tvm.sym.analyzer import Analyzer
 
     def run(func: Any, mod: Any, ctx: Any) -> Any:
         if arch < 70:
             return func
-        analyzer = Analyzer()
+        analyzer, simplifier = Analyzer(), Analyzer()
         binds: list[Any] = []  # CSE's lets (cse_v = the address's common part): their values
         tvm_ffi.structural_walk(func.body, (tirx.Bind, binds.append))
         for bind in binds:
@@ -135,7 +130,7 @@ def PackAtomicAdds(arch: int) -> Any:
         changed = [False]
 
         def on_for(loop: Any) -> Any:
-            packed = _packed(loop, arch, analyzer)
+            packed = _packed(loop, arch, analyzer, simplifier)
             if packed is None:
                 return loop
             changed[0] = True
