@@ -167,3 +167,65 @@ def test_unroll_over_a_run_time_extent():
     np.testing.assert_array_equal(out[5:], -1)
     source = tilelang.lower(ramp, target={"kind": "cuda", "arch": "sm_90"}).device_source
     assert "#pragma unroll\n  for (int i = 0; i < (n & 31); ++i) {" in source
+
+
+def _branching(flag, scale):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                if flag:
+                    B[i] = A[i] * 2
+                else:
+                    B[i] = A[i] + 1
+                if scale is not None and scale:  # `is not None` is a bool; `scale` a float
+                    B[i] = B[i] * scale
+
+    return main
+
+
+@pytest.mark.parametrize("flag,scale,expect", [
+    (1, None, lambda a: a * 2), (0, None, lambda a: a + 1), ([], 3.0, lambda a: (a + 1) * 3),
+    ("x", 0.0, lambda a: a * 2)])
+def test_an_if_on_a_plain_python_value_is_decided_while_parsing(flag, scale, expect):
+    """``if flag:`` with ``flag = 0`` (an int, a list, a string): Python's truth, decided at
+    parse time as upstream's parser does; TVMScript took only True/False ("If condition must
+    be a boolean expression, but got 0")."""
+    a = np.arange(64, dtype="float32")
+    b = np.zeros(64, "float32")
+    tilelang.compile(_branching(flag, scale), target="cpu")(a, b)
+    np.testing.assert_array_equal(b, expect(a))
+
+
+def test_an_uncaught_parse_error_prints_its_message_and_line(tmp_path):
+    """``import tvm`` installs an excepthook that prints only "note: run with
+    `TVM_BACKTRACE=1`" for an uncaught DiagnosticError: a script whose kernel did not
+    parse said nothing of why. The error is now a LanguageError (still a DiagnosticError)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "bad_kernel.py"
+    script.write_text(
+        "import tilelang.language as T\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((8,), 'float32')):\n"
+        "    with T.Kernel(1, threads=8):\n"
+        "        A[0] = undefined_name\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in __import__("os").environ.items() if k != "TVM_BACKTRACE"})
+    assert run.returncode == 1
+    assert "LanguageDiagnostic: error: Undefined variable: undefined_name" in run.stderr
+    assert f"--> {script}:5:9" in run.stderr
+
+
+def test_a_parse_error_is_a_language_error_and_still_a_tvm_diagnostic():
+    from tvm.error import DiagnosticError
+
+    with pytest.raises(LanguageError, match=r"Undefined variable: undefined_name\n --> .*test_upstream_spellings.py") \
+            as caught:
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=8):
+                A[0] = undefined_name  # noqa: F821
+
+    assert isinstance(caught.value, DiagnosticError)

@@ -235,11 +235,13 @@ def prim_func(func=None, **kwargs):
         except Exception as err:  # TVMScript reports our errors as diagnostics with a location
             cause = _tilelang_cause(err)
             if cause is None:
-                from .diagnostics import explain
+                from .diagnostics import explain, shown
 
                 explained = explain(err)
                 if explained is None:
-                    raise
+                    if shown(err) is err:
+                        raise
+                    raise shown(err) from None  # TVMScript's own text: where and why
                 from ..errors import LanguageError
 
                 raise LanguageError(explained) from err

@@ -8,6 +8,7 @@ fix it, keeping TVMScript's ``--> file:line`` and the original text below it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -48,4 +49,33 @@ def explain(err: BaseException) -> str | None:
     return None
 
 
-__all__ = ["explain"]
+def shown(err: BaseException) -> BaseException:
+    """A TVMScript diagnostic as an exception whose message reaches the user. ``import tvm``
+    replaces ``sys.excepthook`` with one that prints, for an uncaught ``DiagnosticError``,
+    only "note: run with `TVM_BACKTRACE=1` ..." (TVM's C++ renderer printed the message
+    first; its Python parser does not): a script whose kernel did not parse said nothing of
+    why. The result is a LanguageError that is still a ``DiagnosticError`` for code that
+    catches that, and prints its message and location like any other error."""
+    from tvm.error import DiagnosticError
+
+    from ..errors import LanguageError
+
+    if not isinstance(err, DiagnosticError) or isinstance(err, LanguageError):
+        return err
+    return language_diagnostic()(str(err))
+
+
+@functools.cache
+def language_diagnostic() -> type:
+    """The class of such errors (made on first use: this module imports no TVM itself)."""
+    from tvm.error import DiagnosticError
+
+    from ..errors import LanguageError
+
+    return type("LanguageDiagnostic", (LanguageError, DiagnosticError), {
+        "__module__": __name__,
+        "__doc__": "A kernel that TVMScript could not parse: where (file, line) and why.",
+    })
+
+
+__all__ = ["explain", "language_diagnostic", "shown"]

@@ -1,4 +1,4 @@
-"""Four extensions of TVMScript's tirx parser, for upstream's spellings.
+"""Five extensions of TVMScript's tirx parser, for upstream's spellings.
 
 A kernel body may give a Python callable a name. Upstream's kernels pick a tile op in the
 body (``scan = T.cumsum if op == "cumsum" else T.cummax``, then ``scan(A_shared, dim=0)``);
@@ -24,6 +24,11 @@ variable that Python cannot unpack).
 
 ``while sched.valid():`` over a ``T.PersistentTileScheduler`` is a counted loop where its
 shape allows (``tile_scheduler.tile_loop``); every other ``while`` is TVMScript's.
+
+``if`` on a plain Python value that is not a bool (``if par:`` with ``par = 0``, ``if
+bias is not None`` after it became ``None``) is decided while parsing, by Python's truth
+rules, as upstream's parser decides it; TVMScript accepted only ``True``/``False`` and
+refused the rest ("If condition must be a boolean expression, but got 0").
 """
 
 from __future__ import annotations
@@ -211,4 +216,37 @@ def install() -> None:
             visit_while(self, node)
 
     dispatch.register(token="tirx", type_name="While")(visit_while_tiles)
+
+    visit_if = dispatch.get(token="tirx", type_name="If")
+
+    def visit_if_python(self: Any, node: Any) -> Any:
+        predicate = self.eval_expr(node.test)
+        if _plain_python(predicate):
+            taken = node.body if predicate else node.orelse
+            if taken:  # no scope of its own, as in Python (TVMScript's static branch too)
+                self.visit_body(taken)
+            return None
+        evaluate = self.eval_expr  # TVMScript's visit evaluates the test again: give it this value
+        shadowed = self.__dict__.get("eval_expr")  # an enclosing `if`'s, while its body parses
+        self.eval_expr = lambda expr, *args, **kwargs: (
+            predicate if expr is node.test else evaluate(expr, *args, **kwargs))
+        try:
+            return visit_if(self, node)
+        finally:
+            if shadowed is None:
+                del self.eval_expr
+            else:
+                self.eval_expr = shadowed
+
+    dispatch.register(token="tirx", type_name="If")(visit_if_python)
     _INSTALLED = True
+
+
+def _plain_python(value: Any) -> bool:
+    """A Python value that is neither a TVM object nor a bool (TVMScript decides bools)."""
+    import numbers
+
+    import tvm_ffi
+
+    return not isinstance(value, (bool, tvm_ffi.Object)) and \
+        isinstance(value, (numbers.Number, str, bytes, tuple, list, dict, set, type(None)))
