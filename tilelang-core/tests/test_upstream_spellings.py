@@ -201,6 +201,7 @@ def test_an_uncaught_parse_error_prints_its_message_and_line(tmp_path):
     """``import tvm`` installs an excepthook that prints only "note: run with
     `TVM_BACKTRACE=1`" for an uncaught DiagnosticError: a script whose kernel did not
     parse said nothing of why. The error is now a LanguageError (still a DiagnosticError)."""
+    import os
     import subprocess
     import sys
 
@@ -211,8 +212,8 @@ def test_an_uncaught_parse_error_prints_its_message_and_line(tmp_path):
         "def main(A: T.Tensor((8,), 'float32')):\n"
         "    with T.Kernel(1, threads=8):\n"
         "        A[0] = undefined_name\n")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={k: v for k, v in __import__("os").environ.items() if k != "TVM_BACKTRACE"})
+    run = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True,
+                         timeout=300, env={k: v for k, v in os.environ.items() if k != "TVM_BACKTRACE"})
     assert run.returncode == 1
     assert "LanguageDiagnostic: error: Undefined variable: undefined_name" in run.stderr
     assert f"--> {script}:5:9" in run.stderr
