@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import tvm
 from lowered_emulator import (
     EmulationError,
     LoweredKernel,
@@ -46,7 +47,9 @@ from lowered_emulator import (
     e8m0_bits,
     e8m0_values,
     fp8_values,
+    storage,
 )
+from tilelang.cuda.transform.conversions import CONVERSIONS
 
 WARP = 32
 _WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)$")
@@ -65,7 +68,23 @@ def extern_for(name: str) -> Callable[..., Any]:
     if match is not None:
         n, _, kind, a_form, b_mn, zero = match.groups()  # (the depth follows from the kind)
         return lambda kernel, args, call: _wgmma(kernel, args, int(n), kind, a_form, int(b_mn), zero == "z")
+    if name in CONVERSIONS:
+        return lambda kernel, args, call: _paired_conversion(kernel, call, CONVERSIONS[name])
     raise EmulationError(f"extern {name} is not emulated (lowered_instructions.py)")
+
+
+def _paired_conversion(kernel: LoweredKernel, call: Any, target: str) -> np.ndarray:
+    """tl_convert.h's __tl_cvt_*: the lanes converted as a cast to ``target`` converts them
+    (the emulator's own casts), returned as the integer of their bits, as the C helper does."""
+    from tvm import tirx
+
+    source = call.args[1]
+    lanes = tvm.DataType(str(source.ty.dtype)).lanes
+    vector = f"{target}x{lanes}"
+    values = np.asarray(kernel.eval(tirx.Cast(vector, source)))
+    threads = values.shape[0]
+    raw = np.ascontiguousarray(values.astype(storage(vector)).reshape(threads, lanes))
+    return compute(raw.view(storage(str(call.dtype))).reshape(threads), str(call.dtype))
 
 
 def _whole_warps(kernel: LoweredKernel, name: str, size: int = WARP) -> None:

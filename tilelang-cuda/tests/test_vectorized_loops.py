@@ -187,10 +187,12 @@ def test_a_byte_broadcast_on_the_gpu(dtype, value):
 def test_fp8_made_from_integers_is_stored_four_lanes_at_a_time(dtype, n):
     """fp8 from an int32 goes through float32 vectors (CUDA converts fp8 vectors from float4
     at most): 8 lanes printed a float32x8 cast to ``uint2`` that nvcc refused; the loop is now
-    cut to 16-byte float32 vectors (upstream's test_vectorize_all_dtypes)."""
+    cut to 16-byte float32 vectors (upstream's test_vectorize_all_dtypes), each converted a
+    pair of lanes at a time (transform/conversions.py)."""
     code = device_code(filled(dtype, n))
     kind = "e4m3" if "e4m3" in dtype else "e5m2"
-    assert code.count(f"*(__nv_fp8x4_{kind}*)(A_ptr + (i_o * 4)) = (__nv_fp8x4_{kind})(") == 1, code
+    assert code.count(f"*(__nv_fp8x4_{kind}*)(A_ptr + (i_o * 4)) = ") == 1, code
+    assert code.count(f"__tl_cvt_float4_to_fp8x4<__NV_{kind.upper()}>(") == 1, code
     assert "uint2" not in code
 
 

@@ -39,6 +39,34 @@ def _device_header() -> str:
     return DEVICE_HEADER.read_text()
 
 
+CONVERT_HEADER = Path(__file__).with_name("tl_convert.h")
+_CONVERT_PREFIX = "__tl_cvt_"
+
+
+@functools.cache
+def _conversion_helpers() -> dict[str, str]:
+    """tl_convert.h's helpers by name, in the file's order (each section starts with
+    ``// helper: <name>``)."""
+    helpers: dict[str, str] = {}
+    for section in CONVERT_HEADER.read_text().split("\n// helper: ")[1:]:
+        name = section.split("\n", 1)[0].strip()
+        helpers[name] = "// helper: " + section
+    return helpers
+
+
+def conversion_helpers(code: str) -> str:
+    """The definitions of the tl_convert.h helpers ``code`` calls, and of those they call."""
+    helpers = _conversion_helpers()
+    wanted = {name for name in helpers if re.search(rf"\b{re.escape(name)}\b", code)}
+    grown = True
+    while grown:
+        more = {other for name in wanted for other in helpers
+                if other not in wanted and re.search(rf"\b{re.escape(other)}\b", helpers[name])}
+        wanted |= more
+        grown = bool(more)
+    return "".join(text for name, text in helpers.items() if name in wanted)
+
+
 @functools.cache
 def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = False, k: int = 16) -> str:
     """D += A B with wgmma.mma_async.m64nNk16 (k32 for 8-bit floats, whose A and B are
@@ -209,6 +237,9 @@ def _postproc(code: str, target: Any = None) -> str:
     # TVM declares bfloat16 from sm_80 only; cuda_bf16.h computes it in float below that
     # (sm_75: bfloat16 tensors, arithmetic and conversions), so the prelude is unconditional
     code = code.replace(_BF16_FROM_SM80, _BF16_EVERYWHERE, 1)
+    if _CONVERT_PREFIX in code:  # paired conversions (transform/conversions.py): after TVM's prelude, whose types they use
+        at = code.find(_FIRST_KERNEL)
+        code = code[:at] + conversion_helpers(code[at:]) + "\n" + code[at:]
     if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
         code = _GRID_SYNC + code
     if any(helper in code for helper in _HELPERS):

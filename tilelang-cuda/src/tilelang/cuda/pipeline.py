@@ -86,7 +86,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
-        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=native_bf16, named_barriers=True),  # bar.sync id, count (LowerNamedBarriers)
+        *gpu_block_passes(VECTOR_BYTES, legalize_bf16=native_bf16, named_barriers=True,  # bar.sync id, count (LowerNamedBarriers)
+                          vector_fp8=arch_number(arch_of(context.target)) >= 89),  # fp8 vectors where fp8 is a CUDA type
         PackAtomicAdds(arch_number(arch_of(context.target))),  # atomicAdd of 2 / 4 elements at once where the arch has it
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
@@ -122,11 +123,14 @@ def finalize_host_passes(context: Any) -> Sequence[Any]:
 def finalize_device_passes(context: Any) -> Sequence[Any]:
     from tvm import tirx
 
+    from .target import arch_number, arch_of
+    from .transform.conversions import PairConversions
     from .transform.narrow_broadcast import PackByteBroadcasts
 
-    # byte vectors after the last simplification, which folds a narrowing cast back into a ramp
+    # byte vectors after the last simplification, which folds a narrowing cast back into a ramp;
+    # paired conversions last: no TVM pass sees their calls
     return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin(),
-            PackByteBroadcasts()]
+            PackByteBroadcasts(), PairConversions(arch_number(arch_of(context.target)))]
 
 
 def trial_lowering_passes(context: Any) -> Sequence[Any]:

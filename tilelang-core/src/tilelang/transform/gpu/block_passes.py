@@ -46,7 +46,7 @@ def storage_sync(inner: Any) -> Any:
 
 
 def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap",
-                     named_barriers: bool = False) -> list[Any]:
+                     named_barriers: bool = False, vector_fp8: bool = False) -> list[Any]:
     """Fragments placed, T.Parallel nests dealt to the block's threads in vectors of at most
     ``max_vector_bytes``, blocks rasterized, TVM's middle end (``flatten_and_vectorize``;
     without its bf16 legalization when ``legalize_bf16`` is False: a backend whose device
@@ -56,12 +56,14 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     With ``tl.bounds_check``, every access is checked before flattening; a failed check
     prints and calls the dialect's ``trap``. ``named_barriers``: the backend lowers
     ``tvm_storage_sync("shared", id, count)``, so a branch that only some warps take gets
-    its barriers as named ones over those warps (branch_barriers.py)."""
+    its barriers as named ones over those warps (branch_barriers.py). ``vector_fp8``: the
+    target computes with 8-bit floats itself, so T.Parallel nests over them may be vectors
+    (PartitionParallelLoops' VectorRule)."""
     from tvm import s_tir
 
     from ...backend.pass_pipeline import PadTinySharedAllocations, flatten_and_vectorize
-    from ...backend.pass_pipeline.shared_memory import ScopeLoadingBinds
     from ...backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
+    from ...backend.pass_pipeline.shared_memory import ScopeLoadingBinds
     from ..assumes import LowerAssumes
     from .branch_barriers import NameBranchBarriers
     from .fragment_views import InlineFragmentViews
@@ -83,7 +85,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         InlineFragmentViews(),  # T.view / T.reshape of a fragment: accesses of the fragment itself
         PlaceFragments(),
         LegalizeVectorizedLoops(max_vector_bytes),  # T.vectorized(n): aligned vectors of at most that size
-        PartitionParallelLoops(max_vector_bytes=max_vector_bytes),
+        PartitionParallelLoops(max_vector_bytes=max_vector_bytes, vector_fp8=vector_fp8),
         RasterizeBlocks(),
         InstrumentBoundsChecks(trap=trap),  # only with tl.bounds_check / tirx.instrument_bound_checkers
         *middle,

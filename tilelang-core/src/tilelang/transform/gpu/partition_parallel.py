@@ -10,9 +10,15 @@ touch consecutive addresses (coalesced) and each thread issues v-wide loads and 
 v is the widest of max_vector_bytes (the backend's; 16 on NVIDIA and AMD GPUs)/8/4/2/1
 bytes-per-access that keeps every global/shared access of
 the body aligned (checked with TVM's modular-set analysis on the flattened offsets) and
-divides the innermost extent; the kernel then requires its tensors to be aligned to that
-many bytes, which the pass records as the PrimFunc attribute ``tilelang.min_alignment``
-so that launchers can check it before launch.
+divides the innermost extent, halved until the vectors divide evenly among the threads
+(256 floats over 128 threads go in pairs); the kernel then requires its tensors to be
+aligned to that many bytes, which the pass records as the PrimFunc attribute
+``tilelang.min_alignment`` so that launchers can check it before launch. Nests over 8-bit
+floats stay scalar unless the backend says its target computes with them (``vector_fp8``).
+
+A nest that only converts the thread's own register elements (``B_local[i] = A_local[i]``
+of another dtype) runs its per-thread loop as vectors of 2 or 4 of them, which a target
+converts a pair at a time (CUDA: transform/conversions.py in tilelang-cuda).
 """
 
 from __future__ import annotations
@@ -28,12 +34,11 @@ from tvm_ffi.structural import WalkResult
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError, ManifestError
 from .ir_util import substitute
+from .vector_widths import VectorRule, register_vector_width, vector_width
 
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 ALIGNMENT_ATTR = "tilelang.min_alignment"
-
-
 def _serialize(node: Any) -> Any:
     def on_for(loop: Any) -> Any:
         if loop.kind != _PARALLEL:
@@ -41,95 +46,6 @@ def _serialize(node: Any) -> Any:
         return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body)
 
     return tvm_ffi.structural_map(node, (tirx.For, on_for), order="post")
-
-
-def _dtype_bytes(dtype: Any) -> int:
-    text = str(dtype)
-    bits = int("".join(ch for ch in text.split("x")[0] if ch.isdigit()) or 32)
-    return max(1, bits // 8)
-
-
-def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
-    """(buffer, indices) of every load/store, and whether the body is vectorizable at all
-    (straight-line code: no inner loops, allocations or external calls)."""
-    import tvm
-
-    found: list[tuple[Any, list[Any]]] = []
-    simple = [True]
-
-    blockers = (tirx.For, tirx.AllocBuffer, tirx.While)
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.BufferStore):
-            found.append((node.buffer, list(node.indices)))
-        elif isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer):
-            found.append((node.source, list(node.indices)))
-        elif isinstance(node, blockers):
-            simple[0] = False
-        elif isinstance(node, tvm.ir.Call):
-            name = getattr(node.op, "name", "")
-            if name in ("tirx.call_extern", "tirx.call_pure_extern", "tirx.tvm_storage_sync",
-                        "tirx.address_of") or name.startswith("tl."):
-                simple[0] = False
-
-    tvm_ffi.structural_walk(body, visit)
-    return found, simple[0]
-
-
-def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
-    offset, stride = None, None
-    for dim, index in reversed(list(zip(buffer.shape, indices))):
-        term = index if stride is None else index * stride
-        offset = term if offset is None else offset + term
-        stride = dim if stride is None else stride * dim
-    return offset if offset is not None else tirx.IntImm("int32", 0)
-
-
-def _cast_bytes(body: Any) -> list[int]:
-    found: list[int] = []
-    tvm_ffi.structural_walk(body, (tirx.Cast, lambda c: found.append(_dtype_bytes(c.ty.dtype))))
-    return found
-
-
-def _vector_width(loops: list[Any], body: Any, max_bytes: int) -> tuple[int, int]:
-    """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
-    extents = [loop.extent for loop in loops]
-    if not all(isinstance(e, tirx.IntImm) for e in extents):
-        return 1, 0
-    inner = int(extents[-1].value)
-    points = 1
-    for e in extents:
-        points *= int(e.value)
-    accesses, simple = _accesses(body)
-    memory = [(b, i) for b, i in accesses if b.scope() in ("global", "shared", "shared.dyn")]
-    # A per-thread (local) array indexed by the nest only works if every nest over it
-    # deals the same points to the same thread; unvectorized nests of equal extents do
-    # (until fragment layouts are inferred, this is the rule that keeps them consistent).
-    per_thread = any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm) for i in idx)
-                     for b, idx in accesses)
-    if not simple or not memory or per_thread:
-        return 1, 0
-    # the widest element anywhere in the body, not only in memory: an fp16 load cast to
-    # float32 at 8 lanes is a float32x8 value, which TVM's CUDA-C codegen cannot construct
-    # (it prints make_ulonglong4 of 8 floats); vectors stay within 16 bytes of every type
-    widest = max([_dtype_bytes(b.dtype) for b, _ in accesses] + _cast_bytes(body))
-    inner_var = loops[-1].loop_var
-    analyzer = Analyzer()
-    v = max(1, max_bytes // widest)
-    while v > 1:
-        if inner % v == 0 and points % v == 0:
-            probe = tirx.Var("vector_index", inner_var.ty)
-            aligned = True
-            for buffer, indices in memory:
-                offset = substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
-                mod = analyzer.modular_set(offset)
-                if mod.coeff % v != 0 or mod.base % v != 0:
-                    aligned = False
-                    break
-            if aligned:
-                return v, max(v * _dtype_bytes(b.dtype) for b, _ in memory)
-        v //= 2
-    return 1, 0
 
 
 def _guard_side_effects(stmt: Any, guard: Any) -> Any:
@@ -171,13 +87,13 @@ def _to_registers(body: Any, registers: list[tuple[Any, Any]], k: Any) -> Any:
     return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
 
 
-def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: int,
+def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: VectorRule,
                registers: list[tuple[Any, Any]] = ()) -> tuple[Any, int]:
     """When the points do not divide evenly among the threads, the threads past the end
     recompute the last point (clamped indices, always in range) but store nothing: guarding
     only the stores keeps every loop and barrier unconditional, which ThreadSync needs
     (it cannot place a __syncthreads() inside a condition)."""
-    v, alignment = _vector_width(loops, body, max_bytes)
+    v, alignment = vector_width(loops, body, rule)
     extents = [loop.extent for loop in loops]
     points: Any = extents[0]
     for e in extents[1:]:
@@ -192,11 +108,14 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: i
         return vectors, bool(analyzer.can_prove(tirx.floormod(vectors, threads) == 0))
 
     vectors, exact = deal(v)
-    if v > 1 and not exact:
+    while v > 1 and not exact:
         # guarded vector stores get scalarized into loops inside the guard, where
-        # ThreadSync cannot place barriers: an uneven deal stays scalar
-        v, alignment = 1, 0
-        vectors, exact = deal(1)
+        # ThreadSync cannot place barriers: an uneven deal takes narrower vectors (every
+        # divisor of an aligned width is aligned too: 256 floats over 128 threads go in
+        # pairs), down to scalars
+        v //= 2
+        alignment = alignment // 2 if v > 1 else 0  # (the widest access's bytes: v times its element's)
+        vectors, exact = deal(v)
     k = tirx.Var("k", dtype)
     lane = tirx.Var("vec", dtype)
     vector_index = k * threads + tid
@@ -232,6 +151,11 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, max_bytes: i
     iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
     if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
         return substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
+    width = register_vector_width(stmt, k, [new for _, new in registers], iterations, rule) if exact else 1
+    if width > 1:  # k = outer * width + lane, the lanes one vector of each register array
+        outer, lane = tirx.Var("k_outer", dtype), tirx.Var("k_lane", dtype)
+        inner = tirx.For(lane, 0, width, tirx.ForKind.VECTORIZED, substitute(stmt, [(k, outer * width + lane)]))
+        return tirx.For(outer, 0, iterations.value // width, tirx.ForKind.UNROLLED, inner), alignment
     return tirx.For(k, 0, iterations, loop_kind, stmt), alignment
 
 
@@ -375,7 +299,7 @@ def _thread_range(cond: Any, tid: Any, lo: int, hi: int) -> tuple[int, int] | No
 
 
 def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kernel: str,
-                      alignment: list[int], max_bytes: int, registers: list[tuple[Any, Any]],
+                      alignment: list[int], rule: VectorRule, registers: list[tuple[Any, Any]],
                       homes: dict[int, tuple[int, int]]) -> Any:
     """Partition the T.Parallel nests of ``body``, which threads lo..hi-1 of the block run.
 
@@ -391,7 +315,7 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         bounds = _thread_range(stmt.condition, tid, lo, hi) if isinstance(tid, tirx.Var) else None
         if bounds is None or bounds == (lo, hi):
             return stmt
-        then = _partition_within(stmt.then_case, tid, *bounds, threads, kernel, alignment, max_bytes, registers,
+        then = _partition_within(stmt.then_case, tid, *bounds, threads, kernel, alignment, rule, registers,
                                  homes)
         other = stmt.else_case
         if other is not None:  # the threads the condition leaves out
@@ -401,7 +325,7 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
                     f"kernel {kernel!r}: the else branch of `if {stmt.condition}` runs on threads {lo}..{bounds[0] - 1} "
                     f"and {bounds[1]}..{hi - 1}, two ranges, which a T.Parallel in it cannot be dealt to; write the "
                     "condition so that each branch keeps one range of threads")
-            other = _partition_within(other, tid, *(rest or (lo, hi)), threads, kernel, alignment, max_bytes,
+            other = _partition_within(other, tid, *(rest or (lo, hi)), threads, kernel, alignment, rule,
                                       registers, homes)
         return tirx.IfThenElse(stmt.condition, then, other)
 
@@ -415,14 +339,14 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         touched = [old for old, _ in registers if _touches(inner, [old])]
         local = bool(touched) and all(homes.get(old.__chandle__()) == (lo, hi) for old in touched)
         if active == threads:
-            new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
+            new, align = _partition(nest, inner, tid, threads, rule, registers)
         elif local:  # fragments of this branch: dealt over its threads, as they are sized
-            new, align = _partition(nest, inner, tid - lo if lo else tid, active, max_bytes, registers)
+            new, align = _partition(nest, inner, tid - lo if lo else tid, active, rule, registers)
         elif touched:
             _check_register_nest(nest, threads, lo, hi, kernel)
-            new, align = _partition(nest, inner, tid, threads, max_bytes, registers)
+            new, align = _partition(nest, inner, tid, threads, rule, registers)
         else:
-            new, align = _partition(nest, inner, tid - lo if lo else tid, active, max_bytes, registers)
+            new, align = _partition(nest, inner, tid - lo if lo else tid, active, rule, registers)
         alignment.append(align)
         return new
 
@@ -463,7 +387,7 @@ def _check_register_nest(nest: list[Any], threads: int, lo: int, hi: int, kernel
         "of the condition, or stage the tile in shared memory (T.alloc_shared)")
 
 
-def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: int) -> Any:
+def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], rule: VectorRule) -> Any:
     """stmt is the outermost threadIdx launch attribute of a kernel."""
     chain, body = [], stmt
     while isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent" and \
@@ -481,7 +405,7 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: in
 
     homes = _fragment_homes(body, tid, threads)
     registers = _register_fragments(body, threads, homes)
-    body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, max_bytes, registers, homes)
+    body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, rule, registers, homes)
     if registers:
         def on_alloc(node: Any) -> Any:
             for old, new in registers:
@@ -495,13 +419,13 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], max_bytes: in
     return body
 
 
-def _run(func: Any, mod: Any, ctx: Any, max_bytes: int) -> Any:
+def _run(func: Any, mod: Any, ctx: Any, rule: VectorRule) -> Any:
     kernel = str(func.attrs.get("global_symbol", "main")) if func.attrs else "main"
     alignment: list[int] = []
 
     def on_attr(stmt: Any) -> Any:
         if stmt.attr_key == "thread_extent" and stmt.node.thread_tag in _THREAD_TAGS:
-            return _rewrite_threads(stmt, kernel, alignment, max_bytes)
+            return _rewrite_threads(stmt, kernel, alignment, rule)
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.AttrStmt, on_attr), order="pre")
@@ -519,10 +443,12 @@ def _run(func: Any, mod: Any, ctx: Any, max_bytes: int) -> Any:
     return func
 
 
-def PartitionParallelLoops(max_vector_bytes: int = 16) -> Any:
+def PartitionParallelLoops(max_vector_bytes: int = 16, vector_fp8: bool = False) -> Any:
     """``max_vector_bytes``: the widest global/shared access the target has (16 on CUDA,
-    ld.global.v4.b32; 16 on AMD GPUs too, global_load_dwordx4)."""
+    ld.global.v4.b32; 16 on AMD GPUs too, global_load_dwordx4). ``vector_fp8``: the target
+    has 8-bit float types of its own (CUDA from sm_89), so nests over them may be vectors."""
     if max_vector_bytes not in (1, 2, 4, 8, 16, 32):
         raise ManifestError(f"PartitionParallelLoops(max_vector_bytes={max_vector_bytes}) in a backend's "
                             "pipeline: use the target's widest access in bytes, a power of two up to 32")
-    return prim_func_pass(lambda func, mod, ctx: _run(func, mod, ctx, max_vector_bytes), "tl.gpu.PartitionParallelLoops")
+    rule = VectorRule(max_vector_bytes, vector_fp8)
+    return prim_func_pass(lambda func, mod, ctx: _run(func, mod, ctx, rule), "tl.gpu.PartitionParallelLoops")

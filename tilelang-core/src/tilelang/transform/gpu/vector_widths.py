@@ -1,0 +1,166 @@
+"""How wide the vectors of a T.Parallel nest may be (PartitionParallelLoops): the target's
+rule (its widest access; whether it has 8-bit float types), the width that keeps every
+global/shared access of a nest aligned, and the width of a nest that only converts the
+thread's own register elements."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
+from tvm.sym.analyzer import Analyzer
+
+from .ir_util import substitute
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorRule:
+    """What the backend's vectors may be: at most ``max_bytes`` wide, and of 8-bit floats
+    only where ``fp8`` (a target without them legalizes fp8 into integer bit arithmetic,
+    which TVM vectorizes into code that does not compile: CUDA before sm_89)."""
+
+    max_bytes: int
+    fp8: bool = False
+
+
+def _has_fp8(body: Any) -> bool:
+    """Whether the body reads, writes or converts to an 8-bit float (TVM's float8_*)."""
+    found: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            found.append(str(node.buffer.dtype))
+        elif isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer):
+            found.append(str(node.source.dtype))
+        elif isinstance(node, tirx.Cast):
+            found.append(str(node.ty.dtype))
+
+    tvm_ffi.structural_walk(body, visit)
+    return any(dtype.startswith("float8") for dtype in found)
+
+
+def dtype_bytes(dtype: Any) -> int:
+    """Bytes of one element (lane). Sub-byte types count as the widest access, so that a
+    nest over them stays scalar (their elements are nibbles of bytes by now)."""
+    bits = tvm.DataType(str(dtype)).bits
+    return 16 if bits < 8 else bits // 8
+
+
+def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
+    """(buffer, indices) of every load/store, and whether the body is vectorizable at all
+    (straight-line code: no inner loops, allocations or external calls)."""
+    found: list[tuple[Any, list[Any]]] = []
+    simple = [True]
+
+    blockers = (tirx.For, tirx.AllocBuffer, tirx.While)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            found.append((node.buffer, list(node.indices)))
+        elif isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer):
+            found.append((node.source, list(node.indices)))
+        elif isinstance(node, blockers):
+            simple[0] = False
+        elif isinstance(node, tvm.ir.Call):
+            name = getattr(node.op, "name", "")
+            if name in ("tirx.call_extern", "tirx.call_pure_extern", "tirx.tvm_storage_sync",
+                        "tirx.address_of") or name.startswith("tl."):
+                simple[0] = False
+
+    tvm_ffi.structural_walk(body, visit)
+    return found, simple[0]
+
+
+def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
+    offset, stride = None, None
+    for dim, index in reversed(list(zip(buffer.shape, indices))):
+        term = index if stride is None else index * stride
+        offset = term if offset is None else offset + term
+        stride = dim if stride is None else stride * dim
+    return offset if offset is not None else tirx.IntImm("int32", 0)
+
+
+def _cast_bytes(body: Any) -> list[int]:
+    found: list[int] = []
+    tvm_ffi.structural_walk(body, (tirx.Cast, lambda c: found.append(dtype_bytes(c.ty.dtype))))
+    return found
+
+
+def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, int]:
+    """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
+    if not rule.fp8 and _has_fp8(body):
+        return 1, 0
+    extents = [loop.extent for loop in loops]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return 1, 0
+    inner = int(extents[-1].value)
+    points = 1
+    for e in extents:
+        points *= int(e.value)
+    accesses, simple = _accesses(body)
+    memory = [(b, i) for b, i in accesses if b.scope() in ("global", "shared", "shared.dyn")]
+    # A per-thread (local) array indexed by the nest only works if every nest over it
+    # deals the same points to the same thread; unvectorized nests of equal extents do
+    # (until fragment layouts are inferred, this is the rule that keeps them consistent).
+    per_thread = any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm) for i in idx)
+                     for b, idx in accesses)
+    if not simple or not memory or per_thread:
+        return 1, 0
+    # the widest element anywhere in the body, not only in memory: an fp16 load cast to
+    # float32 at 8 lanes is a float32x8 value, which TVM's CUDA-C codegen cannot construct
+    # (it prints make_ulonglong4 of 8 floats); vectors stay within 16 bytes of every type
+    widest = max([dtype_bytes(b.dtype) for b, _ in accesses] + _cast_bytes(body))
+    inner_var = loops[-1].loop_var
+    analyzer = Analyzer()
+    v = max(1, rule.max_bytes // widest)
+    while v > 1:
+        if inner % v == 0 and points % v == 0:
+            probe = tirx.Var("vector_index", inner_var.ty)
+            aligned = True
+            for buffer, indices in memory:
+                offset = substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
+                mod = analyzer.modular_set(offset)
+                if mod.coeff % v != 0 or mod.base % v != 0:
+                    aligned = False
+                    break
+            if aligned:
+                return v, max(v * dtype_bytes(b.dtype) for b, _ in memory)
+        v //= 2
+    return 1, 0
+
+
+def register_vector_width(stmt: Any, k: Any, arrays: list[Any], iterations: Any, rule: VectorRule) -> int:
+    """Lanes for the thread's own elements of a nest that converts between register
+    fragments only (``B_local[i] = A_local[i]`` of another dtype, each array at index k):
+    its k loop as vectors (2 or 4 lanes, within 16 bytes), which a target converts a pair at
+    a time (CUDA's cvt.rn.f16x2.f32). 1 where the nest reads or writes anything else, calls
+    anything, branches, or converts nothing."""
+    if not isinstance(iterations, tirx.IntImm) or not arrays or (not rule.fp8 and _has_fp8(stmt)):
+        return 1
+    ok, casts, widest = [True], [0], [1]
+
+    def visit(node: Any) -> None:
+        if isinstance(node, (tirx.BufferStore, TensorLoad)):
+            buffer = node.buffer if isinstance(node, tirx.BufferStore) else node.source
+            if not any(buffer.same_as(a) for a in arrays) or len(node.indices) != 1 or \
+                    not node.indices[0].same_as(k):
+                ok[0] = False
+            else:
+                widest[0] = max(widest[0], dtype_bytes(buffer.dtype))
+        elif isinstance(node, tirx.Cast):
+            casts[0] += 1
+            widest[0] = max(widest[0], dtype_bytes(node.ty.dtype))
+        elif isinstance(node, (tirx.For, tirx.IfThenElse, tirx.While, tirx.AllocBuffer, tvm.ir.Call)):
+            ok[0] = False
+
+    tvm_ffi.structural_walk(stmt, visit)
+    if not ok[0] or not casts[0]:
+        return 1
+    width = 4
+    while width > 1 and (int(iterations.value) % width or width * widest[0] > rule.max_bytes):
+        width //= 2
+    return width
