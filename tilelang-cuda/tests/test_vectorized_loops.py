@@ -243,3 +243,31 @@ def test_a_select_whose_condition_is_the_same_in_every_lane():
     a, b = np.arange(1024, dtype="float32") + 1, np.full(1024, -1, "float32")
     lowered_kernel(tilelang.lower(half_selected(), target=SM90).device_mod)(a, b)
     np.testing.assert_array_equal(b, np.where(np.arange(1024) < 512, a, 0))
+
+
+def scaled_by_groups(n: int, m: int, k: int):
+    @T.prim_func
+    def main(A: T.Tensor((n, m), T.float32), B: T.Tensor((n, m), T.float32), C: T.Tensor((n, m // k), T.float32)):
+        with T.Kernel(n // 32, threads=32) as bx:
+            row = bx * 32 + T.get_thread_binding(0)
+            for col in T.vectorized(m):
+                B[row, col] = A[row, col] * C[row, col // k]
+
+    return main
+
+
+@pytest.mark.parametrize("m,k,vector", [(128, 2, "float2"), (128, 4, "float4"), (384, 6, "float2"),
+                                        (896, 14, "float2"), (128, 8, "float4")])
+def test_an_element_shared_by_several_lanes_limits_the_vector_to_them(m, k, vector):
+    """``C[row, col // k]`` is the same element for k consecutive lanes: a vector is as wide
+    as the element stays one (upstream's test_vectorize_invariant_index). Before, the first
+    two lanes' equal offsets counted as an access that never moves, and 4 lanes read
+    ``col // 2`` as a gather of two elements."""
+    code = device_code(scaled_by_groups(32, m, k))
+    assert f"*({vector}*)(B_ptr" in code
+    assert "float4" not in code if vector == "float2" else True
+    rng = np.random.default_rng(3)
+    a, c = rng.standard_normal((32, m)).astype(np.float32), rng.standard_normal((32, m // k)).astype(np.float32)
+    b = np.zeros((32, m), np.float32)
+    lowered_kernel(tilelang.lower(scaled_by_groups(32, m, k), target=SM90).device_mod)(a, b, c)
+    np.testing.assert_array_equal(b, a * np.repeat(c, k, axis=1))

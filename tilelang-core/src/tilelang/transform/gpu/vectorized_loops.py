@@ -13,7 +13,9 @@ pass: the loop becomes a serial loop over vectors of v lanes, v the largest powe
 * divides the element offset of every access at the loop's first lane (its alignment: a
   stride of 130 floats allows 2 lanes, of 132 four), where the access moves one element per
   lane; an access of another stride allows no vector. An offset that depends on a symbolic
-  size (``n * row``) does not limit the width: its alignment is the caller's, as before.
+  size (``n * row``) does not limit the width: its alignment is the caller's, as before;
+* keeps an access that several lanes share one element for all of a vector's lanes
+  (``C[row, col // 6]``: 2 lanes, the element read once and broadcast).
 
 v = 1 leaves a serial loop. The loop's meaning does not change: its iterations are
 independent by the contract of ``T.vectorized``.
@@ -77,6 +79,10 @@ def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyze
         first = analyzer.simplify(substitute(offset, [(var, loop.min)]))
         step = analyzer.simplify(substitute(offset, [(var, loop.min + 1)]) - first)
         if isinstance(step, tirx.IntImm) and step.value == 0:
+            # the same element for the first two lanes; where it changes further on
+            # (C[row, col // 2]), a vector reads it only as wide as it stays one element
+            uniform = _uniform_lanes(offset, loop, analyzer)
+            allowed = uniform if allowed == 0 else math.gcd(allowed, uniform)
             continue
         if not (isinstance(step, tirx.IntImm) and step.value == 1):
             return 1
@@ -88,6 +94,32 @@ def _lanes_allowed(loop: Any, accesses: list[tuple[Any, Any]], analyzer: Analyze
         alignment = math.gcd(int(modular.coeff), int(modular.base))
         allowed = math.gcd(allowed, alignment)  # gcd(x, 0) = x: an offset of 0 allows any width
     return allowed
+
+
+def _uniform_lanes(offset: Any, loop: Any, analyzer: Analyzer, most: int = 64) -> int:
+    """0 where ``offset`` does not move with the loop; else the widest power-of-two vector
+    (aligned to its width from the loop's start) over whose lanes it provably stays the
+    same (``col // 6``: 2)."""
+    var = loop.loop_var
+    if not _uses(offset, var):
+        return 0
+    vector = tirx.Var("vector", var.ty)
+    analyzer.bind(vector, tvm.ir.Range(0, 1 << 20))
+    width = 1
+    while width * 2 <= most:
+        lanes = width * 2
+        first = substitute(offset, [(var, loop.min + vector * lanes)])
+        if not all(analyzer.can_prove(substitute(offset, [(var, loop.min + vector * lanes + j)]) == first)
+                   for j in range(1, lanes)):
+            break
+        width = lanes
+    return width
+
+
+def _uses(expr: Any, var: Any) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
+    return bool(found)
 
 
 def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: list[Any]) -> Any:
