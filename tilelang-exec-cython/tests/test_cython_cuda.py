@@ -73,6 +73,22 @@ def test_launch_expressions_become_c() -> None:
     assert "if ((uintptr_t)tl_data(&v[0]) % 16) TL_MISS(TL_MISS_ALIGN, 0);" in header
 
 
+def test_a_cubin_for_another_gpu_is_not_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The target backend's toolchain says the kernel cannot run on this process's GPU (an
+    sm_75 cubin on the H200): load neither imports the launcher nor reads the cubin, and a
+    launch says why and how to fix it, as tvm_ffi and nvrtc do. Before, the driver's
+    CUDA_ERROR_NO_BINARY_FOR_GPU came from the first launch."""
+    from tilelang.backend import create_backend_context
+    from tilelang.jit.adapter.cython import backend
+
+    monkeypatch.setattr(backend, "device_mismatch", lambda artifact, context: "it was compiled for sm_75")
+    target = {"kind": "cuda", "arch": "sm_75"}
+    artifact = tilelang.lower(elementwise_add(64, 64), target=target)
+    launcher = CythonExecutionBackend().load(artifact, tmp_path, create_backend_context(target, None, None))
+    with pytest.raises(tilelang.LaunchError, match="kernel 'main' cannot run on this device: it was compiled for sm_75"):
+        launcher()
+
+
 def test_float8_e8m0fnu_tensors_are_checked_by_their_dlpack_code() -> None:
     """torch.float8_e8m0fnu is DLPack's kDLFloat8_e8m0fnu (14), 8 bits."""
     @T.prim_func

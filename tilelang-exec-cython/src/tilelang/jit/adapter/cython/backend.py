@@ -24,7 +24,9 @@ from tilelang.plugin import (
     CompiledArtifact,
     ExecutionBackend,
     KernelLauncher,
+    UnrunnableLauncher,
     compile_device_source,
+    device_mismatch,
 )
 
 from . import toolchain
@@ -88,11 +90,15 @@ class CythonExecutionBackend(ExecutionBackend):
     def load(self, artifact: CompiledArtifact, directory: Path, context: BackendContext) -> KernelLauncher:
         from .launcher import make_launcher
 
+        device_type = artifact.device_type or _device_type(context)
+        if device_type == CUDA_DEVICE and context is not None:  # a cubin for another GPU: its source
+            mismatch = device_mismatch(artifact, context)  # still shows, a launch says why
+            if mismatch is not None:
+                return UnrunnableLauncher(artifact.kernel_name, mismatch)
         found = sorted(directory.glob(f"{toolchain.MODULE_PREFIX}*{toolchain.SUFFIX}"))
         if len(found) != 1:
             raise CompileError(f"kernel {artifact.kernel_name!r}: {directory} should hold one cython "
                                f"launcher, found {[p.name for p in found]}")
-        device_type = artifact.device_type or _device_type(context)
         cubin = (directory / CUBIN).read_bytes() if device_type == CUDA_DEVICE else None
         module = toolchain.load_extension(found[0])
         return make_launcher(module, artifact, device_type, cubin)

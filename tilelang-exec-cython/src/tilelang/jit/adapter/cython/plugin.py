@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tilelang.plugin import ExecutionBackend, hookimpl
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.5"  # 1.5: device_mismatch, UnrunnableLauncher
 
 
 @hookimpl
