@@ -230,3 +230,17 @@ def test_a_parse_error_is_a_language_error_and_still_a_tvm_diagnostic():
                 A[0] = undefined_name  # noqa: F821
 
     assert isinstance(caught.value, DiagnosticError)
+
+
+def test_a_parse_error_in_an_eager_kernel_is_a_language_error_with_its_line():
+    """Upstream's eager style (parameters declared in the body) parses at the first call:
+    its TVMScript diagnostics reached the user as TVM's bare note too."""
+    @tilelang.jit(target="cpu")
+    def eager(A, n: int = 64):
+        A: T.Tensor((n,), "float32")
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(n):
+                A[i] = undefined_thing  # noqa: F821
+
+    with pytest.raises(LanguageError, match=r"Undefined variable: undefined_thing\n --> .*test_upstream_spellings.py"):
+        eager(np.zeros(64, "float32"))

@@ -38,7 +38,7 @@ from tvm.tirx import is_buffer_var
 
 from .. import language as T
 from ..errors import ArgumentError, LanguageError, TileLangError
-from ..language import _tilelang_cause
+from ..language.diagnostics import raise_for_user
 from ..language.eager import EagerBuild, eager_build
 from ..language.frontend import normalize
 from .eager_index import Specialization, bind_arguments, missing_tensors, static_key
@@ -368,10 +368,8 @@ class EagerFunction:
                 except ParserError as err:
                     parser.report_error(err.node, err.args[0])
         except Exception as err:  # TVMScript reports our errors as diagnostics with a location
-            cause = _tilelang_cause(err)
-            if cause is None:
-                raise
-            raise type(cause)(str(err)) from err
+            raise_for_user(err)
+            raise
         func = builder.get()
         # the checks TVMScript's own entry point makes after parsing a T.prim_func
         tvm.s_tir.analysis.verify_well_formed(IRModule.from_expr(func))

@@ -233,19 +233,10 @@ def prim_func(func=None, **kwargs):
                 "`python -c` or an interactive prompt"
             ) from None
         except Exception as err:  # TVMScript reports our errors as diagnostics with a location
-            cause = _tilelang_cause(err)
-            if cause is None:
-                from .diagnostics import explain, shown
+            from .diagnostics import raise_for_user
 
-                explained = explain(err)
-                if explained is None:
-                    if shown(err) is err:
-                        raise
-                    raise shown(err) from None  # TVMScript's own text: where and why
-                from ..errors import LanguageError
-
-                raise LanguageError(explained) from err
-            raise type(cause)(str(err)) from err
+            raise_for_user(err)
+            raise
         return _normalize(parsed)
 
     return wrap(func) if func is not None else wrap
@@ -266,18 +257,6 @@ def _declares_its_parameters(f) -> bool:
     from ..jit.eager_source import makes_outputs
 
     return makes_outputs(f)  # `def kernel(n: T.int32): out = T.empty(...)`: lazy as well
-
-
-def _tilelang_cause(err: BaseException):
-    """The TileLang error a TVMScript diagnostic wraps, if any."""
-    from ..errors import TileLangError
-
-    seen = err
-    while seen is not None:
-        if isinstance(seen, TileLangError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 # TVMScript recognizes its decorator by this token when it meets `@T.prim_func` inside

@@ -49,6 +49,25 @@ def explain(err: BaseException) -> str | None:
     return None
 
 
+def raise_for_user(err: BaseException) -> None:
+    """Raise what a kernel author should see for a failed parse of their kernel: the
+    TileLang error a TVMScript diagnostic wraps (its type, the diagnostic's text with the
+    location), a known TVM check explained (``explain``), or the diagnostic itself as a
+    LanguageError (``shown``); return where ``err`` is none of these (the caller re-raises)."""
+    from ..errors import LanguageError, TileLangError
+
+    seen = err
+    while seen is not None:
+        if isinstance(seen, TileLangError):
+            raise type(seen)(str(err)) from err
+        seen = seen.__cause__ or seen.__context__
+    explained = explain(err)
+    if explained is not None:
+        raise LanguageError(explained) from err
+    if shown(err) is not err:
+        raise shown(err) from None  # TVMScript's own text: where and why
+
+
 def shown(err: BaseException) -> BaseException:
     """A TVMScript diagnostic as an exception whose message reaches the user. ``import tvm``
     replaces ``sys.excepthook`` with one that prints, for an uncaught ``DiagnosticError``,
@@ -78,4 +97,4 @@ def language_diagnostic() -> type:
     })
 
 
-__all__ = ["explain", "language_diagnostic", "shown"]
+__all__ = ["explain", "language_diagnostic", "raise_for_user", "shown"]
