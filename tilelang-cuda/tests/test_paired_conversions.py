@@ -163,6 +163,85 @@ def test_a_register_nest_that_calls_something_converts_lane_by_lane():
     np.testing.assert_allclose(b.astype(np.float32), np.exp(a), rtol=2e-3)
 
 
+# tl_convert.h's helpers compiled for the host (CUDA's conversion functions are __host__
+# __device__ there), against CUDA's conversion of one lane at a time: lane order and rounding
+HOST_PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+template <typename T> struct Vec4 { T x, y, z, w; __host__ __device__ Vec4() {} __host__ __device__ Vec4(T a, T b, T c, T d) : x(a), y(b), z(c), w(d) {} };
+using half4 = Vec4<__half>;
+using nv_bfloat164 = Vec4<__nv_bfloat16>;
+#include "tl_convert_host.h"  // tl_convert.h, its helpers __host__ too
+template <typename T, typename B> static void lanes(B bits, T* out, int n) { memcpy(out, &bits, sizeof(T) * n); }
+int main() {
+  int bad = 0;
+  for (int i = 0; i < 4096; ++i) {
+    float f[4];
+    for (int l = 0; l < 4; ++l) { unsigned u = 2654435761u * (i * 4 + l + 1); f[l] = ((int)(u >> 8) - (1 << 23)) / 65536.0f; if (i % 7 == 0) f[l] *= 1e-3f; if (i % 11 == 0) f[l] *= 300.f; }
+    float4 v4 = make_float4(f[0], f[1], f[2], f[3]); float2 v2 = make_float2(f[0], f[1]);
+    __half h[4]; lanes(__tl_cvt_float4_to_half4(v4), h, 4);
+    __half h2[2]; lanes(__tl_cvt_float2_to_half2(v2), h2, 2);
+    __nv_bfloat16 b[4]; lanes(__tl_cvt_float4_to_bfloat164(v4), b, 4);
+    __nv_bfloat16 b2[2]; lanes(__tl_cvt_float2_to_bfloat162(v2), b2, 2);
+    unsigned char e4[4], e5[4], he4[4], e4b[2];
+    lanes(__tl_cvt_float4_to_fp8x4<__NV_E4M3>(v4), e4, 4);
+    lanes(__tl_cvt_float4_to_fp8x4<__NV_E5M2>(v4), e5, 4);
+    lanes(__tl_cvt_float2_to_fp8x2<__NV_E4M3>(v2), e4b, 2);
+    half4 hv(__float2half_rn(f[0]), __float2half_rn(f[1]), __float2half_rn(f[2]), __float2half_rn(f[3]));
+    lanes(__tl_cvt_half4_to_fp8x4<__NV_E4M3>(hv), he4, 4);
+    for (int l = 0; l < 4; ++l) {
+      __half hs = __float2half_rn(f[l]);
+      bad += memcmp(&h[l], &hs, 2) != 0;
+      __nv_bfloat16 bs = __float2bfloat16_rn(f[l]);
+      bad += memcmp(&b[l], &bs, 2) != 0;
+      bad += e4[l] != __nv_cvt_float_to_fp8(f[l], __NV_SATFINITE, __NV_E4M3);
+      bad += e5[l] != __nv_cvt_float_to_fp8(f[l], __NV_SATFINITE, __NV_E5M2);
+      bad += he4[l] != __nv_cvt_halfraw_to_fp8(hs, __NV_SATFINITE, __NV_E4M3);
+      if (l < 2) {
+        bad += memcmp(&h2[l], &hs, 2) != 0 || memcmp(&b2[l], &bs, 2) != 0 || e4b[l] != e4[l];
+      }
+    }
+    // widening: back from the narrow lanes, each lane as the scalar conversion gives it
+    float w[2]; lanes(__tl_cvt_half2_to_float2(__halves2half2(h[0], h[1])), w, 2);
+    bad += w[0] != __half2float(h[0]) || w[1] != __half2float(h[1]);
+    lanes(__tl_cvt_bfloat162_to_float2(__halves2bfloat162(b[0], b[1])), w, 2);
+    bad += w[0] != __bfloat162float(b[0]) || w[1] != __bfloat162float(b[1]);
+    __nv_fp8x2_e4m3 p; p.__x = (unsigned short)(e4[0] | (e4[1] << 8));
+    lanes(__tl_cvt_fp8x2_to_float2(p), w, 2);
+    for (int l = 0; l < 2; ++l) { __nv_fp8_e4m3 s; s.__x = e4[l]; bad += !(w[l] == float(s) || (w[l] != w[l] && float(s) != float(s))); }
+    __nv_fp8x4_e5m2 q; q.__x = e5[0] | (e5[1] << 8) | (e5[2] << 16) | ((unsigned)e5[3] << 24);
+    __half hh[4]; lanes(__tl_cvt_fp8x4_to_half4(q), hh, 4);
+    for (int l = 0; l < 4; ++l) { __nv_fp8_e5m2 s; s.__x = e5[l]; __half r = __half(s); bad += memcmp(&hh[l], &r, 2) != 0; }
+  }
+  printf("mismatches %d\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_the_helpers_convert_each_lane_as_cuda_converts_one(tmp_path):
+    """Every helper on 4096 vectors (normal, small, saturating values) equals CUDA's scalar
+    conversion of each lane, lane i in element i: a helper with its halves swapped gives
+    32768 mismatches. Compiled by nvcc for the host (no GPU needed)."""
+    import subprocess
+
+    from tilelang.cuda.codegen import CONVERT_HEADER
+
+    nvcc = toolchain.nvcc_path()
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    header = CONVERT_HEADER.read_text().replace("__device__ __forceinline__", "__host__ __device__ __forceinline__")
+    (tmp_path / "tl_convert_host.h").write_text(header)
+    (tmp_path / "check.cu").write_text(HOST_PROGRAM)
+    subprocess.run([str(nvcc), "-std=c++17", "-o", str(tmp_path / "check"), str(tmp_path / "check.cu")],
+                   check=True, capture_output=True, timeout=300)
+    run = subprocess.run([str(tmp_path / "check")], check=False, capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "mismatches 0", run.stdout + run.stderr
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fragments", [False, True], ids=["copy", "fragments"])
 @pytest.mark.parametrize("lanes", [2, 4])
