@@ -39,6 +39,8 @@ from .vector_widths import VectorRule, register_vector_width, vector_width
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 ALIGNMENT_ATTR = "tilelang.min_alignment"
+
+
 def _serialize(node: Any) -> Any:
     def on_for(loop: Any) -> Any:
         if loop.kind != _PARALLEL:

@@ -44,8 +44,11 @@ def _has_fp8(body: Any) -> bool:
 
 
 def dtype_bytes(dtype: Any) -> int:
-    """Bytes of one element (lane). Sub-byte types count as the widest access, so that a
-    nest over them stays scalar (their elements are nibbles of bytes by now)."""
+    """Bytes of one element (lane). bool counts as 4 (at most 4 lanes, as before 8-bit floats
+    were sized by their bits); sub-byte types as the widest access, so that a nest over them
+    stays scalar (LowerSubByteAccess made their elements nibbles of bytes before this)."""
+    if str(dtype).startswith("bool"):
+        return 4
     bits = tvm.DataType(str(dtype)).bits
     return 16 if bits < 8 else bits // 8
 
