@@ -186,7 +186,8 @@ def _branching(flag, scale):
 
 @pytest.mark.parametrize("flag,scale,expect", [
     (1, None, lambda a: a * 2), (0, None, lambda a: a + 1), ([], 3.0, lambda a: (a + 1) * 3),
-    ("x", 0.0, lambda a: a * 2)])
+    ("x", 0.0, lambda a: a * 2), (np.bool_(False), np.float32(2), lambda a: (a + 1) * 2),
+    (np.int64(3), None, lambda a: a * 2)])
 def test_an_if_on_a_plain_python_value_is_decided_while_parsing(flag, scale, expect):
     """``if flag:`` with ``flag = 0`` (an int, a list, a string): Python's truth, decided at
     parse time as upstream's parser does; TVMScript took only True/False ("If condition must

@@ -248,5 +248,8 @@ def _plain_python(value: Any) -> bool:
 
     import tvm_ffi
 
-    return not isinstance(value, (bool, tvm_ffi.Object)) and \
-        isinstance(value, (numbers.Number, str, bytes, tuple, list, dict, set, type(None)))
+    if isinstance(value, (bool, tvm_ffi.Object)):
+        return False
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():  # np.bool_, np.int64
+        return True
+    return isinstance(value, (numbers.Number, str, bytes, tuple, list, dict, set, type(None)))
