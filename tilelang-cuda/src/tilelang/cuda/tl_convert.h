@@ -14,9 +14,13 @@
 template <typename To, typename From>
 __device__ __forceinline__ To __tl_cvt_bits(const From& v) {
   static_assert(sizeof(To) == sizeof(From), "a conversion's bits fill its result");
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const To*>(&v);  // as TVM's codegen reads a vector's bits (no memcpy under NVRTC)
+#else
   To r;
   memcpy(&r, &v, sizeof(To));
   return r;
+#endif
 }
 
 // helper: __tl_cvt_float2_to_half2
