@@ -15,8 +15,9 @@ import re
 #: 1.2 added AtomicFunctions.helpers and the random-number ops (RNG_INIT, RNG_RAND,
 #: RNG_RAND_FLOAT, RNG_GENERATORS); 1.3 LowerGridSync and KernelLaunch.cooperative; 1.4
 #: LowerSourceKernels (T.CUDASourceCodeKernel); 1.5 DeviceToolchain.cannot_run_here,
-#: device_mismatch and UnrunnableLauncher (a kernel built for another GPU).
-PLUGIN_API_VERSION = "1.5"
+#: device_mismatch and UnrunnableLauncher (a kernel built for another GPU); 1.6
+#: gpu_block_passes(vector_fp8=) and PartitionParallelLoops(vector_fp8=) (fp8 vectors).
+PLUGIN_API_VERSION = "1.6"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
