@@ -527,6 +527,15 @@ def _fns(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray:
     return np.vectorize(fns_reference, otypes=[np.int64])(mask, base, offset)
 
 
+def _ffs(value: Any, bits: int) -> np.ndarray:
+    """CUDA's __ffs / __ffsll: the one-based position of the lowest set bit, 0 for none."""
+    x = np.asarray(value).astype(np.int64 if bits == 64 else np.int32).view(np.uint64 if bits == 64 else np.uint32)
+    found = np.zeros(x.shape, np.int64)
+    for position in range(bits, 0, -1):  # the lowest set bit writes last
+        found = np.where((x >> np.array(position - 1, x.dtype)) & np.array(1, x.dtype) != 0, position, found)
+    return found
+
+
 def _no_op(kernel: LoweredKernel, args: list[Any], call: Any = None) -> None:
     return None
 
@@ -572,6 +581,8 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "__syncthreads_and": _block_vote("and"),
     "__syncthreads_or": _block_vote("or"),
     "__fns": _fns,
+    "__ffs": lambda kernel, args, call: _ffs(args[0], 32),
+    "__ffsll": lambda kernel, args, call: _ffs(args[0], 64),
     # tl_device.h's float8_e8m0fnu conversions (CUDA's; test_float8_e8m0.py checks the C helpers
     # against cuda_fp8.h and against these references)
     "tl_cvt_float_to_e8m0": lambda kernel, args, call: compute(e8m0_bits(args[0]), "uint8"),

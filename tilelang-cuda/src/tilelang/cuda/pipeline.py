@@ -56,6 +56,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
     from .transform.tma_copy import LowerTmaCopies
+    from .transform.warp_ops import FindFirstSet
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
     # them from the launch metadata
@@ -65,6 +66,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     # computes bfloat16 in float there itself (codegen.py); from sm_80 TVM's passes stay
     native_bf16 = arch_number(arch_of(context.target)) >= 80
     return [
+        FindFirstSet(),  # T.__ffs: CUDA's __ffs / __ffsll, while its expression is as core built it
         LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
         CheckClusterArch(),  # T.ClusterKernel: sm_90 and newer
         LowerClusterOps("tl_cluster_ctarank", "tl_cluster_arrive", "tl_cluster_arrive_relaxed", "tl_cluster_wait"),

@@ -30,6 +30,7 @@ LEFT_OUT = {
     "tl.cuda.StageEpilogueInShared": "measured on tilelang-cuda's wgmma epilogue only",
     "tl.cuda.MaskAfterGemm": "measured on tilelang-cuda's wgmma kernels only",
     "tirx.UnrollLoop": "the printer keeps loops; CuTe DSL's compiler unrolls",
+    "tl.cuda.FindFirstSet": "CUDA C's __ffs / __ffsll; the printer keeps T.__ffs's arithmetic",
     "tl.LowerSourceKernels": "T.CUDASourceCodeKernel is CUDA C++, which this backend does not compile (refused by name)",
     # it binds a parameter's flattened size (M * N) in the host function, and the device
     # function's buffers then name a variable the launch cannot see; CuTe DSL's compiler
