@@ -65,7 +65,6 @@ def test_a_kernel_for_another_gpu_compiles_and_its_launch_says_why_it_cannot_run
     when tvm_ffi loaded it; upstream's tests compile for sm_75 on any GPU to read the source."""
     from tilelang.backend.execution_backend import UnrunnableLauncher
     from tilelang.backend.toolchain import device_mismatch
-
     from tilelang.testing.kernels import elementwise_add
 
     monkeypatch.setattr(cuda_target, "device_arch", lambda ordinal=0: "sm_90")
@@ -82,3 +81,30 @@ def test_a_kernel_for_another_gpu_compiles_and_its_launch_says_why_it_cannot_run
         UnrunnableLauncher("k", reason)()
     monkeypatch.setattr(cuda_target, "device_arch", lambda ordinal=0: None)  # no GPU: nothing to say
     assert device_mismatch(artifact, context) is None
+
+
+def test_code_for_another_gpu_is_built_keeping_its_source(monkeypatch):
+    """A compiled build (tvm_ffi's) for an arch this process's GPU cannot run keeps the
+    source in TVM's module, as on a host without a GPU: TVM's runtime module factory would
+    take a cubin the GPU cannot load (a tvm_ffi process on the H200 died compiling
+    upstream's sm_75 test). The toolchain still compiles it, so its errors surface."""
+    from tilelang.cuda import codegen, toolchain
+    from tilelang.testing.kernels import elementwise_add
+
+    compiled: list[str] = []
+    monkeypatch.setattr(cuda_target, "device_arch", lambda ordinal=0: "sm_90")
+    monkeypatch.setattr(toolchain, "compile_for_target",
+                        lambda source, target, name="kernel": compiled.append(name) or b"\x7fELF")
+
+    def factory_compile(*args, **kwargs):
+        raise AssertionError("TVM's module factory compiled code for another GPU")
+
+    monkeypatch.setattr(codegen, "_compiling_build", factory_compile)
+    artifact = tilelang.lower(elementwise_add(64, 64), target={"kind": "cuda", "arch": "sm_75"})
+    mod = artifact.device_mod
+    from tvm.target import Target
+
+    module = codegen.cuda_compiled(mod, Target({"kind": "cuda", "arch": "sm_75"}))
+    assert "__global__" in str(module.inspect_source()) and compiled == ["main_kernel"]
+    with pytest.raises(AssertionError, match="module factory"):  # this GPU's own arch: the factory compiles
+        codegen.cuda_compiled(mod, Target({"kind": "cuda", "arch": "sm_90"}))
