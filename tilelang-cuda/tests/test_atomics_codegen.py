@@ -182,6 +182,51 @@ def test_vector_adds_as_lowered_add_every_element(arch, dtype, offset):
     assert (vector, "atomicAdd" in kernel.calls) == (([], True) if offset % 2 else ([vector[0]], False))
 
 
+
+def scatter_addx_kernel(lanes: int, dtype: str = "float32"):
+    """Upstream's sparse MLA backward (deepseek_v32/sparse_mla_bwd.py): rows of a shared
+    tile added into rows an index picks, ``lanes`` elements per T.atomic_addx<lanes>."""
+    @T.prim_func
+    def main(Out: T.Tensor((16, 64), dtype), Idx: T.Tensor((32,), "int32"), G: T.Tensor((32, 64), dtype)):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((32, 64), dtype)
+            T.copy(G, S)
+            for r, c in T.Parallel(32, 64 // lanes):
+                if lanes == 4:
+                    T.atomic_addx4(Out[Idx[r], c * 4], S[r, c * 4])
+                else:
+                    T.atomic_addx2(Out[Idx[r], c * 2], S[r, c * 2])
+
+    return main
+
+
+@pytest.mark.parametrize("arch,lanes,dtype,vector", [("sm_90", 4, "float32", "tl_atomic_add_f32x4"),
+                                                     ("sm_90", 2, "float32", "tl_atomic_add_f32x2"),
+                                                     ("sm_80", 2, "float16", "tl_atomic_add_f16x2"),
+                                                     ("sm_80", 4, "float32", None)])
+def test_atomic_addx_is_one_vector_add_where_the_arch_has_it(arch, lanes, dtype, vector):
+    """T.atomic_addx4 / x2 made four / two element adds in a row; they are now a loop over
+    the lanes, which PackAtomicAdds makes one float4 / float2 / half2 atomicAdd (where the
+    arch has it and the first element is aligned: here a row of 64 and a multiple of the
+    lanes). Rows picked twice accumulate: the emulator adds lane by lane, as the GPU does."""
+    from lowered_instructions import lowered_kernel
+
+    func = scatter_addx_kernel(lanes, dtype)
+    lowered = tilelang.lower(func, target={"kind": "cuda", "arch": arch})
+    body = kernel_body(lowered.device_source)
+    assert (vector in body and "atomicAdd(" not in body) if vector else "atomicAdd(" in body
+    rng = np.random.default_rng(11)
+    idx = rng.integers(0, 16, 32).astype(np.int32)
+    g = rng.integers(-4, 5, (32, 64)).astype(dtype)
+    out = np.ones((16, 64), dtype)
+    lowered_kernel(lowered.device_mod)(out, idx, g)
+    expected = np.ones((16, 64))
+    np.add.at(expected, idx, g.astype(np.float64))
+    np.testing.assert_array_equal(out.astype(np.float64), expected)
+    if HAS_NVCC:
+        assert toolchain._compile_nvcc(lowered.device_source, arch + "a" * (arch == "sm_90"), "addx")[:4] == b"\x7fELF"
+
+
 def test_split_k_through_vector_adds_as_lowered():
     from lowered_instructions import lowered_kernel
     from tilelang.testing.kernels import split_k_gemm

@@ -172,15 +172,17 @@ def _vector_add(lanes: int, dst: Any, value: Any, return_prev: bool, memory_orde
     order = _order(what, memory_order)
     d_buf, d_idx = _lanes(f"{what} destination", dst, lanes)
     s_buf, s_idx = _lanes(f"{what} value", value, lanes)
-    calls = []
-    for lane in range(lanes):
+    def add(lane: Any) -> Any:
         d = tirx.BufferLoad(d_buf, d_idx[:-1] + [d_idx[-1] + lane])
         s = tirx.BufferLoad(s_buf, s_idx[:-1] + [s_idx[-1] + lane])
-        calls.append(rmw_element("add", d, s, order))
+        return rmw_element("add", d, s, order)
+
     if return_prev:  # the previous values as one vector, lane k = element k
-        return tirx.Shuffle(calls, [tirx.const(k, "int32") for k in range(lanes)])
-    for call in calls:
-        _ib.evaluate(call)
+        return tirx.Shuffle([add(lane) for lane in range(lanes)], [tirx.const(k, "int32") for k in range(lanes)])
+    # a loop over the lanes, which a backend may make one vector add (CUDA's PackAtomicAdds:
+    # float4 atomicAdd on sm_90, where the first element is aligned)
+    with _ib.serial(0, lanes) as lane:
+        _ib.evaluate(add(lane))
     return None
 
 
