@@ -172,6 +172,7 @@ def _vector_add(lanes: int, dst: Any, value: Any, return_prev: bool, memory_orde
     order = _order(what, memory_order)
     d_buf, d_idx = _lanes(f"{what} destination", dst, lanes)
     s_buf, s_idx = _lanes(f"{what} value", value, lanes)
+
     def add(lane: Any) -> Any:
         d = tirx.BufferLoad(d_buf, d_idx[:-1] + [d_idx[-1] + lane])
         s = tirx.BufferLoad(s_buf, s_idx[:-1] + [s_idx[-1] + lane])

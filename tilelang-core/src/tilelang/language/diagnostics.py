@@ -64,8 +64,9 @@ def raise_for_user(err: BaseException) -> None:
     explained = explain(err)
     if explained is not None:
         raise LanguageError(explained) from err
-    if shown(err) is not err:
-        raise shown(err) from None  # TVMScript's own text: where and why
+    diagnostic = shown(err)
+    if diagnostic is not err:
+        raise diagnostic from None  # TVMScript's own text: where and why
 
 
 def shown(err: BaseException) -> BaseException:
