@@ -72,6 +72,7 @@ def test_a_vector_cast_is_converted_a_pair_of_lanes_at_a_time(source, target, pa
     assert "__device__ __forceinline__" in code[:code.index('extern "C" __global__')]
     assert f" {helper}(" in code[:code.index('extern "C" __global__')] or f" {helper}<" in code, code[:3000]
     assert ")(v_.x)" not in kernel  # TVM's lane-by-lane conversion
+    assert "TileLang CUDA device helpers" not in code  # tl_convert.h's helpers alone, not tl_device.h
     if toolchain.nvcc_path() is not None:
         assert toolchain._compile_nvcc(code, "sm_90a", f"cvt_{source}_{target}_{lanes}")[:4] == b"\x7fELF"
 

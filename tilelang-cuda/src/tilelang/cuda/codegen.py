@@ -29,6 +29,8 @@ _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_
             "tl_cluster_", "tl_rng_", "tl_cvt_")  # tl_device.h's families
 # tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2|s8>_<A MN-major, or r: A in registers><B MN-major>:
 # generated per use
+# a helper's name starts a word: tl_convert.h's __tl_cvt_* does not ask for tl_device.h
+_HELPER_CALL = re.compile(r"\b(?:" + "|".join(map(re.escape, _HELPERS)) + ")")
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
 _WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)\b")
@@ -242,7 +244,7 @@ def _postproc(code: str, target: Any = None) -> str:
         code = code[:at] + conversion_helpers(code[at:]) + "\n" + code[at:]
     if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
         code = _GRID_SYNC + code
-    if any(helper in code for helper in _HELPERS):
+    if _HELPER_CALL.search(code):
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
         generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z", int(k)) for n, k, t, a, b, z in wgmma)
         code = _device_header() + "\n" + generated + "\n" + code
