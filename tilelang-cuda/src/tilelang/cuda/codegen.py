@@ -321,18 +321,12 @@ def cuda_source(mod: Any, target: Any) -> str:
         return str(_build_cuda(mod, target).inspect_source())
 
 
-def _for_another_gpu(target: Any) -> bool:
-    """Whether ``target``'s code cannot run on this process's GPU (none: False)."""
-    from .target import arch_of, device_arch, runs_on
-
-    device = device_arch()
-    return device is not None and not runs_on(arch_of(target), device)
-
-
 def cuda_compiled(mod: Any, target: Any) -> Any:
+    from .target import arch_of, runs_here
+
     names = [gv.name_hint for gv in mod.functions]
     name = names[0] if names else "kernel"
-    if _for_another_gpu(target):
+    if not runs_here(arch_of(target)):
         # code for another GPU (upstream's tests compile for sm_75 on any GPU, to read the
         # source): TVM's runtime module factory would take a cubin this GPU cannot load, and
         # a tvm_ffi process died at compile. The module keeps its source, as on a host

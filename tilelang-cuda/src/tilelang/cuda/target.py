@@ -97,6 +97,13 @@ def runs_on(arch: str, device: str) -> bool:
     return code.group(2) == gpu.group(2) if code.group(3) == "a" else int(code.group(2)) <= int(gpu.group(2))
 
 
+def runs_here(arch: str, device: str | None = None) -> bool:
+    """Whether a cubin for ``arch`` runs on this process's GPU (``device``: its ``sm_XY``,
+    read from the driver when not given); True without a GPU (nothing loads it here)."""
+    device = device or device_arch()
+    return device is None or runs_on(arch, device)
+
+
 def cannot_run_here(target: str) -> str | None:
     """The toolchain's device check (DeviceToolchain.cannot_run_here): why a kernel compiled
     for ``target`` (``CompiledArtifact.target``, the text of the target's dict) cannot run
@@ -109,7 +116,7 @@ def cannot_run_here(target: str) -> str | None:
         arch = str(ast.literal_eval(target).get("arch", DEFAULT_ARCH))
     except (ValueError, SyntaxError, AttributeError):
         return None  # not a target's text: the driver answers at load
-    if runs_on(arch, device):
+    if runs_here(arch, device):
         return None
     return (f"it was compiled for {arch} and this GPU is {device}; compile it with "
             f"target={{'kind': 'cuda', 'arch': '{device}'}} or target='auto' to run it here "

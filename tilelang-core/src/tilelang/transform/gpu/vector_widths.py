@@ -27,20 +27,9 @@ class VectorRule:
     fp8: bool = False
 
 
-def _has_fp8(body: Any) -> bool:
-    """Whether the body reads, writes or converts to an 8-bit float (TVM's float8_*)."""
-    found: list[str] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.BufferStore):
-            found.append(str(node.buffer.dtype))
-        elif isinstance(node, TensorLoad) and isinstance(node.source, tirx.Buffer):
-            found.append(str(node.source.dtype))
-        elif isinstance(node, tirx.Cast):
-            found.append(str(node.ty.dtype))
-
-    tvm_ffi.structural_walk(body, visit)
-    return any(dtype.startswith("float8") for dtype in found)
+def _fp8(dtypes: list[Any]) -> bool:
+    """Whether any of ``dtypes`` is an 8-bit float (TVM's float8_*)."""
+    return any(str(dtype).startswith("float8") for dtype in dtypes)
 
 
 def dtype_bytes(dtype: Any) -> int:
@@ -87,16 +76,14 @@ def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
     return offset if offset is not None else tirx.IntImm("int32", 0)
 
 
-def _cast_bytes(body: Any) -> list[int]:
-    found: list[int] = []
-    tvm_ffi.structural_walk(body, (tirx.Cast, lambda c: found.append(dtype_bytes(c.ty.dtype))))
+def _cast_types(body: Any) -> list[Any]:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(body, (tirx.Cast, lambda c: found.append(c.ty.dtype)))
     return found
 
 
 def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, int]:
     """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
-    if not rule.fp8 and _has_fp8(body):
-        return 1, 0
     extents = [loop.extent for loop in loops]
     if not all(isinstance(e, tirx.IntImm) for e in extents):
         return 1, 0
@@ -111,12 +98,13 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, in
     # (until fragment layouts are inferred, this is the rule that keeps them consistent).
     per_thread = any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm) for i in idx)
                      for b, idx in accesses)
-    if not simple or not memory or per_thread:
+    types = [b.dtype for b, _ in accesses] + _cast_types(body)
+    if not simple or not memory or per_thread or (not rule.fp8 and _fp8(types)):
         return 1, 0
     # the widest element anywhere in the body, not only in memory: an fp16 load cast to
     # float32 at 8 lanes is a float32x8 value, which TVM's CUDA-C codegen cannot construct
     # (it prints make_ulonglong4 of 8 floats); vectors stay within 16 bytes of every type
-    widest = max([dtype_bytes(b.dtype) for b, _ in accesses] + _cast_bytes(body))
+    widest = max(dtype_bytes(t) for t in types)
     inner_var = loops[-1].loop_var
     analyzer = Analyzer()
     v = max(1, rule.max_bytes // widest)
@@ -142,9 +130,9 @@ def register_vector_width(stmt: Any, k: Any, arrays: list[Any], iterations: Any,
     its k loop as vectors (2 or 4 lanes, within 16 bytes), which a target converts a pair at
     a time (CUDA's cvt.rn.f16x2.f32). 1 where the nest reads or writes anything else, calls
     anything, branches, or converts nothing."""
-    if not isinstance(iterations, tirx.IntImm) or not arrays or (not rule.fp8 and _has_fp8(stmt)):
+    if not isinstance(iterations, tirx.IntImm) or not arrays:
         return 1
-    ok, casts, widest = [True], [0], [1]
+    ok, casts, types = [True], [0], []
 
     def visit(node: Any) -> None:
         if isinstance(node, (tirx.BufferStore, TensorLoad)):
@@ -153,17 +141,18 @@ def register_vector_width(stmt: Any, k: Any, arrays: list[Any], iterations: Any,
                     not node.indices[0].same_as(k):
                 ok[0] = False
             else:
-                widest[0] = max(widest[0], dtype_bytes(buffer.dtype))
+                types.append(buffer.dtype)
         elif isinstance(node, tirx.Cast):
             casts[0] += 1
-            widest[0] = max(widest[0], dtype_bytes(node.ty.dtype))
+            types.append(node.ty.dtype)
         elif isinstance(node, (tirx.For, tirx.IfThenElse, tirx.While, tirx.AllocBuffer, tvm.ir.Call)):
             ok[0] = False
 
     tvm_ffi.structural_walk(stmt, visit)
-    if not ok[0] or not casts[0]:
+    if not ok[0] or not casts[0] or (not rule.fp8 and _fp8(types)):
         return 1
+    widest = max(dtype_bytes(t) for t in types)
     width = 4
-    while width > 1 and (int(iterations.value) % width or width * widest[0] > rule.max_bytes):
+    while width > 1 and (int(iterations.value) % width or width * widest > rule.max_bytes):
         width //= 2
     return width

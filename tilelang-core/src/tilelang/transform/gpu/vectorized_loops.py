@@ -38,7 +38,7 @@ from tvm.ir import TensorLoad
 from tvm.sym.analyzer import Analyzer
 
 from ...backend.pass_pipeline import prim_func_pass
-from ...language.ops import substitute
+from ...language.ops import substitute, uses_var
 
 
 def _bytes(dtype: Any) -> int:
@@ -101,7 +101,7 @@ def _uniform_lanes(offset: Any, loop: Any, analyzer: Analyzer, most: int = 64) -
     (aligned to its width from the loop's start) over whose lanes it provably stays the
     same (``col // 6``: 2)."""
     var = loop.loop_var
-    if not _uses(offset, var):
+    if not uses_var(offset, var):
         return 0
     vector = tirx.Var("vector", var.ty)
     analyzer.bind(vector, tvm.ir.Range(0, 1 << 20))
@@ -114,12 +114,6 @@ def _uniform_lanes(offset: Any, loop: Any, analyzer: Analyzer, most: int = 64) -
             break
         width = lanes
     return width
-
-
-def _uses(expr: Any, var: Any) -> bool:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
-    return bool(found)
 
 
 def _split(loop: Any, max_vector_bytes: int, analyzer: Analyzer, ranged: list[Any]) -> Any:
