@@ -16,6 +16,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from upstream_refs import (
+    attn_bhsd_ref,
+    attn_bshd_ref,
+    chunk_o_inputs,
+    chunk_o_ref,
+    delta_h_inputs,
+    delta_h_ref,
+    gqa_bwd_inputs,
+    gqa_bwd_ref,
+    gqa_decode_ref,
+    mm_ref,
+    randn,
+    rms_ref,
+)
+
 
 @dataclass(frozen=True)
 class ModAttr:
@@ -94,155 +109,12 @@ class Recipe:
         return self.path.removesuffix(".py")
 
 
-# ---------------------------------------------------------------- torch references (cpu)
-
-
-def _randn(gen: Any, *shape: int, dtype: str = "float32") -> Any:
-    import torch
-
-    return torch.randn(*shape, generator=gen).to(getattr(torch, dtype))
-
-
-def _mm_ref(a: Any, b: Any, *rest: Any) -> Any:
-    return (a.float() @ b.float()).to(a.dtype)
-
-
-def _rms_ref(x: Any) -> Any:
-    import torch
-
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-12)
-
-
-def _attn_bhsd_ref(q: Any, k: Any, v: Any, causal: bool = False) -> Any:
-    import torch
-
-    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) / q.shape[-1] ** 0.5
-    if causal:
-        lq, lk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(lq, lk).tril(lk - lq) == 0, float("-inf"))
-    return torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v.float()).to(q.dtype)
-
-
-def _attn_bshd_ref(q: Any, k: Any, v: Any) -> Any:
-    t = lambda x: x.transpose(1, 2)  # noqa: E731
-    return t(_attn_bhsd_ref(t(q), t(k), t(v)))
-
-
-def _chunk_o_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
-                    chunk: int = 64) -> list:
-    """gdn's chunk_fwd_o arguments: Q, K, V, the chunks' hidden states, and log gates G that
-    fall within each chunk (a cumulative sum of negatives, as the gated delta rule makes them)."""
-    import torch
-
-    q, k, v = (_randn(gen, b, s, h, d, dtype="float16") for d in (dk, dk, dv))
-    hidden = (torch.randn(b, s // chunk, h, dk, dv, generator=gen) * dk ** -0.5).half()
-    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
-    return [q, k, v, hidden, g]
-
-
-def _chunk_o_ref(q: Any, k: Any, v: Any, hidden: Any, g: Any, chunk: int = 64) -> Any:
-    """O of each chunk: (Q H) exp(g) + (causal, gate-decayed Q K^T, rounded to the input
-    type as the kernel's shared tile holds it) V, times 1 / sqrt(dk)."""
-    import torch
-
-    b, s, h, dk = q.shape
-    out = torch.empty(b, s, h, v.shape[-1])
-    mask = torch.ones(chunk, chunk).tril().bool()
-    for c in range(s // chunk):
-        rows = slice(c * chunk, (c + 1) * chunk)
-        qc, kc, vc, gc = (x[:, rows].float().transpose(1, 2) for x in (q, k, v, g.unsqueeze(-1)))
-        gc = gc[..., 0]  # b, h, chunk
-        o = (qc @ hidden[:, c].float()) * gc.exp().unsqueeze(-1)
-        diff = gc.unsqueeze(-1) - gc.unsqueeze(-2)
-        a = torch.where((diff <= 0) & mask, (qc @ kc.transpose(-1, -2)) * diff.exp(), 0.0)
-        out[:, rows] = ((o + a.half().float() @ vc) * dk ** -0.5).transpose(1, 2)
-    return out.half()
-
-
-def _delta_h_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
-                    chunk: int = 64) -> list:
-    """gdn's chunk_gated_delta_rule_fwd_h arguments: K, W, U, log gates G falling within each
-    chunk, and the initial state (K and W scaled so the state stays of order one)."""
-    import torch
-
-    k = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
-    w = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
-    u = _randn(gen, b, s, h, dv, dtype="float16")
-    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
-    return [k, w, u, g, _randn(gen, b, h, dk, dv, dtype="float16")]
-
-
-def _delta_h_ref(k: Any, w: Any, u: Any, g: Any, state: Any, chunk: int = 64) -> list:
-    """The chunks' states h (each before its chunk, as the kernel's fp16 tile holds it), the
-    final state, and the new values V_new = U - W h, by the recurrence the kernel runs:
-    V_new gated by exp(g_last - g), h = h exp(g_last) + K^T V_new (V_new rounded to fp16)."""
-    import torch
-
-    b, s, hh, _ = k.shape
-    st = state.float()  # b, h, dk, dv
-    hs, v_new = [], torch.empty(b, s, hh, u.shape[-1])
-    for c in range(s // chunk):
-        rows = slice(c * chunk, (c + 1) * chunk)
-        held = st.half().float()  # the shared tile the GEMMs read
-        hs.append(held)
-        kc, wc, uc = (x[:, rows].float().transpose(1, 2) for x in (k, w, u))  # b, h, chunk, d
-        gc = g[:, rows].transpose(1, 2)  # b, h, chunk
-        vn = uc - wc @ held
-        v_new[:, rows] = vn.transpose(1, 2)
-        last = gc[..., -1:]
-        vn = torch.where((last - gc <= 0).unsqueeze(-1), vn * (last - gc).exp().unsqueeze(-1), 0.0)
-        st = st * last.exp().unsqueeze(-1) + kc.transpose(-1, -2) @ vn.half().float()
-    return [torch.stack(hs, 1).half(), st, v_new.half()]
-
-
-def _gqa_bwd_inputs(gen: Any, b: int = 1, n: int = 128, h: int = 2, hkv: int = 1, dqk: int = 192, dv: int = 128) -> list:
-    """example_gqa_bwd's backward kernel's arguments: Q, K, V, dO, and lse and Delta as its
-    forward and preprocess kernels make them; dQ, dK, dV zeroed (it adds into them)."""
-    import torch
-
-    q, k = _randn(gen, b, n, h, dqk, dtype="float16"), _randn(gen, b, n, hkv, dqk, dtype="float16")
-    v, do = _randn(gen, b, n, hkv, dv, dtype="float16"), _randn(gen, b, n, h, dv, dtype="float16")
-    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double().repeat_interleave(h // hkv, 2)) / dqk ** 0.5
-    o = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double().repeat_interleave(h // hkv, 2))
-    lse = (torch.logsumexp(s, -1) * 1.44269504).float()
-    delta = (o * do.double()).sum(-1).transpose(1, 2).float().contiguous()
-    return [q, k, v, do, lse, delta, torch.zeros(b, n, h, dqk), torch.zeros(b, n, hkv, dqk), torch.zeros(b, n, hkv, dv)]
-
-
-def _gqa_bwd_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any) -> list:
-    """dQ (in the example's make_dq_layout order), dK and dV of the backward kernel."""
-    import torch
-
-    b, n, h, dqk = q.shape
-    groups = h // k.shape[2]
-    ke, ve = (x.double().repeat_interleave(groups, 2) for x in (k, v))
-    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), ke) / dqk ** 0.5
-    p = torch.exp(s - lse.double()[..., None] / 1.44269504)
-    dp = torch.einsum("bqhd,bkhd->bhqk", do.double(), ve)
-    ds = p * (dp - delta.double()[..., None]) / dqk ** 0.5
-    dq = torch.einsum("bhqk,bkhd->bqhd", ds, ke)
-    dk = torch.einsum("bhqk,bqhd->bkhd", ds, q.double()).reshape(b, n, -1, groups, dqk).sum(3)
-    dv = torch.einsum("bhqk,bqhd->bkhd", p, do.double()).reshape(b, n, -1, groups, v.shape[-1]).sum(3)
-    laid = torch.zeros(b, n // 8, h, dqk // 8, 2, 32, dtype=torch.float64)  # dQ's annotated layout
-    rows, cols = torch.meshgrid(torch.arange(n), torch.arange(dqk), indexing="ij")
-    laid[:, rows // 8, :, cols // 8, cols % 2, 4 * (rows % 8) + (cols % 8) // 2] = dq.permute(1, 3, 0, 2)
-    return [laid.reshape(b, n, h, dqk), dk, dv]
-
-
-def _gqa_decode_ref(q: Any, k: Any, v: Any, mask: Any) -> Any:
-    """Decoding attention: each query head reads its KV head's keys that ``mask`` keeps."""
-    import torch
-
-    per_kv = q.shape[1] // k.shape[2]
-    ke, ve = (x.double().repeat_interleave(per_kv, 2).transpose(1, 2) for x in (k, v))  # (b, h, s, d)
-    scores = torch.einsum("bhd,bhsd->bhs", q.double(), ke) / q.shape[-1] ** 0.5
-    scores = scores.masked_fill(mask.repeat_interleave(per_kv, 2).transpose(1, 2) == 0, float("-inf"))
-    return torch.einsum("bhs,bhsd->bhd", scores.softmax(-1), ve).to(q.dtype)
+# ---------------------------------------------------------------- cpu cases
 
 
 def _gemm_case(m: int, n: int, k: int, **kwargs: Any) -> CpuCase:
-    return CpuCase(kwargs=dict(M=m, N=n, K=k, **kwargs), out_idx=(-1,), ref=_mm_ref,
-                   inputs=lambda g: [_randn(g, m, k, dtype="float16"), _randn(g, k, n, dtype="float16")])
+    return CpuCase(kwargs=dict(M=m, N=n, K=k, **kwargs), out_idx=(-1,), ref=mm_ref,
+                   inputs=lambda g: [randn(g, m, k, dtype="float16"), randn(g, k, n, dtype="float16")])
 
 
 # ---------------------------------------------------------------- the table
@@ -276,8 +148,8 @@ RECIPES: tuple[Recipe, ...] = (
                           128, 128, 32, 4),
                cpu=CpuCase(args=(Tensor((128, 256)), Tensor((256, 128)), Tensor((128, 128), "float32"),
                                  64, 64, 32, 4),
-                           inputs=lambda g: [_randn(g, 128, 256, dtype="float16"),
-                                             _randn(g, 256, 128, dtype="float16"), _randn(g, 128, 128) * 0],
+                           inputs=lambda g: [randn(g, 128, 256, dtype="float16"),
+                                             randn(g, 256, 128, dtype="float16"), randn(g, 128, 128) * 0],
                            ref=lambda a, b, c: c + a.float() @ b.float(), out_idx=(), inplace=(2,))),)),
     Recipe("gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py", (
         Kernel("matmul", (Tensor((1024, 1024)), Tensor((1024, 1024)), Tensor((1024, 1024), "float32"),
@@ -290,12 +162,12 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("elementwise_add", (Tensor((1024, 1024), "float32"), Tensor((1024, 1024), "float32")),
                dict(block_M=32, block_N=32, threads=128, in_dtype="float32", out_dtype="float32"),
                cpu=CpuCase(args=(Tensor((96, 64), "float32"), Tensor((96, 64), "float32")), out_idx=(-1,),
-                           inputs=lambda g: [_randn(g, 96, 64), _randn(g, 96, 64)],
+                           inputs=lambda g: [randn(g, 96, 64), randn(g, 96, 64)],
                            ref=lambda a, b: a + b, rtol=1e-6, atol=1e-6)),)),
     Recipe("norm/rms_norm.py", (
         Kernel("rms_norm", kwargs=dict(M=1024, N=1024, blk_m=1),
                cpu=CpuCase(kwargs=dict(M=64, N=256), out_idx=(-1,),
-                           inputs=lambda g: [_randn(g, 64, 256)], ref=_rms_ref, rtol=1e-4, atol=1e-4)),
+                           inputs=lambda g: [randn(g, 64, 256)], ref=rms_ref, rtol=1e-4, atol=1e-4)),
         Kernel("rms_norm_splitk", kwargs=dict(M=1024, N=1024, blk_m=1, blk_k=512)),),
         run=Call("test_rms_norm")),
     Recipe("norm/layernorm.py", (
@@ -304,13 +176,13 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("flash_attention/example_mha_fwd_bhsd.py", (
         Kernel("flashattn", (1, 1, 256, 256, 64, False), _MHA_BHSD,
                cpu=CpuCase(args=(1, 2, 128, 128, 64, False),
-                           inputs=lambda g: [_randn(g, 1, 2, 128, 64, dtype="float16") for _ in range(3)],
-                           ref=_attn_bhsd_ref)),)),
+                           inputs=lambda g: [randn(g, 1, 2, 128, 64, dtype="float16") for _ in range(3)],
+                           ref=attn_bhsd_ref)),)),
     Recipe("flash_attention/example_mha_fwd_bshd.py", (
         Kernel("flashattn", (1, 32, 256, 128, False), dict(block_M=128, block_N=128, num_stages=1,
                                                            threads=128),
-               cpu=CpuCase(args=(1, 2, 128, 64, False), ref=_attn_bshd_ref,
-                           inputs=lambda g: [_randn(g, 1, 128, 2, 64, dtype="float16") for _ in range(3)])),),
+               cpu=CpuCase(args=(1, 2, 128, 64, False), ref=attn_bshd_ref,
+                           inputs=lambda g: [randn(g, 1, 128, 2, 64, dtype="float16") for _ in range(3)])),),
         run=Call("main", kwargs=dict(batch=1, seq_len=256))),
     Recipe("flash_attention/example_gqa_fwd_bshd.py", (
         Kernel("flashattn", (1, 16, 1024, 128, False), dict(groups=16, block_M=64, block_N=64,
@@ -326,11 +198,11 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("flash_decoding/example_gqa_decode.py", (
         Kernel("flashattn", (1, 32, 8, 8192, 128), dict(block_N=128, block_H=64, num_split=8,
                                                         num_stages=2, threads=128),
-               cpu=CpuCase(args=(1, 8, 2, 256, 64), kwargs=dict(block_N=64, num_split=2), ref=_gqa_decode_ref,
-                           inputs=lambda g: [_randn(g, 1, 8, 64, dtype="float16"),
-                                             _randn(g, 1, 256, 2, 64, dtype="float16"),
-                                             _randn(g, 1, 256, 2, 64, dtype="float16"),
-                                             (_randn(g, 1, 256, 2) > -0.5).to(__import__("torch").uint8)])),)),
+               cpu=CpuCase(args=(1, 8, 2, 256, 64), kwargs=dict(block_N=64, num_split=2), ref=gqa_decode_ref,
+                           inputs=lambda g: [randn(g, 1, 8, 64, dtype="float16"),
+                                             randn(g, 1, 256, 2, 64, dtype="float16"),
+                                             randn(g, 1, 256, 2, 64, dtype="float16"),
+                                             (randn(g, 1, 256, 2) > -0.5).to(__import__("torch").uint8)])),)),
     Recipe("flash_decoding/example_mha_inference.py", (
         Kernel("flashattn", (1, 32, 128, 2048, 128, False, 128, 64)),),
         run=Call("main", kwargs=dict(BATCH=1, H=32, Q_CTX=128, KV_CTX=2048, D_HEAD=128, causal=False))),
@@ -354,7 +226,7 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("gemv/example_gemv.py", (
         Kernel("naive_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128),
                cpu=CpuCase(kwargs=dict(N=256, K=256), out_idx=(-1,),
-                           inputs=lambda g: [_randn(g, 256, dtype="float16"), _randn(g, 256, 256, dtype="float16")],
+                           inputs=lambda g: [randn(g, 256, dtype="float16"), randn(g, 256, 256, dtype="float16")],
                            ref=lambda a, b: (b.float() @ a.float()).half())),
         Kernel("naive_splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32)),
         Kernel("splitk_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=32, BLOCK_K=32, reduce_threads=32)),
@@ -362,7 +234,7 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("splitk_gemv_vectorized_tvm", kwargs=dict(N=1024, K=1024, BLOCK_N=2, reduce_threads=32),
                # T.tvm_thread_allreduce across 32 threads: on the CPU, in phases (cpu/transform/thread_allreduce.py)
                cpu=CpuCase(kwargs=dict(N=256, K=256), out_idx=(-1,),
-                           inputs=lambda g: [_randn(g, 256, dtype="float16"), _randn(g, 256, 256, dtype="float16")],
+                           inputs=lambda g: [randn(g, 256, dtype="float16"), randn(g, 256, 256, dtype="float16")],
                            ref=lambda a, b: (b.float() @ a.float()).half())),
         Kernel("gemv_alloc_reducer", kwargs=dict(M=1024, N=1024, block_M=128, block_N=128)),),
         run=Call("main", kwargs=dict(do_bench=False))),
@@ -379,9 +251,9 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("matmul_dynamic_mnk", (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 32, False, False,
                                       "float16", "float16", "float32", 3, 128),
                cpu=CpuCase(args=(Tensor((128, 64)), Tensor((64, 96)), 64, 64, 32, False, False,
-                                 "float16", "float16", "float32", 2, 128), out_idx=(-1,), ref=_mm_ref,
-                           inputs=lambda g: [_randn(g, 128, 64, dtype="float16"),
-                                             _randn(g, 64, 96, dtype="float16")])),),
+                                 "float16", "float16", "float32", 2, 128), out_idx=(-1,), ref=mm_ref,
+                           inputs=lambda g: [randn(g, 128, 64, dtype="float16"),
+                                             randn(g, 64, 96, dtype="float16")])),),
         run=Call("main", kwargs=dict(M=1024, N=1024, K=1024))),
     Recipe("hadamard_transform/example_hadamard.py", (
         Kernel("hadamard", (Tensor((64, 32768), "float32"), 32768, "float32")),), run=Call("__main__")),
@@ -425,7 +297,7 @@ RECIPES: tuple[Recipe, ...] = (
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64, 128 ** -0.5, True, 64, 64,
           32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", 64, 64 ** -0.5, True, 64, 64,
-                       64, 128, 0), inputs=_chunk_o_inputs, ref=_chunk_o_ref, out_idx=(-1,))),
+                       64, 128, 0), inputs=chunk_o_inputs, ref=chunk_o_ref, out_idx=(-1,))),
         ("cumsum", "tilelang_chunk_local_cumsum_scalar", (),
          dict(B=1, S=1024, H=32, chunk_size=64, reverse=False, head_first=False, input_dtype="float32",
               output_dtype="float32", block_S=64, threads=128, use_fragment=False), None),
@@ -438,7 +310,7 @@ RECIPES: tuple[Recipe, ...] = (
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
           True, True, 64, 32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", "float32", 64, True, True,
-                       True, True, 64, 32, 128, 0), inputs=_delta_h_inputs, ref=_delta_h_ref)),)],
+                       True, True, 64, 32, 128, 0), inputs=delta_h_inputs, ref=delta_h_ref)),)],
     Recipe("flash_attention/example_mha_bwd_bhsd.py", (
         Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
         Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
@@ -452,7 +324,7 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("flashattn_bwd_atomic_add", (1, 32, 256, 192, 128, False, 128, 32),
                dict(threads=256, num_stages=2, groups=16),
                cpu=CpuCase(args=(1, 2, 128, 192, 128, False, 128, 32), kwargs=dict(groups=2),
-                           inputs=_gqa_bwd_inputs, ref=_gqa_bwd_ref, inplace=(6, 7, 8), out_idx=(),
+                           inputs=gqa_bwd_inputs, ref=gqa_bwd_ref, inplace=(6, 7, 8), out_idx=(),
                            atol=2e-2)),
         Kernel("flashattn_bwd_split", (1, 32, 256, 192, 128, False, 128, 32),
                dict(threads=256, num_stages=2, groups=16)),),

@@ -1,0 +1,150 @@
+"""Torch references and seeded inputs for the cpu and emulate modes of
+tools/upstream_examples.py: what each upstream example's kernel should compute, written from
+the kernel's definition (small sizes, float64 where the kernel accumulates in float32)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def randn(gen: Any, *shape: int, dtype: str = "float32") -> Any:
+    import torch
+
+    return torch.randn(*shape, generator=gen).to(getattr(torch, dtype))
+
+
+def mm_ref(a: Any, b: Any, *rest: Any) -> Any:
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+def rms_ref(x: Any) -> Any:
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-12)
+
+
+def attn_bhsd_ref(q: Any, k: Any, v: Any, causal: bool = False) -> Any:
+    import torch
+
+    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) / q.shape[-1] ** 0.5
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(lq, lk).tril(lk - lq) == 0, float("-inf"))
+    return torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v.float()).to(q.dtype)
+
+
+def attn_bshd_ref(q: Any, k: Any, v: Any) -> Any:
+    t = lambda x: x.transpose(1, 2)
+    return t(attn_bhsd_ref(t(q), t(k), t(v)))
+
+
+def chunk_o_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
+                    chunk: int = 64) -> list:
+    """gdn's chunk_fwd_o arguments: Q, K, V, the chunks' hidden states, and log gates G that
+    fall within each chunk (a cumulative sum of negatives, as the gated delta rule makes them)."""
+    import torch
+
+    q, k, v = (randn(gen, b, s, h, d, dtype="float16") for d in (dk, dk, dv))
+    hidden = (torch.randn(b, s // chunk, h, dk, dv, generator=gen) * dk ** -0.5).half()
+    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
+    return [q, k, v, hidden, g]
+
+
+def chunk_o_ref(q: Any, k: Any, v: Any, hidden: Any, g: Any, chunk: int = 64) -> Any:
+    """O of each chunk: (Q H) exp(g) + (causal, gate-decayed Q K^T, rounded to the input
+    type as the kernel's shared tile holds it) V, times 1 / sqrt(dk)."""
+    import torch
+
+    b, s, h, dk = q.shape
+    out = torch.empty(b, s, h, v.shape[-1])
+    mask = torch.ones(chunk, chunk).tril().bool()
+    for c in range(s // chunk):
+        rows = slice(c * chunk, (c + 1) * chunk)
+        qc, kc, vc, gc = (x[:, rows].float().transpose(1, 2) for x in (q, k, v, g.unsqueeze(-1)))
+        gc = gc[..., 0]  # b, h, chunk
+        o = (qc @ hidden[:, c].float()) * gc.exp().unsqueeze(-1)
+        diff = gc.unsqueeze(-1) - gc.unsqueeze(-2)
+        a = torch.where((diff <= 0) & mask, (qc @ kc.transpose(-1, -2)) * diff.exp(), 0.0)
+        out[:, rows] = ((o + a.half().float() @ vc) * dk ** -0.5).transpose(1, 2)
+    return out.half()
+
+
+def delta_h_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 64, dv: int = 64,
+                    chunk: int = 64) -> list:
+    """gdn's chunk_gated_delta_rule_fwd_h arguments: K, W, U, log gates G falling within each
+    chunk, and the initial state (K and W scaled so the state stays of order one)."""
+    import torch
+
+    k = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
+    w = (torch.randn(b, s, h, dk, generator=gen) * 0.1).half()
+    u = randn(gen, b, s, h, dv, dtype="float16")
+    g = -(torch.rand(b, s // chunk, chunk, h, generator=gen) * 0.1).cumsum(2).reshape(b, s, h)
+    return [k, w, u, g, randn(gen, b, h, dk, dv, dtype="float16")]
+
+
+def delta_h_ref(k: Any, w: Any, u: Any, g: Any, state: Any, chunk: int = 64) -> list:
+    """The chunks' states h (each before its chunk, as the kernel's fp16 tile holds it), the
+    final state, and the new values V_new = U - W h, by the recurrence the kernel runs:
+    V_new gated by exp(g_last - g), h = h exp(g_last) + K^T V_new (V_new rounded to fp16)."""
+    import torch
+
+    b, s, hh, _ = k.shape
+    st = state.float()  # b, h, dk, dv
+    hs, v_new = [], torch.empty(b, s, hh, u.shape[-1])
+    for c in range(s // chunk):
+        rows = slice(c * chunk, (c + 1) * chunk)
+        held = st.half().float()  # the shared tile the GEMMs read
+        hs.append(held)
+        kc, wc, uc = (x[:, rows].float().transpose(1, 2) for x in (k, w, u))  # b, h, chunk, d
+        gc = g[:, rows].transpose(1, 2)  # b, h, chunk
+        vn = uc - wc @ held
+        v_new[:, rows] = vn.transpose(1, 2)
+        last = gc[..., -1:]
+        vn = torch.where((last - gc <= 0).unsqueeze(-1), vn * (last - gc).exp().unsqueeze(-1), 0.0)
+        st = st * last.exp().unsqueeze(-1) + kc.transpose(-1, -2) @ vn.half().float()
+    return [torch.stack(hs, 1).half(), st, v_new.half()]
+
+
+def gqa_bwd_inputs(gen: Any, b: int = 1, n: int = 128, h: int = 2, hkv: int = 1, dqk: int = 192, dv: int = 128) -> list:
+    """example_gqa_bwd's backward kernel's arguments: Q, K, V, dO, and lse and Delta as its
+    forward and preprocess kernels make them; dQ, dK, dV zeroed (it adds into them)."""
+    import torch
+
+    q, k = randn(gen, b, n, h, dqk, dtype="float16"), randn(gen, b, n, hkv, dqk, dtype="float16")
+    v, do = randn(gen, b, n, hkv, dv, dtype="float16"), randn(gen, b, n, h, dv, dtype="float16")
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double().repeat_interleave(h // hkv, 2)) / dqk ** 0.5
+    o = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double().repeat_interleave(h // hkv, 2))
+    lse = (torch.logsumexp(s, -1) * 1.44269504).float()
+    delta = (o * do.double()).sum(-1).transpose(1, 2).float().contiguous()
+    return [q, k, v, do, lse, delta, torch.zeros(b, n, h, dqk), torch.zeros(b, n, hkv, dqk), torch.zeros(b, n, hkv, dv)]
+
+
+def gqa_bwd_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any) -> list:
+    """dQ (in the example's make_dq_layout order), dK and dV of the backward kernel."""
+    import torch
+
+    b, n, h, dqk = q.shape
+    groups = h // k.shape[2]
+    ke, ve = (x.double().repeat_interleave(groups, 2) for x in (k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), ke) / dqk ** 0.5
+    p = torch.exp(s - lse.double()[..., None] / 1.44269504)
+    dp = torch.einsum("bqhd,bkhd->bhqk", do.double(), ve)
+    ds = p * (dp - delta.double()[..., None]) / dqk ** 0.5
+    dq = torch.einsum("bhqk,bkhd->bqhd", ds, ke)
+    dk = torch.einsum("bhqk,bqhd->bkhd", ds, q.double()).reshape(b, n, -1, groups, dqk).sum(3)
+    dv = torch.einsum("bhqk,bqhd->bkhd", p, do.double()).reshape(b, n, -1, groups, v.shape[-1]).sum(3)
+    laid = torch.zeros(b, n // 8, h, dqk // 8, 2, 32, dtype=torch.float64)  # dQ's annotated layout
+    rows, cols = torch.meshgrid(torch.arange(n), torch.arange(dqk), indexing="ij")
+    laid[:, rows // 8, :, cols // 8, cols % 2, 4 * (rows % 8) + (cols % 8) // 2] = dq.permute(1, 3, 0, 2)
+    return [laid.reshape(b, n, h, dqk), dk, dv]
+
+
+def gqa_decode_ref(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """Decoding attention: each query head reads its KV head's keys that ``mask`` keeps."""
+    import torch
+
+    per_kv = q.shape[1] // k.shape[2]
+    ke, ve = (x.double().repeat_interleave(per_kv, 2).transpose(1, 2) for x in (k, v))  # (b, h, s, d)
+    scores = torch.einsum("bhd,bhsd->bhs", q.double(), ke) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(mask.repeat_interleave(per_kv, 2).transpose(1, 2) == 0, float("-inf"))
+    return torch.einsum("bhs,bhsd->bhd", scores.softmax(-1), ve).to(q.dtype)
