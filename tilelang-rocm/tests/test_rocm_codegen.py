@@ -200,6 +200,27 @@ def test_upstream_warp_intrinsics_lower_to_hip_functions(needs_hipcc):
     assert toolchain.device_elf(code_object, "gfx90a")[:4] == b"\x7fELF"
 
 
+def test_ffs_is_hips_own_and_takes_its_operand_once(needs_hipcc):
+    """T.__ffs of a 64-bit ballot and of 32- and 64-bit values: clang's ``__builtin_ffsll`` /
+    ``__builtin_ffs`` (core's arithmetic would name the ballot three times and take it three
+    times)."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def first_set(M: T.Tensor((64,), "uint64"), S: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            S[tx] = T.__ffs(T.ballot(tx >= 7)) + T.__ffs(S[tx]) + T.__ffs(M[tx])
+
+    source = hip_source(first_set)
+    body = source[source.index("__global__"):]
+    assert body.count("__builtin_ffsll(") == 2 and body.count("__builtin_ffs(") == 1
+    assert body.count("__ballot(") == 1
+    assert "popcount" not in body
+    code_object = toolchain.compile_code_object(source, "gfx90a", "first_set")
+    assert toolchain.device_elf(code_object, "gfx90a")[:4] == b"\x7fELF"
+
+
 def test_warp_matches_are_refused_on_hip():
     import tilelang.language as T
 

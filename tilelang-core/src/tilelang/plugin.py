@@ -101,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "LowerAtomics": "tilelang.transform.gpu",
     "WarpFunctions": "tilelang.transform.gpu",
     "LowerWarpOps": "tilelang.transform.gpu",
+    "FindFirstSet": "tilelang.transform.gpu",  # 1.7: T.__ffs as a dialect's functions
     "RNG_INIT": "tilelang.language.random",  # 1.2: T.rng_* as neutral ops a backend lowers
     "RNG_RAND": "tilelang.language.random",
     "RNG_RAND_FLOAT": "tilelang.language.random",

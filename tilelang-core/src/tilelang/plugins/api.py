@@ -16,8 +16,9 @@ import re
 #: RNG_RAND_FLOAT, RNG_GENERATORS); 1.3 LowerGridSync and KernelLaunch.cooperative; 1.4
 #: LowerSourceKernels (T.CUDASourceCodeKernel); 1.5 DeviceToolchain.cannot_run_here,
 #: device_mismatch and UnrunnableLauncher (a kernel built for another GPU); 1.6
-#: gpu_block_passes(vector_fp8=) and PartitionParallelLoops(vector_fp8=) (fp8 vectors).
-PLUGIN_API_VERSION = "1.6"
+#: gpu_block_passes(vector_fp8=) and PartitionParallelLoops(vector_fp8=) (fp8 vectors); 1.7
+#: FindFirstSet (T.__ffs as a dialect's own functions).
+PLUGIN_API_VERSION = "1.7"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import execution, target
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.7"  # 1.7: FindFirstSet
 
 BACKEND = BackendModule(
     name="rocm",

@@ -31,9 +31,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     )
     from tvm import tirx
 
-    from .transform import LowerAtomics, LowerMfmaGemm, LowerWarpOps
+    from .transform import FindFirstSet, LowerAtomics, LowerMfmaGemm, LowerWarpOps
 
     return [
+        FindFirstSet(),  # T.__ffs: clang's __builtin_ffs / __builtin_ffsll, while its expression is as core built it
         LowerGridDependencies(),  # T.pdl_*: no programmatic dependent launch on HIP; dropped
         LowerMfmaGemm(),
         # rows reduced one thread each: TVM's all-reduce declares shared staging inside the

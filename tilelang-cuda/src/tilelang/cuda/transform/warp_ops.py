@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import tvm_ffi
+from tilelang.plugin import FindFirstSet as _FindFirstSet
 from tilelang.plugin import LowerWarpOps as _LowerWarpOps
 from tilelang.plugin import WarpFunctions
 
@@ -42,51 +42,7 @@ def LowerWarpOps() -> Any:
     return _LowerWarpOps(CUDA_WARP, "tl.cuda.LowerWarpOps")
 
 
-def _found_first_set(select: Any) -> Any:
-    """``x`` where ``select`` is core's ``T.__ffs(x)``: ``x == 0 ? 0 : popcount(x ^ (x - 1))``
-    (tilelang.language.bit_search), with the same ``x`` at each place; else None."""
-    from tvm import tirx
-
-    condition, zero, count = select.condition, select.true_value, select.false_value
-    if not (isinstance(condition, tirx.EQ) and isinstance(zero, tirx.IntImm) and zero.value == 0
-            and isinstance(count, tirx.Cast) and isinstance(count.value, tirx.Call)
-            and getattr(count.value.op, "name", "") == "tirx.popcount"):
-        return None
-    bits = count.value.args[0]
-    if not (isinstance(bits, tirx.BitwiseXor) and isinstance(bits.b, tirx.Sub)
-            and isinstance(bits.b.b, tirx.IntImm) and bits.b.b.value == 1):
-        return None
-    x = condition.a
-    same = all(tvm_ffi.structural_equal(x, other) for other in (bits.a, bits.b.a))
-    if not same or not isinstance(condition.b, tirx.IntImm) or condition.b.value != 0:
-        return None
-    return x
-
-
 def FindFirstSet() -> Any:
-    """``T.__ffs(x)`` as CUDA's ``__ffs`` / ``__ffsll`` (upstream's source has them): core
-    builds it as arithmetic every backend compiles, which names ``x`` three times, so a
-    ballot in it was taken three times (and an ``x`` with an effect would have had it three
-    times). Runs first, while the expression is as core built it."""
-    from tilelang.plugin import prim_func_pass
-    from tvm import tirx
-
-    def on_select(select: Any) -> Any:
-        x = _found_first_set(select)
-        if x is None:
-            return select
-        dtype = str(x.ty.dtype)
-        wide = dtype.endswith("64")
-        signed_type = "int64" if wide else "int32"
-        inner = x.args[0] if isinstance(x, tirx.Call) and getattr(x.op, "name", "") == "tirx.reinterpret" else None
-        if inner is not None and str(inner.ty.dtype) == signed_type:  # core made a signed x unsigned
-            signed = inner
-        else:
-            signed = tirx.reinterpret(signed_type, x) if dtype.startswith("uint") else x
-        return tirx.call_pure_extern("int32", "__ffsll" if wide else "__ffs", signed)
-
-    def run(func: Any, mod: Any, ctx: Any) -> Any:
-        body = tvm_ffi.structural_map(func.body, (tirx.Select, on_select), order="post")
-        return func if body.same_as(func.body) else func.with_body(body)
-
-    return prim_func_pass(run, "tl.cuda.FindFirstSet")
+    """``T.__ffs(x)`` as CUDA's ``__ffs`` / ``__ffsll`` (upstream's source has them), ``x``
+    once (core's arithmetic names it three times: a ballot in it was taken three times)."""
+    return _FindFirstSet("__ffs", "__ffsll", "tl.cuda.FindFirstSet")

@@ -3,6 +3,6 @@ passes the pipeline also runs live in core (``tilelang.transform.gpu``)."""
 
 from .atomics import LowerAtomics
 from .mfma import LowerMfmaGemm
-from .warp_ops import LowerWarpOps
+from .warp_ops import FindFirstSet, LowerWarpOps
 
-__all__ = ["LowerAtomics", "LowerMfmaGemm", "LowerWarpOps"]
+__all__ = ["FindFirstSet", "LowerAtomics", "LowerMfmaGemm", "LowerWarpOps"]

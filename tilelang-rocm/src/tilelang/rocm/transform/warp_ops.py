@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilelang.plugin import FindFirstSet as _FindFirstSet
 from tilelang.plugin import LowerWarpOps as _LowerWarpOps
 from tilelang.plugin import WarpFunctions
 
@@ -37,3 +38,10 @@ HIP_WARP = WarpFunctions(
 
 def LowerWarpOps() -> Any:
     return _LowerWarpOps(HIP_WARP, "tl.rocm.LowerWarpOps")
+
+
+def FindFirstSet() -> Any:
+    """``T.__ffs(x)`` as clang's ``__builtin_ffs`` / ``__builtin_ffsll`` (HIP's ``__ffsll`` is
+    overloaded for signed and unsigned, so an ``int64_t`` (``long``) is ambiguous), ``x`` once
+    (core's arithmetic names it three times: a ballot in it was taken three times)."""
+    return _FindFirstSet("__builtin_ffs", "__builtin_ffsll", "tl.rocm.FindFirstSet")
