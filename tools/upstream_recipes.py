@@ -29,6 +29,8 @@ from upstream_refs import (
     mm_ref,
     randn,
     rms_ref,
+    sparse_gemm_inputs,
+    sparse_gemm_ref,
 )
 
 
@@ -262,6 +264,13 @@ RECIPES: tuple[Recipe, ...] = (
                           128, 128, 64, "float8_e4m3fn"), name="matmul_e4m3"),
         Kernel("matmul", (Tensor((1024, 1024), "float8_e5m2"), Tensor((1024, 1024), "float8_e5m2"),
                           128, 128, 64, "float8_e5m2"), name="matmul_e5m2"),)),
+    Recipe("gemm_sp/example_gemm_sp.py", (
+        Kernel("matmul_sp_fp16", (1024, 1024, 1024, "float32", "int16", 128, 128, 64, 2, 128,
+                                  ModAttr("T.GemmWarpPolicy.Square"), True),
+               cpu=CpuCase(args=(128, 128, 128, "float32", "int16", 64, 64, 64, 2, 128,
+                                 ModAttr("T.GemmWarpPolicy.Square"), True),
+                           inputs=sparse_gemm_inputs, ref=sparse_gemm_ref, rtol=1e-4, atol=1e-4)),),
+        run=Call("main")),
     *[Recipe(f"warp_specialize/example_warp_specialize_gemm_{variant}.py", (
         Kernel(attr, (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 64)),),
         run=Call("main", kwargs=dict(M=1024, N=1024, K=1024)))

@@ -102,6 +102,9 @@ _EXPORTS: dict[str, str] = {
     "WarpFunctions": "tilelang.transform.gpu",
     "LowerWarpOps": "tilelang.transform.gpu",
     "FindFirstSet": "tilelang.transform.gpu",  # 1.7: T.__ffs as a dialect's functions
+    # 1.7: T.gemm_sp's 2:4 metadata: (nonzeros, group) of an A dtype, A elements per E element
+    "sparse_group": "tilelang.language.gemm_sp",
+    "sparse_e_factor": "tilelang.language.gemm_sp:e_factor",
     "RNG_INIT": "tilelang.language.random",  # 1.2: T.rng_* as neutral ops a backend lowers
     "RNG_RAND": "tilelang.language.random",
     "RNG_RAND_FLOAT": "tilelang.language.random",

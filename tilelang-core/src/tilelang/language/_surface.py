@@ -57,6 +57,7 @@ from .clusters import (
     cluster_wait,
 )
 from .conv import c2d_im2col, im2col
+from .gemm_sp import gemm_sp, wgmma_gemm_sp
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype, ptr
 from .eager import (  # the eager @tilelang.jit style's declarations

@@ -14,11 +14,13 @@ Python's ``int``/``float``/``bool`` — and says which spellings exist when it c
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import tvm
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _ir
+from typing_extensions import Self
 
 from ..errors import LanguageError
 
@@ -71,7 +73,7 @@ class dtype(tvm.DataType):
 
     __slots__ = ()
 
-    def __new__(cls, value: Any) -> dtype:
+    def __new__(cls, value: Any) -> Self:
         if isinstance(value, dtype):
             return value
         name = _name_of(value)
@@ -163,6 +165,32 @@ def ptr(dtype: Any = None, storage_scope: str = "global") -> Any:
 
     TVMScript's own ``ptr`` requires the dtype, so upstream's bare annotation would fail."""
     return _ir.handle(None if dtype is None else as_dtype_str(dtype), storage_scope)
+
+
+class _TorchDtypeNames(Mapping):
+    """torch dtype -> dtype string, for code written against upstream's private
+    ``_TORCH_DTYPE_TO_STR`` (upstream's gemm_sp example imports it). Reads torch only when
+    used, so importing this module stays light."""
+
+    def _dtypes(self) -> list[Any]:
+        import torch
+
+        return [v for v in vars(torch).values() if isinstance(v, torch.dtype)]
+
+    def __getitem__(self, key: Any) -> str:
+        module = type(key).__module__ or ""
+        if not module.startswith("torch"):
+            raise KeyError(key)
+        return _name_of(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(dict.fromkeys(self._dtypes()))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(self._dtypes()))
+
+
+_TORCH_DTYPE_TO_STR: Mapping[Any, str] = _TorchDtypeNames()
 
 
 def as_dtype_str(value: Any) -> str:

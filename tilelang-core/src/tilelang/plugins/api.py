@@ -17,7 +17,8 @@ import re
 #: LowerSourceKernels (T.CUDASourceCodeKernel); 1.5 DeviceToolchain.cannot_run_here,
 #: device_mismatch and UnrunnableLauncher (a kernel built for another GPU); 1.6
 #: gpu_block_passes(vector_fp8=) and PartitionParallelLoops(vector_fp8=) (fp8 vectors); 1.7
-#: FindFirstSet (T.__ffs as a dialect's own functions).
+#: FindFirstSet (T.__ffs as a dialect's own functions), sparse_group and sparse_e_factor
+#: (T.gemm_sp's metadata).
 PLUGIN_API_VERSION = "1.7"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
