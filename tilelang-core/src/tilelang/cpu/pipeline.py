@@ -60,6 +60,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         OutlineComputeFunction,
         RefuseNarrowFloats,
         RelaxParamAlignment,
+        RoundBF16Stores,
     )
     from .transform.c_vectors import RefuseVectorsInC
 
@@ -78,6 +79,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LegalizeFloatMinMax(),
         s_tir.transform.UnifyThreadBinding(),
         InstrumentBoundsChecks(),  # only with tl.bounds_check / tirx.instrument_bound_checkers
+        RoundBF16Stores(),  # before BF16ComputeLegalize turns bfloat16 tiles into float32
         *flatten_and_vectorize(),
         LowerAssumes(),  # over parameters only, a check of the packed entry's host code
         tirx.transform.VerifyMemory(),

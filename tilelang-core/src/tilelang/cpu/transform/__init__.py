@@ -2,6 +2,7 @@
 
 from .alignment import RelaxParamAlignment
 from .atomics import LowerAtomics
+from .bf16_round import RoundBF16Stores
 from .bool_compare import LegalizeBoolCompare
 from .compute_function import (
     AllocateOnStack,
@@ -28,4 +29,5 @@ __all__ = [
     "OutlineComputeFunction",
     "RefuseNarrowFloats",
     "RelaxParamAlignment",
+    "RoundBF16Stores",
 ]
