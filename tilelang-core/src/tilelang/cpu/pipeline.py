@@ -58,6 +58,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerKernelLaunchToLoops,
         NameTheCpuDevice,
         OutlineComputeFunction,
+        PlaceLocalAllocations,
         RefuseNarrowFloats,
         RelaxParamAlignment,
         RoundBF16Stores,
@@ -97,6 +98,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ]
     return [
         *middle_end,
+        PlaceLocalAllocations(),  # scalars on the stack, no workspace inside a while body
         tirx.transform.SplitHostDevice(),
         NameTheCpuDevice(),  # a kernel without tensors: its workspace is on (kDLCPU, 0)
         tirx.transform.MakePackedAPI(),

@@ -15,6 +15,7 @@ from .extern_calls import CheckExternCalls
 from .float_minmax import LegalizeFloatMinMax
 from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
+from .local_allocations import PlaceLocalAllocations
 
 __all__ = [
     "AllocateOnStack",
@@ -27,6 +28,7 @@ __all__ = [
     "LowerKernelLaunchToLoops",
     "NameTheCpuDevice",
     "OutlineComputeFunction",
+    "PlaceLocalAllocations",
     "RefuseNarrowFloats",
     "RelaxParamAlignment",
     "RoundBF16Stores",
