@@ -45,6 +45,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from ..backend.pass_pipeline.bounds_checks import InstrumentBoundsChecks
     from ..transform import ApplyGlobalLayouts, LowerSubByteAccess, LowerTileOps
     from ..transform.assumes import LowerAssumes
+    from ..transform.gpu.thread_loops import BindNestedThreadLoops
     from ..transform.grid_dependencies import LowerGridDependencies
     from . import intrinsics  # noqa: F401 - registers the c kind's missing math rules
     from .transform import (
@@ -59,6 +60,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         NameTheCpuDevice,
         OutlineComputeFunction,
         PlaceLocalAllocations,
+        RefuseForeignThreadLoops,
         RefuseNarrowFloats,
         RelaxParamAlignment,
         RoundBF16Stores,
@@ -74,6 +76,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerTileOps(),
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
+        BindNestedThreadLoops(),  # T.thread_binding of the kernel's own index: that index
+        RefuseForeignThreadLoops(),  # any other thread-bound loop (cpu/transform/thread_loops.py)
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
         LegalizeBoolCompare(),

@@ -16,6 +16,7 @@ from .float_minmax import LegalizeFloatMinMax
 from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
 from .local_allocations import PlaceLocalAllocations
+from .thread_loops import RefuseForeignThreadLoops
 
 __all__ = [
     "AllocateOnStack",
@@ -29,6 +30,7 @@ __all__ = [
     "NameTheCpuDevice",
     "OutlineComputeFunction",
     "PlaceLocalAllocations",
+    "RefuseForeignThreadLoops",
     "RefuseNarrowFloats",
     "RelaxParamAlignment",
     "RoundBF16Stores",
