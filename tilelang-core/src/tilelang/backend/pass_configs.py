@@ -6,7 +6,8 @@ core holds no backend's knobs. A request is checked against the resolved context
 
 - a key the context's backend honours is used;
 - a key of ``SESSION_CONFIGS`` is used by core, for every backend: they instrument the
-  compilation (upstream's IR dump and pass timing);
+  compilation (upstream's IR dump and pass timing), or turn off core's guard of global
+  accesses (``tl.disable_safe_memory_legalize``);
 - a key TVM's PassContext knows (``tvm.transform.PassContext.list_configs()``) goes to
   TVM; upstream's ``tir.<name>`` spelling is renamed to TVM 0.27's ``tirx.<name>``;
 - a key another installed backend honours, or one of upstream TileLang's keys
@@ -105,13 +106,17 @@ class PassConfigKey(str, Enum):
         return self.value
 
 
-#: keys core honours for every target backend: they instrument the compilation session
-#: (tilelang.engine.instruments) rather than change what a pass does
+#: keys core honours for every target backend: most instrument the compilation session
+#: (tilelang.engine.instruments) rather than change what a pass does; one turns off core's
+#: own guard of global accesses (tilelang.transform.safe_memory)
 SESSION_CONFIGS: dict[str, str] = {
     "tl.enable_dump_ir": "write the IR after every pass to tl.dump_ir_path, one file per pass",
     "tl.dump_ir_path": "the folder tl.enable_dump_ir writes to (default ./dump_ir)",
     "tl.pass_profile": "print how long each pass took, slowest first, after the compilation",
     "tl.pass_profile_threshold_ms": "tl.pass_profile lists only passes that took at least this long",
+    # core's own lowering, every backend (transform/safe_memory.py)
+    "tl.disable_safe_memory_legalize": "do not guard element accesses of global tensors that may leave them "
+                                       "(by default such a write is skipped and such a read gives 0)",
 }
 
 #: the keys themselves (the tl.Simplify sub-keys are fields of a value, not keys)

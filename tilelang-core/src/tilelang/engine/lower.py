@@ -181,6 +181,13 @@ def lower_with_context(
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
     configs = validate_pass_configs(pass_configs, context)
+    from ..backend.pass_pipeline.bounds_checks import CONFIG_KEYS as BOUNDS_CHECKS
+    from ..transform.safe_memory import DISABLE_CONFIG, guard_global_accesses
+
+    # element accesses that may leave a global tensor: guarded, unless the run-time bounds
+    # check was asked for (it reports them) or the guard was turned off
+    if not configs.get(DISABLE_CONFIG) and not any(configs.get(key) for key in BOUNDS_CHECKS):
+        func = guard_global_accesses(func)
     from .written_params import narrow_symbols, written_params
 
     written = written_params(func)

@@ -8,9 +8,13 @@ sign is left as written (upstream's rule too).
 Two kinds of access are certain to leave their buffer, so they are LanguageErrors:
 - an index that is out of range whatever the loop and block indices are (``C[-1, 0]``,
   ``A[64, 0]`` on a (64, n) tensor, ``A[i + 64]`` for i in T.Parallel(8) on 64 rows);
-- an unguarded index made only of loop and block indices of constant extent that runs past
-  a constant extent for some of them (``S[i, j]`` in ``T.Parallel(640, 8)`` over a
-  (64, 8) tile: before, the heap past the tile was overwritten).
+- an unguarded index of a tile (shared, fragment, local) made only of loop and block
+  indices of constant extent that runs past a constant extent for some of them (``S[i, j]``
+  in ``T.Parallel(640, 8)`` over a (64, 8) tile: before, the heap past the tile was
+  overwritten). The same index of a global tensor is guarded when the kernel is compiled,
+  as upstream guards it (tilelang.transform.safe_memory): its write is skipped and its read
+  gives 0 where it is outside (a hand-written vector index is still refused: the guard
+  is per element).
 Each lane of a hand-written vector index (``T.Ramp(base, stride, n)``) is an index too: the
 ramp spans its first and last lane, and one negative in every lane moves as a whole.
 Anything guarded by an ``if`` or ``T.if_then_else`` (the edge tiles of every tiled kernel),
@@ -86,7 +90,9 @@ class _Checker:
                 continue  # a vector index other than T.Ramp / T.Broadcast
             constant_extent = int(extent.value) if isinstance(extent, tirx.IntImm) else None
             never_inside = bound.max_value < 0 or (constant_extent is not None and bound.min_value >= constant_extent)
+            # a global tensor's edge is guarded when the kernel is compiled (transform/safe_memory.py)
             sometimes_outside = (not guarded and constant_extent is not None and self.only_ranged(index)
+                                 and (buffer.scope() != "global" or isinstance(index, (tirx.Ramp, tirx.Broadcast)))
                                  and (bound.min_value < 0 or bound.max_value >= constant_extent))
             if sometimes_outside and not never_inside and bound.min_value >= 0 and \
                     buffer.scope() == "local.fragment" and what == "write" or self._grown(buffer, axis, bound):

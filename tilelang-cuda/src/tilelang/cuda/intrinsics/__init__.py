@@ -3,8 +3,9 @@ layout helpers (``make_mma_swizzle_layout``, ``get_swizzle_layout``) and, in ``.
 the warp-level tensor-core emitter (``TensorCoreIntrinEmitter``) with which a kernel drives
 ldmatrix / mma.sync by hand. ``T.gemm`` chooses and emits the tensor-core instructions
 itself (mma.sync, wgmma); the emitter is for kernels written against upstream's.
-Upstream's other emitters (the ladder-transform, WGMMA, sparse and tcgen05 ones) are not
-provided.
+``.sparse_layout`` names T.gemm_sp's metadata format as upstream's sparse GEMM example
+imports it. Upstream's other emitters (the ladder-transform, WGMMA, sparse and tcgen05 ones)
+are not provided.
 """
 
 from .mma_layout import get_swizzle_layout, make_mma_swizzle_layout
