@@ -239,7 +239,7 @@ def fp8_gemm_ref(a: Any, b: Any) -> Any:
     return mm64(a, b.T).to(a.dtype)
 
 
-def grouped_gemm_inputs(gen: Any, sizes: tuple = (63, 77, 20), k: int = 96, n: int = 128, block_m: int = 64) -> list:
+def grouped_gemm_inputs(gen: Any, sizes: tuple = (63, 77, 20), k: int = 64, n: int = 96, block_m: int = 64) -> list:
     """example_grouped_gemm_fwd's arguments: the groups' rows of A stacked (sum(sizes), K),
     B (groups, K, N), and the int32 sizes, offsets and block_M-padded offsets, as its
     construct_inputs makes them (sizes not multiples of block_M: tiles that straddle groups)."""
