@@ -337,24 +337,29 @@ RECIPES: tuple[Recipe, ...] = (
           32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", 64, 64 ** -0.5, True, 64, 64,
                        64, 128, 0), inputs=chunk_o_inputs, ref=chunk_o_ref, out_idx=(-1,))),
-        ("chunk_scaled_dot_kkt", "tilelang_chunk_scaled_dot_kkt_fwd",
-         (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0), {},
-         # two block_DK steps; bfloat16 output: rtol = atol = 1e-2. --mode cpu fails (kept as the check):
-         # the CPU target's BF16ComputeLegalize holds the kernel's own bfloat16 tiles in float32, unrounded
-         CpuCase(args=(1, 128, 2, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0),
-                 inputs=kkt_inputs, ref=kkt_ref)),
-        ("wy_fast", "tilelang_recompute_w_u_fwd",
-         (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
-         dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0),
-         # two block_DK and two block_DV steps; bfloat16 outputs: rtol = atol = 1e-2. --mode cpu fails
-         # as chunk_scaled_dot_kkt's does (bfloat16 shared tiles held in float32 on the CPU target)
-         CpuCase(args=(1, 128, 2, 128, 64, "bfloat16", "bfloat16", "float32", "float32", 64),
-                 inputs=wy_fast_inputs, ref=wy_fast_ref)),
         ("chunk_delta_h", "tilelang_chunk_gated_delta_rule_fwd_h",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
           True, True, 64, 32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", "float32", 64, True, True,
                        True, True, 64, 32, 128, 0), inputs=delta_h_inputs, ref=delta_h_ref)),)],
+    Recipe("gdn/example_chunk_scaled_dot_kkt.py", tuple(
+        Kernel("tilelang_chunk_scaled_dot_kkt_fwd",
+               (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
+               # two block_DK steps; bfloat16 output: rtol = atol = 1e-2. --mode cpu fails (kept as the check):
+               # the CPU target's BF16ComputeLegalize holds the kernel's own bfloat16 tiles in float32, unrounded
+               cpu=CpuCase(args=(1, 128, 2, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
+                           inputs=kkt_inputs, ref=kkt_ref), name=name)
+        # the test's call (num_stages=0), and main()'s (num_stages=2)
+        for name, stages in (("kkt", 0), ("kkt_stages2", 2)))),
+    Recipe("gdn/example_wy_fast.py", tuple(
+        Kernel("tilelang_recompute_w_u_fwd", (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
+               dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=stages),
+               # two block_DK and four block_DV steps; bfloat16 outputs: rtol = atol = 1e-2. --mode cpu
+               # fails as chunk_scaled_dot_kkt's does (bfloat16 shared tiles held in float32 on the CPU target)
+               cpu=CpuCase(args=(1, 128, 2, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
+                           inputs=lambda g: wy_fast_inputs(g, dv=128), ref=wy_fast_ref), name=name)
+        # the test's call (num_stages=0), and main()'s (num_stages=3)
+        for name, stages in (("wy_fast", 0), ("wy_fast_stages3", 3)))),
     Recipe("gdn/example_cumsum.py", tuple(
         Kernel("tilelang_chunk_local_cumsum_scalar", (),
                dict(B=1, S=1024, H=32, chunk_size=64, reverse=reverse, head_first=False, input_dtype="float32",
