@@ -21,6 +21,7 @@ from upstream_refs import (
     attn_bshd_ref,
     blocksparse_inputs,
     blocksparse_ref,
+    chunk_cumsum_ref,
     chunk_o_inputs,
     chunk_o_ref,
     conv_ref,
@@ -37,12 +38,22 @@ from upstream_refs import (
     gqa_bwd_inputs,
     gqa_bwd_ref,
     gqa_decode_ref,
+    group_cast_inputs,
+    group_cast_ref,
     grouped_gemm_inputs,
     grouped_gemm_ref,
     int4_gemv_inputs,
     int4_gemv_ref,
+    kkt_inputs,
+    kkt_ref,
+    layernorm_bwd_inputs,
+    layernorm_bwd_ref,
+    layernorm_fwd_inputs,
+    layernorm_fwd_ref,
     mm_ref,
+    per_token_cast_ref,
     randn,
+    retention_ref,
     rms_ref,
     sparse_gemm_inputs,
     sparse_gemm_ref,
@@ -50,6 +61,12 @@ from upstream_refs import (
     splitk_atomic_ref,
     streamk_inputs,
     streamk_ref,
+    topk_inputs,
+    topk_ref,
+    topk_selector_inputs,
+    topk_selector_ref,
+    wy_fast_inputs,
+    wy_fast_ref,
 )
 
 
@@ -212,11 +229,19 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("rms_norm", kwargs=dict(M=1024, N=1024, blk_m=1),
                cpu=CpuCase(kwargs=dict(M=64, N=256), out_idx=(-1,),
                            inputs=lambda g: [randn(g, 64, 256)], ref=rms_ref, rtol=1e-4, atol=1e-4)),
-        Kernel("rms_norm_splitk", kwargs=dict(M=1024, N=1024, blk_m=1, blk_k=512)),),
+        Kernel("rms_norm_splitk", kwargs=dict(M=1024, N=1024, blk_m=1, blk_k=512),
+               # two k steps of blk_k = 512 (the second pass reversed), fp32 throughout
+               cpu=CpuCase(kwargs=dict(M=16, N=1024), out_idx=(-1,),
+                           inputs=lambda g: [randn(g, 16, 1024)], ref=rms_ref, rtol=1e-4, atol=1e-4)),),
         run=Call("test_rms_norm")),
     Recipe("norm/layernorm.py", (
-        Kernel("_layernorm_fwd", (4096, 8192), dict(in_dtype="bfloat16", out_dtype="bfloat16")),
-        Kernel("_layernorm_bwd", (4096, 8192), dict(in_dtype="bfloat16")),), run=Call("__main__")),
+        # bfloat16 outputs: rtol = atol = 1e-2 (1 ulp is 2^-8 relative); Mean / Rstd in float32 share them
+        Kernel("_layernorm_fwd", (4096, 8192), dict(in_dtype="bfloat16", out_dtype="bfloat16"),
+               cpu=CpuCase(args=(8, 1024), inputs=layernorm_fwd_inputs, ref=layernorm_fwd_ref)),
+        # two blocks of blk_m = 32 rows: DGamma / DBeta are atomically added by both
+        Kernel("_layernorm_bwd", (4096, 8192), dict(in_dtype="bfloat16"),
+               cpu=CpuCase(args=(64, 512), inputs=layernorm_bwd_inputs, ref=layernorm_bwd_ref, inplace=(5, 6))),),
+        run=Call("__main__")),
     Recipe("flash_attention/example_mha_fwd_bhsd.py", (
         Kernel("flashattn", (1, 1, 256, 256, 64, False), _MHA_BHSD,
                cpu=CpuCase(args=(1, 2, 128, 128, 64, False),
@@ -255,7 +280,10 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("linear_attention/example_linear_attn_fwd.py", (
         Kernel("tl_fused_chunk_fwd_kernel", (1, 512, 16, 128, 128)),)),
     Recipe("linear_attention/example_retention_fwd.py", (
-        Kernel("chunk_retention_fwd_kernel", (8, 4096, 32, 128, 128)),)),
+        Kernel("chunk_retention_fwd_kernel", (8, 4096, 32, 128, 128),
+               # NK = NV = 2 (DK = DV = 128, BK = BV = 64), two chunks; fp16 output
+               cpu=CpuCase(args=(1, 128, 2, 128, 128), ref=retention_ref,
+                           inputs=lambda g: [randn(g, 1, 128, 2, 128, dtype="float16") for _ in range(3)])),)),
     Recipe("convolution/example_convolution.py", (
         Kernel("convolution", (Tensor((128, 64, 64, 128)), Tensor((3, 3, 128, 128)), 1, 1, 1,
                                64, 128, 32, 3, 256),
@@ -265,11 +293,17 @@ RECIPES: tuple[Recipe, ...] = (
                                              randn(g, 3, 3, 32, 128, dtype="float16")], ref=conv_ref(1, 1, 1))),),
         run=Call("main", ([],))),
     Recipe("cast/example_per_token_cast_to_fp8.py", (
-        Kernel("per_token_cast_to_fp8", (Tensor((2048, 512), "float32"), 8)),),
+        Kernel("per_token_cast_to_fp8", (Tensor((2048, 512), "float32"), 8),
+               # fp8 outputs: the reference rounds as the kernel does, so any difference is >= 1 fp8 ulp;
+               # emulated on sm_80 only (sm_90's float8_e4m3fnx4 conversion is not emulated), no fp8 on the CPU
+               cpu=CpuCase(args=(Tensor((16, 256), "float32"), 8), inputs=lambda g: [randn(g, 16, 256) * 3],
+                           ref=per_token_cast_ref)),),
         run=Call("main", kwargs=dict(M=2048, N=512, blk_m=8))),
     Recipe("cast/example_group_per_split_token_cast_to_fp8.py", (
         Kernel("group_per_split_token_cast_to_fp8",
-               (Tensor((1024, 1024), "bfloat16"), Tensor((2,), "int32"), 896, 4)),),
+               (Tensor((1024, 1024), "bfloat16"), Tensor((2,), "int32"), 896, 4),
+               cpu=CpuCase(args=(Tensor((62, 256), "bfloat16"), Tensor((2,), "int32"), 40, 4),
+                           inputs=group_cast_inputs, ref=group_cast_ref)),),
         run=Call("main", kwargs=dict(M=1024, N=1024, BG=2, blk_m=4, batch_sizes=[128, 896]))),
     Recipe("gemv/example_gemv.py", (
         Kernel("naive_gemv", kwargs=dict(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128),
@@ -296,7 +330,10 @@ RECIPES: tuple[Recipe, ...] = (
                            inputs=lambda g: [randn(g, 256, 384, dtype="float16"), randn(g, 384, dtype="float16")])),),
         run=Call("main", kwargs=dict(do_bench=False))),
     Recipe("topk/example_topk.py", (
-        Kernel("tl_topk", (Tensor((320, 128), "float32"), 6), dict(blk_m=64)),)),
+        Kernel("tl_topk", (Tensor((320, 128), "float32"), 6), dict(blk_m=64),
+               # two blocks of blk_m = 64 rows; values and indices exact
+               cpu=CpuCase(args=(Tensor((128, 128), "float32"), 6), inputs=topk_inputs, ref=topk_ref,
+                           rtol=0, atol=0)),)),
     Recipe("blocksparse_gemm/example_blocksparse_gemm.py", (
         Kernel("blocksparse_matmul", kwargs=dict(M=1024, N=1024, K=1024, block_M=ModAttr("DEFAULT_BLOCK_M"),
                                                  block_N=ModAttr("DEFAULT_BLOCK_N"),
@@ -388,19 +425,38 @@ RECIPES: tuple[Recipe, ...] = (
           32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", 64, 64 ** -0.5, True, 64, 64,
                        64, 128, 0), inputs=chunk_o_inputs, ref=chunk_o_ref, out_idx=(-1,))),
-        ("cumsum", "tilelang_chunk_local_cumsum_scalar", (),
-         dict(B=1, S=1024, H=32, chunk_size=64, reverse=False, head_first=False, input_dtype="float32",
-              output_dtype="float32", block_S=64, threads=128, use_fragment=False), None),
-        ("chunk_scaled_dot_kkt", "tilelang_chunk_scaled_dot_kkt_fwd",
-         (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, 0), {}, None),
-        ("wy_fast", "tilelang_recompute_w_u_fwd",
-         (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
-         dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0), None),
         ("chunk_delta_h", "tilelang_chunk_gated_delta_rule_fwd_h",
          (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", "float32", 64, True, True,
           True, True, 64, 32, 128, 0), {},
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", "float32", 64, True, True,
                        True, True, 64, 32, 128, 0), inputs=delta_h_inputs, ref=delta_h_ref)),)],
+    Recipe("gdn/example_chunk_scaled_dot_kkt.py", tuple(
+        Kernel("tilelang_chunk_scaled_dot_kkt_fwd",
+               (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
+               # two block_DK steps; bfloat16 output: rtol = atol = 1e-2. --mode cpu fails (kept as the check):
+               # the CPU target's BF16ComputeLegalize holds the kernel's own bfloat16 tiles in float32, unrounded
+               cpu=CpuCase(args=(1, 128, 2, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
+                           inputs=kkt_inputs, ref=kkt_ref), name=name)
+        # the test's call (num_stages=0), and main()'s (num_stages=2)
+        for name, stages in (("kkt", 0), ("kkt_stages2", 2)))),
+    Recipe("gdn/example_wy_fast.py", tuple(
+        Kernel("tilelang_recompute_w_u_fwd", (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
+               dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=stages),
+               # two block_DK and four block_DV steps; bfloat16 outputs: rtol = atol = 1e-2. --mode cpu
+               # fails as chunk_scaled_dot_kkt's does (bfloat16 shared tiles held in float32 on the CPU target)
+               cpu=CpuCase(args=(1, 128, 2, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
+                           inputs=lambda g: wy_fast_inputs(g, dv=128), ref=wy_fast_ref), name=name)
+        # the test's call (num_stages=0), and main()'s (num_stages=3)
+        for name, stages in (("wy_fast", 0), ("wy_fast_stages3", 3)))),
+    Recipe("gdn/example_cumsum.py", tuple(
+        Kernel("tilelang_chunk_local_cumsum_scalar", (),
+               dict(B=1, S=1024, H=32, chunk_size=64, reverse=reverse, head_first=False, input_dtype="float32",
+                    output_dtype="float32", block_S=64, threads=threads, use_fragment=False),
+               # float32 sums of 64 values: rtol = atol = 1e-4
+               cpu=CpuCase(kwargs=dict(S=256, H=4), inputs=lambda g: [randn(g, 1, 256, 4)], rtol=1e-4, atol=1e-4,
+                           ref=lambda x, reverse=reverse: chunk_cumsum_ref(x, reverse=reverse)), name=name)
+        # the test's call, and main()'s (reversed, 256 threads)
+        for name, reverse, threads in (("cumsum", False, 128), ("cumsum_reverse", True, 256)))),
     Recipe("flash_attention/example_mha_bwd_bhsd.py", (
         Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
         Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
@@ -437,6 +493,11 @@ RECIPES: tuple[Recipe, ...] = (
                dict(block_I=64, num_stages=2, threads=256)),)),
     Recipe("deepseek_v32/topk_selector.py", (
         Kernel("tl_topk_impl", (Tensor((64, 32 * 1024), "float32"), Tensor((64, 2048), "int32"),
-                                Tensor((64,), "int32"), Tensor((64,), "int32"))),),
+                                Tensor((64,), "int32"), Tensor((64,), "int32")),
+               # topk = 32 of 2048, inputs built so the output order is defined (see topk_selector_inputs);
+               # the CPU target refuses the kernel (barriers in loops over a shared count), the emulator lacks ~x
+               cpu=CpuCase(args=(Tensor((4, 2048), "float32"), Tensor((4, 32), "int32"), Tensor((4,), "int32"),
+                                 Tensor((4,), "int32")), inputs=topk_selector_inputs, ref=topk_selector_ref,
+                           out_idx=(), inplace=(1,), rtol=0, atol=0)),),
         run=Call("test_topk_selector")),  # no main(); the file's test checks against torch.topk
 )

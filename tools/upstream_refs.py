@@ -353,3 +353,232 @@ def gemv_reducer_ref(a: Any, x: Any) -> Any:
     """gemv_alloc_reducer's o = a x: each product a[i, j] x[j] is an fp16 multiply (the kernel
     multiplies its fp16 fragments) then summed in float (float64 here), fp16 once."""
     return (a * x).double().sum(-1).half()
+
+
+# ---- norm-cast-misc
+
+
+def layernorm_fwd_inputs(gen: Any, n: int = 8, d: int = 1024) -> list:
+    """norm/layernorm's forward arguments: X, gamma, beta in bfloat16 (gamma, beta random so
+    that both enter the output)."""
+    return [randn(gen, n, d, dtype="bfloat16"), randn(gen, d, dtype="bfloat16"), randn(gen, d, dtype="bfloat16")]
+
+
+def layernorm_fwd_ref(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> list:
+    """Y (rounded to bfloat16 as the kernel stores it), Mean and Rstd (float32) of the kernel's
+    one-pass formula: mean = E[x], rstd = 1 / sqrt(E[x^2] - mean^2 + eps), in float64."""
+    import torch
+
+    x64 = x.double()
+    mean = x64.mean(-1)
+    rstd = torch.rsqrt((x64 * x64).mean(-1) - mean * mean + eps)
+    y = (x64 - mean[:, None]) * rstd[:, None] * gamma.double() + beta.double()
+    return [y.to(torch.bfloat16), mean.float(), rstd.float()]
+
+
+def layernorm_bwd_inputs(gen: Any, n: int = 64, d: int = 512) -> list:
+    """norm/layernorm's backward arguments: dY, X, gamma (bfloat16), X's Mean and Rstd (float32,
+    as the forward makes them), DGamma and DBeta zeroed (each block atomically adds into them)."""
+    import torch
+
+    dy, x, gamma = randn(gen, n, d, dtype="bfloat16"), randn(gen, n, d, dtype="bfloat16"), randn(gen, d, dtype="bfloat16")
+    x64 = x.double()
+    mean = x64.mean(-1)
+    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + 1e-5)
+    return [dy, x, gamma, mean.float(), rstd.float(), torch.zeros(d), torch.zeros(d)]
+
+
+def layernorm_bwd_ref(dy: Any, x: Any, gamma: Any, mean: Any, rstd: Any, *_: Any) -> list:
+    """DX (rounded to bfloat16), DGamma = sum over rows of dY x_hat, DBeta = sum of dY, in float64
+    from the given Mean and Rstd: x_hat = (x - mean) rstd, dx_hat = dY gamma,
+    DX = rstd (dx_hat - mean(dx_hat) - x_hat mean(dx_hat x_hat))."""
+    import torch
+
+    r = rstd.double()[:, None]
+    x_hat = (x.double() - mean.double()[:, None]) * r
+    dx_hat = dy.double() * gamma.double()
+    dx = r * (dx_hat - dx_hat.mean(-1, keepdim=True) - x_hat * (dx_hat * x_hat).mean(-1, keepdim=True))
+    return [dx.to(torch.bfloat16), (dy.double() * x_hat).sum(0), dy.double().sum(0)]
+
+
+def topk_inputs(gen: Any, m: int = 128, n: int = 128) -> list:
+    """example_topk's logits: uniform in [0, 1) as its main() makes them (no ties)."""
+    import torch
+
+    return [torch.rand(m, n, generator=gen)]
+
+
+def topk_ref(logits: Any, k: int = 6) -> list:
+    """The k largest logits of each row in descending order, and their column indices (int32)."""
+    import torch
+
+    values, indices = logits.topk(k, dim=1)
+    return [values, indices.to(torch.int32)]
+
+
+def per_token_cast_ref(x: Any, group: int = 128) -> list:
+    """Per row and 128-column group: s = max(amax, 1e-4) / 448 and clamp(x / s, +-448) rounded
+    to float8_e4m3fn, in float32 as the kernel divides (so a value on an fp8 rounding boundary
+    rounds as the kernel's does); returns (X_fp8, s)."""
+    import torch
+
+    m, n = x.shape
+    xv = x.float().reshape(m, n // group, group)
+    s = xv.abs().amax(-1).clamp_min(1e-4) / 448.0
+    q = (xv / s[..., None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return [q.reshape(m, n), s]
+
+
+def group_cast_inputs(gen: Any, sizes: tuple = (22, 40), n: int = 256) -> list:
+    """example_group_per_split_token_cast_to_fp8's arguments: X (bfloat16), the groups' row
+    counts (int32) -- the first not a multiple of blk_m, so one block is partly masked."""
+    import torch
+
+    return [randn(gen, sum(sizes), n, dtype="bfloat16"), torch.tensor(sizes, dtype=torch.int32)]
+
+
+def group_cast_ref(x: Any, sizes: Any, m_max: int = 40) -> list:
+    """Each group's rows cast as per_token_cast_ref does, padded to M_max rows; the rows past a
+    group's size are 0 in both outputs (the kernel's if_then_else)."""
+    import torch
+
+    n = x.shape[1]
+    q = torch.zeros(len(sizes), m_max, n, dtype=torch.float8_e4m3fn)
+    s = torch.zeros(len(sizes), m_max, n // 128)
+    offset = 0
+    for g, size in enumerate(sizes.tolist()):
+        q[g, :size], s[g, :size] = per_token_cast_ref(x[offset:offset + size])
+        offset += size
+    return [q, s]
+
+
+def chunk_cumsum_ref(g: Any, chunk: int = 64, reverse: bool = False) -> Any:
+    """gdn's chunk-local cumsum of G (b, s, h) along s within each chunk (from the chunk's end
+    when reversed), in float64."""
+    b, s, h = g.shape
+    gc = g.double().reshape(b, s // chunk, chunk, h)
+    out = gc.flip(2).cumsum(2).flip(2) if reverse else gc.cumsum(2)
+    return out.reshape(b, s, h).float()
+
+
+def kkt_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 128) -> list:
+    """gdn's chunk_scaled_dot_kkt arguments as its prepare_input makes them: K, Beta
+    (bfloat16), G (float32, random: the gate mask keeps some pairs and drops others)."""
+    return [randn(gen, b, s, h, dk, dtype="bfloat16"), randn(gen, b, s, h, dtype="bfloat16"), randn(gen, b, s, h)]
+
+
+def kkt_ref(k: Any, beta: Any, g: Any, chunk: int = 64) -> Any:
+    """A[i, j] of each chunk = (beta_i k_i, rounded to bfloat16 as the kernel's fragment holds
+    it) . k_j, times exp(g_i - g_j) where i > j and g_i <= g_j, else 0; rounded to bfloat16."""
+    import torch
+
+    b, s, h, dk = k.shape
+    kc = k.double().reshape(b, s // chunk, chunk, h, dk).transpose(2, 3)  # b, n, h, c, dk
+    bk = (k.double() * beta.double()[..., None]).to(torch.bfloat16).double()
+    bk = bk.reshape(b, s // chunk, chunk, h, dk).transpose(2, 3)
+    gc = g.double().reshape(b, s // chunk, chunk, h).transpose(2, 3)  # b, n, h, c
+    diff = gc[..., :, None] - gc[..., None, :]
+    lower = torch.ones(chunk, chunk).tril(-1).bool()
+    a = torch.where((diff <= 0) & lower, (bk @ kc.transpose(-1, -2)) * diff.exp(), 0.0)
+    return a.transpose(2, 3).reshape(b, s, h, chunk).to(torch.bfloat16)
+
+
+def wy_fast_inputs(gen: Any, b: int = 1, s: int = 128, h: int = 2, dk: int = 128, dv: int = 64,
+                   chunk: int = 64) -> list:
+    """gdn's recompute_w_u arguments as its prepare_input makes them: K, V, Beta (bfloat16),
+    G (float32), A (bfloat16, each row the chunk's 64 coefficients)."""
+    return [randn(gen, b, s, h, dk, dtype="bfloat16"), randn(gen, b, s, h, dv, dtype="bfloat16"),
+            randn(gen, b, s, h, dtype="bfloat16"), randn(gen, b, s, h), randn(gen, b, s, h, chunk, dtype="bfloat16")]
+
+
+def wy_fast_ref(k: Any, v: Any, beta: Any, g: Any, a: Any, chunk: int = 64) -> list:
+    """W = A (K beta exp(g)) and U = A (V beta) per chunk, with the kernel's shared tiles'
+    roundings to bfloat16: V beta and K beta (bfloat16 products, exact then rounded), then
+    (K beta) exp(g) rounded again; exp(g) in float32 as its shared tile holds it; outputs
+    rounded to bfloat16."""
+    import torch
+
+    bf = lambda t: t.to(torch.bfloat16).double()  # noqa: E731
+    b, s, h, _ = k.shape
+    bt = beta.double()[..., None]
+    u_in = bf(v.double() * bt)
+    w_in = bf(bf(k.double() * bt) * g.exp().double()[..., None])
+
+    def per_chunk(x: Any) -> Any:  # b, n, h, c, d
+        return x.reshape(b, s // chunk, chunk, h, -1).transpose(2, 3)
+
+    ac = per_chunk(a.double())
+    w, u = ac @ per_chunk(w_in), ac @ per_chunk(u_in)
+    back = lambda t: t.transpose(2, 3).reshape(b, s, h, -1).to(torch.bfloat16)  # noqa: E731
+    return [back(w), back(u)]
+
+
+def retention_ref(q: Any, k: Any, v: Any, bk: int = 64, chunk: int = 64) -> Any:
+    """chunk_retention_fwd's O (nk, b, s, h, dv): per 64-wide slice of DK (one kernel block
+    each) and head i_h, the chunked retention with decay d = 1 - 2^(-5 - i_h): q = Q / sqrt(DK)
+    (fp16), S = causal (q k^T) d^(row - col) (fp16), O = (q h) d^(row + 1) + S V (fp16);
+    then V scaled by d^(chunk - 1 - row) (fp16) and h = d^chunk h + k^T V; h enters the
+    GEMM as the fp16 copy the kernel makes. float64 otherwise."""
+    import math
+
+    import torch
+
+    b, s, hh, dk = q.shape
+    dv = v.shape[-1]
+    hf = lambda t: t.half().double()  # noqa: E731
+    out = torch.empty(dk // bk, b, s, hh, dv, dtype=torch.float64)
+    rows = torch.arange(chunk, dtype=torch.float64)
+    for head in range(hh):
+        ld = float(torch.tensor(math.log2(1 - 2.0 ** (-5.0 - head)), dtype=torch.float32))
+        decay = torch.where(rows[:, None] >= rows[None, :], torch.exp2((rows[:, None] - rows[None, :]) * ld), 0.0)
+        for ik in range(dk // bk):
+            cols = slice(ik * bk, (ik + 1) * bk)
+            state = torch.zeros(b, bk, dv, dtype=torch.float64)
+            for c in range(s // chunk):
+                t = slice(c * chunk, (c + 1) * chunk)
+                qc = hf(q[:, t, head, cols].double() * dk ** -0.5)
+                kc, vc = k[:, t, head, cols].double(), v[:, t, head].double()
+                sc = hf((qc @ kc.transpose(-1, -2)) * decay)
+                o = (qc @ hf(state)) * torch.exp2((rows + 1) * ld)[:, None] + sc @ vc
+                out[ik, :, t, head] = o
+                vs = hf(vc * torch.exp2((chunk - rows - 1) * ld)[:, None])
+                state = 2.0 ** (chunk * ld) * state + kc.transpose(-1, -2) @ vs
+    return out.half()
+
+
+def topk_selector_inputs(gen: Any, batch: int = 4, seq_len: int = 2048, topk: int = 32) -> list:
+    """topk_selector's arguments, built so that its output order is defined: the kernel places
+    the elements of each radix bin by atomic counters, so a row's top-k is in descending order
+    only where no two of them share a bin. Per row: topk - 2 values, each alone in its 8-bit
+    fp16 bin (above 0.625), and three candidates 0.5, 0.5 + 2^-6, 0.5 + 2^-5 sharing the
+    threshold bin (they share float32's top byte too, so the tail passes run all four rounds,
+    one element per bin from the second); the rest random below 0.5. starts / ends vary by row
+    (rows 1 and 3 a window, rows 0 and 2 the whole row); index zeroed (written in place)."""
+    import torch
+
+    x = torch.rand(batch, seq_len, generator=gen) * -2.0 + 0.45  # in (-1.55, 0.45]
+    starts = torch.tensor([0, 100, 0, 700][:batch] + [0] * max(0, batch - 4), dtype=torch.int32)
+    ends = torch.tensor([seq_len, 1900, seq_len, 1500][:batch] + [seq_len] * max(0, batch - 4), dtype=torch.int32)
+    bins = [2.0 ** e * (1 + q / 4) for e in range(0, 15) for q in range(4)]  # one per fp16 top-byte bin
+    for r in range(batch):
+        lo, hi = int(starts[r]), int(ends[r])
+        pos = lo + torch.randperm(hi - lo, generator=gen)[:topk + 1]
+        chosen = torch.randperm(len(bins), generator=gen)[:topk - 2].tolist()
+        jitter = torch.rand(topk - 2, generator=gen) * 0.1  # stays inside the bin: 1.75 * 1.1 < 2
+        vals = [bins[i] * (1 + float(j)) for i, j in zip(chosen, jitter)] + [0.5, 0.5 + 2 ** -6, 0.5 + 2 ** -5]
+        x[r, pos] = torch.tensor(vals)
+        if lo > 0:  # a larger value outside the window: must not be chosen
+            x[r, lo - 1] = 60000.0
+    return [x, torch.zeros(batch, topk, dtype=torch.int32), starts, ends]
+
+
+def topk_selector_ref(x: Any, index: Any, starts: Any, ends: Any) -> Any:
+    """The indices of each row's topk largest values within [start, end), in descending order
+    of value (the order topk_selector_inputs makes the kernel's)."""
+    import torch
+
+    out = torch.empty_like(index)
+    for r in range(x.shape[0]):
+        lo, hi = int(starts[r]), int(ends[r])
+        out[r] = x[r, lo:hi].topk(index.shape[1]).indices.to(torch.int32) + lo
+    return out
