@@ -18,6 +18,15 @@ from typing import Any
 
 from upstream_refs import (
     attn_bhsd_ref,
+    attn_bwd_inputs,
+    attn_fwd_lse_ref,
+    attn_inputs,
+    bwd_post_inputs,
+    bwd_post_ref,
+    bwd_prep_ref,
+    gqa_bwd_split_ref,
+    gqa_fwd_bshd_ref,
+    mha_bwd_ref,
     attn_bshd_ref,
     chunk_o_inputs,
     chunk_o_ref,
@@ -117,6 +126,26 @@ def _gemm_case(m: int, n: int, k: int, **kwargs: Any) -> CpuCase:
                    inputs=lambda g: [randn(g, m, k, dtype="float16"), randn(g, k, n, dtype="float16")])
 
 
+def _mha_bwd_cases(bshd: bool) -> dict[str, CpuCase]:
+    """example_mha_bwd_{bshd,bhsd}'s four kernels at b=1, h=2, s=128, d=64 (block_M = block_N = 64,
+    as main() picks them for d = 64)."""
+    o_do = (lambda g: [randn(g, 1, 128, 2, 64, dtype="float16") for _ in range(2)]) if bshd else \
+        (lambda g: [randn(g, 1, 2, 128, 64, dtype="float16") for _ in range(2)])
+    return dict(
+        fwd=CpuCase(args=(1, 2, 128, 64, False, 64, 64), inputs=lambda g: attn_inputs(g, 1, 128, 2, 64, bshd=bshd),
+                    ref=lambda q, k, v: attn_fwd_lse_ref(q, k, v, bshd=bshd)),
+        # Delta sums fp16 products (exact in float32) in float32
+        prep=CpuCase(args=(1, 2, 128, 64), inputs=o_do, ref=lambda o, do: bwd_prep_ref(o, do, bshd),
+                     rtol=1e-5, atol=1e-4),
+        # a relayout and an fp16 rounding: exact
+        post=CpuCase(args=(1, 2, 128, 64), inputs=lambda g: bwd_post_inputs(g, 1, 128, 2, 64, bshd),
+                     ref=lambda dq: bwd_post_ref(dq, bshd), rtol=0, atol=0),
+        bwd=CpuCase(args=(1, 2, 128, 64, False, 64, 64), inputs=lambda g: attn_bwd_inputs(g, 1, 128, 2, 64, bshd=bshd),
+                    ref=lambda *a: mha_bwd_ref(*a, bshd=bshd), out_idx=(), inplace=(6, 7, 8)))
+
+
+_MHA_BWD = {True: _mha_bwd_cases(True), False: _mha_bwd_cases(False)}
+
 # ---------------------------------------------------------------- the table
 
 _GEMM = dict(block_M=128, block_N=128, block_K=32)
@@ -186,14 +215,21 @@ RECIPES: tuple[Recipe, ...] = (
         run=Call("main", kwargs=dict(batch=1, seq_len=256))),
     Recipe("flash_attention/example_gqa_fwd_bshd.py", (
         Kernel("flashattn", (1, 16, 1024, 128, False), dict(groups=16, block_M=64, block_N=64,
-                                                            num_stages=2, threads=128)),),
+                                                            num_stages=2, threads=128),
+               cpu=CpuCase(args=(1, 4, 128, 64, False), kwargs=dict(groups=2), ref=gqa_fwd_bshd_ref,
+                           inputs=lambda g: attn_inputs(g, 1, 128, 4, 64, hkv=2))),
+        Kernel("flashattn", (1, 16, 1024, 128, True), dict(groups=16, block_M=64, block_N=64,
+                                                           num_stages=2, threads=128), name="flashattn_causal",
+               cpu=CpuCase(args=(1, 4, 128, 64, True), kwargs=dict(groups=2),
+                           ref=lambda q, k, v: gqa_fwd_bshd_ref(q, k, v, True),
+                           inputs=lambda g: attn_inputs(g, 1, 128, 4, 64, hkv=2))),),
         run=Call("main", kwargs=dict(batch=1, heads=16, seq_len=1024, dim=128, is_causal=False,
                                      groups=16, tune=False))),
     Recipe("flash_attention/example_mha_bwd_bshd.py", (
-        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
-        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
-        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64)),
-        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64)),),
+        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64), cpu=_MHA_BWD[True]["fwd"]),
+        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64), cpu=_MHA_BWD[True]["prep"]),
+        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64), cpu=_MHA_BWD[True]["post"]),
+        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64), cpu=_MHA_BWD[True]["bwd"]),),
         run=Call("main", kwargs=dict(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False))),
     Recipe("flash_decoding/example_gqa_decode.py", (
         Kernel("flashattn", (1, 32, 8, 8192, 128), dict(block_N=128, block_H=64, num_split=8,
@@ -312,22 +348,31 @@ RECIPES: tuple[Recipe, ...] = (
          CpuCase(args=(1, 128, 2, 64, 64, "float16", "float16", "float32", "float32", "float32", 64, True, True,
                        True, True, 64, 32, 128, 0), inputs=delta_h_inputs, ref=delta_h_ref)),)],
     Recipe("flash_attention/example_mha_bwd_bhsd.py", (
-        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64)),
-        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64)),
-        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64)),
-        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64)),),
+        Kernel("flashattn_fwd", (1, 16, 512, 64, False, 64, 64), cpu=_MHA_BWD[False]["fwd"]),
+        Kernel("flashattn_bwd_preprocess", (1, 16, 512, 64), cpu=_MHA_BWD[False]["prep"]),
+        Kernel("flashattn_bwd_postprocess", (1, 16, 512, 64), cpu=_MHA_BWD[False]["post"]),
+        Kernel("flashattn_bwd", (1, 16, 512, 64, False, 64, 64), cpu=_MHA_BWD[False]["bwd"]),),
         run=Call("main", kwargs=dict(BATCH=1, H=16, N_CTX=512, D_HEAD=64, causal=False))),
     Recipe("flash_attention/example_gqa_bwd.py", (
-        Kernel("flashattn_fwd", (1, 32, 256, 192, 128, False, 128, 64, 16)),
-        Kernel("flashattn_bwd_preprocess", (1, 32, 256, 128)),
-        Kernel("flashattn_bwd_postprocess", (1, 32, 256, 192)),
+        Kernel("flashattn_fwd", (1, 32, 256, 192, 128, False, 128, 64, 16),
+               cpu=CpuCase(args=(1, 2, 128, 192, 128, False, 128, 64, 2), ref=attn_fwd_lse_ref,
+                           inputs=lambda g: attn_inputs(g, 1, 128, 2, 192, hkv=1, dv=128))),
+        Kernel("flashattn_bwd_preprocess", (1, 32, 256, 128),
+               cpu=CpuCase(args=(1, 2, 128, 128), ref=bwd_prep_ref, rtol=1e-5, atol=1e-4,
+                           inputs=lambda g: [randn(g, 1, 128, 2, 128, dtype="float16") for _ in range(2)])),
+        Kernel("flashattn_bwd_postprocess", (1, 32, 256, 192),
+               cpu=CpuCase(args=(1, 2, 128, 192), inputs=lambda g: bwd_post_inputs(g, 1, 128, 2, 192),
+                           ref=bwd_post_ref, rtol=0, atol=0)),
         Kernel("flashattn_bwd_atomic_add", (1, 32, 256, 192, 128, False, 128, 32),
                dict(threads=256, num_stages=2, groups=16),
                cpu=CpuCase(args=(1, 2, 128, 192, 128, False, 128, 32), kwargs=dict(groups=2),
                            inputs=gqa_bwd_inputs, ref=gqa_bwd_ref, inplace=(6, 7, 8), out_idx=(),
                            atol=2e-2)),
         Kernel("flashattn_bwd_split", (1, 32, 256, 192, 128, False, 128, 32),
-               dict(threads=256, num_stages=2, groups=16)),),
+               dict(threads=256, num_stages=2, groups=16),
+               cpu=CpuCase(args=(1, 2, 128, 192, 128, False, 128, 32), kwargs=dict(groups=2),
+                           inputs=lambda g: attn_bwd_inputs(g, 1, 128, 2, 192, hkv=1, dv=128, split_groups=True),
+                           ref=gqa_bwd_split_ref, inplace=(6, 7, 8), out_idx=())),),
         run=Call("main", kwargs=dict(BATCH=1, H=32, N_CTX=256, D_HEAD_QK=192, D_HEAD_V=128, groups=16))),
     Recipe("deepseek_mla/example_mla_decode_persistent.py", (
         Kernel("flashattn", (128, 128, 1, 8192, 512, 64, 64, 64, 2)),)),

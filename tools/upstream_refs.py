@@ -148,3 +148,156 @@ def gqa_decode_ref(q: Any, k: Any, v: Any, mask: Any) -> Any:
     scores = torch.einsum("bhd,bhsd->bhs", q.double(), ke) / q.shape[-1] ** 0.5
     scores = scores.masked_fill(mask.repeat_interleave(per_kv, 2).transpose(1, 2) == 0, float("-inf"))
     return torch.einsum("bhs,bhsd->bhd", scores.softmax(-1), ve).to(q.dtype)
+
+
+# ---- attention
+# Shared by the attention family's cases: the kernels keep Q K^T, the softmax and the
+# accumulators in float32 and store O in fp16; these references work in float64 and round
+# only the outputs, so a 1e-2 tolerance (fp16 storage plus the kernels' fp16 P and dS tiles,
+# which the references do not model unless they say so) is the budget.
+
+_LOG2E = 1.44269504
+
+
+def _bhsd(x: Any, bshd: bool) -> Any:
+    return x.transpose(1, 2) if bshd else x
+
+
+def attn_core(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None) -> tuple:
+    """Softmax attention in float64 over (b, h, s, d) tensors; K and V may have fewer heads
+    (GQA: query head h reads KV head h // (h_q / h_kv)). Returns O and the log-sum-exp of the
+    scaled scores in base 2 (what the kernels' lse holds: log2(sum 2^(s * scale * log2 e)))."""
+    import torch
+
+    groups = q.shape[1] // k.shape[1]
+    ke, ve = (x.double().repeat_interleave(groups, 1) for x in (k, v))
+    s = q.double() @ ke.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).tril(lk - lq).logical_not(), float("-inf"))
+    return s.softmax(-1) @ ve, torch.logsumexp(s, -1) * _LOG2E
+
+
+def gqa_fwd_bshd_ref(q: Any, k: Any, v: Any, causal: bool = False) -> Any:
+    """example_gqa_fwd_bshd: O = softmax(Q K^T / sqrt(d)) V, (b, s, h, d), K/V heads shared by
+    groups of query heads; fp16 out."""
+    return _bhsd(attn_core(_bhsd(q, True), _bhsd(k, True), _bhsd(v, True), causal)[0], True).half()
+
+
+def attn_fwd_lse_ref(q: Any, k: Any, v: Any, causal: bool = False, bshd: bool = True) -> list:
+    """flashattn_fwd of the backward examples: O (fp16) and lse (float32, base 2, (b, h, s))."""
+    o, lse = attn_core(_bhsd(q, bshd), _bhsd(k, bshd), _bhsd(v, bshd), causal)
+    return [_bhsd(o, bshd).half(), lse.float()]
+
+
+def attn_inputs(gen: Any, b: int, s: int, h: int, d: int, hkv: int | None = None, dv: int | None = None,
+                bshd: bool = True) -> list:
+    """Q, K, V in fp16, (b, s, h, d) or (b, h, s, d)."""
+    hkv, dv = hkv or h, dv or d
+    shape = (lambda hh, dd: (b, s, hh, dd)) if bshd else (lambda hh, dd: (b, hh, s, dd))
+    return [randn(gen, *shape(h, d), dtype="float16"), randn(gen, *shape(hkv, d), dtype="float16"),
+            randn(gen, *shape(hkv, dv), dtype="float16")]
+
+
+def bwd_prep_ref(o: Any, do: Any, bshd: bool = True) -> Any:
+    """flashattn_bwd_preprocess: Delta = rowsum(O * dO), float32, (b, h, s); each product is
+    an fp16 multiply (O and dO are fp16 fragments), rounded to fp16, summed in float32."""
+    return (_bhsd(o, bshd).double() * _bhsd(do, bshd).double()).half().double().sum(-1).float()
+
+
+def dq_laid(dq: Any, bshd: bool = True) -> Any:
+    """dQ (natural (b, s, h, d) or (b, h, s, d) order) as the examples' make_dq_layout stores
+    it: element (l, d) of a head at [l // 8, d // 8, d % 2, 4 * (l % 8) + (d % 8) // 2]."""
+    import torch
+
+    dq = dq.double()
+    if bshd:
+        b, n, h, d = dq.shape
+        laid = torch.zeros(b, n // 8, h, d // 8, 2, 32, dtype=torch.float64)
+    else:
+        b, h, n, d = dq.shape
+        laid = torch.zeros(b, h, n // 8, d // 8, 2, 32, dtype=torch.float64)
+    rows, cols = torch.meshgrid(torch.arange(n), torch.arange(d), indexing="ij")
+    at = (rows // 8, cols // 8, cols % 2, 4 * (rows % 8) + (cols % 8) // 2)
+    if bshd:  # advanced indices split by the head slice: the indexed dims (n, d) come first
+        laid[:, at[0], :, at[1], at[2], at[3]] = dq.permute(1, 3, 0, 2)
+    else:
+        laid[:, :, at[0], at[1], at[2], at[3]] = dq
+    return laid.reshape(dq.shape)
+
+
+def bwd_post_inputs(gen: Any, b: int, s: int, h: int, d: int, bshd: bool = True) -> list:
+    """flashattn_bwd_postprocess's dQ: float32 values stored in make_dq_layout's order."""
+    shape = (b, s, h, d) if bshd else (b, h, s, d)
+    return [dq_laid(randn(gen, *shape), bshd).float()]
+
+
+def bwd_post_ref(dq_stored: Any, bshd: bool = True) -> Any:
+    """dQ_out: the stored dQ read back through make_dq_layout, in natural order, fp16."""
+    import torch
+
+    probe = torch.arange(dq_stored.numel(), dtype=torch.float64).reshape(dq_stored.shape)
+    natural_at = dq_laid(probe, bshd).reshape(-1).long()  # storage slot p holds natural element natural_at[p]
+    out = torch.empty(dq_stored.numel(), dtype=torch.float64)
+    out[natural_at] = dq_stored.double().reshape(-1)
+    return out.reshape(dq_stored.shape).half()
+
+
+def attn_bwd_inputs(gen: Any, b: int, s: int, h: int, d: int, hkv: int | None = None, dv: int | None = None,
+                    bshd: bool = True, causal: bool = False, split_groups: bool = False) -> list:
+    """The backward kernels' arguments: Q, K, V, dO, lse and Delta as the forward and
+    preprocess kernels make them (float64, stored float32), dQ zeroed (atomically added), dK and
+    dV zeroed in fp16 -- (groups, b, s, h_kv, d) for example_gqa_bwd's split kernel."""
+    import torch
+
+    hkv, dv = hkv or h, dv or d
+    q, k, v = attn_inputs(gen, b, s, h, d, hkv, dv, bshd)
+    do = randn(gen, *((b, s, h, dv) if bshd else (b, h, s, dv)), dtype="float16")
+    o, lse = attn_core(_bhsd(q, bshd), _bhsd(k, bshd), _bhsd(v, bshd), causal)
+    delta = (o * _bhsd(do, bshd).double()).sum(-1)
+    if split_groups:
+        dk, dvv = torch.zeros(h // hkv, b, s, hkv, d), torch.zeros(h // hkv, b, s, hkv, dv)
+    else:
+        dk, dvv = torch.zeros(k.shape), torch.zeros(v.shape)
+    return [q, k, v, do, lse.float(), delta.float(), torch.zeros(q.shape), dk.half(), dvv.half()]
+
+
+def attn_bwd_core(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, causal: bool = False) -> tuple:
+    """dQ, and dK, dV per query head, (b, h, s, d), float64, from the given lse and Delta, as
+    the backward kernels compute them: P = 2^(Q K^T scale log2 e - lse) rounded to fp16 (the
+    kernels' qkT_cast, the dV GEMM's operand), dS = P (dO V^T - Delta) / sqrt(d) rounded to
+    fp16 (dsT_cast, the dK and dQ GEMMs' operand; computed from the float32 P)."""
+    import torch
+
+    groups = q.shape[1] // k.shape[1]
+    ke, ve = (x.double().repeat_interleave(groups, 1) for x in (k, v))
+    scale = q.shape[-1] ** -0.5
+    p = torch.exp2(q.double() @ ke.transpose(-1, -2) * scale * _LOG2E - lse.double()[..., None])
+    if causal:
+        lq, lk = p.shape[-2:]
+        p = p * torch.ones(lq, lk, dtype=torch.float64).tril(lk - lq)
+    dp = do.double() @ ve.transpose(-1, -2)
+    ds = (p * (dp - delta.double()[..., None]) * scale).half().double()
+    dv = p.half().double().transpose(-1, -2) @ do.double()
+    return ds @ ke, ds.transpose(-1, -2) @ q.double(), dv
+
+
+def mha_bwd_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any, causal: bool = False,
+                bshd: bool = True) -> list:
+    """example_mha_bwd_{bshd,bhsd}'s flashattn_bwd: dQ (float32, in make_dq_layout's order),
+    dK and dV (fp16)."""
+    dq, dk, dv = attn_bwd_core(*(_bhsd(x, bshd) for x in (q, k, v, do)), lse, delta, causal)
+    return [dq_laid(_bhsd(dq, bshd), bshd), _bhsd(dk, bshd).half(), _bhsd(dv, bshd).half()]
+
+
+def gqa_bwd_split_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_: Any, causal: bool = False) -> list:
+    """example_gqa_bwd's flashattn_bwd_split: dQ (make_dq_layout's order), and dK, dV of each
+    query head in fp16 at [h % groups, b, s, h // groups] (summed over groups after the kernel)."""
+    b, n, h, _ = q.shape
+    groups = h // k.shape[2]
+    dq, dk, dv = attn_bwd_core(*(_bhsd(x, True) for x in (q, k, v, do)), lse, delta, causal)
+
+    def split(x: Any) -> Any:  # (b, h, s, d) -> (groups, b, s, h_kv, d)
+        return x.transpose(1, 2).reshape(b, n, h // groups, groups, -1).permute(3, 0, 1, 2, 4).half()
+
+    return [dq_laid(_bhsd(dq, True), True), split(dk), split(dv)]
