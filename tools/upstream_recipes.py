@@ -27,6 +27,13 @@ from upstream_refs import (
     gqa_bwd_split_ref,
     gqa_fwd_bshd_ref,
     mha_bwd_ref,
+    mha_inference_ref,
+    mla_decode_inputs,
+    mla_decode_ref,
+    mla_paged_inputs,
+    mla_paged_ref,
+    varlen_inputs,
+    varlen_ref,
     attn_bshd_ref,
     chunk_o_inputs,
     chunk_o_ref,
@@ -157,7 +164,13 @@ RECIPES: tuple[Recipe, ...] = (
                cpu=_gemm_case(128, 128, 64, block_M=64, block_N=64, block_K=32)),)),
     Recipe("flash_attention/example_mha_fwd_varlen.py", (
         # UQ/UKV (total tokens) depend on main()'s random padding; 4 x 512 tokens, 3/4 kept
-        Kernel("flashattn", (4, 1536, 1536, 16, 64, False), _MHA_BHSD),),
+        Kernel("flashattn", (4, 1536, 1536, 16, 64, False), _MHA_BHSD,
+               # 3 sequences: q lengths 50, 128, 77; k lengths 100, 64, 77 (UQ = 255, UKV = 241)
+               cpu=CpuCase(args=(3, 255, 241, 2, 64, False), inputs=varlen_inputs, ref=varlen_ref)),
+        Kernel("flashattn", (4, 1536, 1536, 16, 64, True), _MHA_BHSD, name="flashattn_causal",
+               # sequence 1 has 64 more queries than keys: its first 64 queries see nothing (0)
+               cpu=CpuCase(args=(3, 255, 241, 2, 64, True), inputs=varlen_inputs,
+                           ref=lambda *a: varlen_ref(*a, causal=True))),),
         run=Call("main", kwargs=dict(batch=4, heads=16, seq_len=512, dim=64, causal=False))),
     Recipe("gemm/example_gemm_persistent.py", (
         Kernel("matmul_persistent", kwargs=dict(M=4096, N=4096, K=4096, block_M=128, block_N=256,
@@ -240,10 +253,18 @@ RECIPES: tuple[Recipe, ...] = (
                                              randn(g, 1, 256, 2, 64, dtype="float16"),
                                              (randn(g, 1, 256, 2) > -0.5).to(__import__("torch").uint8)])),)),
     Recipe("flash_decoding/example_mha_inference.py", (
-        Kernel("flashattn", (1, 32, 128, 2048, 128, False, 128, 64)),),
+        Kernel("flashattn", (1, 32, 128, 2048, 128, False, 128, 64),
+               # 4 splits of 128 keys, 2 key blocks each
+               cpu=CpuCase(args=(1, 2, 128, 512, 64, False, 128, 64), ref=mha_inference_ref,
+                           inputs=lambda g: [randn(g, 1, n, 2, 64, dtype="float16") for n in (128, 512, 512)])),),
         run=Call("main", kwargs=dict(BATCH=1, H=32, Q_CTX=128, KV_CTX=2048, D_HEAD=128, causal=False))),
     Recipe("deepseek_mla/example_mla_decode.py", (
-        Kernel("flashattn", (1, 128, 1, 8192, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)),)),
+        Kernel("flashattn", (1, 128, 1, 8192, 512, 64, 64, 64, 1, (512 + 64) ** -0.5),
+               cpu=CpuCase(args=(1, 64, 1, 256, 128, 64, 64, 64, 1, (128 + 64) ** -0.5), inputs=mla_decode_inputs,
+                           ref=mla_decode_ref)),
+        Kernel("flashattn", (1, 128, 1, 8192, 512, 64, 64, 64, 4, (512 + 64) ** -0.5), name="flashattn_split",
+               cpu=CpuCase(args=(1, 64, 1, 256, 128, 64, 64, 64, 2, (128 + 64) ** -0.5), inputs=mla_decode_inputs,
+                           ref=lambda *a: mla_decode_ref(*a, num_split=2))),)),
     Recipe("linear_attention/example_linear_attn_fwd.py", (
         Kernel("tl_fused_chunk_fwd_kernel", (1, 512, 16, 128, 128)),)),
     Recipe("linear_attention/example_retention_fwd.py", (
@@ -381,7 +402,14 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("deepseek_mla/example_mla_decode_paged.py", (
         # main's defaults: b=128, h_q=128, h_kv=1, cache_seqlen=8192 (max_seqlen_pad), d=576, dv=512,
         # block_size=64
-        Kernel("mla_decode_tilelang", (128, 128, 1, 8192, 512, 64, 64, 64, 1, 64, 576 ** -0.5)),)),
+        Kernel("mla_decode_tilelang", (128, 128, 1, 8192, 512, 64, 64, 64, 1, 64, 576 ** -0.5),
+               # 2 sequences of 200 and 137 tokens in 64-token pages, the page table a permutation
+               cpu=CpuCase(args=(2, 64, 1, 256, 128, 64, 64, 64, 1, 64, 192 ** -0.5), inputs=mla_paged_inputs,
+                           ref=mla_paged_ref)),
+        Kernel("mla_decode_tilelang", (128, 128, 1, 8192, 512, 64, 64, 64, 4, 64, 576 ** -0.5),
+               name="mla_decode_tilelang_split",
+               cpu=CpuCase(args=(2, 64, 1, 256, 128, 64, 64, 64, 2, 64, 192 ** -0.5),
+                           inputs=lambda g: mla_paged_inputs(g, num_split=2), ref=mla_paged_ref)),)),
     Recipe("deepseek_nsa/example_tilelang_nsa_decode.py", (
         Kernel("native_sparse_attention", (Tensor((2, 1, 16, 16)), Tensor((2, 64, 1, 16)), Tensor((2, 64, 1, 16)),
                                            Tensor((2, 1, 1, 1), "int32")),

@@ -301,3 +301,135 @@ def gqa_bwd_split_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_:
         return x.transpose(1, 2).reshape(b, n, h // groups, groups, -1).permute(3, 0, 1, 2, 4).half()
 
     return [dq_laid(_bhsd(dq, True), True), split(dk), split(dv)]
+
+
+class ScalarArg(int):
+    """A scalar kernel argument among a case's inputs: an int that the harness can .clone()
+    as it clones the tensors before the reference sees them."""
+
+    def clone(self) -> "ScalarArg":
+        return self
+
+
+def varlen_inputs(gen: Any, seqlens_q: tuple = (50, 128, 77), seqlens_k: tuple = (100, 64, 77), h: int = 2,
+                  d: int = 64) -> list:
+    """example_mha_fwd_varlen's arguments: packed Q (sum seqlens_q, h, d), K, V (sum seqlens_k,
+    h, d), the int32 cumulative lengths, and max_seqlen_q (a scalar)."""
+    import torch
+
+    cu = lambda lens: torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = randn(gen, sum(seqlens_q), h, d, dtype="float16")
+    k, v = (randn(gen, sum(seqlens_k), h, d, dtype="float16") for _ in range(2))
+    return [q, k, v, cu(seqlens_q), cu(seqlens_k), ScalarArg(max(seqlens_q))]
+
+
+def varlen_ref(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int, causal: bool = False) -> Any:
+    """Per sequence: softmax(Q K^T / sqrt(d)) V; causal aligned on the right (query i sees key
+    j <= i + len_k - len_q); a query that sees no key gets 0 (the kernel's rule)."""
+    import torch
+
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for i in range(len(cu_q) - 1):
+        qs, ks = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), int(cu_k[i + 1]))
+        s = torch.einsum("qhd,khd->hqk", q[qs].double(), k[ks].double()) / q.shape[-1] ** 0.5
+        lq, lk = s.shape[-2:]
+        if causal:
+            seen = torch.arange(lk)[None, :] <= torch.arange(lq)[:, None] + (lk - lq)
+            s = s.masked_fill(~seen, float("-inf"))
+            p = torch.nan_to_num(s.softmax(-1))  # rows that see nothing: 0
+        else:
+            p = s.softmax(-1)
+        out[qs] = torch.einsum("hqk,khd->qhd", p, v[ks].double())
+    return out.half()
+
+
+def split_kv_combine(s: Any, v: Any, bounds: list) -> Any:
+    """Split-KV attention as the decoding examples run it: each split's softmax(s) V and its
+    base-2 lse, both stored in fp16 (the examples' Output_partial and glse), combined in float32
+    as their combine kernel does: sum_k O_k 2^(lse_k - log2 sum_k 2^lse_k). s: scaled scores
+    (..., n) in float64 (-inf where masked); v: (..., n, d)."""
+    import torch
+
+    parts = []
+    for a, b in bounds:
+        sk = s[..., a:b]
+        parts.append(((sk.softmax(-1) @ v[..., a:b, :]).half().double(),
+                      (torch.logsumexp(sk, -1) * _LOG2E).half().double()))
+    lse = torch.stack([p[1] for p in parts])
+    top = lse.max(0).values
+    total = torch.log2(torch.exp2(lse - top).sum(0)) + top
+    return sum(o * torch.exp2(l - total)[..., None] for o, l in parts)
+
+
+def mha_inference_ref(q: Any, k: Any, v: Any, num_split: int = 4) -> Any:
+    """flash_decoding/example_mha_inference (non-causal): attention over (b, s, h, d) with the
+    keys in num_split equal contiguous parts, combined through fp16 partials (split_kv_combine)."""
+    t = lambda x: x.double().transpose(1, 2)
+    s = t(q) @ t(k).transpose(-1, -2) / q.shape[-1] ** 0.5
+    part = k.shape[1] // num_split
+    return split_kv_combine(s, t(v), [(i * part, (i + 1) * part) for i in range(num_split)]).transpose(1, 2).half()
+
+
+def mla_decode_inputs(gen: Any, b: int = 1, h: int = 64, n: int = 256, dv: int = 128, dpe: int = 64) -> list:
+    """example_mla_decode's Q (b, h, dv), Q_pe (b, h, dpe), KV (b, n, 1, dv), K_pe (b, n, 1, dpe)."""
+    return [randn(gen, b, h, dv, dtype="float16"), randn(gen, b, h, dpe, dtype="float16"),
+            randn(gen, b, n, 1, dv, dtype="float16"), randn(gen, b, n, 1, dpe, dtype="float16")]
+
+
+def mla_decode_ref(q: Any, q_pe: Any, kv: Any, k_pe: Any, num_split: int = 1) -> Any:
+    """MLA decoding (one KV head): softmax((Q KV^T + Q_pe K_pe^T) / sqrt(dv + dpe)) KV; with
+    num_split > 1 the keys split in equal parts combined through fp16 partials."""
+    s = (q.double() @ kv[:, :, 0].double().transpose(-1, -2) + q_pe.double() @ k_pe[:, :, 0].double().transpose(-1, -2))
+    s = s * (q.shape[-1] + q_pe.shape[-1]) ** -0.5
+    vals = kv[:, :, 0].double()[:, None]  # (b, 1, n, dv)
+    if num_split == 1:
+        return (s.softmax(-1)[..., None, :] @ vals)[..., 0, :].half()
+    part = kv.shape[1] // num_split
+    out = split_kv_combine(s[..., None, :], vals, [(i * part, (i + 1) * part) for i in range(num_split)])
+    return out[..., 0, :].half()
+
+
+def mla_paged_inputs(gen: Any, b: int = 2, h: int = 64, pad: int = 256, dv: int = 128, dpe: int = 64,
+                     block_size: int = 64, seqlens: tuple = (200, 137), num_split: int = 1) -> list:
+    """example_mla_decode_paged's arguments: Q, Q_pe, the paged KV and K_pe (b * pad, 1, d), a
+    block table that is a seeded permutation of the pages, cache_seqlens, and the glse and
+    Output_partial scratch tensors (zeroed)."""
+    import torch
+
+    pages = torch.randperm(b * pad // block_size, generator=gen).to(torch.int32).reshape(b, pad // block_size)
+    return [randn(gen, b, h, dv, dtype="float16"), randn(gen, b, h, dpe, dtype="float16"),
+            randn(gen, b * pad, 1, dv, dtype="float16"), randn(gen, b * pad, 1, dpe, dtype="float16"),
+            pages, torch.tensor(seqlens, dtype=torch.int32), torch.zeros(b, h, num_split).half(),
+            torch.zeros(b, h, num_split, dv).half()]
+
+
+def mla_paged_ref(q: Any, q_pe: Any, kv: Any, k_pe: Any, pages: Any, seqlens: Any, glse: Any, partial: Any,
+                  block_n: int = 64) -> Any:
+    """Paged MLA decoding: sequence i's token t lives at row pages[i, t // block_size] * block_size
+    + t % block_size of KV / K_pe; scores of tokens >= cache_seqlens[i] masked; scale
+    (dv + dpe)^-0.5. With splits (glse's last dim), the kernel's block split: ceil(len / block_N)
+    blocks, split s takes blocks_per_split (+1 for the first len % splits) consecutive ones;
+    fp16 partials combined (split_kv_combine)."""
+    import torch
+
+    b, h, dv = q.shape
+    block_size = kv.shape[0] // pages.numel()
+    num_split = glse.shape[-1]
+    out = torch.empty(b, h, dv, dtype=torch.float64)
+    for i in range(b):
+        n = int(seqlens[i])
+        rows = pages[i].long().repeat_interleave(block_size) * block_size + torch.arange(pages.shape[1] * block_size) % block_size
+        rows = rows[:n]
+        s = (q[i].double() @ kv[rows, 0].double().T + q_pe[i].double() @ k_pe[rows, 0].double().T) * (dv + q_pe.shape[-1]) ** -0.5
+        if num_split == 1:
+            out[i] = s.softmax(-1) @ kv[rows, 0].double()
+            continue
+        blocks = -(-n // block_n)
+        per, rem = divmod(blocks, num_split)
+        bounds, at = [], 0
+        for sid in range(num_split):
+            cnt = per + (1 if sid < rem else 0)
+            bounds.append((at * block_n, min((at + cnt) * block_n, n)))
+            at += cnt
+        out[i] = split_kv_combine(s, kv[rows, 0].double(), bounds)
+    return out.half()
