@@ -21,6 +21,8 @@ from upstream_refs import (
     attn_bwd_inputs,
     attn_fwd_lse_ref,
     attn_inputs,
+    block_mask_inputs,
+    block_sparse_ref,
     bwd_post_inputs,
     bwd_post_ref,
     bwd_prep_ref,
@@ -32,6 +34,10 @@ from upstream_refs import (
     mla_decode_ref,
     mla_paged_inputs,
     mla_paged_ref,
+    nsa_decode_ref,
+    nsa_fwd_ref,
+    nsa_inputs,
+    sink_ref,
     varlen_inputs,
     varlen_ref,
     attn_bshd_ref,
@@ -327,15 +333,40 @@ RECIPES: tuple[Recipe, ...] = (
                             ("barrierpipe_stage2", "matmul"), ("softpipe_stage2", "matmul"))],
     Recipe("attention_sink/example_mha_sink_fwd_bhsd.py", (
         Kernel("flashattn", (1, 1, 256, 256, 128, None), dict(block_M=128, block_N=128, num_stages=2,
-                                                              threads=256, dtype="float16")),)),
+                                                              threads=256, dtype="float16"),
+               # 128 queries after 128 past keys
+               cpu=CpuCase(args=(1, 2, 128, 256, 64, None), ref=sink_ref,
+                           inputs=lambda g: [*(randn(g, 1, 2, n, 64, dtype="float16") for n in (128, 256, 256)),
+                                             randn(g, 2, dtype="float16")])),
+        Kernel("flashattn", (1, 1, 256, 256, 128, 128), dict(block_M=64, block_N=64, num_stages=2, threads=128,
+                                                             dtype="float16"), name="flashattn_window",
+               # a 128-token sliding window: blocks wholly outside it take the kernel's check_inf path
+               cpu=CpuCase(args=(1, 2, 256, 256, 64, 128), ref=lambda *a: sink_ref(*a, window=128),
+                           inputs=lambda g: [*(randn(g, 1, 2, 256, 64, dtype="float16") for _ in range(3)),
+                                             randn(g, 2, dtype="float16")])),)),
     Recipe("blocksparse_attention/example_tilelang_block_sparse_attn.py", (
-        Kernel("blocksparse_flashattn", (1, 1, 256, 64, 4, True)),)),
+        Kernel("blocksparse_flashattn", (1, 1, 256, 64, 4, True),
+               cpu=CpuCase(args=(1, 2, 256, 64, 4, True), inputs=lambda g: block_mask_inputs(g, 1, 2, 256, 256),
+                           ref=block_sparse_ref)),
+        Kernel("blocksparse_flashattn", (1, 1, 256, 64, 4, False), name="blocksparse_flashattn_noncausal",
+               cpu=CpuCase(args=(1, 2, 256, 64, 4, False),
+                           inputs=lambda g: block_mask_inputs(g, 1, 2, 256, 256, causal=False),
+                           ref=lambda *a: block_sparse_ref(*a, causal=False))),)),
     Recipe("seer_attention/block_sparse_attn_tilelang.py", (
-        Kernel("blocksparse_flashattn", (4, 2, 256, 256, 64, 4, True)),)),
+        Kernel("blocksparse_flashattn", (4, 2, 256, 256, 64, 4, True),
+               cpu=CpuCase(args=(2, 2, 256, 256, 64, 4, True), ref=block_sparse_ref,
+                           inputs=lambda g: block_mask_inputs(g, 2, 2, 256, 256, dtype="int8"))),
+        Kernel("blocksparse_flashattn", (1, 1, 128, 256, 64, 4, True), name="blocksparse_flashattn_qlen_lt_klen",
+               # the file's second test: 128 queries after 128 past keys
+               cpu=CpuCase(args=(1, 2, 128, 256, 64, 4, True), ref=block_sparse_ref,
+                           inputs=lambda g: block_mask_inputs(g, 1, 2, 128, 256, dtype="int8"))),)),
     Recipe("deepseek_nsa/example_tilelang_nsa_fwd.py", (
         Kernel("native_sparse_attention", kwargs=dict(batch=2, heads=16, seq_len=64, dim=32, is_causal=True,
                                                       block_size=32, groups=16, selected_blocks=1,
-                                                      scale=0.1)),)),
+                                                      scale=0.1),
+               # 2 of the blocks up to each token's own selected (main: 1)
+               cpu=CpuCase(kwargs=dict(selected_blocks=2), inputs=lambda g: nsa_inputs(g, n=64),
+                           ref=lambda *a: nsa_fwd_ref(*a, scale=0.1))),)),
     Recipe("grouped_gemm/example_grouped_gemm_fwd.py", (
         Kernel("grouped_gemm", (Splat(lambda m: m.construct_inputs([5, 9, 13], 64, 96, False, 64, "cpu",
                                                                    __import__("torch").float16)),
@@ -413,7 +444,13 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("deepseek_nsa/example_tilelang_nsa_decode.py", (
         Kernel("native_sparse_attention", (Tensor((2, 1, 16, 16)), Tensor((2, 64, 1, 16)), Tensor((2, 64, 1, 16)),
                                            Tensor((2, 1, 1, 1), "int32")),
-               dict(dim=16, block_size=32, groups=16, selected_blocks=1)),)),
+               dict(dim=16, block_size=32, groups=16, selected_blocks=1),
+               cpu=CpuCase(inputs=lambda g: nsa_inputs(g, 2, 64, 16, 1, 16, 1, q_len=1), ref=nsa_decode_ref)),
+        Kernel("native_sparse_attention", (Tensor((2, 1, 16, 16)), Tensor((2, 128, 1, 16)), Tensor((2, 128, 1, 16)),
+                                           Tensor((2, 1, 1, 2), "int32")),
+               dict(dim=16, block_size=32, groups=16, selected_blocks=2), name="native_sparse_attention_2_blocks",
+               # two blocks: the reference follows the kernel, which does not rescale its output accumulator
+               cpu=CpuCase(inputs=lambda g: nsa_inputs(g, 2, 128, 16, 1, 16, 2, q_len=1), ref=nsa_decode_ref)),)),
     Recipe("deepseek_v32/sparse_mla_fwd.py", (
         Kernel("sparse_mla_fwd", (Tensor((1, 4096, 128, 576), "bfloat16"), Tensor((1, 8192, 1, 576), "bfloat16"),
                                   Tensor((1, 4096, 1, 2048), "int32"), 128, 512, 64, 2048, 1, None, True),

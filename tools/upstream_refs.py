@@ -433,3 +433,124 @@ def mla_paged_ref(q: Any, q_pe: Any, kv: Any, k_pe: Any, pages: Any, seqlens: An
             at += cnt
         out[i] = split_kv_combine(s, kv[rows, 0].double(), bounds)
     return out.half()
+
+
+def sink_ref(q: Any, k: Any, v: Any, sinks: Any, window: int | None = None) -> Any:
+    """attention_sink/example_mha_sink_fwd_bhsd: causal attention (queries at the end: query i
+    is position i + s_kv - s_q), optionally within a sliding window (key j seen by position p
+    iff j <= p < j + window), whose softmax denominator also counts exp(sink[h]) (not scaled
+    by 1 / sqrt(d)). The kernel multiplies the fp16 sink by log2 e in fp16 (its sinks fragment
+    is fp16): the sink enters as 2^(fp16(sink * fp16(log2 e)))."""
+    import torch
+
+    lq, lk = q.shape[2], k.shape[2]
+    s = q.double() @ k.double().transpose(-1, -2) * q.shape[-1] ** -0.5
+    pos, key = torch.arange(lq)[:, None] + lk - lq, torch.arange(lk)[None, :]
+    seen = key <= pos
+    if window is not None:
+        seen &= pos < key + window
+    s = s.masked_fill(~seen, float("-inf"))
+    sink2 = (sinks.half() * torch.tensor(_LOG2E).half()).double()  # base 2
+    sink = (sink2 / _LOG2E)[None, :, None, None].expand(*s.shape[:3], 1)
+    p = torch.cat([s, sink], -1).softmax(-1)[..., :-1]
+    return (p @ v.double()).half()
+
+
+def block_mask_inputs(gen: Any, b: int, h: int, sq: int, skv: int, d: int = 64, blocks: int | None = None,
+                      causal: bool = True, dtype: str = "bool") -> list:
+    """Q, K, V (b, h, s, d) fp16 and a block mask (b, h, blocks, blocks): seeded random blocks,
+    block column 0 always kept (every row then has a visible key), lower-triangular when causal."""
+    import torch
+
+    blocks = blocks or -(-skv // 64)
+    mask = torch.rand(b, h, blocks, blocks, generator=gen) < 0.5
+    mask[..., 0] = True
+    if causal:
+        mask = mask.tril()
+    q, k, v = (randn(gen, b, h, n, d, dtype="float16") for n in (sq, skv, skv))
+    return [q, k, v, mask.to(getattr(torch, dtype))]
+
+
+def block_sparse_ref(q: Any, k: Any, v: Any, mask: Any, causal: bool = True, block: int = 64) -> Any:
+    """Block-sparse attention: query i (block i // 64) sees key j iff mask[b, h, i // 64, j // 64]
+    (the kernel reads the mask row of the query's own block index) and, if causal, j <= i +
+    s_kv - s_q; softmax(Q K^T / sqrt(d)) V over what it sees."""
+    import torch
+
+    lq, lk = q.shape[2], k.shape[2]
+    rows, cols = torch.arange(lq) // block, torch.arange(lk) // block
+    seen = mask.bool()[:, :, rows][:, :, :, cols]
+    if causal:
+        seen = seen & (torch.arange(lk)[None, :] <= torch.arange(lq)[:, None] + lk - lq)
+    s = (q.double() @ k.double().transpose(-1, -2) * q.shape[-1] ** -0.5).masked_fill(~seen, float("-inf"))
+    return (s.softmax(-1) @ v.double()).half()
+
+
+def nsa_inputs(gen: Any, b: int = 2, n: int = 128, hq: int = 16, hkv: int = 1, d: int = 32, s_blocks: int = 2,
+               block_size: int = 32, q_len: int | None = None) -> list:
+    """deepseek_nsa's Q (b, q_len or n, hq, d), K, V (b, n, hkv, d) and BlockIndices
+    (b, q_len or n, hkv, s_blocks), int32: for token t, s_blocks distinct blocks among
+    0 .. t // block_size (its own included), in seeded random order, padded with n (an index
+    the kernel skips: n * block_size > t), sorted. q_len=1: decoding (all n // block_size
+    blocks are candidates)."""
+    import torch
+
+    tokens = q_len or n
+    idx = torch.full((b, tokens, hkv, s_blocks), n, dtype=torch.int32)
+    for bi in range(b):
+        for t in range(tokens):
+            for h in range(hkv):
+                avail = n // block_size if q_len else t // block_size + 1
+                pick = torch.randperm(avail, generator=gen)[:s_blocks]
+                idx[bi, t, h, :len(pick)] = pick.to(torch.int32)
+    return [randn(gen, b, tokens, hq, d, dtype="float16"), randn(gen, b, n, hkv, d, dtype="float16"),
+            randn(gen, b, n, hkv, d, dtype="float16"), idx.sort(-1).values]
+
+
+def nsa_fwd_ref(q: Any, k: Any, v: Any, idx: Any, causal: bool = True, block_size: int = 32,
+                scale: float | None = None) -> Any:
+    """example_tilelang_nsa_fwd: token t of query head h attends to the keys of its KV head
+    (h // groups) in the selected blocks that start at or before t (block * block_size <= t),
+    only keys j <= t if causal; softmax(scale Q K^T) V (scale default 1 / sqrt(d))."""
+    import torch
+
+    b, n, hq, d = q.shape
+    groups = hq // k.shape[2]
+    scale = d ** -0.5 if scale is None else scale
+    out = torch.zeros(b, n, hq, d, dtype=torch.float64)
+    for bi in range(b):
+        for t in range(n):
+            for h in range(k.shape[2]):
+                keys = [j for blk in idx[bi, t, h].tolist() if 0 <= blk * block_size <= t
+                        for j in range(blk * block_size, (blk + 1) * block_size) if not causal or j <= t]
+                s = q[bi, t, h * groups:(h + 1) * groups].double() @ k[bi, keys, h].double().T * scale
+                out[bi, t, h * groups:(h + 1) * groups] = s.softmax(-1) @ v[bi, keys, h].double()
+    return out.half()
+
+
+def nsa_decode_ref(q: Any, k: Any, v: Any, idx: Any, block_size: int = 32) -> Any:
+    """example_tilelang_nsa_decode, as its kernel computes it: over the selected blocks in
+    order, P_k = 2^((s - m_k) scale log2 e) with m_k the block's own max, logsum rescaled by
+    2^((m_{k-1} - m_k) scale log2 e) each block, but the output accumulator NOT rescaled
+    (upstream's decode kernel has no acc_o *= scores_scale); O = sum_k P_k V_k / logsum. With
+    one selected block (upstream main's) this is exact attention; P_k rounded to fp16 (the
+    P V GEMM's operand). scale = 1 / sqrt(d)."""
+    import torch
+
+    b, _, hq, d = q.shape
+    groups = hq // k.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for bi in range(b):
+        for h in range(k.shape[2]):
+            qh = q[bi, 0, h * groups:(h + 1) * groups].double()
+            acc, logsum, prev = 0.0, torch.zeros(groups, dtype=torch.float64), None
+            for blk in idx[bi, 0, h].tolist():
+                rows = slice(blk * block_size, (blk + 1) * block_size)
+                s = qh @ k[bi, rows, h].double().T * d ** -0.5
+                m = s.max(-1).values
+                p = torch.exp(s - m[:, None])
+                logsum = (logsum * (torch.exp(prev - m) if prev is not None else 0)) + p.sum(-1)
+                acc = acc + p.half().double() @ v[bi, rows, h].double()
+                prev = m
+            out[bi, 0, h * groups:(h + 1) * groups] = acc / logsum[:, None]
+    return out.half()
