@@ -355,7 +355,13 @@ RECIPES: tuple[Recipe, ...] = (
                # a 128-token sliding window: blocks wholly outside it take the kernel's check_inf path
                cpu=CpuCase(args=(1, 2, 256, 256, 64, 128), ref=lambda *a: sink_ref(*a, window=128),
                            inputs=lambda g: [*(randn(g, 1, 2, 256, 64, dtype="float16") for _ in range(3)),
-                                             randn(g, 2, dtype="float16")])),)),
+                                             randn(g, 2, dtype="float16")])),
+        Kernel("flashattn", (1, 1, 256, 256, 128, None), dict(block_M=128, block_N=128, num_stages=2,
+                                                              threads=256, dtype="bfloat16"), name="flashattn_bf16",
+               # main(dtype=T.bfloat16); bf16 outputs (8 bits of mantissa): 2e-2
+               cpu=CpuCase(args=(1, 2, 128, 256, 64, None), ref=sink_ref, rtol=2e-2, atol=2e-2,
+                           inputs=lambda g: [*(randn(g, 1, 2, n, 64, dtype="bfloat16") for n in (128, 256, 256)),
+                                             randn(g, 2, dtype="bfloat16")])),)),
     Recipe("blocksparse_attention/example_tilelang_block_sparse_attn.py", (
         Kernel("blocksparse_flashattn", (1, 1, 256, 64, 4, True),
                cpu=CpuCase(args=(1, 2, 256, 64, 4, True), inputs=lambda g: block_mask_inputs(g, 1, 2, 256, 256),

@@ -439,8 +439,9 @@ def sink_ref(q: Any, k: Any, v: Any, sinks: Any, window: int | None = None) -> A
     """attention_sink/example_mha_sink_fwd_bhsd: causal attention (queries at the end: query i
     is position i + s_kv - s_q), optionally within a sliding window (key j seen by position p
     iff j <= p < j + window), whose softmax denominator also counts exp(sink[h]) (not scaled
-    by 1 / sqrt(d)). The kernel multiplies the fp16 sink by log2 e in fp16 (its sinks fragment
-    is fp16): the sink enters as 2^(fp16(sink * fp16(log2 e)))."""
+    by 1 / sqrt(d)). The kernel multiplies the sink by log2 e in the input type (its sinks
+    fragment has that type, fp16 or bf16): the sink enters as 2^(t(sink * t(log2 e))). Output in
+    the input type."""
     import torch
 
     lq, lk = q.shape[2], k.shape[2]
@@ -450,10 +451,10 @@ def sink_ref(q: Any, k: Any, v: Any, sinks: Any, window: int | None = None) -> A
     if window is not None:
         seen &= pos < key + window
     s = s.masked_fill(~seen, float("-inf"))
-    sink2 = (sinks.half() * torch.tensor(_LOG2E).half()).double()  # base 2
+    sink2 = (sinks * torch.tensor(_LOG2E).to(sinks.dtype)).double()  # base 2
     sink = (sink2 / _LOG2E)[None, :, None, None].expand(*s.shape[:3], 1)
     p = torch.cat([s, sink], -1).softmax(-1)[..., :-1]
-    return (p @ v.double()).half()
+    return (p @ v.double()).to(q.dtype)
 
 
 def block_mask_inputs(gen: Any, b: int, h: int, sq: int, skv: int, d: int = 64, blocks: int | None = None,
