@@ -307,7 +307,7 @@ class ScalarArg(int):
     """A scalar kernel argument among a case's inputs: an int that the harness can .clone()
     as it clones the tensors before the reference sees them."""
 
-    def clone(self) -> "ScalarArg":
+    def clone(self) -> ScalarArg:
         return self
 
 
@@ -418,9 +418,10 @@ def mla_paged_ref(q: Any, q_pe: Any, kv: Any, k_pe: Any, pages: Any, seqlens: An
     out = torch.empty(b, h, dv, dtype=torch.float64)
     for i in range(b):
         n = int(seqlens[i])
-        rows = pages[i].long().repeat_interleave(block_size) * block_size + torch.arange(pages.shape[1] * block_size) % block_size
-        rows = rows[:n]
-        s = (q[i].double() @ kv[rows, 0].double().T + q_pe[i].double() @ k_pe[rows, 0].double().T) * (dv + q_pe.shape[-1]) ** -0.5
+        tokens = torch.arange(n)
+        rows = pages[i].long()[tokens // block_size] * block_size + tokens % block_size
+        s = q[i].double() @ kv[rows, 0].double().T + q_pe[i].double() @ k_pe[rows, 0].double().T
+        s = s * (dv + q_pe.shape[-1]) ** -0.5
         if num_split == 1:
             out[i] = s.softmax(-1) @ kv[rows, 0].double()
             continue
