@@ -6,7 +6,7 @@
 Modes (one subprocess per example, one at a time, each with a timeout, so a hang or a
 crash in one example does not stop the rest):
   lower  import the example, build each kernel's PrimFunc with the arguments its main() or
-         test uses (the recipe in tools/upstream_recipes.py) and lower it for CUDA at the
+         test uses (the recipe in tools/upstream_recipes/) and lower it for CUDA at the
          given arch; pass = CUDA source produced. --nvcc also compiles that source to a
          cubin (sm_90 -> sm_90a) through tilelang.cuda.toolchain and reports it separately.
   run    (a CUDA host) call the example's main() -- or the function its test_*.py calls,
