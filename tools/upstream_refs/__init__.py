@@ -7,7 +7,6 @@ table imports them from ``upstream_refs``.
 """
 
 from .attention import (
-    ScalarArg,
     attn_bhsd_ref,
     attn_bshd_ref,
     attn_bwd_core,
@@ -100,10 +99,10 @@ from .sparse import (
 )
 
 __all__ = [
-    "ScalarArg", "attn_bhsd_ref", "attn_bshd_ref", "attn_bwd_core", "attn_bwd_inputs", "attn_core",
-    "attn_fwd_lse_ref", "attn_inputs", "block_mask_inputs", "block_sparse_ref", "blocksparse_inputs",
-    "blocksparse_ref", "bwd_post_inputs", "bwd_post_ref", "bwd_prep_ref", "chunk_cumsum_ref", "chunk_o_inputs",
-    "chunk_o_ref", "conv_ref", "delta_h_inputs", "delta_h_ref", "dq_laid", "fp4_gemm_inputs", "fp4_gemm_ref",
+    "attn_bhsd_ref", "attn_bshd_ref", "attn_bwd_core", "attn_bwd_inputs", "attn_core", "attn_fwd_lse_ref",
+    "attn_inputs", "block_mask_inputs", "block_sparse_ref", "blocksparse_inputs", "blocksparse_ref",
+    "bwd_post_inputs", "bwd_post_ref", "bwd_prep_ref", "chunk_cumsum_ref", "chunk_o_inputs", "chunk_o_ref",
+    "conv_ref", "delta_h_inputs", "delta_h_ref", "dq_laid", "fp4_gemm_inputs", "fp4_gemm_ref",
     "fp8_gemm_inputs", "fp8_gemm_ref", "gemm_nt_ref", "gemm_ref", "gemv_reducer_ref", "gemv_ref",
     "gqa_bwd_inputs", "gqa_bwd_ref", "gqa_bwd_split_ref", "gqa_decode_ref", "gqa_fwd_bshd_ref",
     "group_cast_inputs", "group_cast_ref", "grouped_gemm_inputs", "grouped_gemm_ref", "int4_gemv_inputs",

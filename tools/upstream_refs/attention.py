@@ -220,14 +220,6 @@ def gqa_bwd_split_ref(q: Any, k: Any, v: Any, do: Any, lse: Any, delta: Any, *_:
     return [dq_laid(_bhsd(dq, True), True), split(dk), split(dv)]
 
 
-class ScalarArg(int):
-    """A scalar kernel argument among a case's inputs: an int that the harness can .clone()
-    as it clones the tensors before the reference sees them."""
-
-    def clone(self) -> ScalarArg:
-        return self
-
-
 def varlen_inputs(gen: Any, seqlens_q: tuple = (50, 128, 77), seqlens_k: tuple = (100, 64, 77), h: int = 2,
                   d: int = 64) -> list:
     """example_mha_fwd_varlen's arguments: packed Q (sum seqlens_q, h, d), K, V (sum seqlens_k,
@@ -237,7 +229,7 @@ def varlen_inputs(gen: Any, seqlens_q: tuple = (50, 128, 77), seqlens_k: tuple =
     cu = lambda lens: torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
     q = randn(gen, sum(seqlens_q), h, d, dtype="float16")
     k, v = (randn(gen, sum(seqlens_k), h, d, dtype="float16") for _ in range(2))
-    return [q, k, v, cu(seqlens_q), cu(seqlens_k), ScalarArg(max(seqlens_q))]
+    return [q, k, v, cu(seqlens_q), cu(seqlens_k), max(seqlens_q)]
 
 
 def varlen_ref(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int, causal: bool = False) -> Any:
