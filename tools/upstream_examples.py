@@ -6,7 +6,7 @@
 Modes (one subprocess per example, one at a time, each with a timeout, so a hang or a
 crash in one example does not stop the rest):
   lower  import the example, build each kernel's PrimFunc with the arguments its main() or
-         test uses (the recipe in tools/upstream_recipes.py) and lower it for CUDA at the
+         test uses (the recipe in tools/upstream_recipes/) and lower it for CUDA at the
          given arch; pass = CUDA source produced. --nvcc also compiles that source to a
          cubin (sm_90 -> sm_90a) through tilelang.cuda.toolchain and reports it separately.
   run    (a CUDA host) call the example's main() -- or the function its test_*.py calls,
@@ -20,7 +20,8 @@ crash in one example does not stop the rest):
          mma, wgmma and shuffle as the IR says): a CUDA lowering's wrong result found on a
          machine without a GPU. A function's kernels run in launch order, sharing its
          T.alloc_global workspaces; instructions the emulator lacks (TMA, say) are reported
-         as "not emulated".
+         as "not emulated", an access out of a buffer's bounds as a failure. Integer scalar
+         arguments reach it as sizes (by parameter name); bfloat16 and fp8 travel as bits.
 
 The kernels are never edited: the recipe only chooses arguments. Results are printed as
 a table, grouped by failure cause, and written as JSON with --json.
@@ -45,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from upstream_emulate import is_emulator_limit, run_emulated
 from upstream_recipes import RECIPES, CpuCase, Kernel, ModAttr, Recipe, Splat, Tensor
 
 DEFAULT_EXAMPLES = "/work/up/examples"
@@ -227,7 +229,6 @@ def _lower_kernel(module: Any, kernel: Kernel, arch: str, nvcc: bool) -> dict[st
 
 
 def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
-    import numpy as np
     import tilelang
     import torch
 
@@ -248,8 +249,7 @@ def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
         phase = "cpu run"
         gen = torch.Generator().manual_seed(0)
         inputs = case.inputs(gen)
-        # the reference sees the inputs as they were: in-place outputs change them
-        want = case.ref(*[t.clone() for t in inputs])
+        want = case.ref(*_fresh(inputs))
         got = compiled(*inputs)
         got = list(got) if isinstance(got, (list, tuple)) else ([] if got is None else [got])
         got += [inputs[i] for i in case.inplace]
@@ -259,6 +259,12 @@ def _cpu_kernel(module: Any, kernel: Kernel) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         _record_failure(out, phase, exc)
     return out
+
+
+def _fresh(inputs: list[Any]) -> list[Any]:
+    """The inputs as the reference sees them: the kernel's in-place outputs change the
+    tensors, so they are copied; a plain value (an int scalar argument) goes as it is."""
+    return [x.clone() if hasattr(x, "clone") else x for x in inputs]
 
 
 def _check_outputs(got: list[Any], want: Any, case: CpuCase) -> None:
@@ -278,15 +284,8 @@ def _check_outputs(got: list[Any], want: Any, case: CpuCase) -> None:
 def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
     """The cpu mode's kernel and reference, the kernel lowered for CUDA and run in the
     lowered-IR emulator."""
-    import numpy as np
     import tilelang
     import torch
-
-    import tvm_ffi
-    from tvm import tirx
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tilelang-cuda" / "tests"))
-    from lowered_instructions import lowered_kernel
 
     out: dict[str, Any] = {"kernel": kernel.label}
     phase = "build"
@@ -306,56 +305,15 @@ def _emulated_kernel(module: Any, kernel: Kernel, arch: str) -> dict[str, Any]:
         phase = "emulate"
         gen = torch.Generator().manual_seed(0)
         inputs = case.inputs(gen)
-        want = case.ref(*[t.clone() for t in inputs])
+        want = case.ref(*_fresh(inputs))
         outputs = [] if out_idx is None else ([out_idx] if isinstance(out_idx, int) else list(out_idx))
         outputs = [i % len(func.params) for i in outputs]
-
-        def as_array(t: Any) -> Any:
-            t = t.detach().contiguous()
-            return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-
-        def as_float(a: Any, dtype: str) -> Any:  # bfloat16 travels as its bits
-            a = np.asarray(a)
-            if dtype == "bfloat16":
-                a = (a.astype(np.uint32) << 16).view(np.float32)
-            return torch.from_numpy(a.astype(np.float64))
-
-        from tilelang.engine.artifact import dim_value, is_symbol
-
-        arrays, given, at_param = [], iter(inputs), []  # at_param: each input's parameter
-        symbols: dict[str, int] = {}  # T.dynamic sizes, from the inputs' shapes
-        for i, param in enumerate(func.params):
-            if i not in outputs:
-                value = next(given)
-                at_param.append(i)
-                arrays.append(as_array(value) if isinstance(value, torch.Tensor) else value)
-                for dim, size in zip(artifact.params[i].shape or (), getattr(value, "shape", ())):
-                    if is_symbol(dim):
-                        symbols.setdefault(dim, int(size))
-            else:
-                arrays.append(None)  # allocated below, once the inputs gave every size
-        for i in outputs:
-            dtype = str(artifact.params[i].dtype)
-            shape = [dim_value(d, symbols) for d in artifact.params[i].shape]
-            arrays[i] = np.full(shape, 0, "uint16" if dtype == "bfloat16" else dtype)
-        launches = json.loads(str(artifact.device_mod.attrs["tilelang.launches"]))
-        workspaces = {}  # T.alloc_global buffers shared by the kernels of one function
-
-        def workspace(alloc: Any) -> None:
-            if alloc.buffer.scope() == "global":
-                workspaces[alloc.buffer.name] = np.zeros([int(d) for d in alloc.buffer.shape], str(alloc.buffer.dtype))
-
-        tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, workspace))
-        for index in range(len(launches)):  # in launch order, as the host code runs them
-            lowered_kernel(artifact.device_mod, index)(*arrays, workspaces=workspaces, scalars=symbols)
-        dtypes = [str(func.buffer_map[p].dtype) if p in func.buffer_map else "" for p in func.params]
-        got = [as_float(arrays[i], dtypes[i]) for i in outputs]
-        got += [as_float(arrays[at_param[i]], dtypes[at_param[i]]) for i in case.inplace]
+        got = run_emulated(func, artifact, inputs, outputs, case.inplace)
         phase = "emulate check"
         _check_outputs(got, want, case)
         out["status"] = "pass"
     except Exception as exc:  # noqa: BLE001
-        if type(exc).__name__ == "EmulationError" and phase == "emulate":  # the emulator's limit, not the kernel's
+        if phase == "emulate" and is_emulator_limit(exc):  # the emulator's limit, not the kernel's
             out.update(status="not emulated", error=first_line(str(exc)))
         else:
             _record_failure(out, phase, exc)
@@ -460,7 +418,7 @@ def run_one(recipe: Recipe, args: argparse.Namespace) -> dict[str, Any]:
                "--result", str(result_file)] + (["--nvcc"] if args.nvcc else [])
         started = time.time()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
             return {"example": recipe.name, "mode": args.mode, "status": "fail", "phase": "timeout",
                     "error": f"no result within {args.timeout} s", "cause": "timeout",
