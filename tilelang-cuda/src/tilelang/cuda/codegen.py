@@ -213,6 +213,8 @@ def _after_prelude(code: str, imported: tuple[str, ...]) -> str:
 
 _BF16_FROM_SM80 = "#if !defined(__CUDA_ARCH__) || (__CUDA_ARCH__ >= 800)\n#include <cuda_bf16.h>"
 _BF16_EVERYWHERE = "#if 1  // bfloat16 on every arch (tilelang-cuda's codegen.py)\n#include <cuda_bf16.h>"
+_FP8_FROM_SM89 = "#if !defined(__CUDA_ARCH__) || (__CUDA_ARCH__ >= 890)\n#include <cuda_fp8.h>"
+_FP8_EVERYWHERE = "#if 1  // fp8 on every arch (tilelang-cuda's codegen.py)\n#include <cuda_fp8.h>"
 
 #: T.sync_grid's barrier: cooperative groups' (CUDA C++ Programming Guide, "Grid
 #: Synchronization"), which needs a cooperative launch and no relocatable device code
@@ -239,6 +241,9 @@ def _postproc(code: str, target: Any = None) -> str:
     # TVM declares bfloat16 from sm_80 only; cuda_bf16.h computes it in float below that
     # (sm_75: bfloat16 tensors, arithmetic and conversions), so the prelude is unconditional
     code = code.replace(_BF16_FROM_SM80, _BF16_EVERYWHERE, 1)
+    # the same for fp8 from sm_89: below it cuda_fp8.h converts in software (pipeline.py no
+    # longer has TVM legalize fp8 into integer arithmetic there)
+    code = code.replace(_FP8_FROM_SM89, _FP8_EVERYWHERE, 1)
     if _CONVERT_PREFIX in code:  # paired conversions (transform/conversions.py): after TVM's prelude, whose types they use
         at = code.find(_FIRST_KERNEL)
         code = code[:at] + conversion_helpers(code[at:]) + "\n" + code[at:]

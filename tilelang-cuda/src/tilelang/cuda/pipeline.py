@@ -65,6 +65,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     # (which it applies there) vectorizes into types its codegen cannot print, and cuda_bf16.h
     # computes bfloat16 in float there itself (codegen.py); from sm_80 TVM's passes stay
     native_bf16 = arch_number(arch_of(context.target)) >= 80
+    native_fp8 = arch_number(arch_of(context.target)) >= 89
     return [
         FindFirstSet(),  # T.__ffs: CUDA's __ffs / __ffsll, while its expression is as core built it
         LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
@@ -89,7 +90,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         # fragments, T.Parallel over the threads, TVM's middle end, barriers (T.tvm_thread_allreduce:
         # upstream's splitk_gemv_vectorized_tvm calls TVM's builtin directly), shared memory merged
         *gpu_block_passes(VECTOR_BYTES, legalize_bf16=native_bf16, named_barriers=True,  # bar.sync id, count (LowerNamedBarriers)
-                          vector_fp8=arch_number(arch_of(context.target)) >= 89),  # fp8 vectors where fp8 is a CUDA type
+                          vector_fp8=native_fp8),  # fp8 vectors where fp8 is a CUDA type
         PackAtomicAdds(arch_number(arch_of(context.target))),  # atomicAdd of 2 / 4 elements at once where the arch has it
         SpecializeWarps(),  # a TMA ring's producer loop gets a warp of its own (after partitioning)
         NameRoleBarriers(),  # block barriers inside a T.ws role: named barriers over its threads
@@ -97,7 +98,10 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         OverlapSecondGemm(),  # a loop's second GEMM runs under the next iteration's register work (FA3)
         AlternateWarpgroupGemms(),  # two consumer warpgroups take turns issuing GEMMs (FA3's pingpong)
         ComputeFp8InFloat32(),  # fp8 + - * / min max: CUDA's fp8 types are storage types
-        tirx.transform.FP8ComputeLegalize(),
+        # below sm_89 TVM computes fp8 as integer bits, which its C++ printing gets wrong (a uchar
+        # shift promotes to int: the sign bit lands in the exponent; no zero or subnormal case):
+        # there cuda_fp8.h's own conversions (software ones below sm_89) are used (codegen.py)
+        *([tirx.transform.FP8ComputeLegalize()] if native_fp8 else []),
         tirx.transform.VerifyMemory(),
         GuardEmptyLaunches(),  # a grid of 0 blocks: no launch (not one block over a null pointer)
         tirx.transform.AnnotateEntryFunc(),
@@ -111,7 +115,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CaptureLaunchMetadata(),
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure
         tirx.transform.MakePackedAPI(),
-        tirx.transform.FP8StorageLegalize(),
+        *([tirx.transform.FP8StorageLegalize()] if native_fp8 else []),
         *([tirx.transform.BF16StorageLegalize()] if native_bf16 else []),
     ]
 

@@ -47,11 +47,13 @@ def _on_binary(node: Any) -> Any:
 
 
 def _on_cast(cast: Any) -> Any:
-    """An fp8 value made from an integer goes through float32: CUDA converts fp8 from float
-    (and its vector types from float2 / float4) only."""
+    """An fp8 value made from an integer or from another fp8 type goes through float32:
+    CUDA converts fp8 from float (and its vector types from float2 / float4) only (e4m3 to
+    e5m2 did not compile: "no suitable user-defined conversion")."""
     dtype = str(cast.ty.dtype)
     source = str(getattr(cast.value.ty, "dtype", ""))
-    if not dtype.startswith("float8") or source.startswith(("float", "bfloat")):
+    other_fp8 = source.startswith("float8") and source != dtype
+    if not dtype.startswith("float8") or (source.startswith(("float", "bfloat")) and not other_fp8):
         return cast
     return tirx.Cast(dtype, tirx.Cast(_wide(dtype), cast.value))
 
