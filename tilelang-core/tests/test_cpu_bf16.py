@@ -123,3 +123,24 @@ def test_vectorized_store_rounds_lane_by_lane():
     x = _values_needing_rounding()
     kernel = tilelang.compile(_vectorized, out_idx=[-1], target="cpu")
     _assert_same_floats(kernel(x), _as_bf16(x))
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_each_bf16_operation_rounds_its_result(target):
+    """``A[i] * B[i] * G[i]`` with A, B bfloat16 and G float32 (upstream's gdn wy_fast):
+    the bfloat16 product is rounded before the float32 one, as CUDA's operator* rounds it."""
+    @T.prim_func
+    def main(A: T.Tensor((N,), "bfloat16"), B: T.Tensor((N,), "bfloat16"), G: T.Tensor((N,), "float32"),
+             C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N):
+            i = T.get_thread_binding()
+            C[i] = A[i] * B[i] * G[i]
+
+    rng = np.random.default_rng(3)
+    a, b = (torch.from_numpy(rng.standard_normal(N).astype(np.float32)).bfloat16() for _ in "ab")
+    g = rng.standard_normal(N).astype(np.float32)
+    c = np.zeros(N, np.float32)
+    tilelang.compile(main, target=target)(a, b, g, c)
+    want = (a * b).float().numpy() * g  # torch rounds the bfloat16 product, as CUDA does
+    _assert_same_floats(c, want)
+    assert not np.array_equal(want, a.float().numpy() * b.float().numpy() * g)  # the rounding shows

@@ -1,5 +1,6 @@
 """RoundBF16Stores: a value stored into a kernel's own bfloat16 buffer (or bound to a
-bfloat16 name) is rounded to bfloat16 on the CPU, as on the GPUs.
+bfloat16 name), and the result of each bfloat16 ``+ - * /``, is rounded to bfloat16 on the
+CPU, as on the GPUs.
 
 The CPU has no bfloat16 arithmetic, so TVM's ``BF16ComputeLegalize`` (in the shared
 ``flatten_and_vectorize``) computes in float32 and, for a buffer the kernel allocates
@@ -106,7 +107,12 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
             return bind
         return tirx.Bind(bind.var, _as_stored(bind.value))
 
-    rules = [(tirx.Bind, on_bind)]
+    def on_arithmetic(node: Any) -> Any:
+        # each bfloat16 + - * / rounds its result, as CUDA's __nv_bfloat16 operators do
+        # (upstream's gdn wy_fast: K * Beta in bfloat16, then times a float32 gate)
+        return _as_stored(node) if _is_bf16(node.ty.dtype) else node
+
+    rules = [(tirx.Bind, on_bind), ((tirx.Add, tirx.Sub, tirx.Mul, tirx.Div), on_arithmetic)]
     if own:
         rules.append((tirx.BufferStore, on_store))
     body = tvm_ffi.structural_map(func.body, rules, order="post")
