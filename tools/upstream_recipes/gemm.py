@@ -92,8 +92,8 @@ RECIPES: tuple[Recipe, ...] = (
                                      ModAttr("streamk_tiles"), 16, 128, 32, False, True, "float16",
                                      "float32", "float32", 2, 64),
                # the module's own sizes (its globals fix the split); float32 C of 512 products <= 1.
-               # On 754ce91 the CPU build fails (names assigned in the while body are allocated in it,
-               # freed after it: LLVM's "does not dominate"); the emulator has no While
+               # The regression case of the CPU's while-body locals (fixed in be5c1d8: they were
+               # allocated in the loop, freed after it); the emulator has no While
                cpu=CpuCase(inputs=streamk_inputs, ref=streamk_ref, out_idx=(), inplace=(2,),
                            rtol=1e-4, atol=1e-3)),), cuda_shim=True),
     Recipe("convolution/example_convolution.py", (
@@ -146,9 +146,9 @@ RECIPES: tuple[Recipe, ...] = (
         run=Call("main", kwargs=dict(M=1024, N=1024, K=1024))),
     Recipe("gemm_fp8/example_tilelang_gemm_fp8.py", (
         # C is fp8 too: a float32 sum that rounds the other way is one fp8 step, 2^-3 (e4m3) or
-        # 2^-2 (e5m2) of the value at most. The CPU backend refuses fp8; emulate mode cannot hand
-        # torch's fp8 tensors to numpy yet (then: sm_90's float -> fp8x2 is not emulated, sm_80's
-        # fp8 -> float32 legalization is wrong for zero, subnormals and negatives on 754ce91)
+        # 2^-2 (e5m2) of the value at most. The CPU backend refuses fp8; the emulator does not
+        # convert float to fp8 (C), on sm_90 or sm_80. (sm_80's fp8 widening was wrong for zero,
+        # subnormals and negatives before ac82d5d: tilelang-cuda/tests/test_fp8_below_sm89.py)
         Kernel("matmul", (Tensor((1024, 1024), "float8_e4m3fn"), Tensor((1024, 1024), "float8_e4m3fn"),
                           128, 128, 64, "float8_e4m3fn"), name="matmul_e4m3",
                cpu=CpuCase(args=(Tensor((128, 192), "float8_e4m3fn"), Tensor((256, 192), "float8_e4m3fn"),
@@ -178,8 +178,8 @@ RECIPES: tuple[Recipe, ...] = (
                                 (5, 9, 13), 64, 64, 32, False, 2, 256),
                # groups of 63, 77, 20 rows: M tiles that end inside a group and one past A's end; N = 96
                # as above, not a multiple of block_N: the kernel's T.Parallel store to C leaves N unless
-               # guarded as upstream's LegalizeSafeMemoryAccess guards it (fails on 754ce91: with N = 128
-               # this case passes in every mode)
+               # guarded as upstream's LegalizeSafeMemoryAccess guards it (transform/safe_memory.py since
+               # f2bc082; before, the emulator reported the write past C and the CPU run corrupted the heap)
                cpu=CpuCase(args=(Tensor((160, 64)), Tensor((3, 64, 96)), Tensor((3,), "int32"), Tensor((3,), "int32"),
                                  Tensor((3,), "int32"), (63, 77, 20), 64, 64, 32, False, 2, 256),
                            inputs=grouped_gemm_inputs, ref=grouped_gemm_ref)),),
@@ -195,8 +195,8 @@ RECIPES: tuple[Recipe, ...] = (
         Kernel("dequantize_gemv", (1, 1024, 1024, "float16", "float16", "float16", 4, "int8", "uint", 4,
                                    32, True, False, True, -1, False),
                # fast_decoding=False: the lop3 decoder is CUDA inline asm (the CPU target has none).
-               # On 754ce91 the CPU build fails: its T.thread_binding loops reach LLVM (no
-               # BindNestedThreadLoops in the CPU pipeline); threads (32, 4) are not emulated
+               # The regression case of T.thread_binding on the CPU (762c940: BindNestedThreadLoops in
+               # the CPU pipeline); threads (32, 4) are not emulated
                cpu=CpuCase(args=(2, 64, 512, "float16", "float16", "float16", 4, "int8", "uint", 4,
                                  32, False, False, True, -1, False), inputs=int4_gemv_inputs, ref=int4_gemv_ref,
                            out_idx=(), inplace=(2,))),)),

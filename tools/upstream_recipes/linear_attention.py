@@ -40,8 +40,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("gdn/example_chunk_scaled_dot_kkt.py", tuple(
         Kernel("tilelang_chunk_scaled_dot_kkt_fwd",
                (1, 1024, 32, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
-               # two block_DK steps; bfloat16 output: rtol = atol = 1e-2. --mode cpu fails (kept as the check):
-               # the CPU target's BF16ComputeLegalize holds the kernel's own bfloat16 tiles in float32, unrounded
+               # two block_DK steps; bfloat16 output: rtol = atol = 1e-2. The regression case of the CPU's
+               # bfloat16 tiles (68b94ba: they were held in float32, unrounded)
                cpu=CpuCase(args=(1, 128, 2, 128, 64, "bfloat16", "bfloat16", "float32", True, 64, 64, 128, stages),
                            inputs=kkt_inputs, ref=kkt_ref), name=name)
         # the test's call (num_stages=0), and main()'s (num_stages=2)
@@ -49,8 +49,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("gdn/example_wy_fast.py", tuple(
         Kernel("tilelang_recompute_w_u_fwd", (1, 1024, 32, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
                dict(block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=stages),
-               # two block_DK and four block_DV steps; bfloat16 outputs: rtol = atol = 1e-2. --mode cpu
-               # fails as chunk_scaled_dot_kkt's does (bfloat16 shared tiles held in float32 on the CPU target)
+               # two block_DK and four block_DV steps; bfloat16 outputs: rtol = atol = 1e-2. The regression
+               # case of the CPU's bfloat16 tiles and products (68b94ba, 56826e8: K * Beta rounds to bf16)
                cpu=CpuCase(args=(1, 128, 2, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64),
                            inputs=lambda g: wy_fast_inputs(g, dv=128), ref=wy_fast_ref), name=name)
         # the test's call (num_stages=0), and main()'s (num_stages=3)

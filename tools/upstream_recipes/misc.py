@@ -47,7 +47,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("cast/example_per_token_cast_to_fp8.py", (
         Kernel("per_token_cast_to_fp8", (Tensor((2048, 512), "float32"), 8),
                # fp8 outputs: the reference rounds as the kernel does, so any difference is >= 1 fp8 ulp;
-               # emulated on sm_80 only (sm_90's float8_e4m3fnx4 conversion is not emulated), no fp8 on the CPU
+               # not emulated (the emulator does not convert float to fp8; on sm_80 it did while TVM's integer
+               # legalization of fp8 ran there, before ac82d5d), no fp8 on the CPU
                cpu=CpuCase(args=(Tensor((16, 256), "float32"), 8), inputs=lambda g: [randn(g, 16, 256) * 3],
                            ref=per_token_cast_ref)),),
         run=Call("main", kwargs=dict(M=2048, N=512, blk_m=8))),
