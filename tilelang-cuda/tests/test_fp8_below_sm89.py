@@ -14,6 +14,7 @@ import tilelang
 import tilelang.language as T
 from lowered_instructions import lowered_kernel
 from tilelang.cuda import toolchain
+from tilelang.testing.kernels import tile_gemm
 
 torch = pytest.importorskip("torch")
 
@@ -44,19 +45,7 @@ def test_every_fp8_code_widens_to_its_value(arch):
 
 
 def test_an_fp8_gemm_on_sm80_equals_torch():
-    @T.prim_func
-    def gemm(A: T.Tensor((64, 64), "float8_e5m2"), B: T.Tensor((64, 64), "float8_e5m2"),
-             C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128):
-            A_s = T.alloc_shared((64, 64), "float8_e5m2")
-            B_s = T.alloc_shared((64, 64), "float8_e5m2")
-            C_f = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_f)
-            T.copy(A, A_s)
-            T.copy(B, B_s)
-            T.gemm(A_s, B_s, C_f, transpose_B=True)
-            T.copy(C_f, C)
-
+    gemm = tile_gemm(64, 64, 64, 64, 64, 64, trans_b=True, dtype="float8_e5m2", stages=1)
     rng = np.random.default_rng(0)
     a, b = (torch.from_numpy(rng.standard_normal((64, 64)).astype(np.float32)).to(torch.float8_e5m2) for _ in "ab")
     c = np.zeros((64, 64), np.float32)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tilelang
+from lowered_emulator import bf16_bits
 from lowered_instructions import lowered_kernel
 from tilelang.cuda import toolchain
 from tilelang.testing.sparse import compress, semi_sparse, sparse_gemm
@@ -21,7 +22,7 @@ def bits(x: np.ndarray, dtype: str) -> np.ndarray:
     """``x`` (float32 values exact in ``dtype``) as the emulator holds ``dtype``: bfloat16 and
     fp8 as their bits."""
     if dtype == "bfloat16":
-        return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return bf16_bits(x.astype(np.float32))
     if dtype.startswith("float8"):
         torch = pytest.importorskip("torch")
         return torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype)).view(torch.uint8).numpy()
@@ -29,9 +30,8 @@ def bits(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def exact(x: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bfloat16":
-        return ((x.astype(np.float32).view(np.uint32) + 0x8000) & 0xFFFF0000).view(np.float32)
-    if dtype.startswith("float8"):
+    """``x`` rounded to ``dtype``'s values, as float32."""
+    if dtype == "bfloat16" or dtype.startswith("float8"):
         torch = pytest.importorskip("torch")
         return torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype)).float().numpy()
     return x.astype(dtype).astype(np.float32)

@@ -16,14 +16,11 @@ import tvm_ffi
 from tvm import tirx
 
 from ...backend.pass_pipeline import prim_func_pass
+from ...language.ops import is_call_to
 
 
 def _is_int(expr: Any, value: int) -> bool:
     return isinstance(expr, tirx.IntImm) and expr.value == value
-
-
-def _is_call(expr: Any, name: str) -> bool:
-    return isinstance(expr, tirx.Call) and getattr(expr.op, "name", "") == name
 
 
 def found_first_set(select: Any) -> Any:
@@ -31,7 +28,7 @@ def found_first_set(select: Any) -> Any:
     else None."""
     condition, zero, count = select.condition, select.true_value, select.false_value
     if not (isinstance(condition, tirx.EQ) and _is_int(condition.b, 0) and _is_int(zero, 0)
-            and isinstance(count, tirx.Cast) and _is_call(count.value, "tirx.popcount")):
+            and isinstance(count, tirx.Cast) and is_call_to(count.value, "tirx.popcount")):
         return None
     bits = count.value.args[0]
     if not (isinstance(bits, tirx.BitwiseXor) and isinstance(bits.b, tirx.Sub) and _is_int(bits.b.b, 1)):
@@ -50,7 +47,7 @@ def FindFirstSet(function32: str, function64: str, name: str = "tl.gpu.FindFirst
             return select
         dtype = str(x.ty.dtype)
         signed_type = "int64" if dtype.endswith("64") else "int32"
-        inner = x.args[0] if _is_call(x, "tirx.reinterpret") else None
+        inner = x.args[0] if is_call_to(x, "tirx.reinterpret") else None
         if inner is not None and str(inner.ty.dtype) == signed_type:  # core made a signed x unsigned
             signed = inner
         else:
