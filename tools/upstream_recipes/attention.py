@@ -3,7 +3,7 @@ flash decoding, MLA decoding, the attention sink, block-sparse attention, NSA an
 
 from __future__ import annotations
 
-from upstream_refs import (
+from upstream_refs.attention import (
     attn_bhsd_ref,
     attn_bshd_ref,
     attn_bwd_inputs,
@@ -28,11 +28,11 @@ from upstream_refs import (
     nsa_decode_ref,
     nsa_fwd_ref,
     nsa_inputs,
-    randn,
     sink_ref,
     varlen_inputs,
     varlen_ref,
 )
+from upstream_refs.common import randn
 
 from .base import Call, CpuCase, Kernel, Recipe, Tensor
 

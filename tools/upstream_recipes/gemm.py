@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from upstream_refs import (
+from upstream_refs.common import mm_ref, randn
+from upstream_refs.gemm import (
     blocksparse_inputs,
     blocksparse_ref,
     conv_ref,
@@ -21,15 +22,12 @@ from upstream_refs import (
     grouped_gemm_ref,
     int4_gemv_inputs,
     int4_gemv_ref,
-    mm_ref,
-    randn,
-    sparse_gemm_inputs,
-    sparse_gemm_ref,
     splitk_atomic_inputs,
     splitk_atomic_ref,
     streamk_inputs,
     streamk_ref,
 )
+from upstream_refs.sparse import sparse_gemm_inputs, sparse_gemm_ref
 
 from .base import Call, CpuCase, Kernel, ModAttr, Recipe, Splat, Tensor
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from upstream_refs import (
+from upstream_refs.common import randn
+from upstream_refs.linear_attention import (
     chunk_cumsum_ref,
     chunk_o_inputs,
     chunk_o_ref,
@@ -10,7 +11,6 @@ from upstream_refs import (
     delta_h_ref,
     kkt_inputs,
     kkt_ref,
-    randn,
     retention_ref,
     wy_fast_inputs,
     wy_fast_ref,

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from upstream_refs import (
+from upstream_refs.common import randn
+from upstream_refs.misc import (
     group_cast_inputs,
     group_cast_ref,
-    layernorm_bwd_inputs,
-    layernorm_bwd_ref,
-    layernorm_fwd_inputs,
-    layernorm_fwd_ref,
     per_token_cast_ref,
-    randn,
-    rms_ref,
     topk_inputs,
     topk_ref,
     topk_selector_inputs,
     topk_selector_ref,
+)
+from upstream_refs.norm import (
+    layernorm_bwd_inputs,
+    layernorm_bwd_ref,
+    layernorm_fwd_inputs,
+    layernorm_fwd_ref,
+    rms_ref,
 )
 
 from .base import Call, CpuCase, Kernel, Recipe, Tensor
