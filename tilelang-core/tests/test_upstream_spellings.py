@@ -128,6 +128,29 @@ def test_a_chained_assignment_stores_one_value_to_each_target_in_order():
     np.testing.assert_array_equal(c, 3.0)
 
 
+def test_a_tuple_assignment_to_elements_reads_every_value_before_the_first_store():
+    """``S[0], S[1] = S[1], S[0]`` (upstream's gemm_sp compressor swaps two indices so):
+    Python's meaning, a swap; TVMScript refused it ("Invalid type in assign statement")."""
+    @T.prim_func
+    def swap(A: T.Tensor((64, 4), "int32")):
+        with T.Kernel(1, threads=64) as _:
+            for row in T.Parallel(64):
+                S = T.alloc_local((4,), "int32")
+                for j in T.serial(4):
+                    S[j] = A[row, j]
+                S[0], S[1] = S[1], S[0]
+                S[2], S[3], S[0] = S[0] + S[3], 7, S[2]
+                for j in T.serial(4):
+                    A[row, j] = S[j]
+
+    a = np.arange(256, dtype="int32").reshape(64, 4)
+    expected = a.copy()
+    expected[:, 0], expected[:, 1] = a[:, 1], a[:, 0]
+    expected[:, 2], expected[:, 3], expected[:, 0] = expected[:, 0] + a[:, 3], 7, a[:, 2]
+    tilelang.compile(swap, target="cpu")(a)
+    np.testing.assert_array_equal(a, expected)
+
+
 def _bound_by_hand():
     @T.prim_func
     def main(A_ptr: T.handle):

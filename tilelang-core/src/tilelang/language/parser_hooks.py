@@ -190,17 +190,34 @@ def install() -> None:
 
     visit_assign = dispatch.get(token="tirx", type_name="Assign")
 
+    def read_once(self: Any, value: Any, where: tuple, name: str) -> Any:
+        """``value`` bound to a fresh name first (unless a constant), so it is read once,
+        before any of the assignment's stores."""
+        if isinstance(value, doc.Constant):
+            return value
+        visit_assign(self, doc.Assign([doc.Name(name, doc.Store(), *where)], value, *where))
+        return doc.Name(name, doc.Load(), *where)
+
     def visit_chained_assign(self: Any, node: Any) -> Any:
         """``A[i] = B[i] = value``: Python's meaning, the value evaluated once and stored to
-        each target from left to right (TVMScript refused "Consequential assignments")."""
-        if len(node.targets) == 1:
-            return visit_assign(self, node)
+        each target from left to right (TVMScript refused "Consequential assignments").
+        ``A[0], A[1] = A[1], A[0]``: Python's meaning too, every value read before the
+        first store (TVMScript refused element targets in a tuple: "Invalid type in assign
+        statement")."""
         where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
-        value = node.value
-        if not isinstance(value, doc.Constant):  # bound to a name first, so it is read once
-            name = f"_chained_value_{node.lineno}_{node.col_offset}"
-            visit_assign(self, doc.Assign([doc.Name(name, doc.Store(), *where)], value, *where))
-            value = doc.Name(name, doc.Load(), *where)
+        if len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if (isinstance(target, (doc.Tuple, doc.List)) and isinstance(value, (doc.Tuple, doc.List))
+                    and len(target.elts) == len(value.elts)
+                    and any(isinstance(t, doc.Subscript) for t in target.elts)
+                    and not any(isinstance(t, doc.Starred) for t in target.elts)):
+                values = [read_once(self, v, where, f"_tuple_value_{node.lineno}_{node.col_offset}_{i}")
+                          for i, v in enumerate(value.elts)]
+                for t, v in zip(target.elts, values):
+                    visit_assign(self, doc.Assign([t], v, *where))
+                return None
+            return visit_assign(self, node)
+        value = read_once(self, node.value, where, f"_chained_value_{node.lineno}_{node.col_offset}")
         for target in node.targets:
             visit_assign(self, doc.Assign([target], value, *where))
         return None
