@@ -181,9 +181,10 @@ class LoweredKernel:
         launch = launches[index or 0]
         self.func = next(f for gv, f in device_mod.functions.items() if gv.name_hint == launch["symbol"])
         self.arg_slots = [_slot(a) for a in launch["args"]]
-        self.threads = int(launch["block"][0])
-        if launch["block"][1:] != ["1", "1"]:
-            raise EmulationError(f"only 1-d thread blocks are emulated, got {launch['block']}")
+        self.block = [int(d) for d in launch["block"]]  # threadIdx.x, .y, .z extents
+        if not all(d > 0 for d in self.block):
+            raise EmulationError(f"the launch's thread block {launch['block']} is not a static shape")
+        self.threads = int(np.prod(self.block))  # linear thread ids: x fastest, as CUDA numbers warps
         self.calls: dict[str, int] = {}  # extern name -> times executed (what the test ran)
         self.shared_bases: dict[Any, int] = {}
         self.shared_size = 0
@@ -220,6 +221,7 @@ class LoweredKernel:
         self.smem = np.full(self.shared_size, 0xFF, np.uint8)
         self.tids = np.arange(self.threads)
         self.mask = np.ones(self.threads, bool)
+        self.in_block = False  # inside the block's first threadIdx binding
         for param, slot in zip(self.func.params, self.arg_slots):
             if isinstance(slot, tuple):  # a symbolic shape
                 if slot[1] not in (scalars or {}):
@@ -278,14 +280,21 @@ class LoweredKernel:
             return self.exec(stmt.body)
         tag, var = stmt.node.thread_tag, stmt.node.var
         extent = self.uniform(stmt.value, f"{tag} extent")  # (a grid over a symbolic shape too)
-        if tag == "threadIdx.x":
-            if extent != self.threads:
-                raise EmulationError(f"threadIdx.x extent {extent} differs from the launch's {self.threads}")
+        if tag in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+            axis = "xyz".index(tag[-1])
+            if extent != self.block[axis]:
+                raise EmulationError(f"{tag} extent {extent} differs from the launch's {self.block[axis]}")
+            self.env[_key(var)] = (self.tids // int(np.prod(self.block[:axis]))) % extent
+            if self.in_block:  # the block's second or third axis
+                return self.exec(stmt.body)
             self.smem[:] = 0xFF  # a new block: nothing in shared memory yet
             self.pending: list[list[Any]] = []  # committed cp.async groups
             self.group: list[Any] = []  # cp.async copies not committed yet
-            self.env[_key(var)] = self.tids.copy()
-            return self.exec(stmt.body)
+            self.in_block = True
+            try:
+                return self.exec(stmt.body)
+            finally:
+                self.in_block = False
         if not tag.startswith("blockIdx"):
             raise EmulationError(f"thread binding {tag} is not emulated")
         for value in range(extent):
@@ -298,6 +307,20 @@ class LoweredKernel:
         for value in range(start, start + extent, step):
             self.env[_key(stmt.loop_var)] = np.full(self.threads, value)
             self.exec(stmt.body)
+
+    def _exec_While(self, stmt: Any) -> None:
+        """Each thread leaves the loop when its condition is false; the others go on (the
+        threads still run in step: a thread that left only stops writing)."""
+        outer = self.mask
+        try:
+            for _ in range(_WHILE_LIMIT):
+                self.mask = self.mask & self.eval(stmt.condition).astype(bool)
+                if not self.mask.any():
+                    return
+                self.exec(stmt.body)
+            raise EmulationError(f"a while loop ran {_WHILE_LIMIT} iterations: {stmt.condition}")
+        finally:
+            self.mask = outer
 
     def _exec_IfThenElse(self, stmt: Any) -> None:
         cond = self.eval(stmt.condition).astype(bool)
@@ -485,6 +508,13 @@ class LoweredKernel:
             self.mask = outer
         return np.where(self._lanes_like(c, t), t, f)
 
+    def _eval_BitwiseNot(self, expr: Any) -> Any:
+        scalar = _type_of(expr)
+        value = ~np.asarray(self.eval(expr.a)).astype(np.uint64 if scalar == "uint64" else np.int64)
+        if scalar.startswith("uint") and scalar != "uint64":  # within the type's bits
+            value = value & ((1 << int(scalar[4:])) - 1)
+        return compute(value, expr.dtype)
+
     def _eval_Call(self, expr: Any) -> Any:
         op = str(expr.op.name)
         args = expr.args
@@ -528,6 +558,7 @@ class LoweredKernel:
         return self.eval(arg)
 
 
+_WHILE_LIMIT = 1 << 16  # iterations before a while loop counts as endless
 _COMPARE = {"EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or"}
 _BINARY = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply,

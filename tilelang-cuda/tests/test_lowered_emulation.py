@@ -474,3 +474,36 @@ def test_a_scalar_fragment_on_the_gpu():
         y = torch.zeros(4, 96, device="cuda")
         kernel(s, x, y)
         torch.testing.assert_close(y, x / torch.sqrt(s / 96.0 + 1e-6)[:, None])
+
+
+def test_a_two_d_block_a_while_loop_and_bitwise_not_as_lowered_equal_numpy():
+    """The forms upstream's sparse compressor and top-k selector use, which the emulator
+    did not run: a 2-d thread block (threadIdx.y above .x), a while loop each thread
+    leaves at its own time, and ``~x`` on unsigned and signed integers."""
+
+    @T.prim_func
+    def forms(A: T.Tensor((8, 16), "uint32"), B: T.Tensor((8, 16), "int32"), C: T.Tensor((8, 16), "int32")):
+        with T.Kernel(1, threads=(16, 8)):
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            A[ty, tx] = ~A[ty, tx]
+            B[ty, tx] = ~B[ty, tx]
+            steps = T.alloc_var("int32")
+            left = T.alloc_var("int32")
+            steps = 0
+            left = ty * 16 + tx
+            while left > 0:
+                left = left // 2
+                steps = steps + 1
+            C[ty, tx] = steps
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2**32, (8, 16), dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(-2**31, 2**31, (8, 16), dtype=np.int64).astype(np.int32)
+    a_in, b_in, c = a.copy(), b.copy(), np.full((8, 16), -1, np.int32)
+    artifact = tilelang.lower(forms, target=SM90)
+    assert "steps_ptr" in artifact.device_source  # a variable keeps its name (it was "_ptr")
+    run(artifact.device_mod, a, b, c)
+    np.testing.assert_array_equal(a, ~a_in)
+    np.testing.assert_array_equal(b, ~b_in)
+    np.testing.assert_array_equal(c, [[int(v).bit_length() for v in range(r * 16, r * 16 + 16)] for r in range(8)])

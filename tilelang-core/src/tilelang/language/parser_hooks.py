@@ -117,6 +117,20 @@ def _let_var(self: Any, var_name: str, value: Any) -> Any:
     return var
 
 
+def _name_variable(var_name: str, value: Any) -> None:
+    """``count = T.alloc_var(T.int32)``: the variable's buffer takes the name, as upstream's
+    does (the generated source said ``_ptr[0]``)."""
+    from tvm.script.ir_builder import IRBuilder
+
+    from tvm.script.ir_builder.ir.ir import meta_var
+
+    from .variables import LocalVar
+
+    value = value.value if isinstance(value, meta_var) else value
+    if isinstance(value, LocalVar) and not str(value.buffer.name):
+        IRBuilder.name(var_name, value.buffer)
+
+
 def _with_rebound(self: Any, tree: Any, parse: Any) -> Any:
     """Run ``parse`` with the names ``tree`` (a doc AST function) rebinds on the stack."""
     from tvm.script.parser.core import doc
@@ -151,6 +165,7 @@ def install() -> None:
     def bind_assign_value(self: Any, node: Any, var_name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         if _is_python_callable(value):
             return value
+        _name_variable(var_name, value)
         if not isinstance(value, (tvm_ffi.Object, bool, int, float)):
             return original(self, node, var_name, value, *args, **kwargs)
         bound = _let_var(self, var_name, value)
