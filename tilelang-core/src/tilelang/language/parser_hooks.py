@@ -121,7 +121,6 @@ def _name_variable(var_name: str, value: Any) -> None:
     """``count = T.alloc_var(T.int32)``: the variable's buffer takes the name, as upstream's
     does (the generated source said ``_ptr[0]``)."""
     from tvm.script.ir_builder import IRBuilder
-
     from tvm.script.ir_builder.ir.ir import meta_var
 
     from .variables import LocalVar
