@@ -114,6 +114,25 @@ def fp8_values(bits: np.ndarray, kind: str) -> np.ndarray:
     return sign * values
 
 
+def fp8_bits(values: np.ndarray, kind: str) -> np.ndarray:
+    """8-bit float bits of float values as cuda_fp8.h's conversions with ``__NV_SATFINITE``
+    give them (what ``__nv_fp8_e4m3(x)`` / ``__nv_fp8_e5m2(x)`` do): rounded to nearest,
+    ties to an even code; beyond the largest finite value (infinities too) that value; NaN
+    0x7F."""
+    x = np.asarray(values).astype(np.float64)
+    codes = np.arange(128)
+    magnitudes = fp8_values(codes, kind)
+    codes, magnitudes = codes[np.isfinite(magnitudes)], magnitudes[np.isfinite(magnitudes)]
+    a = np.minimum(np.abs(np.nan_to_num(x, nan=0.0)), magnitudes[-1])
+    hi = np.clip(np.searchsorted(magnitudes, a), 0, len(codes) - 1)
+    lo = np.clip(hi - 1, 0, len(codes) - 1)
+    below, above = a - magnitudes[lo], magnitudes[hi] - a
+    pick_hi = (above < below) | ((above == below) & (codes[hi] % 2 == 0))
+    code = np.where(pick_hi, codes[hi], codes[lo])
+    bits = np.where(np.signbit(x), code | 0x80, code)
+    return np.where(np.isnan(x), 0x7F, bits).astype(np.uint8)
+
+
 def e8m0_values(bits: np.ndarray) -> np.ndarray:
     """float64 values of float8_e8m0fnu bits: 2^(bits - 127); 0xFF is NaN."""
     bits = np.asarray(bits).astype(np.int64)
@@ -460,6 +479,13 @@ class LoweredKernel:
         if source in _FP8_KINDS and _type_of(expr).startswith("float") and _type_of(expr) not in _BITS_ONLY:
             return compute(fp8_values(self.eval(expr.value), _FP8_KINDS[source]), expr.dtype)  # widening: exact
         bits_only = {_type_of(expr), source} & set(_BITS_ONLY)
+        if _type_of(expr) in _FP8_KINDS and source != "float8_e8m0fnu":  # narrowing: one rounding
+            value = self.eval(expr.value)
+            if source in _FP8_KINDS:
+                value = fp8_values(value, _FP8_KINDS[source])
+            elif source == "bfloat16":
+                value = bf16_floats(value)
+            return fp8_bits(value, _FP8_KINDS[_type_of(expr)])
         if "float8_e8m0fnu" in bits_only:
             value = self.eval(expr.value)
             if source == "float8_e8m0fnu":

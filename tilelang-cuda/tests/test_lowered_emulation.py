@@ -507,3 +507,28 @@ def test_a_two_d_block_a_while_loop_and_bitwise_not_as_lowered_equal_numpy():
     np.testing.assert_array_equal(a, ~a_in)
     np.testing.assert_array_equal(b, ~b_in)
     np.testing.assert_array_equal(c, [[int(v).bit_length() for v in range(r * 16, r * 16 + 16)] for r in range(8)])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_float_to_fp8_as_lowered_rounds_and_saturates_as_torch(arch):
+    """float32 -> e4m3 / e5m2 (vectorized: the paired conversions on sm_90): nearest, ties
+    to even, beyond the largest finite value that value (cuda_fp8.h's __NV_SATFINITE),
+    the emulator's narrowing checked against torch's over magnitudes from 1e-9 to 1e9."""
+
+    @T.prim_func
+    def narrow(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float8_e4m3fn"),
+               C: T.Tensor((1024,), "float8_e5m2")):
+        with T.Kernel(4, threads=128) as bx:
+            for i in T.Parallel(256):
+                B[bx * 256 + i] = A[bx * 256 + i]
+                C[bx * 256 + i] = A[bx * 256 + i]
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal(1024) * 10.0 ** rng.integers(-9, 10, 1024)).astype(np.float32)
+    a[:8] = [0.0, -0.0, 448.0, 464.0, 465.0, 57344.0, 61440.0, -np.inf]
+    b, c = np.zeros(1024, np.uint8), np.zeros(1024, np.uint8)
+    run(tilelang.lower(narrow, target={"kind": "cuda", "arch": arch}).device_mod, a, b, c)
+    for out, dtype, limit in ((b, torch.float8_e4m3fn, 448.0), (c, torch.float8_e5m2, 57344.0)):
+        want = torch.from_numpy(np.clip(a, -limit, limit)).to(dtype).view(torch.uint8).numpy()
+        np.testing.assert_array_equal(out, want)
