@@ -24,6 +24,7 @@ from . import toolchain
 
 _build = tvm_build_function("cuda")
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
+TMA_HEADER = Path(__file__).with_name("tl_tma.h")  # appended to it (it uses tl_smem_addr)
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
             "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
             "tl_cluster_", "tl_rng_", "tl_cvt_")  # tl_device.h's families
@@ -38,7 +39,7 @@ _WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_
 
 @functools.cache
 def _device_header() -> str:
-    return DEVICE_HEADER.read_text()
+    return DEVICE_HEADER.read_text() + "\n" + TMA_HEADER.read_text()
 
 
 CONVERT_HEADER = Path(__file__).with_name("tl_convert.h")

@@ -203,12 +203,6 @@ __device__ __forceinline__ void tl_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Tensor Memory Accelerator loads into mbarrier stage rings (sm_90; PTX ISA
-// "cp.async.bulk.tensor" and "mbarrier"). One thread of the block arms a stage's barrier
-// with the bytes its boxes will deliver and issues the boxes; every thread waits on the
-// barrier's phase parity. The tensor map is a __grid_constant__ kernel parameter encoded
-// by the host (cuTensorMapEncodeTiled); coordinates are elements, innermost first, and
-// boxes reaching outside the tensor are zero-filled by the hardware.
 // Where a failed tl.bounds_check happened (core's InstrumentBoundsChecks prints them).
 #define tl_block_x() ((int)blockIdx.x)
 #define tl_block_y() ((int)blockIdx.y)
@@ -305,17 +299,6 @@ __device__ __forceinline__ void tl_mbarrier_expect_tx_no_arrive(void* bar, unsig
                :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
 }
 
-// A TMA box's shared destination must be 128-byte aligned (CUDA C++ Programming Guide,
-// "Tensor Memory Access"); T.tma_copy's tiles sit where shared-memory planning put them, so
-// the issuing thread checks: a trap, never a misplaced box.
-__device__ __forceinline__ void tl_check_tma_destination(const void* smem) {
-  if (tl_smem_addr(smem) & 127u) {
-    printf("tilelang: a T.tma_copy destination starts at shared address %u, not on a 128-byte boundary\n",
-           tl_smem_addr(smem));
-    __trap();
-  }
-}
-
 // A warpgroup's register budget (PTX ISA "setmaxnreg", sm_90a only; n: a constant multiple of
 // 8 in [24, 256]). A hint: compiled for plain sm_90 it does nothing.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -337,39 +320,6 @@ __device__ __forceinline__ void tl_mbarrier_wait(void* bar, unsigned parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
       "@!ready bra TL_MBARRIER_WAIT;\n}\n"
       :: "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void tl_tma_prefetch(unsigned long long tmap) {
-  asm volatile("prefetch.tensormap [%0];\n" :: "l"(tmap) : "memory");
-}
-
-__device__ __forceinline__ void tl_tma_load_2d(void* smem, unsigned long long tmap, void* bar, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4}], [%2];\n"
-               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1) : "memory");
-}
-
-__device__ __forceinline__ void tl_tma_load_3d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4, %5}], [%2];\n"
-               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-
-__device__ __forceinline__ void tl_tma_load_4d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2,
-                                               int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2),
-                  "r"(c3) : "memory");
-}
-
-__device__ __forceinline__ void tl_tma_load_5d(void* smem, unsigned long long tmap, void* bar, int c0, int c1, int c2,
-                                               int c3, int c4) {
-  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n"
-               :: "r"(tl_smem_addr(smem)), "l"(tmap), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2),
-                  "r"(c3), "r"(c4) : "memory");
 }
 
 // Atomics (CUDA C++ Programming Guide, "Atomic Functions"). atomicAdd/Max/Min/Or/And/Xor
