@@ -104,13 +104,6 @@ def tile_atomic_kernel(use_tma: bool):
     return main
 
 
-def test_use_tma_is_served_by_element_atomics():
-    """This backend has no TMA bulk reduction: the same element atomics as without it."""
-    with_tma = tilelang.lower(tile_atomic_kernel(True), target=SM90).device_source
-    assert kernel_body(with_tma) == kernel_body(tilelang.lower(tile_atomic_kernel(False), target=SM90).device_source)
-    assert "atomicAdd((&(C_ptr[" in with_tma and "tl_atomic_max((&(C_ptr[" in with_tma
-
-
 def bitwise_and_transpose_kernel():
     @T.prim_func
     def main(A: T.Tensor((64, 32), "int32"), R: T.Tensor((64,), "int32"), B: T.Tensor((32, 64), "int32")):

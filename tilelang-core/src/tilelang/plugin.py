@@ -136,6 +136,10 @@ _EXPORTS: dict[str, str] = {
     "tile_op_name": "tilelang.transform.gpu.ir_util",
     "unrolled": "tilelang.transform.gpu.ir_util",
     "TILE_OPS": "tilelang.language.ops",
+    # 1.8: tile atomics as core lowers them (a backend may serve use_tma=True with bulk reductions)
+    "ATOMIC_RMW_ELEMENT": "tilelang.language.ops",
+    "ATOMIC_RMW_KINDS": "tilelang.language.ops",
+    "ATOMIC_USE_TMA_ATTR": "tilelang.transform.lower_tile_ops",
     "tl_op_names_in": "tilelang.language.ops",
     "REDUCE_KINDS": "tilelang.language.tile",
     # approximate / rounding-explicit math (T.__exp, T.ieee_add): a backend lowers these names

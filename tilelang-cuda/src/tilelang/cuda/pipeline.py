@@ -56,6 +56,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform.shared_epilogue import StageEpilogueInShared
     from .transform.shared_memory import CheckSharedMemory
     from .transform.tma_copy import LowerTmaCopies
+    from .transform.tma_reduce import LowerTmaReductions
     from .transform.warp_ops import FindFirstSet
 
     # TMA tensor maps are encoded by the kernel's host code, or by a launcher that reads
@@ -84,6 +85,9 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         ApplyGlobalLayouts(),
         LowerSubByteAccess(),  # fp4/int4 elements: nibbles of bytes
         ConvertE8M0(),  # float8_e8m0fnu conversions: CUDA's rounding on every arch (before vectorizing)
+        # T.atomic_add(..., use_tma=True) of a shared tile: TMA bulk reductions from sm_90 (after
+        # the global layouts, so a remapped destination keeps its element atomics)
+        *([LowerTmaReductions(tensor_maps=tensor_maps or context.execution_backend is None)] if arch_number(arch_of(context.target)) >= 90 else []),
         LowerAtomics(native_bf16),
         LowerRandom(),  # T.rng_*: Philox4x32-10, one state per thread
         LowerWarpOps(),  # T.shfl_*, votes, T.warp_reduce_*: CUDA's warp functions

@@ -86,6 +86,13 @@ __device__ __forceinline__ void tl_tma_store_add_5d(const void* smem, unsigned l
                :: "l"(tmap), "r"(tl_smem_addr(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
 }
 
+// Whether a box may read its shared source at smem: 128-byte aligned (CUDA C++ Programming
+// Guide, "Tensor Memory Access"). Shared-memory planning does not promise it for every tile:
+// where it is not, the kernel takes its other path.
+__device__ __forceinline__ int tl_tma_smem_aligned(const void* smem) {
+  return (tl_smem_addr(smem) & 127u) == 0u;
+}
+
 // Commits this thread's bulk stores and reductions as a group, and waits until they have
 // all read their shared tiles (their global writes may still be in flight: a later kernel,
 // or a reader behind a grid-wide barrier, sees them).

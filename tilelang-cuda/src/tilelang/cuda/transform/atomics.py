@@ -6,7 +6,7 @@ before sm_80 (``LowerAtomics(native_bf16=False)``; atomicAdd of bfloat16 from sm
 ``tl_atomic_load/store``, and ``tl_atomic_ordered`` for a ``memory_order`` stronger than
 relaxed (CUDA's atomics are relaxed; it puts ``__threadfence()`` before (release) and / or
 after (acquire) the atomic). A tile atomic written with ``use_tma=True`` is served by these
-element atomics (the same result; this backend has no TMA bulk reduction).
+element atomics where tma_reduce.py's bulk reductions cannot serve it (the same result).
 """
 
 from __future__ import annotations
