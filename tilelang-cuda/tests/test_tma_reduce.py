@@ -58,15 +58,17 @@ def test_a_shared_tile_is_added_by_one_bulk_reduction_from_sm90():
     assert source.count("atomicAdd(") == 1 and source.index("} else {") > issue
 
 
-@pytest.mark.parametrize("case", ["sm_80", "float64", "memory order", "part of a tile", "some threads"])
+@pytest.mark.parametrize("case", ["sm_80", "float64", "memory order", "part of a tile", "some threads",
+                                  "tl.disable_tma_lower"])
 def test_element_atomics_where_boxes_cannot_add(case):
     """Below sm_90, an element type cp.reduce.async.bulk lacks, an ordered add, a tile that
     is part of its shared buffer (not its row-major whole), and an add only some threads
     reach (a block barrier would hang): the element atomics, exactly as without use_tma."""
     args = {"sm_80": {}, "float64": {"dtype": "float64"}, "memory order": {"order": "release"},
-            "part of a tile": {"part": True}, "some threads": {"threads_if": True}}[case]
+            "part of a tile": {"part": True}, "some threads": {"threads_if": True}, "tl.disable_tma_lower": {}}[case]
     target = SM80 if case == "sm_80" else SM90
-    with_tma = tilelang.lower(tile_add(**args), target=target).device_source
+    configs = {"tl.disable_tma_lower": True} if case == "tl.disable_tma_lower" else None
+    with_tma = tilelang.lower(tile_add(**args), target=target, pass_configs=configs).device_source
     without = tilelang.lower(tile_add(**{**args, "use_tma": False}), target=target).device_source
     assert "tl_tma_store_add" not in body(with_tma) and "atomicAdd" in body(with_tma)
     assert body(with_tma) == body(without)

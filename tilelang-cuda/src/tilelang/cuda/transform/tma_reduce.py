@@ -15,7 +15,8 @@ instruction lacks (its adds are f16, bf16, f32, s32, u32, u64); a memory order b
 relaxed; a value that is not a whole row-major shared tile of the destination's dtype (a
 padded or swizzled tile); a destination that is not a dense 2-d to 5-d tensor with 16-byte
 row strides; or an add some of the block's threads do not reach (under a condition on the
-thread index, or in a T.ws role), where a block barrier would never complete.
+thread index, or in a T.ws role), where a block barrier would never complete. The pass
+config ``tl.disable_tma_lower`` (upstream's) keeps the element atomics too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tilelang.plugin import (
     block_barrier,
     dtype_bytes,
     extern_call,
+    pass_config,
     prim_func_pass,
     seq,
     substitute,
@@ -41,7 +43,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .explicit_sync import ROLE_ATTR, op_name
-from .tma import BOX_MAX, encode_tensor_map
+from .tma import BOX_MAX, DISABLE_TMA_CONFIG, encode_tensor_map
 
 #: element types of cp.reduce.async.bulk.tensor's .add (the tensor map's element type)
 REDUCE_ADD_DTYPES = ("float16", "bfloat16", "float32", "int32", "uint32", "uint64")
@@ -182,7 +184,7 @@ def _run(func: Any, tensor_maps: bool) -> Any:
     requested: list[Any] = []
     tvm_ffi.structural_walk(func.body, (tirx.For, lambda f: requested.append(f) if ATOMIC_USE_TMA_ATTR in f.annotations
                                         else None))
-    if not tensor_maps or not requested:
+    if not tensor_maps or not requested or pass_config(DISABLE_TMA_CONFIG):
         return func
     analyzer = tvm.sym.analyzer.Analyzer()
     unreached = _unreached(func.body)
