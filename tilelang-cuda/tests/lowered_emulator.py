@@ -75,10 +75,17 @@ def storage(dtype: Any) -> np.dtype:
 
 
 def compute(values: np.ndarray, dtype: Any) -> np.ndarray:
-    """Values of a TIR type in the numpy type arithmetic uses (integers in 64 bits)."""
+    """Values of a TIR type in the numpy type arithmetic uses: integers in 64 bits, wrapped
+    to the type's width as the GPU's registers wrap them (an int32 ``x << 28`` is negative)."""
     scalar, _ = dtype_parts(dtype)
     if scalar.startswith(("int", "uint")) and scalar != "uint64":
-        return np.asarray(values).astype(np.int64)
+        values = np.asarray(values).astype(np.int64)
+        bits = int(scalar.removeprefix("u").removeprefix("int"))
+        if bits == 64:
+            return values
+        if scalar.startswith("u"):
+            return values & ((1 << bits) - 1)
+        return ((values + (1 << (bits - 1))) & ((1 << bits) - 1)) - (1 << (bits - 1))
     return np.asarray(values).astype(_STORAGE[scalar])
 
 
@@ -535,11 +542,8 @@ class LoweredKernel:
         return np.where(self._lanes_like(c, t), t, f)
 
     def _eval_BitwiseNot(self, expr: Any) -> Any:
-        scalar = _type_of(expr)
-        value = ~np.asarray(self.eval(expr.a)).astype(np.uint64 if scalar == "uint64" else np.int64)
-        if scalar.startswith("uint") and scalar != "uint64":  # within the type's bits
-            value = value & ((1 << int(scalar[4:])) - 1)
-        return compute(value, expr.dtype)
+        value = np.asarray(self.eval(expr.a))
+        return compute(~value.astype(np.uint64 if _type_of(expr) == "uint64" else np.int64), expr.dtype)
 
     def _eval_Call(self, expr: Any) -> Any:
         op = str(expr.op.name)

@@ -232,12 +232,14 @@ def _atomic_add_bf16(kernel: LoweredKernel, pointer: Any, value: Any) -> None:
                      np.dtype(np.uint16), mask)
 
 
-def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
+def _atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> np.ndarray | None:
     """atomicAdd(address, value): every active thread's value is added, those of threads
     at the same address included (summed first: the order of the GPU's adds is not
-    modelled)."""
+    modelled); it returns each thread's previous value as if the threads at one address
+    added in thread order (one order the GPU may take)."""
     pointer, value = args
-    _add_atomically(kernel, pointer, value, str(call.args[2].dtype))
+    previous = _add_atomically(kernel, pointer, value, str(call.args[2].dtype))
+    return None if previous is None else compute(previous, call.dtype)
 
 
 def _vector_atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> None:
@@ -251,24 +253,35 @@ def _vector_atomic_add(kernel: LoweredKernel, args: list[Any], call: Any) -> Non
         _add_atomically(kernel, Pointer(pointer.memory, pointer.offset + lane * size), value, dtype)
 
 
-def _add_atomically(kernel: LoweredKernel, pointer: Any, value: Any, dtype_name: str) -> None:
+def _add_atomically(kernel: LoweredKernel, pointer: Any, value: Any, dtype_name: str) -> np.ndarray | None:
+    """Adds every active thread's value; returns each thread's previous value (threads at
+    one address in thread order), None for bfloat16 (not modelled)."""
     if dtype_name == "bfloat16":  # its bits: added as floats, the sum rounded once
         _atomic_add_bf16(kernel, pointer, value)
-        return
+        return None
     dtype = np.dtype(dtype_name)
+    exact = np.int64 if dtype.kind in "iu" else np.float64  # integers: every sum exact
     active = np.flatnonzero(kernel.mask)
+    previous = np.zeros(kernel.mask.shape, exact)
     if not len(active):
-        return
+        return previous
     offsets = np.broadcast_to(pointer.offset, kernel.mask.shape)[active]
     addresses, first, inverse = np.unique(offsets, return_index=True, return_inverse=True)
-    sums = np.zeros(len(addresses), np.float64)
-    np.add.at(sums, inverse, np.broadcast_to(value, kernel.mask.shape)[active].astype(np.float64))
+    values = np.broadcast_to(value, kernel.mask.shape)[active].astype(exact)
+    sums = np.zeros(len(addresses), exact)
+    np.add.at(sums, inverse, values)
     writers = np.zeros_like(kernel.mask)
     writers[active[first]] = True
-    added = np.zeros(kernel.mask.shape, np.float64)
+    added = np.zeros(kernel.mask.shape, exact)
     added[active[first]] = sums
-    old = kernel.read(pointer.memory, pointer.offset, dtype, writers)
-    kernel.write(pointer.memory, pointer.offset, old.astype(np.float64) + added, dtype, writers)
+    old = kernel.read(pointer.memory, pointer.offset, dtype, writers).astype(exact)
+    kernel.write(pointer.memory, pointer.offset, old + added, dtype, writers)
+    before = np.zeros(len(active), exact)  # the adds of earlier threads at the same address
+    for group in range(len(addresses)):
+        members = np.flatnonzero(inverse == group)
+        before[members] = np.cumsum(values[members]) - values[members]
+    previous[active] = old[active[first]][inverse] + before
+    return previous
 
 
 def _cp_async_commit(kernel: LoweredKernel, args: list[Any]) -> None:

@@ -72,7 +72,7 @@ def test_the_while_loop_gets_the_barriers_the_for_loop_gets():
         copy, reads = body.index("tile_ptr + ((k * 512)"), body.index("acc3_ptr[0] + tile_ptr[")
         first, second = (m.start() for m in re.finditer(r"__syncthreads\(\);", body))
         assert first < copy < second < reads
-    assert re.match(r"while \(1\) \{\n +if \(!\(+_ptr\[0\] < 32\)+\) \{ break; \}", while_body)  # the user's loop
+    assert re.match(r"while \(1\) \{\n +if \(!\(+bx_ptr\[0\] < 32\)+\) \{ break; \}", while_body)  # the user's loop
 
 
 def test_a_condition_that_differs_between_threads_stays_a_while_loop():
