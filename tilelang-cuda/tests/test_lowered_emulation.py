@@ -532,3 +532,23 @@ def test_float_to_fp8_as_lowered_rounds_and_saturates_as_torch(arch):
     for out, dtype, limit in ((b, torch.float8_e4m3fn, 448.0), (c, torch.float8_e5m2, 57344.0)):
         want = torch.from_numpy(np.clip(a, -limit, limit)).to(dtype).view(torch.uint8).numpy()
         np.testing.assert_array_equal(out, want)
+
+
+def test_int32_wraps_and_atomic_add_returns_the_previous_value_as_lowered():
+    """An int32 ``(x << 28) >> 28`` sign-extends a nibble (the emulator computed it in 64
+    bits, so upstream's int4 GEMV decoded 15 for -1), and atomicAdd's previous values give
+    every thread its own slot (upstream's top-k selector and compaction)."""
+
+    @T.prim_func
+    def forms(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"), S: T.Tensor((128,), "int32"),
+              N: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=128):
+            t = T.get_thread_binding()
+            B[t] = ((A[t] & 15) << 28) >> 28
+            S[t] = T.atomic_add(N[0], 1, return_prev=True)
+
+    a = np.arange(128, dtype=np.int32) * 7
+    b, slots, count = np.zeros(128, np.int32), np.full(128, -1, np.int32), np.zeros(1, np.int32)
+    run(tilelang.lower(forms, target=SM90).device_mod, a, b, slots, count)
+    np.testing.assert_array_equal(b, np.where(a % 16 >= 8, a % 16 - 16, a % 16))
+    assert count[0] == 128 and sorted(slots) == list(range(128))
