@@ -51,6 +51,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     from .transform import (
         AllocateOnStack,
         CheckExternCalls,
+        ComputeFp8,
         KeepComputeFunctions,
         LegalizeBoolCompare,
         LegalizeFloatMinMax,
@@ -80,6 +81,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         RefuseForeignThreadLoops(),  # any other thread-bound loop (cpu/transform/thread_loops.py)
         LowerKernelLaunchToLoops(),
         LowerAtomics(),
+        ComputeFp8(),  # e4m3 / e5m2 tiles as bytes, computed in float32 (cuda_fp8.h's rounding)
         LegalizeBoolCompare(),
         LegalizeFloatMinMax(),
         s_tir.transform.UnifyThreadBinding(),

@@ -13,6 +13,7 @@ from .device_attrs import NameTheCpuDevice
 from .dtypes import RefuseNarrowFloats
 from .extern_calls import CheckExternCalls
 from .float_minmax import LegalizeFloatMinMax
+from .fp8 import ComputeFp8
 from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
 from .local_allocations import PlaceLocalAllocations
@@ -21,6 +22,7 @@ from .thread_loops import RefuseForeignThreadLoops
 __all__ = [
     "AllocateOnStack",
     "CheckExternCalls",
+    "ComputeFp8",
     "KeepComputeFunctions",
     "LegalizeBoolCompare",
     "LegalizeFloatMinMax",
