@@ -193,7 +193,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
         return tirx.BufferStore(bytes_of(store.buffer), encode(store.value, fmt), list(store.indices))
 
     def on_bind(bind: Any) -> Any:
-        if _fp8(bind.var.ty.dtype) is None:
+        if not isinstance(bind.var.ty, tvm.ir.PrimType) or _fp8(bind.var.ty.dtype) is None:  # (a pointer too)
             return bind
         return tirx.Bind(as_float(bind.var), bind.value)
 
