@@ -552,3 +552,27 @@ def test_int32_wraps_and_atomic_add_returns_the_previous_value_as_lowered():
     run(tilelang.lower(forms, target=SM90).device_mod, a, b, slots, count)
     np.testing.assert_array_equal(b, np.where(a % 16 >= 8, a % 16 - 16, a % 16))
     assert count[0] == 128 and sorted(slots) == list(range(128))
+
+
+def test_a_local_buffer_copied_out_is_copied_whole_by_every_thread():
+    """T.copy(local, global[row, slice]) with a row and slice of the thread's own (upstream's
+    sparse compressor stores its results so): every thread stores its whole buffer. It was
+    dealt out over the block's threads like a shared tile's, so thread (x, y) stored
+    element 16 y + x of its own buffer, and only where y == 0 (the H200 ran upstream's
+    compressor to 100% wrong values)."""
+
+    @T.prim_func
+    def per_thread(A: T.Tensor((16, 64), "float32"), B: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=(16, 4)):
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            row = T.alloc_local((16,), "float32")
+            T.copy(A[tx, ty * 16:(ty + 1) * 16], row)
+            for i in T.serial(16):
+                row[i] = row[i] * 2.0 + 1.0
+            T.copy(row, B[tx, ty * 16:(ty + 1) * 16])
+
+    a = np.random.default_rng(0).integers(-4, 5, (16, 64)).astype(np.float32)
+    b = np.zeros((16, 64), np.float32)
+    run(tilelang.lower(per_thread, target=SM90).device_mod, a, b)
+    np.testing.assert_array_equal(b, a * 2 + 1)

@@ -211,7 +211,9 @@ class TileOpLowering:
             guard = self.in_bounds(dst_buf, d_idx)
             return store if guard is None else tirx.IfThenElse(guard, store, None)
 
-        return self.nest(s_ext, body, parallel=not _per_thread(dst_buf))
+        # a local buffer is each thread's own: a copy into it, or out of it (upstream's sparse
+        # compressor stores its row of results so), runs whole in every thread
+        return self.nest(s_ext, body, parallel=not (_per_thread(dst_buf) or _per_thread(src_buf)))
 
     def fill(self, dst: Any, value: Any) -> Any:
         axes = self.tile_axes(dst)
