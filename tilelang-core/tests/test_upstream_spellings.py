@@ -268,3 +268,22 @@ def test_a_parse_error_in_an_eager_kernel_is_a_language_error_with_its_line():
 
     with pytest.raises(LanguageError, match=r"Undefined variable: undefined_thing\n --> .*test_upstream_spellings.py"):
         eager(np.zeros(64, "float32"))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_a_narrow_float_compares_with_a_python_literal(dtype):
+    """``A[i] != 0`` with A bfloat16 or fp8 (upstream's sparse compressor): TVMScript left
+    the literal a Python int for these types ("'int' object has no attribute 'expr_ty'")."""
+    torch = pytest.importorskip("torch")
+
+    @T.prim_func
+    def nonzero(A: T.Tensor((64,), dtype), B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding(0)
+            B[tx] = T.if_then_else(A[tx] != 0, 1, 0) + T.if_then_else(A[tx] > 1, 2, 0)
+
+    a = torch.tensor([0.0, 1.5, -2.0, 0.5] * 16).to(getattr(torch, dtype))
+    b = torch.zeros(64, dtype=torch.int32)
+    tilelang.compile(nonzero, target="cpu")(a, b)
+    af = a.float()
+    torch.testing.assert_close(b, (af != 0).int() + 2 * (af > 1).int())

@@ -130,6 +130,37 @@ def _name_variable(var_name: str, value: Any) -> None:
         IRBuilder.name(var_name, value.buffer)
 
 
+def _compare_literals_in_narrow_floats() -> None:
+    """``A[i] != 0`` with A bfloat16 or fp8 (upstream's sparse compressor compares so):
+    TVMScript makes a Python literal a constant of the other operand's type only for int,
+    uint, bool and float types; for these it passed the bare int on ("'int' object has no
+    attribute 'expr_ty'"). The literal becomes a constant of that type first."""
+    from tvm import tirx
+    from tvm.script.parser.core import dispatch, doc
+
+    def literal(value: Any, other: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        ty = getattr(other, "ty", None)
+        dtype = str(getattr(ty, "dtype", ""))
+        if dtype.startswith(("bfloat16", "float8", "float6", "float4")):
+            scalar = dtype.split("x")[0] if "x" in dtype.removeprefix("float") else dtype
+            return tirx.const(value, scalar)
+        return value
+
+    for operand in (tirx.Expr, tirx.IterVar):
+        for node in (doc.Eq, doc.NotEq, doc.Lt, doc.LtE, doc.Gt, doc.GtE):
+            for index in (0, 1):
+                method = dispatch.get_op(operand_type=operand, op_node_type=node, operand_index=index)
+                if method is None:
+                    continue
+
+                def compare(a: Any, b: Any, _method: Any = method) -> Any:
+                    return _method(literal(a, b), literal(b, a))
+
+                dispatch.register_op(operand, node, index)(compare)
+
+
 def _with_rebound(self: Any, tree: Any, parse: Any) -> Any:
     """Run ``parse`` with the names ``tree`` (a doc AST function) rebinds on the stack."""
     from tvm.script.parser.core import doc
@@ -237,6 +268,8 @@ def install() -> None:
         return None
 
     dispatch.register(token="tirx", type_name="Assign")(visit_chained_assign)
+
+    _compare_literals_in_narrow_floats()
 
     visit_while = dispatch.get(token="tirx", type_name="While")
 
