@@ -135,17 +135,15 @@ def _compare_literals_in_narrow_floats() -> None:
     TVMScript makes a Python literal a constant of the other operand's type only for int,
     uint, bool and float types; for these it passed the bare int on ("'int' object has no
     attribute 'expr_ty'"). The literal becomes a constant of that type first."""
-    from tvm import tirx
+    from tvm import DataType, tirx
     from tvm.script.parser.core import dispatch, doc
 
     def literal(value: Any, other: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return value
-        ty = getattr(other, "ty", None)
-        dtype = str(getattr(ty, "dtype", ""))
+        dtype = str(getattr(getattr(other, "ty", None), "dtype", ""))
         if dtype.startswith(("bfloat16", "float8", "float6", "float4")):
-            scalar = dtype.split("x")[0] if "x" in dtype.removeprefix("float") else dtype
-            return tirx.const(value, scalar)
+            return tirx.const(value, str(DataType(dtype).with_lanes(1)))  # a vector's lanes' type
         return value
 
     for operand in (tirx.Expr, tirx.IterVar):

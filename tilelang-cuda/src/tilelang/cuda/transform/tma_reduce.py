@@ -38,6 +38,7 @@ from tilelang.plugin import (
     prim_func_pass,
     seq,
     substitute,
+    uses_var,
 )
 from tvm import tirx
 from tvm.ir import TensorLoad
@@ -86,19 +87,13 @@ def _axes(indices: list[Any], loop_vars: list[Any], analyzer: Any) -> tuple[list
     corner = [analyzer.simplify(substitute(i, zero)) for i in indices]
     axes = []
     for var in loop_vars:
-        found = [a for a, index in enumerate(indices) if _mentions(index, var)]
+        found = [a for a, index in enumerate(indices) if uses_var(index, var)]
         if len(found) != 1 or not analyzer.can_prove_equal(indices[found[0]] - corner[found[0]], var):
             return None
         axes.append(found[0])
-    if any(_mentions(c, v) for c in corner for v in loop_vars):
+    if any(uses_var(c, v) for c in corner for v in loop_vars):
         return None
     return axes, corner
-
-
-def _mentions(expr: Any, var: Any) -> bool:
-    found: list[bool] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(True) if v.same_as(var) else None))
-    return bool(found)
 
 
 def _tile(nest: Any, analyzer: Any) -> _Tile | None:
@@ -156,12 +151,21 @@ def _unflatten(offset: Any, shape: list[Any]) -> list[Any]:
     return indices[::-1]
 
 
-def _unreached(body: Any) -> list[Any]:
+def _thread_vars(body: Any) -> dict[str, Any]:
+    """The kernel's thread indices by tag (threadIdx.x, .y, .z)."""
+    found: dict[str, Any] = {}
+
+    def on_attr(attr: Any) -> None:
+        if attr.attr_key == "thread_extent" and attr.node.thread_tag in _THREAD_TAGS:
+            found.setdefault(attr.node.thread_tag, attr.node.var)
+
+    tvm_ffi.structural_walk(body, (tirx.AttrStmt, on_attr))
+    return found
+
+
+def _unreached(body: Any, threads: list[Any]) -> list[Any]:
     """The use_tma nests some of the block's threads do not reach: under a condition on a
     thread index, or inside a T.ws role."""
-    threads: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: threads.append(a.node.var)
-                                   if a.attr_key == "thread_extent" and a.node.thread_tag in _THREAD_TAGS else None))
     found: list[Any] = []
 
     def nests(stmt: Any) -> None:
@@ -169,7 +173,7 @@ def _unreached(body: Any) -> list[Any]:
                                        else None))
 
     def on_if(stmt: Any) -> None:
-        if any(_mentions(stmt.condition, t) for t in threads) or \
+        if any(uses_var(stmt.condition, t) for t in threads) or \
                 "tl_thread_" in str(stmt.condition):
             nests(stmt.then_case)
             if stmt.else_case is not None:
@@ -187,16 +191,14 @@ def _run(func: Any, tensor_maps: bool) -> Any:
     if not tensor_maps or not requested or pass_config(DISABLE_TMA_CONFIG):
         return func
     analyzer = tvm.sym.analyzer.Analyzer()
-    unreached = _unreached(func.body)
+    threads = _thread_vars(func.body)
+    unreached = _unreached(func.body, list(threads.values()))
     maps: dict[tuple, Any] = {}
     host: list[Any] = []
-    thread_tags = set()
-    tvm_ffi.structural_walk(func.body, (tirx.AttrStmt, lambda a: thread_tags.add(a.node.thread_tag)
-                                        if a.attr_key == "thread_extent" else None))
     zero = tirx.IntImm("int32", 0)
     elected = tirx.EQ(tirx.call_extern("int32", "tl_thread_x"), zero)
     for axis in ("y", "z"):
-        if f"threadIdx.{axis}" in thread_tags:
+        if f"threadIdx.{axis}" in threads:
             elected = tirx.And(elected, tirx.EQ(tirx.call_extern("int32", f"tl_thread_{axis}"), zero))
 
     def tensor_map(tile: _Tile, per_box: int) -> Any:
