@@ -60,6 +60,12 @@ class LanguageIndexError(LanguageError, IndexError):
     IndexError there)."""
 
 
+class LanguageAssertionError(LanguageError, AssertionError):
+    """A kernel breaks a rule that upstream checks with an ``assert`` (a view that changes
+    the size of its source, a bitwise reducer of a float type): ``except AssertionError``
+    catches it, as it catches upstream's."""
+
+
 class CompileError(TileLangError):
     """Lowering or code generation failed."""
 

@@ -39,7 +39,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad, TensorRegion
 from tvm.script.ir_builder import tirx as _ib
 
-from ..errors import LanguageError
+from ..errors import LanguageAssertionError, LanguageError
 from .atomic import rmw_element
 from .bounds import source_location
 from .ops import block_barrier
@@ -73,7 +73,7 @@ def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = No
     if op not in _OPS:
         raise LanguageError(f"T.alloc_reducer: op must be one of {list(_OPS)}, got {op!r}")
     if op in _BITWISE and not str(dtype).startswith(("int", "uint")):
-        raise LanguageError(f"T.alloc_reducer(op={op!r}) combines bits, so needs an integer dtype, got {dtype}")
+        raise LanguageAssertionError(f"T.alloc_reducer(op={op!r}) combines bits, so needs an integer dtype, got {dtype}")
     if replication not in (None, "all", "none"):
         raise LanguageError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
     shape = shape if isinstance(shape, (list, tuple)) else (shape,)

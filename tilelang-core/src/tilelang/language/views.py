@@ -20,7 +20,7 @@ from tvm.script.ir_builder import tirx as _ib
 from tvm.script.parser.tirx import Buffer as _BufferProxy
 from tvm.sym.analyzer import Analyzer
 
-from ..errors import LanguageError
+from ..errors import LanguageAssertionError, LanguageError
 from .dtypes import as_dtype_str
 
 
@@ -41,7 +41,7 @@ def view(src: Any, shape: Any = None, dtype: Any = None) -> Any:
     dtype = str(src.dtype) if dtype is None else str(dtype)
     new_bits, old_bits = _bits(shape, dtype), _bits(src.shape, str(src.dtype))
     if not Analyzer().can_prove_equal(new_bits, old_bits):
-        raise LanguageError(f"T.view / T.reshape of {src.name!r}: {shape} x {dtype} is {new_bits} bits but "
+        raise LanguageAssertionError(f"T.view / T.reshape of {src.name!r}: {shape} x {dtype} is {new_bits} bits but "
                             f"{list(src.shape)} x {src.dtype} is {old_bits}; a view keeps the size of its source")
     if len(src.strides):
         raise LanguageError(f"T.view / T.reshape of {src.name!r}: the source has explicit strides; only "
