@@ -9,7 +9,8 @@ which a disk-cache hit of a kernel module that imports the language at its top m
 
 # The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
 from tvm.script.parser.tirx import *
-from tvm.script.parser.tirx import prim_func as _tvm_prim_func
+from tvm.script.parser._core import parse as _tvm_parse
+from tvm.script.parser._core import utils as _tvm_parser_utils
 
 from ..layout import Fragment, Layout
 from ..tvm_compat import install as _install_tvm_names
@@ -212,6 +213,27 @@ from .warp import (  # upstream's warp intrinsics, lowered by each GPU backend
 # T.float16, T.float, T.int8x4, ... as TileLang dtypes (str subclasses, still callable like
 # TVMScript's constructors): they replace the tirx namespace's constructors of the same names.
 globals().update(_DTYPES)
+
+
+def _tvm_prim_func(f, check_well_formed=True, **_parser_reads):
+    """TVMScript's ``prim_func(f)``, without the reference cycle it leaves: it keeps
+    ``inspect.stack()`` in a local of its own frame, so every caller's frame, and each tensor
+    one holds, stayed alive until the garbage collector ran (upstream's
+    ``test_tilelang_globals_leak`` disables it and checks). ``private=`` and the other
+    keywords are read by the parser from the decorator's source."""
+    import inspect
+
+    outer_stack = inspect.stack()
+    try:
+        if _tvm_parser_utils.is_defined_in_class(outer_stack, f):
+            return f
+        extra_vars = _tvm_parser_utils.inspect_function_capture(f)
+        _tvm_parser_utils.resolve_closure_vars(f, extra_vars, outer_stack)
+        parsed = _tvm_parse(f, extra_vars, check_well_formed=check_well_formed)
+        parsed.__name__ = f.__name__
+        return parsed
+    finally:
+        outer_stack.clear()
 
 
 def prim_func(func=None, **kwargs):

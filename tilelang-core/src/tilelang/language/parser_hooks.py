@@ -1,4 +1,5 @@
-"""Five extensions of TVMScript's tirx parser, for upstream's spellings.
+"""Five extensions of TVMScript's tirx parser, for upstream's spellings (and a macro
+call's search for its parser that keeps no frames alive: ``_find_parser``).
 
 A kernel body may give a Python callable a name. Upstream's kernels pick a tile op in the
 body (``scan = T.cumsum if op == "cumsum" else T.cummax``, then ``scan(A_shared, dim=0)``);
@@ -174,6 +175,26 @@ def _with_rebound(self: Any, tree: Any, parse: Any) -> Any:
         stack.pop()
 
 
+def _find_parser(macro: Any) -> Any:
+    """The parser a macro call expands in: the nearest calling frame whose globals hold it.
+    TVMScript's own search keeps ``inspect.getouterframes()`` in a local of its frame, a
+    reference cycle through every caller's frame (and each tensor one holds) that lasted
+    until the garbage collector ran; this walk holds no frame list."""
+    import sys
+
+    frame = sys._getframe(1)
+    name = type(macro).parser_object_name
+    try:
+        while frame is not None:
+            parser = frame.f_globals.get(name)
+            if parser is not None:
+                return parser
+            frame = frame.f_back
+    finally:
+        del frame
+    raise RuntimeError(f"{name} not available")
+
+
 def _is_python_callable(value: Any) -> bool:
     import tvm_ffi
 
@@ -218,6 +239,8 @@ def install() -> None:
         return _with_rebound(parser, macro.get_macro_def(), lambda: parse_macro(macro, parser))
 
     TIRMacro.parse_macro = parse_macro_scoped
+    TIRMacro._find_parser_def = _find_parser
+
 
     from tvm.script.parser.core import doc
     from tvm.script.parser.core.parser import Parser
