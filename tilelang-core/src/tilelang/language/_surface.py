@@ -8,9 +8,9 @@ which a disk-cache hit of a kernel module that imports the language at its top m
 # ruff: noqa: F401 - every import here is a name of the language, published by ``__init__``
 
 # The whole TVMScript tirx namespace, so existing TVMScript helpers keep working.
-from tvm.script.parser.tirx import *
 from tvm.script.parser._core import parse as _tvm_parse
 from tvm.script.parser._core import utils as _tvm_parser_utils
+from tvm.script.parser.tirx import *
 
 from ..layout import Fragment, Layout
 from ..tvm_compat import install as _install_tvm_names
