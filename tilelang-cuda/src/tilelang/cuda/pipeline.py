@@ -120,8 +120,27 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         CheckSharedMemory(),  # more shared memory than a block may have: a compile error, not a launch failure
         tirx.transform.MakePackedAPI(),
         *([tirx.transform.FP8StorageLegalize()] if native_fp8 else []),
-        *([tirx.transform.BF16StorageLegalize()] if native_bf16 else []),
+        # the host code's bfloat16 buffers are 16-bit words on every arch: LLVM's host codegen
+        # died (a segfault, tvm_ffi) on bfloat16 pointers, which an sm_75 kernel's host code kept
+        tirx.transform.BF16StorageLegalize() if native_bf16 else _on_host(tirx.transform.BF16StorageLegalize()),
     ]
+
+
+def _on_host(legalize: Any) -> Any:
+    """``legalize`` (a pass over the split module) applied to its host functions only: the
+    device kernels (TVM's calling convention 2, kDeviceKernelLaunch) keep their types."""
+    import tvm
+
+    def run(mod: Any, ctx: Any) -> Any:
+        host = {gvar: func for gvar, func in mod.functions.items()
+                if func.attrs is None or int(func.attrs.get("calling_conv", 0)) != 2}
+        if not host:
+            return mod
+        for gvar, func in legalize(tvm.IRModule(host)).functions.items():
+            mod[gvar] = func
+        return mod
+
+    return tvm.transform.module_pass(run, opt_level=0, name="tl.cuda.HostOnly")
 
 
 def finalize_host_passes(context: Any) -> Sequence[Any]:
