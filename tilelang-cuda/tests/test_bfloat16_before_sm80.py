@@ -126,5 +126,5 @@ def test_bfloat16_host_code_for_sm75_builds_with_llvm(name):
     artifact = tilelang.lower(KERNELS[name](), target=SM75)
     assert 'handle("bfloat16"' not in artifact.host_mod.script()
     code = HOST_BUILD.format(tests=os.path.dirname(__file__), name=name, target=SM75)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "built" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
