@@ -244,7 +244,9 @@ def _ranges(body: Any) -> Analyzer:
 
 def legalize_negative_indices(func: Any) -> Any:
     """Every index certain to be negative, and not below minus its axis' extent, plus that
-    extent (upstream's LegalizeNegativeIndex): Python's meaning of ``A[-1]``."""
+    extent (upstream's LegalizeNegativeIndex): Python's meaning of ``A[-1]``. A ``T.Ramp``
+    whose lanes may be of either sign wraps lane by lane, as upstream's does (a scalar index
+    of unknown sign stays as written)."""
     from tvm.ir import TensorLoad
 
     analyzer = _ranges(func.body)
@@ -261,6 +263,12 @@ def legalize_negative_indices(func: Any) -> Any:
                 elif not isinstance(index, tirx.Broadcast):
                     index = analyzer.simplify(index + tirx.Cast(str(index.ty), extent))
                 changed = changed or not isinstance(index, tirx.Broadcast)
+            elif bound is not None and isinstance(index, tirx.Ramp) and bound.min_value < 0 <= bound.max_value and \
+                    isinstance(extent, tirx.IntImm) and -extent.value <= bound.min_value <= bound.max_value < extent.value:
+                # lanes of either sign (issue 2554's T.Ramp(t - 2, 1, 4)): each negative lane wraps
+                lanes, dtype = int(tvm.DataType(str(index.ty)).lanes), _dtype(index.base)
+                zero, size = tirx.Broadcast(tirx.IntImm(dtype, 0), lanes), tirx.Broadcast(tirx.IntImm(dtype, extent.value), lanes)
+                index, changed = tirx.Select(tirx.LT(index, zero), index + size, index), True
             out.append(index)
         return out if changed else None
 

@@ -581,3 +581,24 @@ def row_sums(M=1024, N=256, blocks=8, rows=32, loop="while"):
                     T.copy(acc, B[bx * rows])
 
     return main
+
+
+def ramp_of_either_sign():
+    """Upstream's issue 2554 pair (load, store): ``A[T.Ramp(t - 2, 1, 4)]`` of a 1024-element
+    tensor, whose lanes are negative for some ``t`` and wrap from the end lane by lane."""
+
+    @T.prim_func
+    def load(A: T.Tensor((1024,), "float32"), B: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for t in T.serial(4):
+                B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]
+
+    @T.prim_func
+    def store(B: T.Tensor((4, 4), "float32"), A: T.Tensor((1024,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(1024):
+                A[i] = T.float32(-1)
+            for t in T.serial(4):
+                A[T.Ramp(t - 2, 1, 4)] = B[t, T.Ramp(0, 1, 4)]
+
+    return load, store
