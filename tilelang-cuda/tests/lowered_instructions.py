@@ -596,6 +596,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "__fns": _fns,
     "__ffs": lambda kernel, args, call: _ffs(args[0], 32),
     "__ffsll": lambda kernel, args, call: _ffs(args[0], 64),
+    "__habs": lambda kernel, args, call: np.abs(args[0]),  # |x| of a half (T.abs of float16)
     # tl_device.h's float8_e8m0fnu conversions (CUDA's; test_float8_e8m0.py checks the C helpers
     # against cuda_fp8.h and against these references)
     "tl_cvt_float_to_e8m0": lambda kernel, args, call: compute(e8m0_bits(args[0]), "uint8"),

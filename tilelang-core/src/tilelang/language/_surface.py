@@ -135,6 +135,7 @@ from .misc import (
     sync_threads,
     wait_wgmma,
 )
+from .packed import abs2, add2, fma2, max2, min2, mul2, sub2
 from .parser_hooks import install as _install_parser_hooks
 from .persistent import Persistent
 from .random import rng_init, rng_rand, rng_rand_float

@@ -602,3 +602,34 @@ def ramp_of_either_sign():
                 A[T.Ramp(t - 2, 1, 4)] = B[t, T.Ramp(0, 1, 4)]
 
     return load, store
+
+
+def pair_kernel(op, dtype, arity, M=16):
+    """Upstream's packed pair kernels (testing/python/cuda/test_cuda_f32x2_intrinsics.py):
+    out[2i:2i+2] = op(A[2i:2i+2], ...) over ``arity`` inputs of ``2 * M`` ``dtype``
+    elements, one pair per thread; the output is the last parameter."""
+    if arity == 1:
+        @T.prim_func
+        def unary(A: T.Tensor((M * 2,), dtype), C: T.Tensor((M * 2,), dtype)):
+            with T.Kernel(1, threads=M):
+                idx = T.Ramp(T.get_thread_binding() * 2, 1, 2)
+                C[idx] = op(A[idx])
+
+        return unary
+    if arity == 2:
+        @T.prim_func
+        def binary(A: T.Tensor((M * 2,), dtype), B: T.Tensor((M * 2,), dtype), C: T.Tensor((M * 2,), dtype)):
+            with T.Kernel(1, threads=M):
+                idx = T.Ramp(T.get_thread_binding() * 2, 1, 2)
+                C[idx] = op(A[idx], B[idx])
+
+        return binary
+
+    @T.prim_func
+    def ternary(A: T.Tensor((M * 2,), dtype), B: T.Tensor((M * 2,), dtype), C: T.Tensor((M * 2,), dtype),
+                D: T.Tensor((M * 2,), dtype)):
+        with T.Kernel(1, threads=M):
+            idx = T.Ramp(T.get_thread_binding() * 2, 1, 2)
+            D[idx] = op(A[idx], B[idx], C[idx])
+
+    return ternary

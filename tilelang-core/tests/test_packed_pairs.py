@@ -1,0 +1,52 @@
+"""Upstream's packed pair ops (``T.add2`` ... ``T.abs2``, testing/python/cuda/
+test_cuda_f32x2_intrinsics.py's kernels): each is the lane-wise operation on a two-lane
+vector, so the CPU target (LLVM's vectors) runs them; tilelang-cuda's tests check the CUDA
+lowering. Compared with torch on the same inputs: exactly for + - * max min abs, and within
+one rounding for the fused multiply-add."""
+
+from __future__ import annotations
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+from tilelang.testing.kernels import pair_kernel
+
+M = 16
+DTYPES = ["float32", "float16", "bfloat16"]
+
+
+OPS = {  # name -> (T op, arity, torch reference)
+    "add2": (T.add2, 2, torch.add),
+    "sub2": (T.sub2, 2, torch.sub),
+    "mul2": (T.mul2, 2, torch.mul),
+    "max2": (T.max2, 2, torch.maximum),
+    "min2": (T.min2, 2, torch.minimum),
+    "abs2": (T.abs2, 1, torch.abs),
+    "fma2": (T.fma2, 3, lambda a, b, c: a * b + c),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_packed_pair_ops_equal_torch_on_the_cpu(name, dtype):
+    op, arity, reference = OPS[name]
+    kernel = tilelang.compile(pair_kernel(op, dtype, arity), out_idx=[arity], target="cpu")
+    inputs = [torch.randn(M * 2, generator=torch.Generator().manual_seed(i), dtype=getattr(torch, dtype))
+              for i in range(arity)]
+    tolerance = {"atol": 1e-2, "rtol": 1e-2} if name == "fma2" and dtype != "float32" else {}
+    torch.testing.assert_close(kernel(*inputs), reference(*inputs), **tolerance)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_packed_pair_ops_refuse_mixed_pairs_and_scalars(name):
+    from tvm import tirx
+
+    op, arity, _ = OPS[name]
+    half, bf16 = tirx.Var("x", "float16x2"), tirx.Var("y", "bfloat16x2")
+    if arity > 1:  # upstream's test: ValueError matching "same dtype"
+        with pytest.raises(ValueError, match=rf"T.{name}: the operands must have the same dtype, got float16x2, "
+                                             r"bfloat16x2"):
+            op(half, bf16, *[half] * (arity - 2))
+    with pytest.raises(ValueError, match=rf"T.{name}: takes a pair of float32x2, float16x2, bfloat16x2 .*got float32"):
+        op(*[tirx.Var("s", "float32")] * arity)
