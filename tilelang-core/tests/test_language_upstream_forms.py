@@ -464,3 +464,27 @@ def test_safe_values_check_where_and_what_they_annotate():
             with T.Kernel(1, threads=64):
                 S = T.alloc_shared((64,), "float32")
                 T.annotate_safe_value({S: 0})
+
+
+# -- tilelang.transform.simplify ---------------------------------------------------------------
+def test_simplify_prim_func_and_apply_simplify_simplify_the_kernel_and_keep_its_result():
+    from tilelang.transform import simplify_prim_func
+    from tilelang.transform.simplify import apply_simplify
+
+    @simplify_prim_func  # upstream's SIMT GEMM test builds its kernel so
+    def scaled(n: int):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    B[i * 1 + 0] = A[(i + 1) - 1] * 2.0
+
+        return main
+
+    kernel = scaled(8)
+    assert isinstance(kernel, tirx.PrimFunc) and "B[i] = A[i] * T.float32(2.0)" in kernel.script()
+    a = np.arange(8, dtype="float32")
+    np.testing.assert_array_equal(cpu(kernel, out_idx=[1])(a), 2 * a)
+    assert apply_simplify(kernel).script() == kernel.script()  # as upstream's gemv test calls it
+    with pytest.raises(LanguageError, match="apply_simplify: expected a PrimFunc or an IRModule, got int"):
+        apply_simplify(3)

@@ -6,6 +6,7 @@ from ..backend.pass_configs import (
 from . import gpu  # the GPU-neutral passes that GPU backends compose
 from .global_layouts import ApplyGlobalLayouts
 from .lower_tile_ops import LowerTileOps
+from .simplify import Simplify, apply_simplify, simplify_prim_func  # upstream's tilelang.transform.simplify
 from .subbyte import LowerSubByteAccess
 
 
@@ -20,4 +21,4 @@ def LegalizeNegativeIndex():
 
 
 __all__ = ["ApplyGlobalLayouts", "LegalizeNegativeIndex", "LowerSubByteAccess", "LowerTileOps", "PassConfigKey",
-           "gpu"]
+           "Simplify", "apply_simplify", "gpu", "simplify_prim_func"]
