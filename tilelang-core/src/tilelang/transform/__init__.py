@@ -6,7 +6,11 @@ from ..backend.pass_configs import (
 from . import gpu  # the GPU-neutral passes that GPU backends compose
 from .global_layouts import ApplyGlobalLayouts
 from .lower_tile_ops import LowerTileOps
-from .simplify import Simplify, apply_simplify, simplify_prim_func  # upstream's tilelang.transform.simplify
+from .simplify import (  # upstream's tilelang.transform.simplify
+    Simplify,
+    apply_simplify,
+    simplify_prim_func,
+)
 from .subbyte import LowerSubByteAccess
 
 

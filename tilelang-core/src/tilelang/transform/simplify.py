@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import LanguageError
 
 
-def Simplify(simplify_arguments: bool = False) -> Any:  # noqa: N802 - upstream's pass name
+def Simplify(simplify_arguments: bool = False) -> Any:
     """TVM's StmtSimplify pass (``simplify_arguments`` is upstream's; TVM 0.27 simplifies the
     body, and the parameters stay as written)."""
     from tvm import tirx
