@@ -24,6 +24,28 @@ def test_layout_and_fragment_evaluate_their_maps():
     assert int(replicated.get_thread_size()) == 8 and int(replicated.map_forward_thread([5], 1)) == 5
 
 
+
+def test_the_mma_8x8_fragments_and_their_repeats_hold_each_element_once():
+    from tilelang.layout import make_gemm_fragment_8x8, make_gemm_fragment_8x8_transposed
+
+    piece, transposed = make_gemm_fragment_8x8(), make_gemm_fragment_8x8_transposed()
+    assert int(piece.map_forward_thread([3, 5])) == 14 and int(transposed.map_forward_thread([5, 3])) == 14
+    for fragment, shape, threads, registers in [
+        (transposed.repeat([2, 1], repeat_on_thread=False), (16, 8), 32, 4),  # upstream's stmatrix test
+        (piece.repeat([2, 2], repeat_on_thread=True), (16, 16), 128, 2),
+        (piece.repeat([1, 2], lower_dim_first=False), (8, 16), 32, 4),
+    ]:
+        assert fragment.shape == list(shape) and int(fragment.get_thread_size()) == threads
+        places = {(int(fragment.map_forward_thread([i, j])), int(fragment.map_forward_index([i, j])[-1]))
+                  for i in range(shape[0]) for j in range(shape[1])}
+        assert len(places) == shape[0] * shape[1] and {r for _, r in places} == set(range(registers))
+    # the copy in the second 8 rows keeps its threads and takes the next two registers
+    assert int(transposed.repeat([2, 1]).map_forward_thread([9, 3])) == 12
+    assert [int(x) for x in transposed.repeat([2, 1]).map_forward_index([9, 3])] == [3]
+    with pytest.raises(ValueError, match="Fragment.repeat: expected a count of at least 1 per axis"):
+        piece.repeat([0, 1])
+
+
 def layout_kernel(layout_of):
     @T.prim_func
     def main(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32")):

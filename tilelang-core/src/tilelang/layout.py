@@ -168,6 +168,62 @@ class Fragment(Layout):
         return analyzer.const_int_bound(self.forward_thread).max_value + 1
 
 
+    def repeat(self, repeats: Any, repeat_on_thread: bool = False, lower_dim_first: bool = True) -> Fragment:
+        """The tile ``repeats`` times (an int for the first axis, or one count per axis): copy
+        ``r`` of the tile sits at block ``r`` (the first axis' block varying fastest with
+        ``lower_dim_first``, else the last axis'), held by threads ``r * threads`` on (with
+        ``repeat_on_thread``) or in registers ``r * registers`` on of the same threads."""
+        from tvm import tirx
+
+        counts = [int(r) for r in _as_list(repeats)]
+        counts += [1] * (len(self.shape) - len(counts))
+        if len(counts) != len(self.shape) or min(counts) < 1:
+            raise ValueError(f"Fragment.repeat: expected a count of at least 1 per axis of {self.shape}, got {repeats!r}")
+        if self.replicate_var is not None:
+            raise ValueError("Fragment.repeat of a replicated fragment is not supported")
+        shape = [extent * count for extent, count in zip(self.shape, counts)]
+        threads, registers = self.get_thread_size(), self._register_count()
+        order = list(range(len(shape)))[:: 1 if lower_dim_first else -1]
+        base = self
+
+        def forward(*indices: Any) -> tuple[Any, list[Any]]:
+            inner = [tirx.floormod(i, extent) for i, extent in zip(indices, base.shape)]
+            copy, stride = tirx.const(0, "int32"), 1
+            for axis in order:
+                copy, stride = copy + tirx.floordiv(indices[axis], base.shape[axis]) * stride, stride * counts[axis]
+            thread = base.map_forward_thread(inner)
+            local = base.map_forward_index(inner)
+            if repeat_on_thread:
+                return thread + copy * threads, local
+            return thread, [*local[:-1], local[-1] + copy * registers] if local else [copy]
+
+        return Fragment(shape, forward_fn=forward)
+
+    def _register_count(self) -> int:
+        """How many registers each thread holds (the flat forward index's extent)."""
+        from tvm.ir import Range
+        from tvm.sym.analyzer import Analyzer
+
+        analyzer = Analyzer()
+        for var, extent in zip(self.forward_vars, self.shape):
+            analyzer.bind(var, Range.from_min_extent(0, extent))
+        if not self.forward_index:
+            return 1
+        return analyzer.const_int_bound(self.forward_index[-1]).max_value + 1
+
+
+def make_gemm_fragment_8x8() -> Fragment:
+    """An 8x8 piece of a tensor-core accumulator (mma.sync's m16n8 C fragment, one half):
+    row ``i`` is held by threads ``4 i`` to ``4 i + 3``, two consecutive columns each."""
+    return Fragment((8, 8), forward_fn=lambda i, j: (i * 4 + j // 2, [j % 2]))
+
+
+def make_gemm_fragment_8x8_transposed() -> Fragment:
+    """make_gemm_fragment_8x8 with rows and columns exchanged: column ``j`` is held by
+    threads ``4 j`` to ``4 j + 3``, two consecutive rows each."""
+    return Fragment((8, 8), forward_fn=lambda i, j: (j * 4 + i // 2, [i % 2]))
+
+
 def accepted_as_is(buffer: Any, layout: Any) -> bool:
     """For ``T.annotate_layout``: True when ``layout`` needs nothing done to ``buffer`` (a
     row-major Layout, a Fragment hint on a fragment); False when it is not a Layout at all;
@@ -272,4 +328,5 @@ def _evaluate(expr: Any, env: list[tuple[Any, Any]]) -> Any:
     raise _NotEvaluable(type(expr).__name__)
 
 
-__all__ = ["Fragment", "Layout", "SwizzledLayout", "accepted_as_is", "make_swizzled_layout"]
+__all__ = ["Fragment", "Layout", "SwizzledLayout", "accepted_as_is", "make_gemm_fragment_8x8",
+           "make_gemm_fragment_8x8_transposed", "make_swizzled_layout"]
