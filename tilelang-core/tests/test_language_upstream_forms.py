@@ -344,6 +344,21 @@ def test_async_copy_is_a_copy_landed_before_the_next_statement():
     np.testing.assert_array_equal(b, a)
 
 
+def test_async_copy_of_one_element():
+    # upstream's T.async_copy(A[0], A_shared[0]): one element, global -> shared
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1):
+            S = T.alloc_shared((4,), "float32")
+            T.async_copy(A[2], S[1])
+            T.ptx_wait_group(0)
+            B[0] = S[1]
+
+    b = np.zeros(4, "float32")
+    cpu(main)(np.arange(1, 5, dtype="float32"), b)
+    np.testing.assert_array_equal(b, [3, 0, 0, 0])
+
+
 def test_async_copy_between_shared_tiles_is_refused():
     with pytest.raises(LanguageError, match=r"T.async_copy only supports global->shared/shared.dyn copies; got "
                                             r"S0 \(shared.dyn\) -> S1 \(shared.dyn\): use T.copy"):

@@ -111,7 +111,11 @@ def async_copy(src: Any, dst: Any, **hints: Any) -> None:
     ``T.copy``, landed before the next statement, which every wait then finds done; the
     CUDA backend still makes such copies asynchronous in a T.Pipelined loop. Other
     directions are refused, as upstream refuses them. ``hints``: T.copy's keywords."""
-    route = not_global_to_shared(*copy_regions(src, dst, "T.async_copy"))
+    if _extents(src) is None and _extents(dst) is None and isinstance(src, TensorLoad) and isinstance(dst, TensorLoad):
+        ones = [1] * len(dst.indices)  # two single elements (upstream's T.async_copy(A[0], S[0])): one element
+        route = not_global_to_shared(_region(src, ones, "T.async_copy source"), _region(dst, ones, "T.async_copy"))
+    else:
+        route = not_global_to_shared(*copy_regions(src, dst, "T.async_copy"))
     if route is not None:
         raise LanguageError(f"T.async_copy only supports global->shared/shared.dyn copies; got {route}: use T.copy")
     copy(src, dst, **hints)
