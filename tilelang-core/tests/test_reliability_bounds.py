@@ -301,3 +301,21 @@ def test_a_ramp_of_either_sign_wraps_lane_by_lane() -> None:
         for lane in range(4):
             expected[(t - 2 + lane) % 1024] = rows[t, lane]
     np.testing.assert_array_equal(a, expected)
+
+
+def test_a_ramp_under_a_condition_is_not_wrapped():
+    """The bounds ignore conditions: ``s[T.Ramp(8 * (tx - 8), 1, 8)]`` under ``if tx >= 8``
+    is never negative and stays as written (the wrap made a bool vector there, which CUDA's
+    code generator cannot print; tilelang-cuda's explicit-Hopper cp.async kernel has it)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=16):
+            tx = T.get_thread_binding()
+            if tx >= 8:
+                B[T.Ramp((tx - 8) * 8, 1, 8)] = A[T.Ramp((tx - 8) * 8, 1, 8)]
+
+    assert "Select" not in main.script()
+    a, b = np.arange(64, dtype="float32"), np.zeros(64, "float32")
+    tilelang.compile(main, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a)

@@ -246,12 +246,30 @@ def legalize_negative_indices(func: Any) -> Any:
     """Every index certain to be negative, and not below minus its axis' extent, plus that
     extent (upstream's LegalizeNegativeIndex): Python's meaning of ``A[-1]``. A ``T.Ramp``
     whose lanes may be of either sign wraps lane by lane, as upstream's does (a scalar index
-    of unknown sign stays as written)."""
-    from tvm.ir import TensorLoad
+    of unknown sign stays as written). Not under an ``if``: the bounds here ignore conditions,
+    and ``if tx >= 128: s[T.Ramp(tx - 128, 1, 8)]`` is never negative."""
+    from tvm.ir import Call, TensorLoad
 
     analyzer = _ranges(func.body)
+    guarded: set[int] = set()  # the accesses under a condition (an if, or T.if_then_else's branches)
 
-    def legal(buffer: Any, indices: Any) -> list[Any] | None:
+    def note(node: Any) -> None:
+        tvm_ffi.structural_walk(node, [(TensorLoad, lambda n: guarded.add(n.__chandle__())),
+                                       (tirx.BufferStore, lambda n: guarded.add(n.__chandle__()))])
+
+    def on_if(stmt: Any) -> None:
+        note(stmt.then_case)
+        if stmt.else_case is not None:
+            note(stmt.else_case)
+
+    def on_call(call: Any) -> None:
+        if str(getattr(call.op, "name", "")) in ("prim.if_then_else", "tirx.if_then_else"):
+            for branch in call.args[1:]:
+                note(branch)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.IfThenElse, on_if), (Call, on_call)])
+
+    def legal(buffer: Any, indices: Any, under_condition: bool) -> list[Any] | None:
         changed, out = False, []
         for index, extent in zip(indices, buffer.shape):
             bound = _lane_bound(analyzer, index)
@@ -263,7 +281,8 @@ def legalize_negative_indices(func: Any) -> Any:
                 elif not isinstance(index, tirx.Broadcast):
                     index = analyzer.simplify(index + tirx.Cast(str(index.ty), extent))
                 changed = changed or not isinstance(index, tirx.Broadcast)
-            elif bound is not None and isinstance(index, tirx.Ramp) and bound.min_value < 0 <= bound.max_value and \
+            elif not under_condition and bound is not None and isinstance(index, tirx.Ramp) and \
+                    bound.min_value < 0 <= bound.max_value and \
                     isinstance(extent, tirx.IntImm) and -extent.value <= bound.min_value <= bound.max_value < extent.value:
                 # lanes of either sign (issue 2554's T.Ramp(t - 2, 1, 4)): each negative lane wraps
                 lanes, dtype = int(tvm.DataType(str(index.ty)).lanes), _dtype(index.base)
@@ -273,11 +292,12 @@ def legalize_negative_indices(func: Any) -> Any:
         return out if changed else None
 
     def on_load(load: Any) -> Any:
-        indices = legal(load.source, load.indices) if isinstance(load.source, tirx.Buffer) else None
+        indices = legal(load.source, load.indices, load.__chandle__() in guarded) \
+            if isinstance(load.source, tirx.Buffer) else None
         return load if indices is None else tirx.BufferLoad(load.source, indices, span=load.span)
 
     def on_store(store: Any) -> Any:
-        indices = legal(store.buffer, store.indices)
+        indices = legal(store.buffer, store.indices, store.__chandle__() in guarded)
         return store if indices is None else tirx.BufferStore(store.buffer, store.value, indices, span=store.span)
 
     body = tvm_ffi.structural_map(func.body, [(TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post")
