@@ -53,6 +53,34 @@ def test_a_long_vectorized_loop_becomes_aligned_vectors(stride_a, stride_b, vect
     np.testing.assert_array_equal(b.reshape(64, stride_b), expected)
 
 
+def parallel_strided_copy(row_stride):
+    """Upstream's test_tilelang_copy_with_stride: a T.Parallel copy out of a tensor whose
+    rows are ``row_stride`` apart (an int, or a run-time symbol)."""
+
+    @T.prim_func
+    def main(A: T.StridedTensor((64, 64), (row_stride, 1), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+
+    return main
+
+
+@pytest.mark.parametrize("row_stride,vector", [(128, "uint4"), (T.dynamic("NN"), None), (68, "half4")])
+def test_a_parallel_copy_is_as_wide_as_the_row_stride_keeps_it_aligned(row_stride, vector):
+    # the width follows the tensor's strides, not its shape: with a run-time row stride no
+    # width is proven aligned (8 halves were gathered into a make_uint4 nvcc refused)
+    code = device_code(parallel_strided_copy(row_stride))
+    loads = re.findall(r"\*\((\w+)\*\)\(A_ptr", code)
+    assert (loads == []) if vector is None else (set(loads) == {vector}), loads
+    stride = 96 if vector is None else row_stride  # the run-time stride's value in the emulated call
+    a = np.arange(64 * stride, dtype="float16")
+    b = np.zeros((64, 64), "float16")
+    scalars = {"NN": stride} if vector is None else None
+    lowered_kernel(tilelang.lower(parallel_strided_copy(row_stride), target=SM90).device_mod)(a, b, scalars=scalars)
+    np.testing.assert_array_equal(b, a.reshape(64, stride)[:, :64])
+
+
 def filled(dtype: str, n: int):
     @T.prim_func
     def main(A: T.Tensor[(64,), dtype]):

@@ -68,6 +68,15 @@ def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
 
 
 def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
+    """The element offset of ``indices`` in ``buffer``: by its explicit strides where it has
+    them (a T.StridedTensor's row stride may be a run-time symbol, which proves no
+    alignment), else row-major by its shape."""
+    if len(buffer.strides):
+        terms = [index * stride for index, stride in zip(indices, buffer.strides)]
+        offset = terms[0]
+        for term in terms[1:]:
+            offset = offset + term
+        return offset
     offset, stride = None, None
     for dim, index in reversed(list(zip(buffer.shape, indices))):
         term = index if stride is None else index * stride
