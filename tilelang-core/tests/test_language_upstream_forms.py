@@ -503,3 +503,23 @@ def test_simplify_prim_func_and_apply_simplify_simplify_the_kernel_and_keep_its_
     assert apply_simplify(kernel).script() == kernel.script()  # as upstream's gemv test calls it
     with pytest.raises(LanguageError, match="apply_simplify: expected a PrimFunc or an IRModule, got int"):
         apply_simplify(3)
+
+
+def test_apply_simplify_drops_the_tensor_parameters_the_body_never_uses():
+    # upstream's SIMT GEMV declares Bias and, without a bias, is called with A, B, C
+    from tilelang.transform.simplify import apply_simplify
+
+    @T.prim_func
+    def gemv(A: T.Tensor((4, 8), "float32"), B: T.Tensor((8,), "float32"), Bias: T.Tensor((4,), "float32"),
+             C: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                C[i] = 0.0
+                for k in T.serial(8):
+                    C[i] += A[i, k] * B[k]
+
+    kernel = apply_simplify(gemv)
+    assert [p.name for p in kernel.params] == ["A", "B", "C"]
+    a, b, c = np.arange(32, dtype="float32").reshape(4, 8), np.arange(8, dtype="float32"), np.zeros(4, "float32")
+    cpu(kernel)(a, b, c)
+    np.testing.assert_array_equal(c, a @ b)

@@ -20,9 +20,10 @@ def Simplify(simplify_arguments: bool = False) -> Any:
 
 
 def apply_simplify(stmt: Any, inline_let: bool = False) -> Any:
-    """``stmt`` (a PrimFunc, or an IRModule of one) simplified; returns the PrimFunc.
-    ``inline_let`` is upstream's and accepted: TVM's Simplify already substitutes the lets
-    it can prove cheap."""
+    """``stmt`` (a PrimFunc, or an IRModule of one) simplified; returns the PrimFunc, without
+    the tensor parameters its body never refers to, as upstream's (its GEMV without a bias
+    is called with A, B, C). ``inline_let`` is upstream's and accepted: TVM's Simplify
+    already substitutes the lets it can prove cheap."""
     import tvm
     from tvm import tirx
 
@@ -35,7 +36,19 @@ def apply_simplify(stmt: Any, inline_let: bool = False) -> Any:
     functions = list(Simplify()(mod).functions.values())
     if len(functions) != 1:
         raise LanguageError(f"apply_simplify: expected one function, the module has {len(functions)}")
-    return functions[0]
+    return _without_unused_tensors(functions[0])
+
+
+def _without_unused_tensors(func: Any) -> Any:
+    from tvm import tirx
+
+    from ..engine.lower import unused_tensor_params
+
+    unused = unused_tensor_params(func)
+    if not unused:
+        return func
+    params = [p for p in func.params if p.name not in unused]
+    return tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
 
 
 def simplify_prim_func(factory: Callable[..., Any]) -> Callable[..., Any]:
