@@ -4,9 +4,10 @@ global tensor ``A`` outside its shape gives ``value`` instead of reading past it
 Each read of an annotated tensor becomes ``value`` unless every index is inside its axis
 (``apply_safe_values``, run in the frontend normalization before the bounds check, which
 then sees the reads guarded). A tile copy out of such a tensor already reads zero outside
-it (``T.copy``); a copy out of a tensor whose safe value is not zero is refused, as its
-elements outside would not read the value given. Writes are not changed: a write outside
-a tensor is still an error where it is certain.
+it (``T.copy``); a copy out of a tensor whose safe value is not zero becomes the element
+loop it stands for (a ``T.Parallel`` nest over the tile, each read guarded), so its elements
+outside read the value given. Writes are not changed: a write outside a tensor is still an
+error where it is certain.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad, TensorRegion
 
 from ..errors import LanguageError
+from .ops import TILE_OPS
 
 #: (buffer, value) pairs of the kernel being parsed, consumed by apply_safe_values
 _PENDING: list[tuple[Any, Any]] = []
@@ -72,20 +74,68 @@ def apply_safe_values(func: Any) -> Any:
             inside = axis if inside is None else tirx.And(inside, axis)
         return tirx.if_then_else(inside, load, value) if inside is not None else load
 
-    def on_region(region: Any) -> Any:
+    def padded(region: Any) -> bool:
         value = value_of(region.source) if isinstance(region.source, tirx.Buffer) else None
-        if value is not None and not (isinstance(value, (tirx.IntImm, tirx.FloatImm)) and value.value == 0):
-            refused.append(("copy", region.source))
+        return value is not None and not (isinstance(value, (tirx.IntImm, tirx.FloatImm)) and value.value == 0)
+
+    def on_evaluate(stmt: Any) -> Any:
+        call = stmt.value
+        if getattr(getattr(call, "op", None), "name", None) != TILE_OPS["copy"] or not padded(call.args[0]):
+            return stmt
+        nest = _element_copy(call.args[0], call.args[1], on_load)
+        if nest is None:
+            refused.append(("copy", call.args[0].source))
+            return stmt
+        return nest
+
+    def on_region(region: Any) -> Any:
+        if padded(region):  # any other tile op reading such a tensor
+            refused.append(("tile", region.source))
         return region
 
-    body = tvm_ffi.structural_map(func.body, [(TensorLoad, on_load), (TensorRegion, on_region)], order="post")
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="post")
+    body = tvm_ffi.structural_map(body, [(TensorLoad, on_load), (TensorRegion, on_region)], order="post")
     if refused:
         kind, buffer = refused[0]
         if kind == "vector":
             raise LanguageError(f"T.annotate_safe_value: {buffer.name!r} is read as a vector (T.Ramp indices); "
                                 "its reads outside the tensor are guarded element by element only: read it "
                                 "one element at a time")
-        raise LanguageError(f"T.annotate_safe_value: a tile op (T.copy) reads {buffer.name!r}, whose safe value "
-                            f"is {getattr(value_of(buffer), 'value', value_of(buffer))}; a tile copy reads zero outside a tensor. Read it element by "
-                            "element (for i, j in T.Parallel(...)) to get the safe value, or make it 0")
+        what = "a T.copy whose source and destination tiles differ" if kind == "copy" else "a tile op"
+        raise LanguageError(f"T.annotate_safe_value: {what} reads {buffer.name!r}, whose safe value is "
+                            f"{getattr(value_of(buffer), 'value', value_of(buffer))}; a tile op reads zero outside "
+                            "a tensor. Read it element by element (for i, j in T.Parallel(...)) to get the safe "
+                            "value, or make it 0")
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _tile_axes(region: Any) -> list[int]:
+    return [a for a, r in enumerate(region.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+
+
+def _element_copy(src: Any, dst: Any, guarded_load: Any) -> Any | None:
+    """``T.copy(src, dst)`` as the T.Parallel nest it stands for, each read of ``src`` guarded
+    by ``guarded_load``; None where the tiles' extents are not the same constants."""
+    s_axes, d_axes = _tile_axes(src), _tile_axes(dst)
+    extents = [src.region[a].extent for a in s_axes]
+    if len(s_axes) != len(d_axes) or not all(
+            isinstance(e, tirx.IntImm) and isinstance(dst.region[d].extent, tirx.IntImm)
+            and e.value == dst.region[d].extent.value for e, d in zip(extents, d_axes)):
+        return None
+    loop_vars = [tirx.Var(f"i{n}", "int32") for n in range(len(extents))]
+
+    def at(region: Any, axes: list[int]) -> list[Any]:
+        indices = [r.min for r in region.region]
+        for axis, var in zip(axes, loop_vars):
+            indices[axis] = indices[axis] + tirx.Cast(str(indices[axis].ty), var) \
+                if str(indices[axis].ty) != "int32" else indices[axis] + var
+        return indices
+
+    value = guarded_load(tirx.BufferLoad(src.source, at(src, s_axes)))
+    if str(src.source.dtype) != str(dst.source.dtype):
+        value = tirx.Cast(str(dst.source.dtype), value)
+    stmt = tirx.BufferStore(dst.source, value, at(dst, d_axes))
+    for var, extent in reversed(list(zip(loop_vars, extents))):
+        stmt = tirx.For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent.value), tirx.ForKind.PARALLEL,
+                        stmt, annotations={"tilelang.parallel": 1})
+    return stmt

@@ -633,3 +633,19 @@ def pair_kernel(op, dtype, arity, M=16):
             D[idx] = op(A[idx], B[idx], C[idx])
 
     return ternary
+
+
+def padded_tile_copy(pad, dst_dtype="float32"):
+    """Upstream's test_tilelang_copy_oob_safe_value_*: a tile copy out of a 100 x 60 tensor
+    into 128 x 64 tiles under ``T.annotate_safe_value({A: pad})``; the parts outside A read
+    ``pad``, cast to the tile's type."""
+
+    @T.prim_func
+    def main(A: T.Tensor((100, 60), "float32"), B: T.Tensor((128, 64), dst_dtype)):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128, 64), dst_dtype)
+            T.annotate_safe_value({A: pad})
+            T.copy(A[0, 0], S)
+            T.copy(S, B)
+
+    return main
