@@ -50,3 +50,12 @@ def test_packed_pair_ops_refuse_mixed_pairs_and_scalars(name):
             op(half, bf16, *[half] * (arity - 2))
     with pytest.raises(ValueError, match=rf"T.{name}: takes a pair of float32x2, float16x2, bfloat16x2 .*got float32"):
         op(*[tirx.Var("s", "float32")] * arity)
+
+
+@pytest.mark.parametrize("name,expected", [("max2", [2.0, 1.0]), ("min2", [2.0, 1.0])])
+def test_a_nan_lane_gives_the_other_operand_for_float32_pairs(name, expected):
+    op, arity, _ = OPS[name]
+    kernel = tilelang.compile(pair_kernel(op, "float32", arity), out_idx=[arity], target="cpu")
+    a, b = torch.tensor([float("nan"), 1.0] * 16), torch.tensor([2.0, float("nan")] * 16)
+    torch.testing.assert_close(kernel(a, b)[:2], torch.tensor(expected))
+

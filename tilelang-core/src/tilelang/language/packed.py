@@ -4,8 +4,9 @@ bfloat16x2), as a kernel reads them with ``A[T.Ramp(2 * i, 1, 2)]``.
 
 Each is the lane-wise operation on the pair, built as a vector expression, so every backend
 compiles it: LLVM's vectors on the CPU; on CUDA, TVM's code generator prints the pair's
-lanes (half2 / bfloat162 arithmetic where the type has it). ``T.max2`` / ``T.min2`` take
-the non-NaN operand, as T.max / T.min do. The operands must have one dtype: mixing
+lanes (half2 / bfloat162 arithmetic where the type has it). ``T.max2`` / ``T.min2`` are
+T.max / T.min lane by lane (for float32 pairs a NaN lane gives the other operand, on the
+CPU and in CUDA's fmaxf / fminf). The operands must have one dtype: mixing
 float16x2 and bfloat16x2 is an error (a ValueError, as upstream's).
 """
 
@@ -51,13 +52,13 @@ def mul2(a: Any, b: Any) -> Any:
 
 
 def max2(a: Any, b: Any) -> Any:
-    """The greater of each lane (the non-NaN one where a lane is NaN)."""
+    """T.max of each lane."""
     a, b = _pairs("max2", a, b)
     return tirx.max(a, b)
 
 
 def min2(a: Any, b: Any) -> Any:
-    """The lesser of each lane (the non-NaN one where a lane is NaN)."""
+    """T.min of each lane."""
     a, b = _pairs("min2", a, b)
     return tirx.min(a, b)
 
