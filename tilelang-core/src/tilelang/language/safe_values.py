@@ -82,7 +82,7 @@ def apply_safe_values(func: Any) -> Any:
         call = stmt.value
         if getattr(getattr(call, "op", None), "name", None) != TILE_OPS["copy"] or not padded(call.args[0]):
             return stmt
-        nest = _element_copy(call.args[0], call.args[1], on_load)
+        nest = _element_copy(call.args[0], call.args[1])  # its reads are guarded by the pass below
         if nest is None:
             refused.append(("copy", call.args[0].source))
             return stmt
@@ -113,9 +113,9 @@ def _tile_axes(region: Any) -> list[int]:
     return [a for a, r in enumerate(region.region) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
 
 
-def _element_copy(src: Any, dst: Any, guarded_load: Any) -> Any | None:
-    """``T.copy(src, dst)`` as the T.Parallel nest it stands for, each read of ``src`` guarded
-    by ``guarded_load``; None where the tiles' extents are not the same constants."""
+def _element_copy(src: Any, dst: Any) -> Any | None:
+    """``T.copy(src, dst)`` as the T.Parallel nest it stands for; None where the tiles'
+    extents are not the same constants."""
     s_axes, d_axes = _tile_axes(src), _tile_axes(dst)
     extents = [src.region[a].extent for a in s_axes]
     if len(s_axes) != len(d_axes) or not all(
@@ -131,7 +131,7 @@ def _element_copy(src: Any, dst: Any, guarded_load: Any) -> Any | None:
                 if str(indices[axis].ty) != "int32" else indices[axis] + var
         return indices
 
-    value = guarded_load(tirx.BufferLoad(src.source, at(src, s_axes)))
+    value = tirx.BufferLoad(src.source, at(src, s_axes))
     if str(src.source.dtype) != str(dst.source.dtype):
         value = tirx.Cast(str(dst.source.dtype), value)
     stmt = tirx.BufferStore(dst.source, value, at(dst, d_axes))
