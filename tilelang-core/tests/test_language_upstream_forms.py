@@ -13,7 +13,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.errors import LanguageError
-from tilelang.testing.kernels import padded_tile_copy
+from tilelang.testing.upstream_kernels import padded_tile_copy
 from tvm import tirx
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}

@@ -10,7 +10,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 import torch
-from tilelang.testing.kernels import pair_kernel
+from tilelang.testing.upstream_kernels import pair_kernel
 
 M = 16
 DTYPES = ["float32", "float16", "bfloat16"]

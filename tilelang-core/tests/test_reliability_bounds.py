@@ -18,7 +18,8 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.errors import LanguageError, LaunchError
-from tilelang.testing.kernels import ramp_of_either_sign, tiled_matmul
+from tilelang.testing.kernels import tiled_matmul
+from tilelang.testing.upstream_kernels import ramp_of_either_sign
 
 BACKENDS = [pytest.param(("cpu", "tvm_ffi"), id="tvm_ffi"), pytest.param(("c", "cython"), id="cython")]
 HERE = re.escape(__file__)

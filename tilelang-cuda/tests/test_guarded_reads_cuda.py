@@ -13,7 +13,7 @@ import pytest
 import tilelang
 from test_lowered_emulation import SM90, lower, run
 from tilelang.cuda import toolchain
-from tilelang.testing.kernels import ramp_of_either_sign
+from tilelang.testing.upstream_kernels import padded_tile_copy, ramp_of_either_sign
 
 
 def test_a_ramp_of_either_sign_wraps_lane_by_lane_as_lowered_for_cuda():
@@ -41,8 +41,6 @@ def test_a_ramp_of_either_sign_assembles():
 def test_a_tile_copy_under_a_safe_value_as_lowered_for_cuda(dst_dtype):
     # T.annotate_safe_value's tile copy is an element nest (core's safe_values.py): no TMA or
     # cp.async copy, whose outside parts would read zero, takes it over
-    from tilelang.testing.kernels import padded_tile_copy
-
     a = np.random.default_rng(3).standard_normal((100, 60)).astype("float32")
     b = np.zeros((128, 64), dst_dtype)
     run(lower(padded_tile_copy(-99, dst_dtype), SM90), a, b)

@@ -13,7 +13,7 @@ import tilelang
 import tilelang.language as T
 from test_lowered_emulation import SM80, run
 from tilelang.cuda import toolchain
-from tilelang.testing.kernels import pair_kernel
+from tilelang.testing.upstream_kernels import pair_kernel
 
 M = 16
 OPS = {
