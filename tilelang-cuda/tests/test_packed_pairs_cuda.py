@@ -10,31 +10,23 @@ import shutil
 import numpy as np
 import pytest
 import tilelang
-import tilelang.language as T
 from test_lowered_emulation import SM80, run
 from tilelang.cuda import toolchain
-from tilelang.testing.upstream_kernels import pair_kernel
+from tilelang.testing.upstream_kernels import PAIR_OPS, pair_kernel
 
 M = 16
-OPS = {
-    "add2": (T.add2, 2, np.add),
-    "sub2": (T.sub2, 2, np.subtract),
-    "mul2": (T.mul2, 2, np.multiply),
-    "max2": (T.max2, 2, np.fmax),
-    "min2": (T.min2, 2, np.fmin),
-    "abs2": (T.abs2, 1, np.abs),
-    "fma2": (T.fma2, 3, lambda a, b, c: a * b + c),
-}
+REFERENCE = {"add2": np.add, "sub2": np.subtract, "mul2": np.multiply, "max2": np.fmax, "min2": np.fmin,
+             "abs2": np.abs, "fma2": lambda a, b, c: a * b + c}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("name", sorted(PAIR_OPS))
 def test_packed_pair_ops_as_lowered_for_cuda_equal_numpy(name, dtype):
-    op, arity, reference = OPS[name]
+    arity, reference = PAIR_OPS[name], REFERENCE[name]
     rng = np.random.default_rng(2)
     inputs = [rng.integers(-8, 9, M * 2).astype(dtype) for _ in range(arity)]  # exact in either type
     out = np.zeros(M * 2, dtype)
-    run(tilelang.lower(pair_kernel(op, dtype, arity, M), target=SM80, out_idx=[arity]).device_mod, *inputs, out)
+    run(tilelang.lower(pair_kernel(name, dtype, M), target=SM80, out_idx=[arity]).device_mod, *inputs, out)
     np.testing.assert_array_equal(out, reference(*inputs))
 
 
@@ -42,7 +34,7 @@ def test_packed_pair_ops_as_lowered_for_cuda_equal_numpy(name, dtype):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_packed_pair_ops_assemble(dtype, arch):
-    for name, (op, arity, _) in sorted(OPS.items()):
-        source = tilelang.lower(pair_kernel(op, dtype, arity, M), target={"kind": "cuda", "arch": arch},
+    for name, arity in sorted(PAIR_OPS.items()):
+        source = tilelang.lower(pair_kernel(name, dtype, M), target={"kind": "cuda", "arch": arch},
                                 out_idx=[arity]).device_source
         assert toolchain._compile_nvcc(source, arch, f"{name}_{dtype}")[:4] == b"\x7fELF", name

@@ -182,7 +182,9 @@ class Fragment(Layout):
         if self.replicate_var is not None:
             raise ValueError("Fragment.repeat of a replicated fragment is not supported")
         shape = [extent * count for extent, count in zip(self.shape, counts)]
-        threads, registers = self.get_thread_size(), self._register_count()
+        # the registers a thread holds: the extent of the last register index
+        registers = int(self.get_output_shape()[-1]) if self.forward_index else 1
+        threads = self.get_thread_size()
         order = list(range(len(shape)))[:: 1 if lower_dim_first else -1]
         base = self
 
@@ -198,18 +200,6 @@ class Fragment(Layout):
             return thread, [*local[:-1], local[-1] + copy * registers] if local else [copy]
 
         return Fragment(shape, forward_fn=forward)
-
-    def _register_count(self) -> int:
-        """How many registers each thread holds (the flat forward index's extent)."""
-        from tvm.ir import Range
-        from tvm.sym.analyzer import Analyzer
-
-        analyzer = Analyzer()
-        for var, extent in zip(self.forward_vars, self.shape):
-            analyzer.bind(var, Range.from_min_extent(0, extent))
-        if not self.forward_index:
-            return 1
-        return analyzer.const_int_bound(self.forward_index[-1]).max_value + 1
 
 
 def make_gemm_fragment_8x8() -> Fragment:

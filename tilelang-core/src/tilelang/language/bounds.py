@@ -40,6 +40,9 @@ from tvm.sym.analyzer import Analyzer
 
 from ..errors import LanguageError
 
+#: the conditional expression ops (a read in one of their branches is guarded by the condition)
+_IF_THEN_ELSE = ("prim.if_then_else", "tirx.if_then_else")
+
 
 def source_location(span: Any) -> str:
     """`` --> file:line:column`` and the line itself, as TVMScript's diagnostics show it."""
@@ -116,7 +119,7 @@ class _Checker:
         under_guard: list[Any] = []
 
         def on_call(call: Any) -> None:
-            if str(getattr(call.op, "name", "")) in ("prim.if_then_else", "tirx.if_then_else"):
+            if str(getattr(call.op, "name", "")) in _IF_THEN_ELSE:
                 for branch in call.args[1:]:
                     tvm_ffi.structural_walk(branch, [(TensorLoad, under_guard.append)])
 
@@ -263,7 +266,7 @@ def legalize_negative_indices(func: Any) -> Any:
             note(stmt.else_case)
 
     def on_call(call: Any) -> None:
-        if str(getattr(call.op, "name", "")) in ("prim.if_then_else", "tirx.if_then_else"):
+        if str(getattr(call.op, "name", "")) in _IF_THEN_ELSE:
             for branch in call.args[1:]:
                 note(branch)
 

@@ -1,5 +1,6 @@
-"""Five extensions of TVMScript's tirx parser, for upstream's spellings (and a macro
-call's search for its parser that keeps no frames alive: ``_find_parser``).
+"""Extensions of TVMScript's tirx parser, for upstream's spellings (below; also a Python
+literal compared with a bfloat16 or fp8 expression, ``_compare_literals_in_narrow_floats``),
+and a macro call's search for its parser that keeps no frames alive (``_find_parser``).
 
 A kernel body may give a Python callable a name. Upstream's kernels pick a tile op in the
 body (``scan = T.cumsum if op == "cumsum" else T.cummax``, then ``scan(A_shared, dim=0)``);

@@ -28,10 +28,15 @@ def ramp_of_either_sign():
     return load, store
 
 
-def pair_kernel(op, dtype, arity, M=16):
+#: upstream's packed pair ops (T.<name>) and how many pairs each takes
+PAIR_OPS = {"add2": 2, "sub2": 2, "mul2": 2, "max2": 2, "min2": 2, "abs2": 1, "fma2": 3}
+
+
+def pair_kernel(name, dtype, M=16):
     """Upstream's packed pair kernels (testing/python/cuda/test_cuda_f32x2_intrinsics.py):
-    out[2i:2i+2] = op(A[2i:2i+2], ...) over ``arity`` inputs of ``2 * M`` ``dtype``
-    elements, one pair per thread; the output is the last parameter."""
+    out[2i:2i+2] = T.<name>(A[2i:2i+2], ...) over its PAIR_OPS[name] inputs of ``2 * M``
+    ``dtype`` elements, one pair per thread; the output is the last parameter."""
+    op, arity = getattr(T, name), PAIR_OPS[name]
     if arity == 1:
         @T.prim_func
         def unary(A: T.Tensor((M * 2,), dtype), C: T.Tensor((M * 2,), dtype)):
