@@ -269,3 +269,30 @@ def test_a_two_dimensional_parallel_store_is_split_on_its_inner_axis():
     b = torch.zeros(4, 8, dtype=torch.uint8)
     kernel(a, b)
     np.testing.assert_array_equal(nibbles(b.numpy()), a.numpy().astype(FP4).view(np.uint8))
+
+
+@pytest.mark.parametrize(("dtype", "values", "reference"), [
+    (T.float4_e2m1fn, [0.0, 1.0, -6.0, 0.5, 2.7], lambda v: np.asarray(v, np.float32).astype(FP4).astype(np.float32)),
+    (T.int4, [1, -8, 7, 0, -3], lambda v: np.asarray(v, np.float32)),
+    (T.uint4, [1, 15, 0, 9, 4], lambda v: np.asarray(v, np.float32)),
+])
+def test_a_constant_of_the_sub_byte_type_is_stored(dtype, values, reference):
+    """``tile[i] = T.cast(0.0, T.float4_e2m1fn)`` or ``T.int4(1)``: TVM folds the cast into a
+    constant of the sub-byte type (upstream's shared-memory tests store these); its nibble
+    is that of the same number, and the odd index keeps the even neighbour's nibble."""
+    @T.prim_func
+    def constants(O: T.Tensor((5,), T.float32)):
+        with T.Kernel(1, threads=1):
+            tile = T.alloc_shared((127,), dtype)
+            tile[122] = T.cast(values[0], dtype)
+            tile[123] = T.cast(values[1], dtype)
+            tile[124] = T.cast(values[2], dtype)
+            tile[125] = T.cast(values[3], dtype)
+            tile[126] = T.cast(values[4], dtype)
+            for i in T.serial(5):
+                O[i] = T.cast(tile[122 + i], T.float32)
+
+    kernel = tilelang.compile(constants, target="cpu")
+    out = torch.zeros(5)
+    kernel(out)
+    np.testing.assert_array_equal(out.numpy(), reference(values))

@@ -358,6 +358,12 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
             return store
         value = store.value
         code = next((c for v, c, d in codes if v.same_as(value) and d == target.dtype), None)
+        if code is None and isinstance(value, (tirx.IntImm, tirx.FloatImm)) and is_subbyte(value.ty.dtype):
+            # a constant of the sub-byte type (``T.int4(1)``; TVM folds ``T.cast(0.0, fp4)``
+            # into one): its code is that of the same number in the compute type
+            wide = tirx.IntImm("int32", value.value) if isinstance(value, tirx.IntImm) \
+                else tirx.FloatImm("float32", value.value)
+            code = encode(wide, target.dtype)
         if code is None:
             if is_subbyte(value.ty.dtype):
                 refusals.append(f"a store to {target.buffer.name!r} of {value}")
