@@ -279,3 +279,21 @@ def test_a_module_level_kernel_named_test_is_not_collected(tmp_path: Path):
                             check=False, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout and "fixture 'A' not found" not in result.stdout
+
+
+def test_a_kernel_of_bare_launch_loops():
+    """upstream's let test: an eager kernel whose body is `for _ in T.thread_binding(...)`
+    loops, with no `with T.Kernel` (it compiles with no arguments, its tensors are static)."""
+    @tilelang.jit(target="cpu")
+    def shift(A: T.Tensor((4, 8), T.float32), step: int = 4):
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(4, thread="threadIdx.x"):
+                A[bx, step + tx] = A[bx, tx] * 2.0
+
+    assert shift.is_eager
+    a = rand(4, 8)
+    expected = a.copy()
+    expected[:, 4:] = a[:, :4] * 2.0
+    shift(a)
+    np.testing.assert_allclose(a, expected, rtol=1e-6)
+    assert "shift(A: Tensor([4, 8], float32))" in shift.get_kernel_source()  # no arguments needed

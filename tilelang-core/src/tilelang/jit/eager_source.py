@@ -7,6 +7,8 @@ An eager kernel's body has two parts:
   ``C = T.empty(...)``, dtype choices, arithmetic on tile sizes), run by the JIT;
 * the kernel: the first top-level ``with`` (normally ``T.Kernel``) and everything after it,
   parsed as TVMScript like a ``T.prim_func`` body; a final ``return`` names the outputs.
+  A kernel with tensors and no ``with`` starts at its first top-level ``for`` (bare launch
+  loops, ``for bx in T.thread_binding(1, thread="blockIdx.x"):``).
 
 Upstream also lets the kernel live in a ``T.macro`` that the body calls last
 (``copy_impl(A, B)``, ``return copy_impl(A)``, ``C = impl(A)`` then ``return C``): the macro
@@ -303,6 +305,10 @@ def _read(func: Any, caller: str | None) -> EagerSource | None:
     if split is None:
         signature_tensors = any(_is_tensor_annotation(a.annotation) for a in fdef.args.args + fdef.args.kwonlyargs)
         declares = any(_declares(stmt) for stmt in fdef.body)
+        if final_call is None and caller is None and (declares or signature_tensors):
+            # a kernel of bare launch loops (`for bx in T.thread_binding(1, "blockIdx.x"):`)
+            split = next((i for i, s in enumerate(fdef.body) if isinstance(s, ast.For)), None)
+    if split is None:
         if final_call is None or (caller is None and not (declares or signature_tensors)):
             if caller is not None or declares:
                 kind = "declares tensors (annotations, T.const, T.empty) but " if caller is None else ""
