@@ -358,7 +358,7 @@ def test_print_refuses_messages_it_cannot_quote():
 # -- upstream names not provided -------------------------------------------------------------
 @pytest.mark.parametrize("name,advice", [
     ("tma_load", r"Hopper .* use T.copy inside T.Pipelined|T.copy inside a T.Pipelined"),
-    ("alloc_cluster_barrier", r"use T.cluster_sync\(\) for a cluster-wide barrier or T.sync_threads\(\)"),
+    ("ptx_arrive_cluster_barrier", r"use T.cluster_sync\(\) for a cluster-wide barrier or T.sync_threads\(\)"),
     ("clc_try_cancel", r"Blackwell \(sm_100\) primitive .* \(cluster launch control\)"),
     ("alloc_tmem", "Blackwell"),
 ])

@@ -2,7 +2,10 @@
 compiled into the kernel as __cluster_dims__ (so every launcher's plain launch honours
 it), T.block_rank_in_cluster / T.cluster_* become tl_device.h's PTX; nvcc compiles them,
 other targets and older GPUs refuse them, and (marked gpu) ranks and the cluster barrier
-are checked on the GPU through every execution backend."""
+are checked on the GPU through every execution backend. T.copy_cluster (distributed shared
+memory, tilelang.testing.cluster_kernels): stores into another block's shared memory and
+an arrival on its barrier; here their source, nvcc and the shared-memory plan, on the GPU
+the copied values."""
 
 from __future__ import annotations
 
@@ -12,6 +15,12 @@ import tilelang.backend
 import tilelang.language as T
 from tilelang.cuda import toolchain
 from tilelang.errors import LanguageError
+from tilelang.testing.cluster_kernels import (
+    cluster_copy_1d,
+    cluster_copy_2d,
+    cluster_copy_3d,
+    cluster_ring,
+)
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
@@ -112,3 +121,102 @@ def test_a_gemm_launched_in_clusters(backend):
     a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
     b = torch.randn(128, 256, dtype=torch.float16, device="cuda")
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+DSMEM_KERNELS = {
+    "1d": (cluster_copy_1d, (128,)),
+    "1d_odd": (lambda: cluster_copy_1d(127), (127,)),  # 508 bytes: not whole 16-byte chunks
+    "1d_cluster_sync": (lambda: cluster_copy_1d(barrier=False), (128,)),
+    "2d_slice": (cluster_copy_2d, (4, 32)),
+    "2d_odd_rows": (lambda: cluster_copy_2d(n=31), (4, 31)),
+    "3d_slice": (cluster_copy_3d, (2, 4, 16)),
+}
+
+
+def test_a_cluster_copy_stores_into_the_other_blocks_shared_memory_and_arrives_there():
+    source = tilelang.lower(cluster_copy_2d(), target=SM90).device_source
+    body = source[source.index('extern "C" __global__ void __cluster_dims__(2, 1, 1)'):]
+    # each thread's elements of s_src[0:4, 0:32] into the same place of block 1's s_dst, then
+    # one thread arrives on block 1's barrier once the block's stores are all issued
+    assert body.count("tl_cluster_store(") == 1 and ", 1, ((float*)buf_dyn_shmem_ptr)[" in body
+    store, arrive = body.index("tl_cluster_store("), body.index("tl_mbarrier_arrive_cluster((&(barriers_ptr[0])), 1);")
+    assert store < body.index("__syncthreads();", store) < body.index("if (((int)threadIdx.x) == 0) {", store) < arrive
+    assert "T* tl_map_shared_rank(T* local, int rank)" in source and "mapa.u64" in source
+
+
+def test_the_received_tile_keeps_its_own_shared_memory():
+    """The ring's `received` is written only by another block: without being kept live it shared
+    `mine`'s bytes, which the block is still sending from."""
+    source = tilelang.lower(cluster_ring(), target=SM90).device_source
+    body = source[source.index('extern "C" __global__'):]
+    store = body[body.index("tl_cluster_store("):]
+    store = store[:store.index(";")]
+    assert "+ 512)])), ((rank_ptr[0] + 1) & 3), ((half*)buf_dyn_shmem_ptr)[((k * 128) + ((int)threadIdx.x))]" \
+        in store, store
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring"])
+def test_nvcc_compiles_cluster_copies(name):
+    kernel = cluster_ring() if name == "ring" else DSMEM_KERNELS[name][0]()
+    source = tilelang.lower(kernel, target=SM90).device_source
+    assert toolchain._compile_nvcc(source, "sm_90a", f"dsmem_{name}")[:4] == b"\x7fELF"
+
+
+def test_cluster_copies_are_refused_clearly():
+    with pytest.raises(LanguageError, match=r"T.copy_cluster\(..., cluster_mask=...\): TMA multicast into several "
+                                            r"blocks' shared memory is not implemented"):
+        @T.prim_func
+        def multicast(A: T.Tensor((64, 64), T.float16)):
+            with T.ClusterKernel(4, threads=128, cluster_dims=(4, 1, 1)) as bx:
+                tile = T.alloc_shared((64, 16), T.float16)
+                T.copy_cluster(A[0, bx * 16], tile, cluster_mask=0b11)
+    with pytest.raises(LanguageError, match=r"T.copy_cluster: the source 'A' is in global memory; it copies a shared "
+                                            r"tile into another block's shared tile"):
+        @T.prim_func
+        def from_global(A: T.Tensor((64,), T.float32)):
+            with T.ClusterKernel(2, threads=64, cluster_dims=(2, 1, 1)):
+                tile = T.alloc_shared((64,), T.float32)
+                T.copy_cluster(A, tile, dst_block=1)
+    with pytest.raises(LanguageError, match=r"T.copy_cluster\(src, dst\): name the block of the cluster that "
+                                            r"receives the tile, dst_block=k"):
+        @T.prim_func
+        def no_block(A: T.Tensor((64,), T.float32)):
+            with T.ClusterKernel(2, threads=64, cluster_dims=(2, 1, 1)):
+                tile = T.alloc_shared((64,), T.float32)
+                other = T.alloc_shared((64,), T.float32)
+                T.copy_cluster(tile, other)
+    with pytest.raises(LanguageError, match=r"T.copy_cluster is only valid inside a T.ClusterKernel frame"):
+        @T.prim_func
+        def plain_kernel(A: T.Tensor((64,), T.float32)):
+            with T.Kernel(2, threads=64):
+                tile = T.alloc_shared((64,), T.float32)
+                other = T.alloc_shared((64,), T.float32)
+                T.copy_cluster(tile, other, dst_block=1)
+    with pytest.raises(LanguageError, match=r"kernel 'main' uses T.alloc_barrier .*which target backend 'cpu' does "
+                                            r"not lower; target backend 'cuda' does"):
+        tilelang.compile(cluster_copy_1d(barrier=False), target="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+@pytest.mark.parametrize("name", list(DSMEM_KERNELS))
+def test_cluster_copies_on_the_gpu(backend, name):
+    torch = pytest.importorskip("torch")
+    make, shape = DSMEM_KERNELS[name]
+    kernel = tilelang.compile(make(), out_idx=[1], target="cuda", execution_backend=backend)
+    for trial in range(10):
+        a = torch.arange(trial, trial + torch.Size(shape).numel(), dtype=torch.float32, device="cuda").reshape(shape)
+        assert torch.equal(kernel(a), a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+def test_a_ring_of_cluster_copies_on_the_gpu(backend):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(cluster_ring(), out_idx=[1], target="cuda", execution_backend=backend)
+    for _ in range(20):
+        a = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+        # block b receives block b-1's rows (its cluster's previous rank: rows are 8 per block)
+        blocks = a.reshape(2, 4, 8, 64)
+        assert torch.equal(kernel(a), torch.roll(blocks, 1, dims=1).reshape(64, 64))

@@ -80,7 +80,7 @@ _EXPORTS: dict[str, str] = {
     "LowerTileOps": "tilelang.transform",
     "ApplyGlobalLayouts": "tilelang.transform",
     "LowerSubByteAccess": "tilelang.transform",
-    "LowerClusterOps": "tilelang.transform.clusters",
+    "LowerClusterOps": "tilelang.transform.clusters",  # 1.9: store= (T.copy_cluster)
     "KernelClusterDims": "tilelang.transform.clusters",
     "uses_clusters": "tilelang.language.clusters",
     "LowerGridDependencies": "tilelang.transform.grid_dependencies",

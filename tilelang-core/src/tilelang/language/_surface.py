@@ -30,6 +30,7 @@ from .atomic import (
 )
 from .barriers import (  # upstream's explicit warp-specialized language (barriers, T.tma_copy, T.ws)
     alloc_barrier,
+    alloc_cluster_barrier,
     barrier_arrive,
     barrier_wait,
     cp_async_barrier_noinc,
@@ -56,6 +57,7 @@ from .clusters import (
     cluster_arrive_relaxed,
     cluster_sync,
     cluster_wait,
+    copy_cluster,
 )
 from .conv import c2d_im2col, im2col
 from .gemm_sp import gemm_sp, wgmma_gemm_sp

@@ -48,6 +48,9 @@ WARP_GROUP_THREADS = 128  # upstream's T.ws unit: four warps of 32 threads
 BARRIER_INIT = "tl.barrier_init"  # (barriers region, count_0, ..., count_n-1)
 MBARRIER_WAIT = "tl.mbarrier_wait_parity"  # (barrier element, parity)
 MBARRIER_ARRIVE = "tl.mbarrier_arrive"  # (barrier element[, 1: once the thread's earlier T.ptx_cp_async land])
+#: (barrier element, block rank): an arrival on that barrier of the cluster's block ``rank``
+#: (release at cluster scope: the calling thread's earlier writes are seen by its waiters)
+MBARRIER_ARRIVE_CLUSTER = "tl.mbarrier_arrive_cluster"
 MBARRIER_EXPECT_TX = "tl.mbarrier_expect_tx"  # (barrier element, bytes)
 MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_arrive_expect_tx"  # (barrier element, bytes)
 TMA_COPY = "tl.tma_copy"  # (global region, shared region, barrier element)
@@ -61,6 +64,7 @@ WARP_ROLE_ATTR = "tl.warp_role"
 EXPLICIT_OPS: dict[str, str] = {
     BARRIER_INIT: "T.alloc_barrier", MBARRIER_WAIT: "T.mbarrier_wait_parity / T.barrier_wait",
     MBARRIER_ARRIVE: "T.mbarrier_arrive / T.barrier_arrive", MBARRIER_EXPECT_TX: "T.mbarrier_expect_tx",
+    MBARRIER_ARRIVE_CLUSTER: "T.mbarrier_arrive(mbarrier, cta_id) / T.copy_cluster(..., remote_barrier=)",
     MBARRIER_ARRIVE_EXPECT_TX: "T.mbarrier_arrive_expect_tx", TMA_COPY: "T.tma_copy",
     SET_MAX_NREG: "T.set_max_nreg", WARP_GROUP_IDX: "T.get_warp_group_idx", WARP_ROLE: "T.ws",
 }
@@ -145,6 +149,15 @@ def alloc_barrier(arrive_count: int | list[int] | tuple[int, ...]) -> Any:
     return barriers
 
 
+def alloc_cluster_barrier(arrive_count: int | list[int] | tuple[int, ...]) -> Any:
+    """Upstream's barriers that other blocks of the cluster arrive on (``T.mbarrier_arrive(bar,
+    cta_id)``, ``T.copy_cluster(..., remote_barrier=bar[i])``): ``T.alloc_barrier``'s (a
+    backend with clusters places a kernel's barriers at one shared-memory address in every
+    block). Its initialization is visible to the other blocks after a ``T.cluster_sync()``,
+    which must come before their first arrival."""
+    return alloc_barrier(arrive_count)
+
+
 def _barrier(value: Any, what: str) -> Any:
     """A barrier element ``bars[i]``; a one-barrier buffer stands for its element 0."""
     if isinstance(value, tirx.Buffer) and len(value.shape) == 1 and str(value.dtype) == "uint64":
@@ -166,10 +179,18 @@ def barrier_wait(mbarrier: Any, parity: Any) -> None:
 
 
 def mbarrier_arrive(mbarrier: Any, cta_id: Any = None) -> None:
-    """Every calling thread arrives on ``mbarrier``."""
+    """Every calling thread arrives on ``mbarrier``; with ``cta_id``, on that barrier of the
+    cluster's block of rank ``cta_id`` (T.ClusterKernel; its threads' earlier writes, to
+    their own or to that block's shared memory, are then seen by the threads waiting there)."""
     if cta_id is not None:
-        raise LanguageError("T.mbarrier_arrive(mbarrier, cta_id): arriving on another block's barrier needs "
-                            "thread-block clusters, which this TileLang does not implement; leave cta_id out")
+        from .clusters import ClusterKernel
+
+        if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
+            raise LanguageError("T.mbarrier_arrive(mbarrier, cta_id): arriving on another block's barrier needs "
+                                "thread-block clusters; write the kernel as T.ClusterKernel(..., cluster_dims=...) "
+                                "(cta_id is a rank in the cluster), or leave cta_id out")
+        _emit(MBARRIER_ARRIVE_CLUSTER, _barrier(mbarrier, "T.mbarrier_arrive"), cta_id)
+        return
     _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.mbarrier_arrive"))
 
 

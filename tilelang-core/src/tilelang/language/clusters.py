@@ -2,13 +2,14 @@
 threads=, cluster_dims=(x, y, z))`` launches the grid in clusters of x*y*z blocks that
 run at the same time on one GPC; ``T.block_rank_in_cluster()`` is a block's rank in its
 cluster, and ``T.cluster_arrive()`` / ``T.cluster_wait()`` (``T.cluster_sync()``, both)
-are the cluster-wide barrier.
+are the cluster-wide barrier. ``T.copy_cluster(src, dst, dst_block=k)`` stores a shared
+tile into another block's shared memory (distributed shared memory), optionally arriving
+on a barrier there.
 
 The cluster shape is a function attribute (``tl.cluster_dims``) that a backend with
 clusters (manifest language feature :data:`FEATURE`) compiles into the kernel; the ops are
 lowered by its own functions (transform/clusters.py). Other backends refuse such kernels
-before lowering, naming the backends that have clusters. Distributed shared memory,
-cluster mbarriers and multicast are not provided (language/unsupported.py).
+before lowering, naming the backends that have clusters. TMA multicast is not provided.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from tvm import tirx
 from tvm.script.ir_builder import tirx as _ib
+from tvm.sym.analyzer import Analyzer
 
 from ..errors import LanguageError
 from .kernel import _ACTIVE, Kernel
@@ -27,6 +29,7 @@ from .ops import (
     CLUSTER_DIMS_ATTR,
     CLUSTER_OPS,
     CLUSTER_RANK,
+    CLUSTER_STORE,
     CLUSTER_WAIT,
 )
 
@@ -101,6 +104,80 @@ def cluster_sync() -> None:
     cluster_wait()
 
 
+def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any = None,
+                 remote_barrier: Any = None, eviction_policy: Any = None, coalesced_width: Any = None,
+                 annotations: Any = None, loop_layout: Any = None) -> None:
+    """``T.copy_cluster(s_src, s_dst, dst_block=k[, remote_barrier=bar[i]])``: the calling
+    block's shared tile ``src`` into tile ``dst`` of the shared memory of the cluster's
+    block of rank ``k`` (distributed shared memory). Without ``remote_barrier`` the stores
+    are seen there after a ``T.cluster_sync()``; with it, every thread of the calling block
+    has stored when ``bar[i]`` of block ``k`` gets one arrival (wait for it there with
+    ``T.mbarrier_wait_parity``). The calling block's threads share the elements, as a
+    ``T.Parallel`` nest; call it where all of them run (a condition on the block rank).
+    ``eviction_policy``, ``coalesced_width``, ``annotations`` and ``loop_layout`` are hints
+    that change no result. Upstream's TMA multicast (``cluster_mask=``) is not provided."""
+    del eviction_policy, coalesced_width, annotations, loop_layout
+    from .barriers import MBARRIER_ARRIVE_CLUSTER, _barrier, _call
+    from .kernel import get_thread_binding
+    from .loop import Parallel
+    from .ops import CLUSTER_STORE
+    from .tile import copy_regions
+
+    if cluster_mask is not None:
+        raise LanguageError("T.copy_cluster(..., cluster_mask=...): TMA multicast into several blocks' shared "
+                            "memory is not implemented; let each block copy its own tile with T.copy (or copy "
+                            "once and share it with T.copy_cluster(..., dst_block=k))")
+    if dst_block is None:
+        raise LanguageError("T.copy_cluster(src, dst): name the block of the cluster that receives the tile, "
+                            "dst_block=k (its rank, T.block_rank_in_cluster() there)")
+    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
+        raise LanguageError("T.copy_cluster is only valid inside a T.ClusterKernel frame (its dst_block is a "
+                            "rank in the cluster)")
+    src_region, dst_region = copy_regions(src, dst, "T.copy_cluster")
+    for name, region in (("source", src_region), ("destination", dst_region)):
+        if not region.source.scope().startswith("shared"):
+            raise LanguageError(f"T.copy_cluster: the {name} {region.source.name!r} is in {region.source.scope()} "
+                                "memory; it copies a shared tile into another block's shared tile (T.alloc_shared)")
+    if str(src_region.source.dtype) != str(dst_region.source.dtype):
+        raise LanguageError(f"T.copy_cluster: {src_region.source.name} is {src_region.source.dtype} and "
+                            f"{dst_region.source.name} is {dst_region.source.dtype}; both tiles have one type")
+    src_axes = [i for i, r in enumerate(src_region.region) if not _is_one(r.extent)]
+    dst_axes = [i for i, r in enumerate(dst_region.region) if not _is_one(r.extent)]
+    src_ext = [src_region.region[i].extent for i in src_axes]
+    dst_ext = [dst_region.region[i].extent for i in dst_axes]
+    analyzer = Analyzer()
+    if len(src_ext) != len(dst_ext) or not all(analyzer.can_prove_equal(a, b) for a, b in zip(src_ext, dst_ext)):
+        raise LanguageError(f"T.copy_cluster: the source tile is {src_ext} and the destination {dst_ext}; "
+                            "copy tiles of one shape")
+    barrier = None if remote_barrier is None else _barrier(remote_barrier, "T.copy_cluster remote_barrier=")
+    rank = tirx.const(dst_block, "int32") if isinstance(dst_block, int) else dst_block
+    if src_ext:
+        with Parallel(*src_ext) as loop_vars:
+            loop_vars = [loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars)
+            _ib.evaluate(tirx.call_intrin("int32", CLUSTER_STORE,
+                                          tirx.address_of(_element(dst_region, dst_axes, loop_vars)), rank,
+                                          _element(src_region, src_axes, loop_vars)))
+    else:
+        _ib.evaluate(tirx.call_intrin("int32", CLUSTER_STORE, tirx.address_of(_element(dst_region, [], [])), rank,
+                                      _element(src_region, [], [])))
+    if barrier is not None:
+        # every thread's stores issued, then one arrival that releases them to block `rank`
+        _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", tirx.StringImm("shared")))
+        with _ib.If(get_thread_binding(0) == 0), _ib.Then():
+            _ib.evaluate(_call(MBARRIER_ARRIVE_CLUSTER, barrier, rank))
+
+
+def _is_one(extent: Any) -> bool:
+    return isinstance(extent, tirx.IntImm) and extent.value == 1
+
+
+def _element(region: Any, axes: list[int], loop_vars: list[Any]) -> Any:
+    indices = [r.min for r in region.region]
+    for axis, var in zip(axes, loop_vars):
+        indices[axis] = region.region[axis].min + var
+    return tirx.BufferLoad(region.source, indices)
+
+
 def uses_clusters(func: Any) -> str:
     """How ``func`` uses clusters ("" if it does not), for messages."""
     import tvm_ffi
@@ -122,6 +199,7 @@ def uses_clusters(func: Any) -> str:
 
 
 _SPELLING = {CLUSTER_RANK: "T.block_rank_in_cluster()", CLUSTER_ARRIVE: "T.cluster_arrive()",
+             CLUSTER_STORE: "T.copy_cluster(..., dst_block=...)",
              CLUSTER_ARRIVE_RELAXED: "T.cluster_arrive_relaxed()", CLUSTER_WAIT: "T.cluster_wait()"}
 
 

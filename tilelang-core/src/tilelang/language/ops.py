@@ -93,7 +93,10 @@ _register(SYNC_GRID, CallEffectKind.Opaque.value, "tl_sync_grid")
 CLUSTER_DIMS_ATTR = "tl.cluster_dims"
 CLUSTER_RANK, CLUSTER_ARRIVE = "tl.cluster_rank", "tl.cluster_arrive"
 CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT = "tl.cluster_arrive_relaxed", "tl.cluster_wait"
-CLUSTER_OPS = (CLUSTER_RANK, CLUSTER_ARRIVE, CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT)
+#: tl.cluster_store(address_of(shared element), rank, value): the value stored into the
+#: same element of the shared memory of the cluster's block ``rank`` (T.copy_cluster)
+CLUSTER_STORE = "tl.cluster_store"
+CLUSTER_OPS = (CLUSTER_RANK, CLUSTER_ARRIVE, CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT, CLUSTER_STORE)
 for _op in CLUSTER_OPS:
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 

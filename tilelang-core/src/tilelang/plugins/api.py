@@ -20,7 +20,7 @@ import re
 #: FindFirstSet (T.__ffs as a dialect's own functions), sparse_group and sparse_e_factor
 #: (T.gemm_sp's metadata); 1.8 ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS and ATOMIC_USE_TMA_ATTR
 #: (a tile atomic's element ops and its use_tma request, for a backend's bulk reductions).
-PLUGIN_API_VERSION = "1.8"
+PLUGIN_API_VERSION = "1.9"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

@@ -71,7 +71,8 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         FindFirstSet(),  # T.__ffs: CUDA's __ffs / __ffsll, while its expression is as core built it
         LowerGridDependencies("tl_pdl_trigger", "tl_pdl_wait"),  # T.pdl_*: griddepcontrol on sm_90+
         CheckClusterArch(),  # T.ClusterKernel: sm_90 and newer
-        LowerClusterOps("tl_cluster_ctarank", "tl_cluster_arrive", "tl_cluster_arrive_relaxed", "tl_cluster_wait"),
+        LowerClusterOps("tl_cluster_ctarank", "tl_cluster_arrive", "tl_cluster_arrive_relaxed", "tl_cluster_wait",
+                        store="tl_cluster_store"),
         LowerExplicitSync(),  # T.alloc_barrier, T.mbarrier_*, T.ws: the user's own schedule
         MaskAfterGemm(tensor_maps=tensor_maps),  # sm_90: a mask given as a GEMM's starting value applied after it, where it masks
         MergeShortKSteps(),  # sm_90: K steps under 128 bytes, several per pipeline stage

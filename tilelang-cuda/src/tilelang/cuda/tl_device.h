@@ -265,6 +265,26 @@ __device__ __forceinline__ void tl_cluster_wait() {
 #endif
 }
 
+// Distributed shared memory (sm_90, T.copy_cluster): the generic address of the element at
+// `local`'s place in the shared memory of the cluster's block `rank` (PTX ISA "mapa"; CUDA's
+// cluster_group::map_shared_rank), and a store of `value` there.
+template <typename T>
+__device__ __forceinline__ T* tl_map_shared_rank(T* local, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned long long remote;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(local), "r"(rank));
+  return reinterpret_cast<T*>(remote);
+#else
+  return local;
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ int tl_cluster_store(T* local, int rank, T value) {
+  *tl_map_shared_rank(local, rank) = value;
+  return 0;
+}
+
 // Named barrier 1 over the first n threads (a warp-specialized block's consumers; the
 // producer warp never reaches it). n: a multiple of 32.
 __device__ __forceinline__ void tl_named_barrier_sync(int id, int n) {
@@ -311,6 +331,17 @@ __device__ __forceinline__ void tl_mbarrier_expect_tx_no_arrive(void* bar, unsig
 
 __device__ __forceinline__ void tl_mbarrier_arrive(void* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+}
+
+// An arrival on the mbarrier at `bar`'s place in the cluster's block `rank`, releasing the
+// calling thread's earlier writes (and those a block barrier ordered before them) to the
+// cluster (T.mbarrier_arrive(bar, cta_id), T.copy_cluster(..., remote_barrier=bar)).
+__device__ __forceinline__ void tl_mbarrier_arrive_cluster(void* bar, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+               :: "r"(tl_smem_addr(bar)), "r"(rank) : "memory");
+#endif
 }
 
 __device__ __forceinline__ void tl_mbarrier_wait(void* bar, unsigned parity) {

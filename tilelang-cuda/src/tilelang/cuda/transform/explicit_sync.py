@@ -45,10 +45,11 @@ from ..target import kernel_arch
 # the ops of tilelang/language/barriers.py (plugins read core through tilelang.plugin alone)
 BARRIER_INIT, TMA_COPY, WARP_ROLE = "tl.barrier_init", "tl.tma_copy", "tl.warp_role"
 MBARRIER_WAIT, MBARRIER_ARRIVE = "tl.mbarrier_wait_parity", "tl.mbarrier_arrive"
+MBARRIER_ARRIVE_CLUSTER = "tl.mbarrier_arrive_cluster"  # (barrier element, block rank): another block's
 MBARRIER_EXPECT_TX, MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_expect_tx", "tl.mbarrier_arrive_expect_tx"
 SET_MAX_NREG, WARP_GROUP_IDX = "tl.set_max_nreg", "tl.get_warp_group_idx"
 EXPLICIT_OPS = frozenset({BARRIER_INIT, TMA_COPY, WARP_ROLE, MBARRIER_WAIT, MBARRIER_ARRIVE, MBARRIER_EXPECT_TX,
-                          MBARRIER_ARRIVE_EXPECT_TX, SET_MAX_NREG, WARP_GROUP_IDX})
+                          MBARRIER_ARRIVE_EXPECT_TX, SET_MAX_NREG, WARP_GROUP_IDX, MBARRIER_ARRIVE_CLUSTER})
 SPELLING = {BARRIER_INIT: "T.alloc_barrier", WARP_ROLE: "T.ws"}  # the rest: tl.<name> is T.<name>
 ROLE_ATTR = "tl.warp_role"  # AttrStmt(node=first thread, key, value=end thread) after LowerExplicitSync
 ROLE_THREADS_ATTR = "tl.warp_role_threads"  # PrimFunc attr: the threads a T.gemm's accumulator spreads over
@@ -176,6 +177,8 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None
         if name == MBARRIER_ARRIVE:  # T.cp_async_barrier_noinc: after the thread's cp.async (async_copies.py)
             arrive = "tl_cp_async_mbarrier_arrive" if len(args) > 1 else "tl_mbarrier_arrive"
             return extern_call(arrive, barriers.address(args[0]))
+        if name == MBARRIER_ARRIVE_CLUSTER:  # the barrier array sits at one address in every block
+            return extern_call("tl_mbarrier_arrive_cluster", barriers.address(args[0]), args[1])
         if name == MBARRIER_EXPECT_TX:
             return extern_call("tl_mbarrier_expect_tx_no_arrive", barriers.address(args[0]), args[1])
         if name == MBARRIER_ARRIVE_EXPECT_TX:
