@@ -95,3 +95,32 @@ def test_layouts_that_cannot_be_honoured_are_refused():
     frag = Fragment((16, 8), forward_thread_fn=lambda i, j: i, forward_index_fn=lambda i, j: j)
     with pytest.raises(LanguageError, match="a Fragment describes registers of a T.alloc_fragment buffer"):
         layout_kernel(lambda s, f: {s: frag})
+
+
+def test_layout_expand_linearize_and_compare_as_upstream():
+    """Upstream's Layout.expand (a stack of tiles), get_linearized_forward_index (one offset,
+    row-major over the output shape) and is_equal; two layouts' indices compare directly."""
+    from tvm.sym.analyzer import Analyzer
+
+    base = Layout([16, 128], lambda j, k: j * 128 + k)
+    stacked = base.expand([4])
+    assert stacked.is_equal(Layout([4, 16, 128], lambda i, j, k: [i, j * 128 + k]))
+    assert not stacked.is_equal(Layout([4, 16, 128], lambda i, j, k: [i, k * 16 + j]))
+    assert [int(d) for d in stacked.get_output_shape()] == [4, 2048] and base.expand(()) is base
+    assert stacked.map_forward_index([3, 2, 5]) == [3, 261]
+    assert Layout([16, 128], lambda j, k: [j, k]).expand(4).is_equal(Layout([4, 16, 128], lambda i, j, k: [i, j, k]))
+    analyzer = Analyzer()
+    transposed = Layout([2, 32], lambda i, j: [j, i])
+    assert analyzer.can_prove_equal(transposed.get_linearized_forward_index(),
+                                    Layout([2, 32], lambda i, j: j * 2 + i).get_linearized_forward_index())
+    assert analyzer.can_prove_equal(Layout([64], lambda i: [i // 32, i % 32]).get_linearized_forward_index(),
+                                    Layout([64], lambda i: i).get_linearized_forward_index())
+    with pytest.raises(ValueError, match=r"Layout.expand\(\[-1\]\): each leading extent is a positive int"):
+        base.expand([-1])
+    with pytest.raises(TypeError, match=r"Layout.expand\('4'\): the leading extents are an int or a list"):
+        base.expand("4")
+    frag = Fragment([16, 8], forward_fn=lambda i, j: (i * 2 + j // 4, j % 4))
+    assert frag.is_equal(Fragment([16, 8], forward_fn=lambda i, j: (i * 2 + j // 4, j % 4)))
+    assert not frag.is_equal(Fragment([16, 8], forward_fn=lambda i, j: (i * 2 + j // 4 + 1, j % 4)))
+    with pytest.raises(TypeError, match="Fragment.expand"):
+        frag.expand(2)

@@ -71,6 +71,19 @@ def test_tirx_primexpr_answers_for_primitive_expressions_and_expr_has_dtype() ->
         handle.dtype  # noqa: B018 -- neither primitive nor a tensor: TVM's own error
 
 
+def test_tvm_arith_is_tvm_sym() -> None:
+    """Upstream's tests and examples use TVM's former name for its arithmetic module
+    (``tvm.arith.Analyzer()``, ``tvm.arith.detect_iter_map``): TVM 0.27's ``tvm.sym``."""
+    from tilelang import tvm
+
+    import tvm.arith
+    from tvm.arith import Analyzer, detect_iter_map
+
+    assert tvm.arith is tvm.sym and Analyzer is tvm.sym.Analyzer and detect_iter_map is tvm.sym.detect_iter_map
+    i = tvm.tirx.Var("i", "int32")
+    assert tvm.arith.Analyzer().can_prove_equal((i * 4 + 3) // 4, i)
+
+
 def test_tirx_primexpr_is_there_when_an_upstream_script_imports_tvm_after_tilelang():
     """Upstream's dequantize examples annotate module-level helpers with ``tirx.PrimExpr``
     right after ``from tvm import tirx``, before any T.<name> has loaded the language."""

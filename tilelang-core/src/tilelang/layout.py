@@ -45,6 +45,19 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "Array" else [value]
 
 
+_PLACEHOLDERS: list[Any] = []
+
+
+def _placeholder(axis: int) -> Any:
+    """Input axis ``axis``'s variable, one for every layout (as upstream's placeholders), so
+    the index expressions of two layouts compare directly."""
+    from tvm import tirx
+
+    while len(_PLACEHOLDERS) <= axis:
+        _PLACEHOLDERS.append(tirx.Var(f"i{len(_PLACEHOLDERS)}", "int32"))
+    return _PLACEHOLDERS[axis]
+
+
 class Layout:
     """An index map from a tile's logical indices to its storage indices:
     ``Layout((M, N), lambda i, j: [j, i])``."""
@@ -54,7 +67,7 @@ class Layout:
 
         self.shape = [int(d) if isinstance(d, int) else d for d in _as_list(shape)]
         self._index_fn = forward_fn
-        self.forward_vars = [tirx.Var(f"i{axis}", "int32") for axis in range(len(self.shape))]
+        self.forward_vars = [_placeholder(axis) for axis in range(len(self.shape))]
         self.forward_index = self._indices(forward_fn(*self.forward_vars))
 
     @staticmethod
@@ -105,6 +118,40 @@ class Layout:
             analyzer.bind(var, Range.from_min_extent(0, extent))
         return [analyzer.simplify(analyzer.const_int_bound(e).max_value + 1) for e in self.forward_index]
 
+    def get_linearized_forward_index(self) -> Any:
+        """The storage index as one offset: the output indices in row-major order of
+        :meth:`get_output_shape`."""
+        from tvm.sym.analyzer import Analyzer
+
+        offset: Any = 0
+        for index, extent in zip(self.forward_index, self.get_output_shape()):
+            offset = offset * extent + index
+        return Analyzer().simplify(self._indices([offset])[0])
+
+    def is_equal(self, other: Any) -> bool:
+        """Whether ``other`` maps a tile of the same shape to the same storage indices."""
+        from tvm.sym.analyzer import Analyzer
+
+        if not isinstance(other, Layout) or len(other.shape) != len(self.shape):
+            return False
+        analyzer = Analyzer()
+        mine, theirs = self.map_forward_index(self.forward_vars), other.map_forward_index(self.forward_vars)
+        return (all(analyzer.can_prove_equal(a, b) for a, b in zip(self.shape, other.shape)) and
+                len(mine) == len(theirs) and all(analyzer.can_prove_equal(a, b) for a, b in zip(mine, theirs)))
+
+    def expand(self, leading: Any) -> Layout:
+        """Upstream's ``Layout.expand``: the layout of a stack of such tiles, ``leading`` extra
+        outer input axes (an int or a sequence of them) kept as outer storage axes."""
+        if isinstance(leading, (str, bytes)) or not isinstance(leading, (int, list, tuple)):
+            raise TypeError(f"Layout.expand({leading!r}): the leading extents are an int or a list of ints")
+        extents = [leading] if isinstance(leading, int) else list(leading)
+        if not extents:
+            return self
+        if not all(isinstance(e, int) and not isinstance(e, bool) and e > 0 for e in extents):
+            raise ValueError(f"Layout.expand({leading!r}): each leading extent is a positive int")
+        count, inner = len(extents), self._index_fn
+        return Layout([*extents, *self.shape], lambda *v: [*v[:count], *self._indices(inner(*v[count:]))])
+
     def is_identity_for(self, shape: Sequence[Any]) -> bool:
         """Whether the map is row-major order itself for a tile of ``shape``."""
         from tvm.sym.analyzer import Analyzer
@@ -146,6 +193,21 @@ class Fragment(Layout):
     @property
     def thread(self) -> Any:
         return self.forward_thread
+
+    def is_equal(self, other: Any) -> bool:
+        """Same storage indices, replication and thread of every element (every replica)."""
+        from tvm.sym.analyzer import Analyzer
+
+        if not isinstance(other, Fragment) or other.replicate != self.replicate or not super().is_equal(other):
+            return False
+        analyzer = Analyzer()
+        return all(analyzer.can_prove_equal(self.map_forward_thread(self.forward_vars, rep),
+                                            other.map_forward_thread(self.forward_vars, rep))
+                   for rep in range(self.replicate))
+
+    def expand(self, leading: Any) -> Layout:
+        raise TypeError("Fragment.expand: a stack of register tiles has no single thread map; expand the "
+                        "shared-memory Layout, or build the larger Fragment itself")
 
     def map_forward_thread(self, indices: Sequence[Any], rep: Any = 0) -> Any:
         """The thread that holds the element at ``indices`` (replica ``rep``)."""

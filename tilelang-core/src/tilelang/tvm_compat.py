@@ -10,6 +10,8 @@ expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_ex
   (``isinstance(x, tirx.Call)`` in upstream's code asks about the same nodes);
 * ``PrimFunc.buffer_map``: upstream's parameter -> buffer map; a TVM 0.27 tensor parameter
   is itself the buffer (a ``Var`` of ``BufferType``), so each maps to itself;
+* ``tvm.arith``: upstream's name for TVM 0.27's ``tvm.sym`` (``tvm.arith.Analyzer()``,
+  ``detect_iter_map``, ``IntervalSet``: the same module under its former name);
 * ``Expr.dtype``: upstream's expressions carry ``.dtype`` (``val.dtype == T.uint8``); in
   TVM 0.27 it is ``expr.ty.dtype``. The property answers for primitive-typed expressions
   and raises AttributeError otherwise, so ``hasattr(x, "dtype")`` stays False for others.
@@ -20,8 +22,8 @@ Called when ``tvm.tirx`` is imported after ``import tilelang`` (``install_on_imp
 upstream script reads ``tirx.PrimExpr`` in its annotations at its top level, before any
 ``T.<name>`` has loaded the language), when the language's names load
 (tilelang.language._surface) and on ``from tilelang import tvm``.
-Upstream's spelling of the module itself (``tirx``, not ``tir``) is TVM 0.27's too, so no
-module alias is needed.
+Upstream's spelling of ``tirx`` (not ``tir``) is TVM 0.27's too; ``tvm.arith`` is the one
+module alias.
 """
 
 from __future__ import annotations
@@ -81,9 +83,15 @@ def _buffer_map(func: Any) -> dict[Any, Any]:
 
 def install() -> None:
     """Add upstream's missing names to TVM's modules (idempotent)."""
+    import tvm
     from tvm import ir, tirx
     from tvm.ir import Expr
 
+    if not hasattr(tvm, "arith") and "tvm.arith" not in sys.modules:
+        import tvm.sym
+
+        tvm.arith = tvm.sym
+        sys.modules["tvm.arith"] = tvm.sym
     if not hasattr(tirx, "PrimExpr"):
         tirx.PrimExpr = PrimExpr
     for name in ("Call", "StringImm"):
