@@ -74,9 +74,8 @@ def test_tirx_primexpr_answers_for_primitive_expressions_and_expr_has_dtype() ->
 def test_tvm_arith_is_tvm_sym() -> None:
     """Upstream's tests and examples use TVM's former name for its arithmetic module
     (``tvm.arith.Analyzer()``, ``tvm.arith.detect_iter_map``): TVM 0.27's ``tvm.sym``."""
+    import tvm.arith  # after `import tilelang` (module level): tilelang's name for it
     from tilelang import tvm
-
-    import tvm.arith
     from tvm.arith import Analyzer, detect_iter_map
 
     assert tvm.arith is tvm.sym and Analyzer is tvm.sym.Analyzer and detect_iter_map is tvm.sym.detect_iter_map

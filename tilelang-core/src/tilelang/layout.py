@@ -63,8 +63,6 @@ class Layout:
     ``Layout((M, N), lambda i, j: [j, i])``."""
 
     def __init__(self, shape: Sequence[Any], forward_fn: Callable[..., Any]) -> None:
-        from tvm import tirx
-
         self.shape = [int(d) if isinstance(d, int) else d for d in _as_list(shape)]
         self._index_fn = forward_fn
         self.forward_vars = [_placeholder(axis) for axis in range(len(self.shape))]
