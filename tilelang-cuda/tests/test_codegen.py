@@ -82,6 +82,36 @@ def test_min_blocks_per_sm_becomes_the_second_launch_bound():
         assert toolchain._compile_nvcc(source, "sm_90", "min_blocks")[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("inside_kernel", [False, True])
+def test_tensors_that_may_overlap_are_not_restrict(inside_kernel):
+    """upstream's T.annotate_restrict_buffers(x, y): x and y may be overlapping slices of one
+    tensor, so the kernel's pointers lose __restrict__ (before T.Kernel, as upstream's
+    docstring places it, or inside); without it they keep it."""
+    import tilelang.language as T
+    from tilelang.errors import LanguageError
+
+    def shift(annotate):
+        @T.prim_func
+        def main(x: T.Tensor((64,), T.float32), y: T.Tensor((64,), T.float32)):
+            if annotate and not inside_kernel:
+                T.annotate_restrict_buffers(x, y)
+            with T.Kernel(64, threads=32) as pid:
+                if annotate and inside_kernel:
+                    T.annotate_restrict_buffers(x, y)
+                y[pid] = x[pid] + 1.0
+
+        return tilelang.lower(main, target=SM90).device_source
+
+    assert "main_kernel(float* x_ptr, float* y_ptr)" in shift(True)
+    assert "main_kernel(float* __restrict__ x_ptr, float* __restrict__ y_ptr)" in shift(False)
+    with pytest.raises(LanguageError, match=r"T.annotate_restrict_buffers: 's' is not a tensor parameter"):
+        @T.prim_func
+        def shared(x: T.Tensor((64,), T.float32)):
+            with T.Kernel(1, threads=32):
+                s = T.alloc_shared((64,), T.float32)
+                T.annotate_restrict_buffers(x, s)
+
+
 def test_one_row_fragments_get_shared_memory_they_can_share():
     # blk_m=1: the row's sum is a 4-byte shared buffer, which TVM's shared-memory merging
     # cannot place (an internal check) unless it is widened first

@@ -50,6 +50,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc",
+    "annotate_restrict_buffers",
     "annotate_safe_value",
     "FragmentBuffer",
     "LocalBuffer",

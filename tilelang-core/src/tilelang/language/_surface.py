@@ -111,6 +111,7 @@ from .hints import (
     annotate_consumer_reg_alloc,
     annotate_min_blocks_per_sm,
     annotate_producer_reg_dealloc,
+    annotate_restrict_buffers,
     disable_warp_group_reg_alloc,
     no_set_max_nreg,
 )

@@ -14,6 +14,12 @@ consumers) never rebalances registers, and ``setmaxnreg`` is emitted only where 
 writes ``T.set_max_nreg`` itself, so the request holds by construction and the call emits
 nothing.
 
+``T.annotate_restrict_buffers(x, y)`` says that those tensor parameters may overlap (two
+slices of one tensor): the kernel's parameters are then not declared free of aliases
+(TVM's ``tirx.noalias`` function attribute is False, so CUDA drops ``__restrict__``, the C
+backends ``restrict``). It applies to all parameters, a superset of upstream's per-buffer
+choice: a missing ``__restrict__`` only forgoes an optimization.
+
 ``T.annotate_producer_reg_dealloc(n)`` / ``T.annotate_consumer_reg_alloc(n)`` ask upstream's
 lowering to give a warp-specialized kernel's producer fewer registers and its consumers
 more (``setmaxnreg``). They are performance requests: the registers stay as the compiler
@@ -67,3 +73,26 @@ def annotate_producer_reg_dealloc(reg_count: int = 24) -> None:
 def annotate_consumer_reg_alloc(reg_count: int = 240) -> None:
     """A request to grow the consumers' registers to ``reg_count``: kept as allocated here."""
     _reg_count("annotate_consumer_reg_alloc", reg_count)
+
+
+NOALIAS_ATTR = "tirx.noalias"
+
+
+def annotate_restrict_buffers(*buffers: Any) -> None:
+    """``T.annotate_restrict_buffers(x, y)``: the tensors ``x`` and ``y`` may overlap, so no
+    parameter is promised free of aliases (see the module doc)."""
+    from tvm import tirx
+    from tvm.script.ir_builder import tirx as _ib
+
+    from .kernel import _ACTIVE
+
+    for buffer in buffers:
+        if not isinstance(buffer, tirx.Buffer) or buffer.scope() != "global":
+            raise LanguageError(f"T.annotate_restrict_buffers: {getattr(buffer, 'name', buffer)!r} is not a tensor "
+                                "parameter; name the kernel's tensors that may overlap")
+    if not buffers:
+        return
+    if _ACTIVE:
+        _ACTIVE[-1].function_attrs[NOALIAS_ATTR] = False  # set as it closes
+    else:
+        _ib.func_attr({NOALIAS_ATTR: False})

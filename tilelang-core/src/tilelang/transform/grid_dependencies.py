@@ -50,7 +50,10 @@ def LowerGridDependencies(trigger: str | None = None, wait: str | None = None) -
 
 
 def WaitingKernelsMayAlias(wait: str) -> Any:
-    """After the host/device split: kernels that call ``wait`` lose ``tirx.noalias``."""
+    """After the host/device split: kernels that call ``wait`` lose ``tirx.noalias``, and so
+    does every kernel of a function whose own ``tirx.noalias`` is False
+    (``T.annotate_restrict_buffers``: its tensors may overlap; the split does not hand
+    function attributes on)."""
     import tvm
 
     def calls_wait(func: Any) -> bool:
@@ -64,8 +67,10 @@ def WaitingKernelsMayAlias(wait: str) -> Any:
         return bool(found)
 
     def run(mod: Any, ctx: Any) -> Any:
+        may_alias = any(f.attrs is not None and "tirx.noalias" in f.attrs and not bool(f.attrs["tirx.noalias"])
+                        for f in mod.functions.values())
         for gvar, func in device_kernels(mod):
-            if calls_wait(func):
+            if may_alias or calls_wait(func):
                 mod[gvar] = func.with_attr("tirx.noalias", False)
         return mod
 
