@@ -477,6 +477,28 @@ def test_safe_values_check_where_and_what_they_annotate():
             with T.Kernel(1, threads=64):
                 S = T.alloc_shared((64,), "float32")
                 T.annotate_safe_value({S: 0})
+    # upstream scopes a second value to its T.sblock; one read would get the other's value here
+    with pytest.raises(LanguageError, match=r"T.annotate_safe_value: 'A' already reads -1 outside its shape in "
+                                            r"this kernel; a tensor has one safe value per kernel \(here -99 too\)"):
+        @T.prim_func
+        def twice(A: T.Tensor((60,), "int32"), B: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                T.annotate_safe_value({A: -1})
+                T.annotate_safe_value({A: -99})
+                for i in T.Parallel(64):
+                    B[i] = A[i]
+
+    @T.prim_func
+    def same_twice(A: T.Tensor((60,), "int32"), B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            T.annotate_safe_value({A: -1})
+            T.annotate_safe_value({A: -1})
+            for i in T.Parallel(64):
+                B[i] = A[i]
+
+    b = np.zeros(64, "int32")
+    cpu(same_twice)(np.arange(60, dtype="int32"), b)
+    np.testing.assert_array_equal(b, np.r_[np.arange(60), [-1] * 4])
 
 
 # -- tilelang.transform.simplify ---------------------------------------------------------------

@@ -45,6 +45,12 @@ def annotate_safe_value(mapping: dict[Any, Any]) -> None:
                                 f"expression, got {value!r}")
         elif str(value.ty.dtype) != dtype:
             value = tirx.Cast(dtype, value)
+        earlier = next((v for b, v in _PENDING if b.same_as(buffer)), None)
+        if earlier is not None and not tvm_ffi.structural_equal(earlier, value):
+            raise LanguageError(f"T.annotate_safe_value: {buffer.name!r} already reads "
+                                f"{getattr(earlier, 'value', earlier)} outside its shape in this kernel; a tensor has "
+                                f"one safe value per kernel (here {getattr(value, 'value', value)} too): annotate "
+                                "it once")
         _PENDING.append((buffer, value))
 
 
