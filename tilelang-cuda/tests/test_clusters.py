@@ -19,7 +19,9 @@ from tilelang.testing.cluster_kernels import (
     cluster_copy_1d,
     cluster_copy_2d,
     cluster_copy_3d,
+    cluster_multicast,
     cluster_ring,
+    multicast_reference,
 )
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -155,22 +157,26 @@ def test_the_received_tile_keeps_its_own_shared_memory():
         in store, store
 
 
+def test_a_multicast_is_each_receivers_load_of_the_leaders_tile():
+    """cluster_mask=0b0110 (ranks 1 and 2 receive rank 1's tile; 0 and 3 load their own):
+    the column block each block reads is selected by its rank."""
+    source = tilelang.lower(cluster_multicast(mask=0b0110), target=SM90).device_source
+    assert "if (((6 >> tl_cluster_ctarank()) & 1) == 1) {" in source
+    assert "((((int)blockIdx.x) + 1) - (((int)blockIdx.x) & 3))" in source  # the leader's column block
+
+
 @needs_nvcc
-@pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring"])
+@pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring", "multicast"])
 def test_nvcc_compiles_cluster_copies(name):
-    kernel = cluster_ring() if name == "ring" else DSMEM_KERNELS[name][0]()
+    kernel = {"ring": cluster_ring, "multicast": cluster_multicast}.get(name, DSMEM_KERNELS.get(name, (None,))[0])()
     source = tilelang.lower(kernel, target=SM90).device_source
     assert toolchain._compile_nvcc(source, "sm_90a", f"dsmem_{name}")[:4] == b"\x7fELF"
 
 
 def test_cluster_copies_are_refused_clearly():
-    with pytest.raises(LanguageError, match=r"T.copy_cluster\(..., cluster_mask=...\): TMA multicast into several "
-                                            r"blocks' shared memory is not implemented"):
-        @T.prim_func
-        def multicast(A: T.Tensor((64, 64), T.float16)):
-            with T.ClusterKernel(4, threads=128, cluster_dims=(4, 1, 1)) as bx:
-                tile = T.alloc_shared((64, 16), T.float16)
-                T.copy_cluster(A[0, bx * 16], tile, cluster_mask=0b11)
+    with pytest.raises(LanguageError, match=r"T.copy_cluster\(..., cluster_mask=16\): a mask of the cluster's 4 "
+                                            r"block ranks, an int from 1 to 15"):
+        cluster_multicast(mask=16)
     with pytest.raises(LanguageError, match=r"T.copy_cluster: the source 'A' is in global memory; it copies a shared "
                                             r"tile into another block's shared tile"):
         @T.prim_func
@@ -220,3 +226,13 @@ def test_a_ring_of_cluster_copies_on_the_gpu(backend):
         # block b receives block b-1's rows (its cluster's previous rank: rows are 8 per block)
         blocks = a.reshape(2, 4, 8, 64)
         assert torch.equal(kernel(a), torch.roll(blocks, 1, dims=1).reshape(64, 64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+@pytest.mark.parametrize("mask", [0b0011, 0b0110, 0b1111, 0b1000])
+def test_a_multicast_on_the_gpu(backend, mask):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(cluster_multicast(mask=mask), out_idx=[1], target="cuda", execution_backend=backend)
+    a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    assert torch.equal(kernel(a), multicast_reference(a, mask=mask))

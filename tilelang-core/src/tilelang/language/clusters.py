@@ -9,7 +9,7 @@ on a barrier there.
 The cluster shape is a function attribute (``tl.cluster_dims``) that a backend with
 clusters (manifest language feature :data:`FEATURE`) compiles into the kernel; the ops are
 lowered by its own functions (transform/clusters.py). Other backends refuse such kernels
-before lowering, naming the backends that have clusters. TMA multicast is not provided.
+before lowering, naming the backends that have clusters. TMA multicast (``cluster_mask=``) is each receiving block's load of the leader's tile.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tvm import tirx
+from tvm.ir import Range
 from tvm.script.ir_builder import tirx as _ib
 from tvm.sym.analyzer import Analyzer
 
@@ -124,9 +125,8 @@ def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any
     from .tile import copy_regions
 
     if cluster_mask is not None:
-        raise LanguageError("T.copy_cluster(..., cluster_mask=...): TMA multicast into several blocks' shared "
-                            "memory is not implemented; let each block copy its own tile with T.copy (or copy "
-                            "once and share it with T.copy_cluster(..., dst_block=k))")
+        _multicast(src, dst, cluster_mask, dst_block)
+        return
     if dst_block is None:
         raise LanguageError("T.copy_cluster(src, dst): name the block of the cluster that receives the tile, "
                             "dst_block=k (its rank, T.block_rank_in_cluster() there)")
@@ -165,6 +165,44 @@ def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any
         _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", tirx.StringImm("shared")))
         with _ib.If(get_thread_binding(0) == 0), _ib.Then():
             _ib.evaluate(_call(MBARRIER_ARRIVE_CLUSTER, barrier, rank))
+
+
+def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
+    """``T.copy_cluster(A[...], tile, cluster_mask=m)``, upstream's TMA multicast: the blocks
+    of the cluster whose rank is in ``m`` all get the tile of ``A`` that the lowest of them
+    (the leader) names; the others load their own tile, as ``T.copy``. Here every block
+    loads what it gets itself: the same tiles, without the multicast's saving of L2 reads."""
+    from .ops import substitute
+    from .tile import copy, copy_regions
+
+    if dst_block is not None:
+        raise LanguageError("T.copy_cluster: cluster_mask= (a global tile multicast to several blocks) and "
+                            "dst_block= (a shared tile into one other block) are two different copies; give one")
+    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
+        raise LanguageError("T.copy_cluster is only valid inside a T.ClusterKernel frame (its cluster_mask names "
+                            "ranks in the cluster)")
+    kernel = _ACTIVE[-1]
+    size = kernel.cluster_dims[0] * kernel.cluster_dims[1] * kernel.cluster_dims[2]
+    mask = int(cluster_mask.value) if isinstance(cluster_mask, tirx.IntImm) else cluster_mask
+    if isinstance(mask, bool) or not isinstance(mask, int) or not 0 < mask < (1 << size):
+        raise LanguageError(f"T.copy_cluster(..., cluster_mask={cluster_mask!r}): a mask of the cluster's "
+                            f"{size} block ranks, an int from 1 to {(1 << size) - 1}")
+    src_region, dst_region = copy_regions(src, dst, "T.copy_cluster")
+    if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
+        raise LanguageError(f"T.copy_cluster(..., cluster_mask=...): multicasts a global tile into shared tiles; "
+                            f"got {src_region.source.name} ({src_region.source.scope()}) -> {dst_region.source.name} "
+                            f"({dst_region.source.scope()})")
+    leader = (mask & -mask).bit_length() - 1
+    rank = tirx.call_intrin("int32", CLUSTER_RANK)
+    receives = ((tirx.const(mask, "int32") >> rank) & 1) == 1
+    cx, cy, _ = kernel.cluster_dims
+    at = (leader % cx, (leader // cx) % cy, leader // (cx * cy))  # the leader's place in the cluster
+    pairs = []
+    for block, cluster, offset in zip(kernel.block_vars, kernel.cluster_dims, at):
+        if cluster > 1:
+            pairs.append((block, tirx.if_then_else(receives, block - block % cluster + offset, block)))
+    ranges = [Range.from_min_extent(substitute(r.min, pairs), r.extent) for r in src_region.region]
+    copy(tirx.BufferRegion(src_region.source, ranges), dst)
 
 
 def _is_one(extent: Any) -> bool:

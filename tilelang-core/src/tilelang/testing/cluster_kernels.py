@@ -3,7 +3,8 @@ block 0 of a cluster of two fills a shared tile from ``A`` and copies it (or a s
 wider one) into block 1's shared memory, which writes it to ``B`` once the copy's barrier
 completes (or after a cluster barrier); and a ring in which every block of a cluster of
 four sends its tile to the next one. ``B`` equals ``A`` (the ring: the previous block's
-rows of ``A``)."""
+rows of ``A``). And upstream's TMA multicast demo: the blocks of a cluster whose rank is in
+the mask copy the tile of the lowest of them."""
 
 from __future__ import annotations
 
@@ -103,3 +104,30 @@ def cluster_ring(blocks: int = 8, cluster: int = 4, rows: int = 8, cols: int = 6
             T.cluster_sync()  # no block exits while another may still store into its shared memory
 
     return main
+
+
+def cluster_multicast(m: int = 256, n: int = 256, block_m: int = 64, block_n: int = 32, mask: int = 0b0011,
+                      cluster: int = 4) -> Any:
+    """Upstream's test_tma_multicast_demo: each block copies its tile of A to B through shared
+    memory, loaded with T.copy_cluster(..., cluster_mask=mask)."""
+    @T.prim_func
+    def main(A: T.Tensor((m, n), T.float16), B: T.Tensor((m, n), T.float16)):
+        with T.ClusterKernel(T.ceildiv(n, block_n), T.ceildiv(m, block_m), threads=128,
+                             cluster_dims=(cluster, 1, 1)) as (bx, by):
+            tile = T.alloc_shared((block_m, block_n), T.float16)
+            T.copy_cluster(A[by * block_m, bx * block_n], tile, cluster_mask=mask)
+            T.copy(tile, B[by * block_m, bx * block_n])
+
+    return main
+
+
+def multicast_reference(a: Any, block_m: int = 64, block_n: int = 32, mask: int = 0b0011, cluster: int = 4) -> Any:
+    """What cluster_multicast writes: block (bx, by) gets the tile of the cluster's lowest
+    rank in ``mask`` when its own rank is in it, else its own tile."""
+    out = a.clone()
+    leader = (mask & -mask).bit_length() - 1
+    for bx in range(a.shape[1] // block_n):
+        if (mask >> (bx % cluster)) & 1:
+            src = bx - bx % cluster + leader
+            out[:, bx * block_n:(bx + 1) * block_n] = a[:, src * block_n:(src + 1) * block_n]
+    return out
