@@ -393,7 +393,8 @@ def _fast_math_kernel(mode: str):
         with T.Kernel(1, threads=1):
             for i in T.serial(64):
                 B[i] = T.__exp(A[i]) + T.__log2(T.abs(A[i]) + 1.0) + T.__sin(A[i])
-                C[i] = T.ieee_fmaf(A[i], A[i], T.ieee_add(A[i], 1.0, mode)) + T.ieee_frsqrt(T.abs(A[i]) + 1.0)
+                C[i] = T.ieee_fmaf(A[i], A[i], T.ieee_add(A[i], 1.0, mode)) + T.ieee_frsqrt(T.abs(A[i]) + 1.0) + \
+                    T.fast_rcp(T.abs(A[i]) + 2.0)
 
     return fast
 
@@ -403,7 +404,8 @@ def test_fast_and_ieee_math_are_the_precise_functions_on_the_cpu():
     b, c = np.zeros_like(a), np.zeros_like(a)
     tilelang.compile(_fast_math_kernel("rn"), target="cpu")(a, b, c)
     np.testing.assert_allclose(b, np.exp(a) + np.log2(np.abs(a) + 1) + np.sin(a), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(c, a * a + (a + 1) + 1 / np.sqrt(np.abs(a) + 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c, a * a + (a + 1) + 1 / np.sqrt(np.abs(a) + 1) + 1 / (np.abs(a) + 2), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_an_ieee_rounding_mode_the_backend_lacks_is_a_compile_error():

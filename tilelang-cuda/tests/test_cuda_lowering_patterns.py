@@ -368,9 +368,12 @@ def test_fast_and_ieee_math_use_cudas_intrinsics():
             for i in T.Parallel(64):
                 B[i] = T.__exp(A[i]) + T.__log2(A[i]) + T.ieee_fmaf(A[i], A[i], T.ieee_add(A[i], 1.0, "rz"))
                 D[i] = T.ieee_fdiv(D[i], T.float64(3.0), "ru") + T.__exp(D[i])  # float64: precise exp
+                A[i] = T.fast_rcp(A[i])
+                D[i] = T.fast_rcp(D[i])  # float64: the division
 
     source = _body(tilelang.lower(fast, target=SM90).device_source)
-    for name in ("__expf(", "__log2f(", "__fmaf_rn(", "__fadd_rz(", "__ddiv_ru(", " exp("):
+    for name in ("__expf(", "__log2f(", "__fmaf_rn(", "__fadd_rz(", "__ddiv_ru(", " exp(", "__fdividef(",
+                 "(1.000000000000000 / D_ptr"):
         assert name in source, (name, source)
 
 

@@ -167,6 +167,7 @@ __all__ = [
     "empty",
     "ext",
     "extract_lane",
+    "fast_rcp",
     "fill",
     "finalize_reducer",
     "gemm",

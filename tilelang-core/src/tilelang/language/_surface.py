@@ -96,6 +96,7 @@ from .fastmath import (
     __log10,
     __sin,
     __tan,
+    fast_rcp,
     ieee_add,
     ieee_fdiv,
     ieee_fmaf,

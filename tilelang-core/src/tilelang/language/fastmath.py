@@ -35,6 +35,9 @@ IEEE_OPERATIONS = {
 
 for _name in FAST_FUNCTIONS:
     _register(f"tlmath.fast_{_name}", CallEffectKind.Pure.value, f"T.__{_name}")
+#: ``T.fast_rcp(x)``: an approximate ``1 / x`` (core's rule: the division)
+FAST_RCP = "tlmath.fast_rcp"
+_register(FAST_RCP, CallEffectKind.Pure.value, "T.fast_rcp")
 for _name in IEEE_OPERATIONS:
     _register(f"tlmath.ieee_{_name}", CallEffectKind.Pure.value, f"T.ieee_{_name}")
 
@@ -78,6 +81,13 @@ def __cos(x: Any) -> Any: return fast("cos", x)  # noqa: E704
 def __tan(x: Any) -> Any: return fast("tan", x)  # noqa: E704
 
 
+def fast_rcp(x: Any) -> Any:
+    """Upstream's ``T.fast_rcp(x)``: ``1 / x``, approximate where the backend has a faster
+    reciprocal (CUDA: ``__fdividef(1.0f, x)`` for float32)."""
+    value = _float(x, "T.fast_rcp")
+    return tirx.call_intrin(_dtype(value), FAST_RCP, value)
+
+
 def ieee_add(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("add", (x, y), rounding_mode)  # noqa: E704
 def ieee_sub(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("sub", (x, y), rounding_mode)  # noqa: E704
 def ieee_mul(x: Any, y: Any, rounding_mode: str = "rn") -> Any: return ieee("mul", (x, y), rounding_mode)  # noqa: E704
@@ -117,8 +127,10 @@ def _nearest(name: str) -> Any:
 
 for _name in FAST_FUNCTIONS:
     register_intrin_lowering(f"tlmath.fast_{_name}", target="default", f=_precise(_name), level=10)
+register_intrin_lowering(FAST_RCP, target="default", f=lambda op: tirx.const(1.0, _dtype(op.args[0])) / op.args[0],
+                         level=10)
 for _name in IEEE_OPERATIONS:
     register_intrin_lowering(f"tlmath.ieee_{_name}", target="default", f=_nearest(_name), level=10)
 
-__all__ = ["FAST_FUNCTIONS", "IEEE_OPERATIONS", "fast", "ieee"] + [f"__{n}" for n in FAST_FUNCTIONS] + [
+__all__ = ["FAST_FUNCTIONS", "FAST_RCP", "IEEE_OPERATIONS", "fast", "fast_rcp", "ieee"] + [f"__{n}" for n in FAST_FUNCTIONS] + [
     f"ieee_{n}" for n in IEEE_OPERATIONS]
