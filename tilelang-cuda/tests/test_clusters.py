@@ -165,6 +165,31 @@ def test_a_multicast_is_each_receivers_load_of_the_leaders_tile():
     assert "((((int)blockIdx.x) + 1) - (((int)blockIdx.x) & 3))" in source  # the leader's column block
 
 
+def test_a_multicast_follows_named_coordinates_and_refuses_what_it_cannot_follow():
+    """`col = bx * 32` before the copy: the receivers must address the leader's column block
+    through it too (a name left as it was would load each block's own tile)."""
+    @T.prim_func
+    def named(A: T.Tensor((64, 256), T.float16), B: T.Tensor((64, 256), T.float16)):
+        with T.ClusterKernel(8, threads=128, cluster_dims=(4, 1, 1)) as bx:
+            col = bx * 32
+            tile = T.alloc_shared((64, 32), T.float16)
+            T.copy_cluster(A[0, col], tile, cluster_mask=0b0110)
+            T.copy(tile, B[0, bx * 32])
+
+    source = tilelang.lower(named, target=SM90).device_source
+    assert "((((int)blockIdx.x) + 1) - (((int)blockIdx.x) & 3))" in source
+    with pytest.raises(LanguageError, match=r"T.copy_cluster\(..., cluster_mask=...\): the tile of 'A' is addressed "
+                                            r"through 'col', whose value in the leading block cannot be followed"):
+        @T.prim_func
+        def through_a_variable(A: T.Tensor((64, 256), T.float16), B: T.Tensor((64, 256), T.float16)):
+            with T.ClusterKernel(8, threads=128, cluster_dims=(4, 1, 1)) as bx:
+                col = T.alloc_var(T.int32)
+                col = bx * 32
+                tile = T.alloc_shared((64, 32), T.float16)
+                T.copy_cluster(A[0, col], tile, cluster_mask=0b0110)
+                T.copy(tile, B[0, bx * 32])
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring", "multicast"])
 def test_nvcc_compiles_cluster_copies(name):

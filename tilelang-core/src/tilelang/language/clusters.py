@@ -9,7 +9,8 @@ on a barrier there.
 The cluster shape is a function attribute (``tl.cluster_dims``) that a backend with
 clusters (manifest language feature :data:`FEATURE`) compiles into the kernel; the ops are
 lowered by its own functions (transform/clusters.py). Other backends refuse such kernels
-before lowering, naming the backends that have clusters. TMA multicast (``cluster_mask=``) is each receiving block's load of the leader's tile.
+before lowering, naming the backends that have clusters. TMA multicast (``cluster_mask=``)
+is each receiving block's own load of the leader's tile.
 """
 
 from __future__ import annotations
@@ -116,12 +117,12 @@ def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any
     ``T.mbarrier_wait_parity``). The calling block's threads share the elements, as a
     ``T.Parallel`` nest; call it where all of them run (a condition on the block rank).
     ``eviction_policy``, ``coalesced_width``, ``annotations`` and ``loop_layout`` are hints
-    that change no result. Upstream's TMA multicast (``cluster_mask=``) is not provided."""
+    that change no result. ``cluster_mask=m`` instead of ``dst_block`` is upstream's TMA
+    multicast of a global tile (see :func:`_multicast`)."""
     del eviction_policy, coalesced_width, annotations, loop_layout
     from .barriers import MBARRIER_ARRIVE_CLUSTER, _barrier, _call
     from .kernel import get_thread_binding
     from .loop import Parallel
-    from .ops import CLUSTER_STORE
     from .tile import copy_regions
 
     if cluster_mask is not None:
@@ -192,6 +193,7 @@ def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
         raise LanguageError(f"T.copy_cluster(..., cluster_mask=...): multicasts a global tile into shared tiles; "
                             f"got {src_region.source.name} ({src_region.source.scope()}) -> {dst_region.source.name} "
                             f"({dst_region.source.scope()})")
+    mins = [_resolved(r.min, kernel, src_region.source.name) for r in src_region.region]
     leader = (mask & -mask).bit_length() - 1
     rank = tirx.call_intrin("int32", CLUSTER_RANK)
     receives = ((tirx.const(mask, "int32") >> rank) & 1) == 1
@@ -201,8 +203,50 @@ def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
     for block, cluster, offset in zip(kernel.block_vars, kernel.cluster_dims, at):
         if cluster > 1:
             pairs.append((block, tirx.if_then_else(receives, block - block % cluster + offset, block)))
-    ranges = [Range.from_min_extent(substitute(r.min, pairs), r.extent) for r in src_region.region]
+    ranges = [Range.from_min_extent(substitute(m, pairs), r.extent) for m, r in zip(mins, src_region.region)]
     copy(tirx.BufferRegion(src_region.source, ranges), dst)
+
+
+def _resolved(index: Any, kernel: Any, tensor: str) -> Any:
+    """``index`` over the kernel's block indices, loop variables and parameters alone: the
+    names bound before (``col = bx * block_n``) replaced by their values, so that the
+    leader's block indices can be put in. Anything else it reads (a ``T.alloc_var``, a
+    shared value) may differ between blocks in a way that cannot be followed: refused."""
+    import tvm
+    import tvm_ffi
+    from tvm.script.ir_builder import IRBuilder
+
+    from .ops import substitute
+
+    known: set[Any] = set()
+    bound: list[tuple[Any, Any]] = []
+    for frame in IRBuilder.current().frames:
+        known.update(getattr(frame, "args", None) or [])
+        if getattr(frame, "iter_var", None) is not None:
+            known.add(frame.iter_var.var)
+        known.update(getattr(frame, "vars", None) or [])
+        bound += [(stmt.var, stmt.value) for stmt in frame.stmts if isinstance(stmt, tirx.Bind)]
+    for _ in range(len(bound)):  # a binding may name an earlier one
+        resolved = substitute(index, bound)
+        if resolved.same_as(index):
+            break
+        index = resolved
+    unknown: list[Any] = []
+
+    def on_var(var: Any) -> None:
+        if not any(var.same_as(k) for k in known) and not any(var.same_as(b) for b in kernel.block_vars):
+            unknown.append(var)
+
+    def on_load(load: Any) -> None:
+        if load.source.scope() != "global":
+            unknown.append(load.source)
+
+    tvm_ffi.structural_walk(index, [(tirx.Var, on_var), (tvm.ir.TensorLoad, on_load)])
+    if unknown:
+        raise LanguageError(f"T.copy_cluster(..., cluster_mask=...): the tile of {tensor!r} is addressed through "
+                            f"{unknown[0].name!r}, whose value in the leading block cannot be followed; address it "
+                            "with the block indices, loop variables and parameters (A[by * bm, bx * bn])")
+    return index
 
 
 def _is_one(extent: Any) -> bool:
