@@ -123,17 +123,18 @@ def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any
     from .barriers import MBARRIER_ARRIVE_CLUSTER, _barrier, _call
     from .kernel import get_thread_binding
     from .loop import Parallel
+    from .ops import block_barrier
     from .tile import copy_regions
 
+    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
+        raise LanguageError("T.copy_cluster is only valid inside a T.ClusterKernel frame (its dst_block and "
+                            "cluster_mask name ranks in the cluster)")
     if cluster_mask is not None:
         _multicast(src, dst, cluster_mask, dst_block)
         return
     if dst_block is None:
         raise LanguageError("T.copy_cluster(src, dst): name the block of the cluster that receives the tile, "
                             "dst_block=k (its rank, T.block_rank_in_cluster() there)")
-    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
-        raise LanguageError("T.copy_cluster is only valid inside a T.ClusterKernel frame (its dst_block is a "
-                            "rank in the cluster)")
     src_region, dst_region = copy_regions(src, dst, "T.copy_cluster")
     for name, region in (("source", src_region), ("destination", dst_region)):
         if not region.source.scope().startswith("shared"):
@@ -152,18 +153,18 @@ def copy_cluster(src: Any, dst: Any, *, dst_block: Any = None, cluster_mask: Any
                             "copy tiles of one shape")
     barrier = None if remote_barrier is None else _barrier(remote_barrier, "T.copy_cluster remote_barrier=")
     rank = tirx.const(dst_block, "int32") if isinstance(dst_block, int) else dst_block
+    def store(loop_vars: list[Any]) -> None:
+        target = tirx.address_of(_element(dst_region, dst_axes, loop_vars))
+        _ib.evaluate(tirx.call_intrin("int32", CLUSTER_STORE, target, rank, _element(src_region, src_axes, loop_vars)))
+
     if src_ext:
         with Parallel(*src_ext) as loop_vars:
-            loop_vars = [loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars)
-            _ib.evaluate(tirx.call_intrin("int32", CLUSTER_STORE,
-                                          tirx.address_of(_element(dst_region, dst_axes, loop_vars)), rank,
-                                          _element(src_region, src_axes, loop_vars)))
+            store([loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars))
     else:
-        _ib.evaluate(tirx.call_intrin("int32", CLUSTER_STORE, tirx.address_of(_element(dst_region, [], [])), rank,
-                                      _element(src_region, [], [])))
+        store([])
     if barrier is not None:
         # every thread's stores issued, then one arrival that releases them to block `rank`
-        _ib.evaluate(tirx.call_intrin("int32", "tirx.tvm_storage_sync", tirx.StringImm("shared")))
+        _ib.evaluate(block_barrier().value)
         with _ib.If(get_thread_binding(0) == 0), _ib.Then():
             _ib.evaluate(_call(MBARRIER_ARRIVE_CLUSTER, barrier, rank))
 
@@ -179,9 +180,6 @@ def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
     if dst_block is not None:
         raise LanguageError("T.copy_cluster: cluster_mask= (a global tile multicast to several blocks) and "
                             "dst_block= (a shared tile into one other block) are two different copies; give one")
-    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
-        raise LanguageError("T.copy_cluster is only valid inside a T.ClusterKernel frame (its cluster_mask names "
-                            "ranks in the cluster)")
     kernel = _ACTIVE[-1]
     size = kernel.cluster_dims[0] * kernel.cluster_dims[1] * kernel.cluster_dims[2]
     mask = int(cluster_mask.value) if isinstance(cluster_mask, tirx.IntImm) else cluster_mask

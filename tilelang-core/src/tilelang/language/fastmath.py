@@ -132,5 +132,6 @@ register_intrin_lowering(FAST_RCP, target="default", f=lambda op: tirx.const(1.0
 for _name in IEEE_OPERATIONS:
     register_intrin_lowering(f"tlmath.ieee_{_name}", target="default", f=_nearest(_name), level=10)
 
-__all__ = ["FAST_FUNCTIONS", "FAST_RCP", "IEEE_OPERATIONS", "fast", "fast_rcp", "ieee"] + [f"__{n}" for n in FAST_FUNCTIONS] + [
+__all__ = ["FAST_FUNCTIONS", "FAST_RCP", "IEEE_OPERATIONS", "fast", "fast_rcp", "ieee"] + [
+    f"__{n}" for n in FAST_FUNCTIONS] + [
     f"ieee_{n}" for n in IEEE_OPERATIONS]

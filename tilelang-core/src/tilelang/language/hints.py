@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LanguageError
-from .ops import MIN_BLOCKS_PER_SM_ATTR
+from .ops import MIN_BLOCKS_PER_SM_ATTR, NOALIAS_ATTR
 
 
 def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
@@ -73,9 +73,6 @@ def annotate_producer_reg_dealloc(reg_count: int = 24) -> None:
 def annotate_consumer_reg_alloc(reg_count: int = 240) -> None:
     """A request to grow the consumers' registers to ``reg_count``: kept as allocated here."""
     _reg_count("annotate_consumer_reg_alloc", reg_count)
-
-
-NOALIAS_ATTR = "tirx.noalias"
 
 
 def annotate_restrict_buffers(*buffers: Any) -> None:

@@ -100,6 +100,10 @@ CLUSTER_OPS = (CLUSTER_RANK, CLUSTER_ARRIVE, CLUSTER_ARRIVE_RELAXED, CLUSTER_WAI
 for _op in CLUSTER_OPS:
     _register(_op, CallEffectKind.Opaque.value, _op.replace(".", "_"))
 
+#: TVM's function attribute: the tensor parameters do not alias (False: they may overlap,
+#: T.annotate_restrict_buffers; its kernels then get it False too, WaitingKernelsMayAlias)
+NOALIAS_ATTR = "tirx.noalias"
+
 #: function attribute: the blocks per SM a kernel asked for (T.annotate_min_blocks_per_sm);
 #: backend/pass_pipeline/launch_hints.py hands it to the kernels split off the function
 MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"

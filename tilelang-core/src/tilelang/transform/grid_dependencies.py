@@ -22,7 +22,7 @@ from tvm import tirx
 
 from ..backend.pass_pipeline import prim_func_pass
 from ..backend.pass_pipeline.launch_hints import device_kernels
-from ..language.ops import PDL_SYNC, PDL_TRIGGER, SYNC_GRID, is_call_to
+from ..language.ops import NOALIAS_ATTR, PDL_SYNC, PDL_TRIGGER, SYNC_GRID, is_call_to
 
 #: TVM's launch parameter tag for a cooperative launch (all blocks resident at once)
 COOPERATIVE_LAUNCH = "tirx.use_cooperative_launch"
@@ -67,11 +67,11 @@ def WaitingKernelsMayAlias(wait: str) -> Any:
         return bool(found)
 
     def run(mod: Any, ctx: Any) -> Any:
-        may_alias = any(f.attrs is not None and "tirx.noalias" in f.attrs and not bool(f.attrs["tirx.noalias"])
+        may_alias = any(f.attrs is not None and NOALIAS_ATTR in f.attrs and not bool(f.attrs[NOALIAS_ATTR])
                         for f in mod.functions.values())
         for gvar, func in device_kernels(mod):
             if may_alias or calls_wait(func):
-                mod[gvar] = func.with_attr("tirx.noalias", False)
+                mod[gvar] = func.with_attr(NOALIAS_ATTR, False)
         return mod
 
     return tvm.transform.module_pass(run, opt_level=0, name="tl.WaitingKernelsMayAlias")
