@@ -11,7 +11,6 @@ from typing import Any
 import tvm
 from tilelang.plugin import (
     FRAGMENT_SCOPE,
-    accessed_by_own_nests,
     buffer_accesses,
     gemm_mnk,
     is_full_region,
@@ -23,6 +22,7 @@ from .cp_async import SHARED_SCOPES
 from .mma_layout import WARP, MMALayout, choose_layout
 from .operands import addressed_buffers, matrix_slice
 from .partial_copies import copied_part
+from .shifted_nests import accessed_by_shifted_nests
 
 MIN_ARCH = 80  # mma.sync m16n8k16 / m16n8k32 and cp.async
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
@@ -70,7 +70,8 @@ class AccumulatorLayouts:
         """The fragments that take a GEMM's C layout: T.Parallel nests follow it only at
         their own indices, and every fragment a nest touches must follow it too. So the
         fragments that nests touch together form groups; a group takes the layout of its
-        GEMMs (all alike) when each member can follow it — C, and fragments no GEMM
+        GEMMs (all alike) when each member can follow it (a nest may reach the group a
+        fixed distance from its own indices: shifted_nests.py) — C, and fragments no GEMM
         writes but nests update beside it (deepgemm's scaled sum of each k block's C). A
         fragment that a view reads (T.reshape) cannot: the view keeps the declared places."""
         viewed = addressed_buffers(self.func.body)  # (T.reshape/T.view: another buffer on its storage)
@@ -92,8 +93,8 @@ class AccumulatorLayouts:
             if len(layouts) != 1:
                 continue
             layout = layouts.pop()
-            if all(static_ints(f.shape) == [layout.m, layout.n] and accessed_by_own_nests(self.func.body, f)
-                   for f in group):
+            if all(static_ints(f.shape) == [layout.m, layout.n] for f in group) and \
+                    accessed_by_shifted_nests(self.func.body, group, self.analyzer):
                 found.update({f: layout for f in group})
         return found
 

@@ -84,6 +84,7 @@ from .partial_copies import copied_part, over_whole_fragment
 from .role_tiles import RoleTiles
 from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
+from .shifted_nests import is_own, nest_shift, over_own_indices
 from .wgmma import WgmmaGemms
 
 _OPS = {op: name for name, op in TILE_OPS.items()}
@@ -364,6 +365,11 @@ class _Kernel(AccumulatorLayouts, AsyncCopyPipelines, RowFamilies, WgmmaGemms, R
         for buffer in touched:
             acc = self._find(buffer, self.accumulators)
             if acc is not None:
+                group = [a.old for a in self.accumulators.values() if a.layout == acc.layout]
+                shift = nest_shift(loops, inner, group, self.analyzer)
+                shape = [acc.layout.m, acc.layout.n]
+                if shift is not None and not is_own(loops, shift, shape, self.analyzer):
+                    loops, inner = over_own_indices(loops, inner, shift, shape)  # acc[i + s * 16, j]
                 return self._remap(loops, inner, acc)
         if any(self._find(b, self.rows) is not None for b in touched):
             return self._remap_rows(loops, inner)
