@@ -26,7 +26,7 @@ def storage_sync(inner: Any) -> Any:
 
     def run(mod: Any, ctx: Any) -> Any:
         if not pass_config(DISABLE_THREAD_STORAGE_SYNC, False):
-            return inner(mod)
+            return _sync_around_race_free_regions(inner, mod)
         staged = {gv: f for gv, f in mod.functions.items()
                   if f.attrs is not None and f.attrs.get(COMPILER_SHARED_ATTR)}
         if not staged:
@@ -36,13 +36,45 @@ def storage_sync(inner: Any) -> Any:
             warnings.warn(f"kernel {gv.name_hint!r}: {DISABLE_THREAD_STORAGE_SYNC} is not applied: the compiler "
                           f"placed {names} in shared memory, whose barriers it keeps (upstream holds them in "
                           "registers, where none are needed)", stacklevel=2)
-        synced = inner(tvm.IRModule(dict(staged)))
+        synced = _sync_around_race_free_regions(inner, tvm.IRModule(dict(staged)))
         out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
         for gv in staged:
             out[gv] = synced[gv.name_hint]
         return out
 
     return tvm.transform.module_pass(run, opt_level=0, name=f"{inner.info.name} (unless {DISABLE_THREAD_STORAGE_SYNC})")
+
+
+def _sync_around_race_free_regions(inner: Any, mod: Any) -> Any:
+    """ThreadSync (``inner``) over ``mod``; where it refuses a barrier inside a branch that
+    only some threads take, again with the thread-dependent branches whose shared-memory
+    accesses no two threads share standing in as one statement each (race_free.py)."""
+    import tvm
+
+    from .race_free import hide_race_free_regions, restore_regions
+
+    try:
+        return inner(mod)
+    except tvm.error.InternalError as exc:
+        if "Cannot insert syncs inside condition" not in str(exc):
+            raise
+        refused = exc
+    hidden, regions = {}, {}
+    for gv, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            func, regions[gv.name_hint] = hide_race_free_regions(func)
+        hidden[gv] = func
+    if not any(regions.values()):
+        raise refused
+    try:
+        synced = inner(tvm.IRModule(hidden, attrs=mod.attrs))
+    except tvm.error.InternalError:
+        raise refused from None
+    out = tvm.IRModule(dict(synced.functions.items()), attrs=synced.attrs)
+    for gv, func in synced.functions.items():
+        if regions.get(gv.name_hint):
+            out[gv] = restore_regions(func, regions[gv.name_hint])
+    return out
 
 
 def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: str = "__trap",
