@@ -134,6 +134,8 @@ class _Accesses:
 
     def add(self, points: _Points, mask: Any, buffer: Any, indices: Any, write: bool) -> None:
         if buffer.__chandle__() not in self.shared:
+            if str(buffer.scope()).startswith("shared"):
+                raise _Unknown(buffer)  # a view of shared memory (another buffer on its bytes)
             return
         if len(indices) != 1:
             raise _Unknown(buffer)
@@ -259,6 +261,8 @@ def _walk(stmt: Any, points: _Points, mask: Any, accesses: _Accesses) -> None:
             _walk(stmt.else_case, points, np.logical_and(mask, points.may_be(stmt.condition, False)), accesses)
         return
     if isinstance(stmt, tirx.For):
+        if stmt.kind == tirx.ForKind.THREAD_BINDING:
+            raise _Unknown(stmt)  # another thread axis
         lo, extent = points.value(stmt.min), points.value(stmt.extent)
         if np.ndim(lo) or np.ndim(extent) or int(lo) != 0 or int(extent) <= 0:
             raise _Unknown(stmt)  # a length that differs between threads, or an offset
