@@ -543,3 +543,30 @@ def test_apply_simplify_drops_the_tensor_parameters_the_body_never_uses():
     a, b, c = np.arange(32, dtype="float32").reshape(4, 8), np.arange(8, dtype="float32"), np.zeros(4, "float32")
     cpu(kernel)(a, b, c)
     np.testing.assert_array_equal(c, a @ b)
+
+
+def test_clear_accum_may_be_a_condition_of_an_unrolled_loop():
+    """Upstream's FlashMLA: ``T.gemm(..., clear_accum=(j == 0))`` inside ``for j in
+    T.unroll(n)``. C is cleared on the first k tile and accumulates the others, so what C
+    held before does not count."""
+    M, N, K, bk = 16, 16, 64, 16
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=32):
+            As = T.alloc_shared((M, bk), "float32")
+            Bs = T.alloc_shared((bk, N), "float32")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.fill(acc, 1000.0)
+            for j in T.unroll(K // bk):
+                T.copy(A[0, j * bk], As)
+                T.copy(B[j * bk, 0], Bs)
+                T.gemm(As, Bs, acc, clear_accum=(j == 0))
+            T.copy(acc, C)
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    tilelang.compile(main, target="c")(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)

@@ -152,11 +152,20 @@ def clear(dst: Any) -> None:
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = None, clear_accum: bool = False, k_pack: int = 1, wg_wait: int = 0) -> None:
     """C (+)= op(A) @ op(B) on tiles. ``policy``, ``k_pack`` and ``wg_wait`` are accepted
-    for source compatibility; how the backend maps the product onto threads is its choice."""
+    for source compatibility; how the backend maps the product onto threads is its choice.
+    ``clear_accum`` may be a condition known only when the kernel runs (``j == 0`` of a
+    ``T.unroll`` loop: upstream's FlashMLA): C is then cleared where it holds, and the
+    product accumulates."""
     del policy, k_pack, wg_wait
+    try:
+        clear_accum = int(clear_accum)
+    except TypeError:  # an expression: ``j == 0``
+        with _ib.If(clear_accum), _ib.Then():
+            clear(C)
+        clear_accum = 0
     _emit(TILE_OPS["gemm"], _region(A, None, "T.gemm A"), _region(B, None, "T.gemm B"),
           _region(C, None, "T.gemm C"), tirx.const(int(transpose_A), "int32"),
-          tirx.const(int(transpose_B), "int32"), tirx.const(int(clear_accum), "int32"))
+          tirx.const(int(transpose_B), "int32"), tirx.const(clear_accum, "int32"))
 
 
 def wgmma_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
