@@ -18,7 +18,7 @@ both true and false, so every access that may happen is counted. The region is r
 when no element that one thread writes is read or written by another. The evaluation
 gives up (the region stays as it was) on anything it cannot count: an index that reads
 memory, a block index, a loop whose length differs between threads, more than
-``MAX_POINTS`` points.
+``MAX_POINTS`` points or ``MAX_OUTER_ITERATIONS`` iterations of the loops around the region.
 
 For ThreadSync, each race-free region stands in as one statement that reads and writes all
 of the shared buffers it uses (``tvm_access_ptr`` with mask 3), so barriers still separate
@@ -37,6 +37,8 @@ from tvm.ir import TensorLoad
 
 #: the most (thread, iteration) points one proof evaluates, over all of its outer iterations
 MAX_POINTS = 1 << 23
+#: the most iterations of the enclosing loops one proof goes through (each evaluated alone)
+MAX_OUTER_ITERATIONS = 4096
 PLACEHOLDER = "tl_race_free_region"
 
 
@@ -293,7 +295,7 @@ def _outer_iterations(loops: list[Any], lets: dict[int, Any]) -> list[dict[int, 
             except (_Unknown, TypeError):
                 return None
             grown.extend({**env, loop.loop_var.__chandle__(): lo + i} for i in range(extent))
-            if len(grown) > 1 << 16:
+            if len(grown) > MAX_OUTER_ITERATIONS:
                 return None
         combos = grown
     return combos
