@@ -35,6 +35,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
 
+from .branch_barriers import _thread_axis
+
 #: the most (thread, iteration) points one proof evaluates, over all of its outer iterations
 MAX_POINTS = 1 << 23
 #: the most iterations of the enclosing loops one proof goes through (each evaluated alone)
@@ -356,29 +358,10 @@ def _barriers(node: Any) -> bool:
     return bool(found)
 
 
-def _thread(body: Any) -> tuple[Any, int] | None:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: found.append(a) if a.attr_key == "thread_extent"
-                                   and a.node.thread_tag.startswith("threadIdx") else None))
-    if len(found) != 1 or not isinstance(found[0].value, tirx.IntImm):
-        return None
-    return found[0].node.var, int(found[0].value.value)
-
-
 def _thread_dependent(cond: Any, tid: Any, lets: dict[int, Any]) -> bool:
-    seen: list[Any] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.Var):
-            seen.append(node)
-
-    tvm_ffi.structural_walk(cond, [(tirx.Var, visit)])
-    if _loads(cond):
-        return True
-    for var in seen:
-        if var.same_as(tid) or (var.__chandle__() in lets and _thread_dependent(lets[var.__chandle__()], tid, lets)):
-            return True
-    return False
+    """``cond`` (through the bindings it names) reads the thread index or memory."""
+    names = _vars(cond, lets)
+    return tid.__chandle__() in names or bool(_loads(cond)) or any(_loads(lets[k]) for k in names if k in lets)
 
 
 def hide_race_free_regions(func: Any) -> tuple[Any, dict[int, Any]]:
@@ -386,10 +369,10 @@ def hide_race_free_regions(func: Any) -> tuple[Any, dict[int, Any]]:
     shared-memory accesses replaced by its placeholder, and the regions by placeholder
     id. The largest barrier-free region around such a branch is tried first, then the
     ones inside it."""
-    thread = _thread(func.body)
-    if thread is None:
+    axis = _thread_axis(func.body)
+    if axis is None:
         return func, {}
-    tid, threads = thread
+    tid, threads = axis[0].node.var, axis[1]
     lets: dict[int, Any] = {}
     tvm_ffi.structural_walk(func.body, (tirx.Bind, lambda b: lets.__setitem__(b.var.__chandle__(), b.value)))
     shared: dict[int, Any] = {}
@@ -403,7 +386,7 @@ def hide_race_free_regions(func: Any) -> tuple[Any, dict[int, Any]]:
     def candidates(stmt: Any, chain: list[Any]) -> None:
         """Visits ``stmt`` under its enclosing loops and branches (``chain``)."""
         if isinstance(stmt, tirx.IfThenElse) and _thread_dependent(stmt.condition, tid, lets) \
-                and _touches(stmt, shared) and not any(stmt.same_as(c) for c in chosen):
+                and _touched(stmt, shared) and not any(stmt.same_as(c) for c in chosen):
             path = [*chain, stmt]
             free = [i for i, s in enumerate(path) if not _barriers(s)]
             for at in free:  # outermost first
@@ -460,10 +443,6 @@ def _touched(node: Any, shared: dict[int, Any]) -> set[int]:
     keys = {ld.source.__chandle__() for ld in _loads(node)}
     tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda s: keys.add(s.buffer.__chandle__())))
     return keys & set(shared)
-
-
-def _touches(node: Any, shared: dict[int, Any]) -> bool:
-    return bool(_touched(node, shared))
 
 
 def _contains(outer: Any, inner: Any) -> bool:

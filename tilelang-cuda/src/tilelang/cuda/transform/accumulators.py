@@ -94,7 +94,7 @@ class AccumulatorLayouts:
                 continue
             layout = layouts.pop()
             if all(static_ints(f.shape) == [layout.m, layout.n] for f in group) and \
-                    accessed_by_shifted_nests(self.func.body, group, self.analyzer):
+                    accessed_by_shifted_nests(self.func.body, nests, group, self.analyzer):
                 found.update({f: layout for f in group})
         return found
 

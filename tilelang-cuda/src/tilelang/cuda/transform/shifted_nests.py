@@ -30,7 +30,6 @@ from tilelang.plugin import (
 )
 from tvm import tirx
 from tvm.ir import TensorLoad
-from tvm_ffi.structural import WalkResult
 
 
 def nest_shift(loops: list[Any], inner: Any, buffers: list[Any], analyzer: Any) -> list[Any] | None:
@@ -94,18 +93,11 @@ def is_own(loops: list[Any], shift: list[Any], shape: list[int], analyzer: Any) 
                for loop, offset, extent in zip(loops, shift, shape))
 
 
-def accessed_by_shifted_nests(body: Any, buffers: list[Any], analyzer: Any) -> bool:
-    """Every element access of ``buffers`` (fragments of one shape that keep one layout) is
-    made by a T.Parallel nest that reaches them at one shift (``nest_shift``)."""
-    nests: list[tuple[list[Any], Any]] = []
-
-    def visit(node: Any) -> Any:
-        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
-            nests.append(parallel_nest(node))
-            return WalkResult.SKIP
-        return WalkResult.ADVANCE
-
-    tvm_ffi.structural_walk(body, visit, order="pre")
+def accessed_by_shifted_nests(body: Any, nests: list[tuple[list[Any], Any]], buffers: list[Any],
+                              analyzer: Any) -> bool:
+    """Every element access of ``buffers`` (fragments of one shape that keep one layout) in
+    ``body`` is made by one of its T.Parallel ``nests`` (``parallel_nest``'s (loops, body)),
+    which reaches them at one shift (``nest_shift``)."""
 
     def count(node: Any) -> int:
         return sum(1 for b, _, _ in buffer_accesses(node) if any(b.same_as(f) for f in buffers))
