@@ -41,7 +41,7 @@ def test_a_uniform_condition_holds_the_barriers_its_loop_body_needs():
 
 
 def test_a_per_thread_condition_is_not_marked_uniform():
-    from tilelang.transform.gpu.hoist_shared_reads import _Uniformity
+    from tilelang.transform.gpu.hoist_shared_reads import Uniformity
     from tvm import tirx
 
     tx = tirx.Var("tx", "int32")
@@ -53,7 +53,7 @@ def test_a_per_thread_condition_is_not_marked_uniform():
         tirx.Evaluate(tirx.BufferLoad(shared, [0])),
     ])
     body = tirx.AttrStmt(tirx.IterVar(None, tx, tirx.IterVar.ThreadIndex, "threadIdx.x"), "thread_extent", 128, body)
-    uniformity = _Uniformity(body)
+    uniformity = Uniformity(body)
     assert not uniformity.uniform(tx < 4)
     assert not uniformity.uniform(tirx.BufferLoad(local, [0]) > 0)  # written from threadIdx.x
     assert uniformity.uniform(tirx.BufferLoad(shared, [bx]) > 0)

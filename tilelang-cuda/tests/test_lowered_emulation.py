@@ -463,6 +463,32 @@ def test_a_fragment_every_thread_updates_in_scalar_code_is_each_threads_own():
     np.testing.assert_allclose(y, x / np.sqrt(s / 96.0 + 1e-6)[:, None], rtol=1e-5)
 
 
+def test_a_fragment_each_thread_stores_its_own_value_in_is_each_threads_own():
+    """A producer role's prefetched rows (upstream's seesaw sparse MLA: ``idx[r] =
+    Indices[..., (tx - 256) // 8]`` under ``if tx >= 256``): one element, a value per
+    thread, through the let-bound ``tx`` of ``T.get_thread_binding()``. In shared memory
+    the 64 threads stored into one element and all read the last store."""
+
+    @T.prim_func
+    def gather(Index: T.Tensor((64,), "int32"), X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            rows = T.alloc_fragment([2], "int32")
+            tx = T.get_thread_binding()
+            if tx >= 64:
+                rows[0] = Index[tx - 64]
+                rows[1] = tx - 64
+                Y[rows[1]] = X[rows[0]] * 2.0
+
+    artifact = tilelang.lower(gather, target=SM80)
+    assert "int rows_ptr[2]" in artifact.device_source  # each thread's own registers
+    rng = np.random.default_rng(3)
+    index = rng.permutation(64).astype(np.int32)
+    x = rng.standard_normal(64).astype(np.float32)
+    y = np.zeros(64, np.float32)
+    run(artifact.device_mod, index, x, y)
+    np.testing.assert_array_equal(y, x[index] * 2)
+
+
 @pytest.mark.gpu
 def test_a_scalar_fragment_on_the_gpu():
     import torch  # the gpu marker skips the test where torch sees no CUDA GPU

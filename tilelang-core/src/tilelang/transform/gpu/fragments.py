@@ -20,7 +20,8 @@ from tvm import tirx
 from tvm_ffi.structural import WalkResult
 
 from ...backend.pass_pipeline import prim_func_pass
-from ...language.ops import uses_var, with_compiler_shared
+from ...language.ops import with_compiler_shared
+from .hoist_shared_reads import Uniformity
 from .ir_util import buffer_accesses
 
 FRAGMENT_SCOPE = "local.fragment"
@@ -90,18 +91,19 @@ def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
 
 
 def written_by_every_thread(body: Any, buffer: Any) -> bool:
-    """Every store to ``buffer`` is a statement of the block's scalar code that every
-    thread runs alike (no T.Parallel around it, no condition on the thread, no thread
-    index in its index or value): each thread runs it for itself (upstream's ``rms = T.alloc_fragment(1)``,
-    ``rms[0] = T.rsqrt(rms[0] / n + eps)``). Upstream keeps such a fragment as registers
-    of every thread, each its own copy; in shared memory the threads would race on it
-    (one thread's store landing before another's load of the same element)."""
-    threads: list[Any] = []
-    tvm_ffi.structural_walk(body, (tirx.AttrStmt, lambda a: threads.append(a.node.var) if a.attr_key ==
-                                   "thread_extent" and a.node.thread_tag.startswith("threadIdx") else None))
+    """Every store to ``buffer`` is a statement of the block's scalar code (no T.Parallel
+    around it) at an index free of the thread, which each thread runs for itself: alike
+    (upstream's ``rms = T.alloc_fragment(1)``, ``rms[0] = T.rsqrt(rms[0] / n + eps)``;
+    under no condition on the thread) or with a value of its own (a producer's prefetched
+    key rows, ``idx[r] = Indices[..., tx // 8]``, under a warp role's condition or not).
+    Upstream keeps such a fragment as registers of every thread, each its own copy; in
+    shared memory the threads would race on it (one thread's store landing before another's
+    load of the same element). A store at the thread's own index, or of one value under a
+    condition on the thread, is one thread's element for the others to read: shared."""
+    uniformity = Uniformity(body)  # thread indices, and what is bound or stored from them
 
     def per_thread(node: Any) -> bool:
-        return any(uses_var(node, t) for t in threads)
+        return not uniformity.uniform(node)
 
     stores: list[Any] = []
     shared_use: list[Any] = []  # a store that makes the element one thread's, for the others to read
@@ -118,8 +120,12 @@ def written_by_every_thread(body: Any, buffer: Any) -> bool:
                 walk(node.else_case, inner)
             return
         if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
-            # one thread's value, or a thread's own element: shared by intent
-            (shared_use if guarded or per_thread(node) else stores).append(node)
+            if any(per_thread(i) for i in node.indices):
+                shared_use.append(node)  # a thread's own element: shared by intent
+            elif per_thread(node.value):
+                stores.append(node)  # each thread's own value in one element: its own copy
+            else:
+                (shared_use if guarded else stores).append(node)  # guarded: one thread's value
             return
         if isinstance(node, tirx.SeqStmt):
             for stmt in node.seq:

@@ -46,7 +46,7 @@ def _reads_shared(expr: Any) -> bool:
     return found
 
 
-class _Uniformity:
+class Uniformity:
     """Which variables and per-thread buffers may differ between the threads of a block.
 
     Variant: thread indices; variables bound (``Bind``/``Let``/``for``) from a variant
@@ -117,7 +117,7 @@ class _Uniformity:
 
 
 class _Hoister:
-    def __init__(self, uniformity: _Uniformity) -> None:
+    def __init__(self, uniformity: Uniformity) -> None:
         self.count = 0
         self.uniformity = uniformity
 
@@ -158,7 +158,7 @@ def _is_marked_invariant(cond: Any) -> bool:
 
 
 def _run(func: Any, mod: Any, ctx: Any) -> Any:
-    hoister = _Hoister(_Uniformity(func.body))
+    hoister = _Hoister(Uniformity(func.body))
     body = tvm_ffi.structural_map(func.body, [(tirx.IfThenElse, hoister.on_if), (tirx.For, hoister.on_for)],
                                   order="post")
     return func if hoister.count == 0 else func.with_body(body)

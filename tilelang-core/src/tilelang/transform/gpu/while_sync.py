@@ -10,7 +10,7 @@ dependence from one iteration to the next (a tile read at the end of one iterati
 rewritten at the start of the next), which is a race.
 
 So, around ThreadSync, a ``while`` whose condition is the same in every thread of the block
-(``hoist_shared_reads._Uniformity``: no thread index, no per-thread value) and reads no
+(``hoist_shared_reads.Uniformity``: no thread index, no per-thread value) and reads no
 shared memory becomes ``for _ in range(n)`` with an opaque trip count, the condition kept
 in an annotation (``WhileAsLoop``); ThreadSync treats it as any loop, iteration-carried
 dependences included; afterwards the loop is the same ``while`` again with the barriers
@@ -28,7 +28,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ...backend.pass_pipeline import prim_func_pass
-from .hoist_shared_reads import _reads_shared, _Uniformity
+from .hoist_shared_reads import Uniformity, _reads_shared
 
 #: the annotation holding the while loop's condition while it is shown as a counted loop
 WHILE_CONDITION = "tl.while_condition"
@@ -43,7 +43,7 @@ def _as_loop(func: Any, mod: Any, ctx: Any) -> Any:
         if _reads_shared(stmt.condition):
             return stmt
         if uniformity is None:
-            uniformity = _Uniformity(func.body)
+            uniformity = Uniformity(func.body)
         if not uniformity.uniform(stmt.condition):
             return stmt
         changed = True
