@@ -97,11 +97,15 @@ def test_split_family_exchange_keeps_the_dynamic_tiles_aligned():
     assert sum(sizes[t] * n for t, n in static) % 1024 == 0, static
 
 
-def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads=256):
+def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads=256, thread_gather=False):
     """Upstream's sparse MLA forward (examples/deepseek_v32/sparse_mla_fwd.py) in small: keys
     gathered by index into shared tiles, a mask over the key block's columns (a 1-d
-    fragment read at the column: a shared vector), 8 warps over 64 heads."""
+    fragment read at the column: a shared vector), 8 warps over 64 heads. ``thread_gather``:
+    each thread gathers its part of a key row in plain code, through its own fragment of
+    key indices (as upstream's seesaw kernel's producer prefetches them)."""
     NI = topk // BI
+    per_row = threads // BI  # threads gathering one key row (thread_gather)
+    assert threads % BI == 0 and D % per_row == 0
     scale = (D + D_tail) ** -0.5 * 1.44269504
     dtype, accum = "float16", "float32"
     @T.prim_func
@@ -113,6 +117,7 @@ def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads
             K_tail_shared = T.alloc_shared([BI, D_tail], dtype)
             S_shared = T.alloc_shared([H, BI], dtype)
             mask = T.alloc_fragment([BI], "bool")
+            key_row = T.alloc_fragment([2], "int32")  # thread_gather: this thread's, in plain code
             acc_o = T.alloc_fragment([H, D], accum)
             acc_s = T.alloc_fragment([H, BI], accum)
             sumexp = T.alloc_fragment([H], accum)
@@ -128,8 +133,15 @@ def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads
             for i_i in T.Pipelined(NI, num_stages=2):
                 for bi_i in T.Parallel(BI):
                     mask[bi_i] = Indices[i_i * BI + bi_i] <= Limit[0]
-                for bi_i, d_i in T.Parallel(BI, D):
-                    KV_shared[bi_i, d_i] = KV[Indices[i_i * BI + bi_i], d_i]
+                if thread_gather:
+                    tx = T.get_thread_binding()
+                    key_row[0] = Indices[i_i * BI + tx // per_row]
+                    key_row[1] = (tx % per_row) * (D // per_row)
+                    for d_i in T.serial(D // per_row):
+                        KV_shared[tx // per_row, key_row[1] + d_i] = KV[key_row[0], key_row[1] + d_i]
+                else:
+                    for bi_i, d_i in T.Parallel(BI, D):
+                        KV_shared[bi_i, d_i] = KV[Indices[i_i * BI + bi_i], d_i]
                 for bi_i, d_i in T.Parallel(BI, D_tail):
                     K_tail_shared[bi_i, d_i] = KV[Indices[i_i * BI + bi_i], D + d_i]
                 for h_i, bi_i in T.Parallel(H, BI):
@@ -157,10 +169,13 @@ def sparse_mla_like(seq_kv=256, H=64, D=128, D_tail=64, topk=128, BI=64, threads
     return main
 
 
+@pytest.mark.parametrize("thread_gather", [False, True], ids=["parallel-gather", "thread-gather"])
 @pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90"])
-def test_sparse_mla_with_a_column_mask_matches_numpy(target):
+def test_sparse_mla_with_a_column_mask_matches_numpy(target, thread_gather):
     """The mask fragment over key columns goes to shared memory, and the rest is a row family
-    split over columns (row_exchange) on tensor cores; masked keys drop out exactly."""
+    split over columns (row_exchange) on tensor cores; masked keys drop out exactly. A
+    fragment only plain per-thread code indexes (the gathering threads' key rows) is no
+    member of the family and leaves it on tensor cores."""
     seq_kv, heads, dim, tail, topk = 256, 64, 128, 64, 128
     rng = np.random.default_rng(1)
     q = rng.standard_normal((heads, dim + tail)).astype(np.float16)
@@ -168,7 +183,7 @@ def test_sparse_mla_with_a_column_mask_matches_numpy(target):
     indices = rng.permutation(seq_kv)[:topk].astype(np.int32)
     limit = np.array([170], np.int32)
     out = np.full((heads, dim), np.nan, np.float16)
-    device_mod = lower(sparse_mla_like(seq_kv, heads, dim, tail, topk), target)
+    device_mod = lower(sparse_mla_like(seq_kv, heads, dim, tail, topk, thread_gather=thread_gather), target)
     calls = run(device_mod, q, kv, indices, limit, out)
     assert calls["tl_mma_m16n8k16_f16_f32"] > 0 and "row_exchange" in str(device_mod)
     keys = kv[indices].astype(np.float64)

@@ -100,6 +100,8 @@ class RowFamilies:
         outside: list[Any] = []  # plain accumulators of another M (a backward's dQ): their own layout
         for fragment in fragments:
             shape = static_ints(fragment.shape)
+            if not _in_tile_code(fragment, ops, nests):
+                continue  # a thread's own array (a producer's prefetched indices): not the family's
             if shape is not None and len(shape) == 2 and shape[0] == m and shape[1] % (16 * warps_n) == 0:
                 layouts[fragment] = MMALayout(m, shape[1], warps_m, warps_n)
             elif shape == [m] and not _read_at_columns(fragment, nests):
@@ -338,6 +340,14 @@ def _read_at_columns(vector: Any, nests: list[tuple[list[Any], Any]]) -> bool:
             if buffer.same_as(vector) and len(loops) == 2 and not is_identity(indices, loops[:1]):
                 return True
     return False
+
+
+def _in_tile_code(fragment: Any, ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> bool:
+    """Whether a tile op or a T.Parallel nest touches ``fragment``. One that neither does is
+    indexed by plain per-thread code only, each thread its own copy, and needs no layout."""
+    if any(any(isinstance(a, tvm.ir.TensorRegion) and a.source.same_as(fragment) for a in args) for _, args in ops):
+        return True
+    return any(any(a[0].same_as(fragment) for a in buffer_accesses(inner)) for _, inner in nests)
 
 
 def _copied_operands(operands: list[Any], ops: list[tuple[str, Any]], nests: list[tuple[list[Any], Any]]) -> list[Any]:
