@@ -48,6 +48,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "PrimExpr",
+    "Ref",
     "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc",
     "annotate_restrict_buffers",

@@ -11,6 +11,7 @@ which a disk-cache hit of a kernel module that imports the language at its top m
 from tvm.script.parser._core import parse as _tvm_parse
 from tvm.script.parser._core import utils as _tvm_parser_utils
 from tvm.script.parser.tirx import *
+from tvm.tirx import PrimExpr  # upstream's T.PrimExpr (isinstance checks)
 
 from ..layout import Fragment, Layout
 from ..tvm_compat import install as _install_tvm_names
@@ -60,7 +61,6 @@ from .clusters import (
     copy_cluster,
 )
 from .conv import c2d_im2col, im2col
-from .gemm_sp import gemm_sp, wgmma_gemm_sp
 from .dtypes import DTYPES as _DTYPES
 from .dtypes import dtype, ptr
 from .eager import (  # the eager @tilelang.jit style's declarations
@@ -107,6 +107,7 @@ from .fastmath import (
     ieee_sub,
 )
 from .frontend import normalize as _normalize
+from .gemm_sp import gemm_sp, wgmma_gemm_sp
 from .grid_dependencies import pdl_sync, pdl_trigger, sync_grid
 from .hints import (
     annotate_consumer_reg_alloc,
@@ -120,6 +121,7 @@ from .int_literals import install as _install_int_literals
 from .kernel import Kernel, get_block_binding, get_thread_binding
 from .loop import Parallel
 from .loop_aliases import Serial, Unroll, Vectorized, serial, unroll, vectorized
+from .macros import Ref
 from .misc import (
     GemmWarpPolicy,
     align_up,

@@ -1,4 +1,5 @@
-"""Extensions of TVMScript's tirx parser, for upstream's spellings (below; also a Python
+"""Extensions of TVMScript's tirx parser, for upstream's spellings (below; a macro's
+``return`` value and ``T.Ref`` parameters, ``macros.py``; also a Python
 literal compared with a bfloat16 or fp8 expression, ``_compare_literals_in_narrow_floats``),
 and a macro call's search for its parser that keeps no frames alive (``_find_parser``).
 
@@ -38,6 +39,8 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from typing import Any
+
+from . import macros
 
 _INSTALLED = False
 #: per function (or macro) being parsed: the names its body assigns more than once
@@ -237,7 +240,7 @@ def install() -> None:
     parse_macro = TIRMacro.parse_macro
 
     def parse_macro_scoped(macro: Any, parser: Any) -> Any:
-        return _with_rebound(parser, macro.get_macro_def(), lambda: parse_macro(macro, parser))
+        return _with_rebound(parser, macro.get_macro_def(), lambda: macros.expand(parser, parse_macro, macro))
 
     TIRMacro.parse_macro = parse_macro_scoped
     TIRMacro._find_parser_def = _find_parser
@@ -272,6 +275,8 @@ def install() -> None:
         first store (TVMScript refused element targets in a tuple: "Invalid type in assign
         statement")."""
         where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+        if len(node.targets) == 1 and macros.store_through_reference(self, node.targets[0], node.value):
+            return None
         if len(node.targets) == 1:
             target, value = node.targets[0], node.value
             if (isinstance(target, (doc.Tuple, doc.List)) and isinstance(value, (doc.Tuple, doc.List))
@@ -325,6 +330,15 @@ def install() -> None:
                 self.eval_expr = shadowed
 
     dispatch.register(token="tirx", type_name="If")(visit_if_python)
+
+    visit_return = dispatch.get(token="tirx", type_name="Return")
+
+    def visit_return_of_macro(self: Any, node: Any) -> Any:
+        if macros.visit_return(self, node) is NotImplemented:
+            return visit_return(self, node)
+        return None
+
+    dispatch.register(token="tirx", type_name="Return")(visit_return_of_macro)
     _INSTALLED = True
 
 
