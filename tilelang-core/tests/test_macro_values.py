@@ -183,3 +183,17 @@ def test_a_return_inside_a_kernel_branch_is_refused_with_its_line():
         def main(A: T.Tensor((4,), T.int32)):
             with T.Kernel(1, threads=1):
                 A[0] = clipped(A[1])
+
+
+def test_storing_the_value_of_a_macro_without_return_is_an_error_not_a_crash():
+    @T.macro
+    def nothing(x):
+        T.evaluate(x)
+
+    with pytest.raises(Exception, match=r"the value stored into A is None: a function or T.macro without `return` "
+                                        r"gives None; return the value from it"):
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), T.int32)):
+            with T.Kernel(1, threads=1):
+                A[0] = nothing(A[1])

@@ -226,6 +226,16 @@ def install() -> None:
 
     tirx_parser.bind_assign_value = bind_assign_value
 
+    buffer_store = tirx_parser.T.buffer_store
+
+    def buffer_store_checked(buffer: Any, value: Any, indices: Any) -> Any:
+        if value is None:  # TVM's BufferStore takes None and crashes the process
+            raise TypeError(f"the value stored into {buffer.name} is None: a function or T.macro without "
+                            "`return` gives None; return the value from it")
+        return buffer_store(buffer, value, indices)
+
+    tirx_parser.T.buffer_store = buffer_store_checked
+
     from tvm.script.parser.core import dispatch
 
     visit_function_def = dispatch.get(token="tirx", type_name="FunctionDef")
