@@ -239,6 +239,9 @@ def test_env_attributes_read_the_environment_and_can_be_forced(monkeypatch, tmp_
         tilelang.env.TILELANG_CACHE_DIR = None
     assert _descriptor("TILELANG_CACHE_DIR")._forced_value is None
     assert default_cache_dir() == tmp_path / "a"
+    from tilelang.env import env  # upstream's spelling of the same object
+
+    assert env is tilelang.env and env.TILELANG_CACHE_DIR == str(tmp_path / "a") and env.is_cache_enabled()
     assert tilelang.env.flag("TILELANG_NO_SUCH_FLAG") is False  # the module's own helpers remain
 
 

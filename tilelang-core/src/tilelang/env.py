@@ -122,6 +122,8 @@ class _EnvironmentModule(types.ModuleType):
 
 _MODULE = sys.modules[__name__]
 _MODULE.__class__ = _EnvironmentModule
+#: upstream's ``from tilelang.env import env``: the environment object is this module
+env = _MODULE
 
 # switched by enable_cache() / disable_cache(); TILELANG_DISABLE_CACHE=1 wins over it
 _cache_enabled = True
