@@ -489,6 +489,29 @@ def test_a_fragment_each_thread_stores_its_own_value_in_is_each_threads_own():
     np.testing.assert_array_equal(y, x[index] * 2)
 
 
+def test_a_fragment_one_thread_stores_into_is_read_by_all_threads():
+    """``if tx == 0: first[0] = X[tx] * 2``: one thread's value (the index expression names
+    the thread, but only thread 0 passes), for every thread to read: shared memory, as
+    before, where each thread's own registers would leave the others without it."""
+
+    @T.prim_func
+    def broadcast(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            first = T.alloc_fragment([1], "float32")
+            tx = T.get_thread_binding()
+            if tx == 0:
+                first[0] = X[tx] * 2.0
+            T.sync_threads()
+            Y[tx] = first[0] + X[tx]
+
+    artifact = tilelang.lower(broadcast, target=SM80)
+    assert "float first_ptr[1]" not in artifact.device_source
+    x = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    y = np.zeros(64, np.float32)
+    run(artifact.device_mod, x, y)
+    np.testing.assert_allclose(y, x[0] * 2 + x, rtol=1e-6)
+
+
 @pytest.mark.gpu
 def test_a_scalar_fragment_on_the_gpu():
     import torch  # the gpu marker skips the test where torch sees no CUDA GPU

@@ -98,8 +98,9 @@ def written_by_every_thread(body: Any, buffer: Any) -> bool:
     key rows, ``idx[r] = Indices[..., tx // 8]``, under a warp role's condition or not).
     Upstream keeps such a fragment as registers of every thread, each its own copy; in
     shared memory the threads would race on it (one thread's store landing before another's
-    load of the same element). A store at the thread's own index, or of one value under a
-    condition on the thread, is one thread's element for the others to read: shared."""
+    load of the same element). A store at the thread's own index, of one value under a
+    condition on the thread, or of anything under a condition only one thread passes
+    (``if tx == 0:``), is one thread's element for the others to read: shared."""
     uniformity = Uniformity(body)  # thread indices, and what is bound or stored from them
 
     def per_thread(node: Any) -> bool:
@@ -108,20 +109,23 @@ def written_by_every_thread(body: Any, buffer: Any) -> bool:
     stores: list[Any] = []
     shared_use: list[Any] = []  # a store that makes the element one thread's, for the others to read
 
-    def walk(node: Any, guarded: bool) -> None:
+    def one_thread(cond: Any) -> bool:  # `tx == c`: the thread's value is the others' to read
+        return isinstance(cond, tirx.EQ) and per_thread(cond.a) != per_thread(cond.b)
+
+    def walk(node: Any, guarded: bool, single: bool) -> None:
         if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
             tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda st: shared_use.append(st)
                                            if st.buffer.same_as(buffer) else None))
             return
         if isinstance(node, tirx.IfThenElse):
             inner = guarded or per_thread(node.condition)
-            walk(node.then_case, inner)
+            walk(node.then_case, inner, single or one_thread(node.condition))
             if node.else_case is not None:
-                walk(node.else_case, inner)
+                walk(node.else_case, inner, single)
             return
         if isinstance(node, tirx.BufferStore) and node.buffer.same_as(buffer):
-            if any(per_thread(i) for i in node.indices):
-                shared_use.append(node)  # a thread's own element: shared by intent
+            if single or any(per_thread(i) for i in node.indices):
+                shared_use.append(node)  # one thread's element, or a thread's own: shared by intent
             elif per_thread(node.value):
                 stores.append(node)  # each thread's own value in one element: its own copy
             else:
@@ -129,11 +133,11 @@ def written_by_every_thread(body: Any, buffer: Any) -> bool:
             return
         if isinstance(node, tirx.SeqStmt):
             for stmt in node.seq:
-                walk(stmt, guarded)
+                walk(stmt, guarded, single)
         elif isinstance(getattr(node, "body", None), tirx.Stmt):
-            walk(node.body, guarded)
+            walk(node.body, guarded, single)
 
-    walk(body, False)
+    walk(body, False, False)
     return bool(stores) and not shared_use
 
 
