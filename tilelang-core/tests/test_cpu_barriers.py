@@ -227,3 +227,121 @@ def test_thread_allreduce_across_a_thread_axis(kind: str) -> None:
     c = np.zeros(n, np.float32)
     run(gemv, a, b, c)
     np.testing.assert_array_equal(c, b @ a if is_sum else (b * a).max(axis=1))
+
+
+def test_a_loop_bounded_by_a_count_every_thread_read_from_shared_memory() -> None:
+    """Upstream's top-k selector: ``n = s_count[0]`` into each thread's own variable, then a
+    loop of ``ceildiv(n, threads)`` steps with barriers in it, and ``if done: break`` in a
+    loop with barriers. Every thread holds the same values, so the loop runs around the
+    phases with the first thread's copy; the break leaves that loop, not the threads'."""
+    threads = 32
+
+    @T.prim_func
+    def gather_sum(A: T.Tensor((100,), "float32"), N: T.Tensor((1,), "int32"), B: T.Tensor((threads,), "float32")):
+        with T.Kernel(1, threads=threads):
+            s_count = T.alloc_shared((1,), "int32")
+            S = T.alloc_shared((threads,), "float32")
+            n = T.alloc_var(T.int32)
+            acc = T.alloc_var(T.float32, 0.0)
+            rounds = T.alloc_var(T.int32, 0)
+            tx = T.get_thread_binding()
+            if tx == 0:
+                s_count[0] = N[0]
+            T.sync_threads()
+            n = s_count[0]
+            for s in T.serial(T.ceildiv(n, threads)):
+                if s * threads + tx < n:
+                    S[tx] = A[s * threads + tx]
+                else:
+                    S[tx] = 0.0
+                T.sync_threads()
+                acc += S[(tx + 1) % threads]
+                T.sync_threads()
+            for r in T.serial(10):
+                if rounds >= 3:
+                    break
+                rounds += 1
+                T.sync_threads()
+            B[tx] = acc + rounds * 1000.0
+
+    a = RNG.standard_normal(100).astype(np.float32)
+    for count in (70, 100, 5):
+        b = np.zeros(threads, np.float32)
+        run(gather_sum, a, np.array([count], np.int32), b)
+        padded = np.zeros(-(-count // threads) * threads, np.float32)
+        padded[:count] = a[:count]
+        steps = padded.reshape(-1, threads)
+        expected = np.zeros(threads, np.float32)
+        for step in steps:
+            expected += np.roll(step, -1)
+        np.testing.assert_allclose(b, expected + 3000.0, rtol=1e-6, atol=1e-5)
+
+
+def test_named_barriers_in_a_branch_of_their_threads() -> None:
+    """Upstream's top-k cumsum: ``if tx < R:`` then a Hillis-Steele scan over R threads with
+    ``T.sync_threads(3, R)`` (a named barrier of exactly the branch's threads): each phase
+    runs the R threads, the others skip the branch as on a GPU."""
+    threads, R = 64, 16
+
+    @T.prim_func
+    def suffix_scan(A: T.Tensor((R,), "int32"), B: T.Tensor((R,), "int32")):
+        with T.Kernel(1, threads=threads):
+            S = T.alloc_shared((R + 1,), "int32")
+            v = T.alloc_var(T.int32)
+            tx = T.get_thread_binding()
+            if tx < R:
+                S[tx] = A[tx]
+            if tx == R:
+                S[R] = 0
+            T.sync_threads()
+            if tx < R:
+                for i in T.serial(4):
+                    offset = 1 << i
+                    T.sync_threads(3, R)
+                    if tx < R - offset:
+                        v = S[tx] + S[tx + offset]
+                    T.sync_threads(3, R)
+                    if tx < R - offset:
+                        S[tx] = v
+            T.sync_threads()
+            if tx < R:
+                B[tx] = S[tx]
+
+    a = RNG.integers(0, 100, R).astype(np.int32)
+    b = np.zeros(R, np.int32)
+    run(suffix_scan, a, b)
+    np.testing.assert_array_equal(b, np.cumsum(a[::-1])[::-1])
+
+
+def test_a_named_barrier_over_other_threads_than_its_branch_is_an_error() -> None:
+    @T.prim_func
+    def mismatched(A: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((64,), "int32")
+            tx = T.get_thread_binding()
+            if tx < 32:
+                S[tx] = tx
+                T.sync_threads(3, 64)
+                A[tx] = S[31 - tx]
+
+    with pytest.raises(LanguageError, match=r"named barrier .* outside a branch whose threads are exactly its "
+                                            r"arrive count"):
+        run(mismatched, np.zeros(64, np.int32))
+
+
+def test_a_loop_bounded_by_an_atomics_previous_value_is_still_an_error() -> None:
+    """An atomic's previous value differs between threads even where its operands do not."""
+
+    @T.prim_func
+    def ticket(A: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=8):
+            counter = T.alloc_shared((1,), "int32")
+            n = T.alloc_var(T.int32)
+            tx = T.get_thread_binding()
+            n = T.atomic_add(counter[0], 1, return_prev=True)
+            for _ in T.serial(n):
+                T.sync_threads()
+            A[tx] = n
+
+    with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a loop that depends on the thread index"):
+        run(ticket, np.zeros(8, np.int32))

@@ -20,7 +20,7 @@ from tvm import tirx
 from ...backend import pass_config
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
-from ...language.ops import is_block_barrier, uses_var
+from ...language.ops import is_block_barrier, is_named_barrier, uses_var
 from .atomics import uses_atomics
 from .barrier_phases import run_in_phases
 from .thread_allreduce import lower_thread_allreduce
@@ -97,7 +97,8 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
 
 def _drop_barriers(body: Any) -> Any:
     def on_eval(stmt: Any) -> Any:
-        return tirx.Evaluate(tirx.const(0, "int32")) if is_block_barrier(stmt) else stmt
+        barrier = is_block_barrier(stmt) or is_named_barrier(stmt.value)
+        return tirx.Evaluate(tirx.const(0, "int32")) if barrier else stmt
 
     return tvm_ffi.structural_map(body, (tirx.Evaluate, on_eval), order="post")
 

@@ -56,9 +56,13 @@ class Uniformity:
     in every thread. Solved by iterating to a fixed point (a few walks of the body).
     IR objects are keyed by their handle: Python wrappers of one node differ."""
 
-    def __init__(self, body: Any) -> None:
+    def __init__(self, body: Any, threads: Any = ()) -> None:
+        """``threads``: thread variables beside the ``thread_extent`` attributes in ``body``
+        (a CPU block's thread loops)."""
         self.vars: dict[int, Any] = {}
         self.buffers: dict[int, Any] = {}
+        for var in threads:
+            self._add(self.vars, var)
         tvm_ffi.structural_walk(body, [(tirx.AttrStmt, self._on_attr)])
         while True:
             size = len(self.vars) + len(self.buffers)
