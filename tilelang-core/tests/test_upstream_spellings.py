@@ -151,6 +151,24 @@ def test_a_tuple_assignment_to_elements_reads_every_value_before_the_first_store
     np.testing.assert_array_equal(a, expected)
 
 
+def test_a_tuple_assignment_swaps_variables():
+    """``a, b = b, a`` of two ``T.alloc_var`` variables (upstream's ``test_swap_logic``), then a
+    rotation of three: TVMScript refused it ("Variable a already defined in current scope")."""
+    @T.prim_func
+    def swap(A: T.Tensor((3,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_var(T.float32, A[0])
+            b = T.alloc_var(T.float32, A[1])
+            c = T.alloc_var(T.float32, A[2])
+            a, b = b, a
+            a, b, c = c, a, b + 10.0
+            A[0], A[1], A[2] = a, b, c
+
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    tilelang.compile(swap, target="cpu")(a)
+    np.testing.assert_array_equal(a, [3.0, 2.0, 11.0])
+
+
 def _bound_by_hand():
     @T.prim_func
     def main(A_ptr: T.handle):

@@ -281,9 +281,10 @@ def install() -> None:
     def visit_chained_assign(self: Any, node: Any) -> Any:
         """``A[i] = B[i] = value``: Python's meaning, the value evaluated once and stored to
         each target from left to right (TVMScript refused "Consequential assignments").
-        ``A[0], A[1] = A[1], A[0]``: Python's meaning too, every value read before the
-        first store (TVMScript refused element targets in a tuple: "Invalid type in assign
-        statement")."""
+        ``A[0], A[1] = A[1], A[0]`` and ``a, b = b, a`` of ``T.alloc_var`` variables: Python's
+        meaning too, every value read before the first store (TVMScript refused element
+        targets in a tuple, "Invalid type in assign statement", and variables there,
+        "Variable a already defined in current scope")."""
         where = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
         if len(node.targets) == 1 and macros.store_through_reference(self, node.targets[0], node.value):
             return None
@@ -291,7 +292,7 @@ def install() -> None:
             target, value = node.targets[0], node.value
             if (isinstance(target, (doc.Tuple, doc.List)) and isinstance(value, (doc.Tuple, doc.List))
                     and len(target.elts) == len(value.elts)
-                    and any(isinstance(t, doc.Subscript) for t in target.elts)
+                    and any(isinstance(t, doc.Subscript) or _is_variable(self, t) for t in target.elts)
                     and not any(isinstance(t, doc.Starred) for t in target.elts)):
                 values = [read_once(self, v, where, f"_tuple_value_{node.lineno}_{node.col_offset}_{i}")
                           for i, v in enumerate(value.elts)]
@@ -350,6 +351,21 @@ def install() -> None:
 
     dispatch.register(token="tirx", type_name="Return")(visit_return_of_macro)
     _INSTALLED = True
+
+
+def _is_variable(parser: Any, target: Any) -> bool:
+    """Whether ``target`` names a variable a store goes into (``T.alloc_var``: its element)."""
+    from tvm.ir import TensorLoad
+    from tvm.script.parser.core import doc
+
+    if not isinstance(target, doc.Name):
+        return False
+    values = parser.var_table.name2value.get(target.id)
+    value = values[-1] if values else None
+    if not isinstance(value, TensorLoad):
+        return False
+    shape = value.source.shape
+    return len(shape) == 1 and str(shape[0]) == "1"
 
 
 def _plain_python(value: Any) -> bool:
