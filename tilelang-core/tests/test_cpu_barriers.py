@@ -345,3 +345,22 @@ def test_a_loop_bounded_by_an_atomics_previous_value_is_still_an_error() -> None
 
     with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a loop that depends on the thread index"):
         run(ticket, np.zeros(8, np.int32))
+
+
+def test_a_block_barrier_beside_named_ones_in_a_branch_of_some_threads_is_an_error() -> None:
+    """A named barrier makes a thread-range branch run in phases of its threads; a whole-block
+    T.sync_threads() in that branch would still be one that the other threads skip."""
+
+    @T.prim_func
+    def mixed(A: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((64,), "int32")
+            tx = T.get_thread_binding()
+            if tx < 32:
+                S[tx] = tx
+                T.sync_threads(3, 32)
+                T.sync_threads()
+                A[tx] = S[31 - tx]
+
+    with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a branch that depends on the thread index"):
+        run(mixed, np.zeros(64, np.int32))

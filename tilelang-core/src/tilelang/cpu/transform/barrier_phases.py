@@ -25,6 +25,7 @@ fission at barriers, as CPU implementations of OpenCL run a work-group).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,6 +174,8 @@ class _Phases:
     def split(self, stmt: Any) -> Any:
         """``stmt``, which holds a barrier, as phases: loops over the threads between barriers."""
         if _is_barrier(stmt):
+            if self.guards and is_block_barrier(stmt) and self._passing(self.guards) != self._passing([]):
+                self._require_uniform("branch", self.guards[-1], stmt)  # some threads skip it: refused
             if not is_block_barrier(stmt) and self._arrivals(stmt.value) != self._passing(self.guards):
                 raise LanguageError(
                     f"kernel {self.kernel!r}: named barrier {stmt.value} outside a branch whose threads are "
@@ -248,20 +251,15 @@ class _Phases:
         extents = [int(e.value) if isinstance(e, tirx.IntImm) else None for _, e in self.threads]
         if None in extents:
             return None
-        total = 1
-        for e in extents:
-            total *= e
         if not guards:
-            return total
+            return math.prod(extents)
         key = tuple(g.__chandle__() for g in guards)
         if key not in self.counted:
             self.counted[key] = self._count(guards, extents)
         return self.counted[key]
 
     def _count(self, guards: list[Any], extents: list[int]) -> int | None:
-        total = 1
-        for e in extents:
-            total *= e
+        total = math.prod(extents)
         condition = guards[0]
         for g in guards[1:]:
             condition = tirx.And(condition, g)
