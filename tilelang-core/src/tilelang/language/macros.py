@@ -58,6 +58,17 @@ def _is_reference(annotation: Any) -> bool:
     return annotation is Ref or annotation is tirx.Var
 
 
+def is_variable(value: Any) -> bool:
+    """Whether ``value`` is a variable's element (a load of a one-element buffer:
+    ``T.alloc_var``), which TVMScript's assignment stores into."""
+    from tvm.ir import TensorLoad
+
+    if not isinstance(value, TensorLoad):
+        return False
+    shape = value.source.shape
+    return len(shape) == 1 and str(shape[0]) == "1"
+
+
 def _references(parser: Any, macro: Any) -> dict[str, Any]:
     """The macro's reference parameters (bound by TVMScript in the var table's top frame):
     name -> the element a store through it goes to (None: TVMScript stores there itself)."""
@@ -72,8 +83,7 @@ def _references(parser: Any, macro: Any) -> dict[str, Any]:
         if isinstance(value, TensorRegion):
             refs[name] = None
         elif isinstance(value, TensorLoad):
-            shape = value.source.shape
-            refs[name] = None if len(shape) == 1 and str(shape[0]) == "1" else value
+            refs[name] = None if is_variable(value) else value
         else:
             raise ValueError(  # noqa: TRY004 - upstream's exception type
                 f"T.macro {macro.func.__name__}: to pass as reference, argument `{name}` is expected "

@@ -355,17 +355,10 @@ def install() -> None:
 
 def _is_variable(parser: Any, target: Any) -> bool:
     """Whether ``target`` names a variable a store goes into (``T.alloc_var``: its element)."""
-    from tvm.ir import TensorLoad
     from tvm.script.parser.core import doc
 
-    if not isinstance(target, doc.Name):
-        return False
-    values = parser.var_table.name2value.get(target.id)
-    value = values[-1] if values else None
-    if not isinstance(value, TensorLoad):
-        return False
-    shape = value.source.shape
-    return len(shape) == 1 and str(shape[0]) == "1"
+    values = parser.var_table.name2value.get(target.id) if isinstance(target, doc.Name) else None
+    return bool(values) and macros.is_variable(values[-1])
 
 
 def _plain_python(value: Any) -> bool:

@@ -57,11 +57,10 @@ def _first_barrier(stmt: Any) -> Any:
     return found[0] if found else None
 
 
-def _named_barriers(stmt: Any) -> list[Any]:
+def _holds_named_barrier(stmt: Any) -> bool:
     found: list[Any] = []
-    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda s: found.append(s.value)
-                                   if is_named_barrier(s.value) else None))
-    return found
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda s: found.append(s) if is_named_barrier(s.value) else None))
+    return bool(found)
 
 
 def holds_barrier(stmt: Any) -> bool:
@@ -162,8 +161,12 @@ class _Phases:
             if all(any(v.same_as(s) for s in slots) for v in _vars_in(first)
                    if any(v.same_as(p) for p in self.private)):
                 return first  # only slots left, read at the first thread
+        raise self._skipped_barrier(what, expr, stmt)
+
+    def _skipped_barrier(self, what: str, expr: Any, stmt: Any) -> LanguageError:
+        """The error for a barrier under a ``what`` (loop, branch) some threads skip."""
         barrier = _first_barrier(stmt)
-        raise LanguageError(
+        return LanguageError(
             f"kernel {self.kernel!r}: T.sync_threads() inside a {what} that depends on the thread index or on "
             f"a thread's own values ({expr}); the CPU backend runs the block's threads in phases between "
             "barriers, which needs every thread to reach the same barriers (on a GPU, a barrier that some "
@@ -175,7 +178,7 @@ class _Phases:
         """``stmt``, which holds a barrier, as phases: loops over the threads between barriers."""
         if _is_barrier(stmt):
             if self.guards and is_block_barrier(stmt) and self._passing(self.guards) != self._passing([]):
-                self._require_uniform("branch", self.guards[-1], stmt)  # some threads skip it: refused
+                raise self._skipped_barrier("branch", self.guards[-1], stmt)
             if not is_block_barrier(stmt) and self._arrivals(stmt.value) != self._passing(self.guards):
                 raise LanguageError(
                     f"kernel {self.kernel!r}: named barrier {stmt.value} outside a branch whose threads are "
@@ -184,7 +187,7 @@ class _Phases:
                     + source_location(getattr(stmt, "span", None)))
             return tirx.Evaluate(tirx.const(0, "int32"))
         if isinstance(stmt, tirx.IfThenElse) and not self._uniform(stmt.condition) and \
-                not self.values.uniform(stmt.condition) and _named_barriers(stmt):
+                not self.values.uniform(stmt.condition) and _holds_named_barrier(stmt):
             return self._guarded(stmt)
         if isinstance(stmt, tirx.SeqStmt):
             return self._split_sequence(list(stmt.seq))
