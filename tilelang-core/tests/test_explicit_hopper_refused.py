@@ -40,19 +40,32 @@ def roles_kernel():
     return main
 
 
-def _line_of(text: str) -> int:
+def fence_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128,), "float32")
+            T.copy(A, S)
+            T.fence_proxy_async()  # the line the refusal names
+            T.copy(S, A)
+
+    return main
+
+
+def _line_of(build, text: str) -> int:
     import inspect
 
-    source, first = inspect.getsourcelines(barrier_kernel if "alloc_barrier" in text else roles_kernel)
+    source, first = inspect.getsourcelines(build)
     return first + next(i for i, line in enumerate(source) if text in line)
 
 
 @pytest.mark.parametrize("build,spelling,marker", [
     (barrier_kernel, "T.alloc_barrier", "ready = T.alloc_barrier"),
     (roles_kernel, "T.ws", "with T.ws(1):"),
+    (fence_kernel, "T.fence_proxy_async", "T.fence_proxy_async()"),
 ])
 def test_the_cpu_refuses_the_explicit_language_naming_the_op_and_its_line(build, spelling, marker):
-    line = _line_of(marker)
+    line = _line_of(build, marker)
     with pytest.raises(LanguageError, match=(
             rf"kernel 'main' uses {spelling} \(.*test_explicit_hopper_refused\.py:{line}\): upstream's explicit "
             r"warp-specialized language .* target backend 'cpu' does not lower; .* T\.copy inside T\.Pipelined")):

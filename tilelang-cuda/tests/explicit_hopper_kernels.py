@@ -141,3 +141,24 @@ def wide_row_tma(rows=64, width=576):
             T.copy(a_s, B[bx, :, :])
 
     return main
+
+
+def column_slice_tma(rows=64, width=256, piece=64):
+    """T.tma_copy into column slices of a shared tile (upstream's FlashMLA roles fill
+    ``KV_shared[:, j * 64:(j + 1) * 64]`` on barrier j), and into its last rows whole."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2, rows, width), "float16"), B: T.Tensor((2, rows, width), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            a_s = T.alloc_shared((rows, width), "float16")
+            bars = T.alloc_barrier([128] * (width // piece + 1))
+            for j in T.unroll(width // piece):
+                T.tma_copy(A[bx, 0:rows // 2, j * piece:(j + 1) * piece],
+                           a_s[0:rows // 2, j * piece:(j + 1) * piece], barrier=bars[j])
+            T.tma_copy(A[bx, rows // 2:rows, :], a_s[rows // 2:rows, :], barrier=bars[width // piece])
+            for j in T.unroll(width // piece + 1):
+                T.barrier_arrive(bars[j])
+                T.barrier_wait(bars[j], 0)
+            T.copy(a_s, B[bx, :, :])
+
+    return main

@@ -170,6 +170,7 @@ __all__ = [
     "ext",
     "extract_lane",
     "fast_rcp",
+    "fence_proxy_async",
     "fill",
     "finalize_reducer",
     "gemm",

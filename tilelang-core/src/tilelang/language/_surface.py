@@ -36,6 +36,7 @@ from .barriers import (  # upstream's explicit warp-specialized language (barrie
     barrier_wait,
     cp_async_barrier_noinc,
     dec_max_nreg,
+    fence_proxy_async,
     get_warp_group_idx,
     inc_max_nreg,
     mbarrier_arrive,

@@ -28,6 +28,9 @@ Semantics (as upstream defines them):
   tile operations inside it (a ``T.gemm``'s accumulator too) are spread over those threads.
 * ``T.set_max_nreg(n, is_inc)``: the calling warpgroup's register budget (a hint).
 * ``T.get_warp_group_idx()``: the calling thread's warpgroup.
+* ``T.fence_proxy_async()``: the calling thread's earlier shared-memory stores are seen by
+  the asynchronous operations (a warpgroup MMA's operand reads, bulk copies) ordered after
+  it, as a barrier then orders them for other threads.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_arrive_expect_tx"  # (barrier element, 
 TMA_COPY = "tl.tma_copy"  # (global region, shared region, barrier element)
 SET_MAX_NREG = "tl.set_max_nreg"  # (registers, is_inc)
 WARP_GROUP_IDX = "tl.get_warp_group_idx"  # () -> int32
+FENCE_PROXY_ASYNC = "tl.fence_proxy_async"  # ()
 #: ``T.ws``: AttrStmt(node=0, WARP_ROLE_ATTR, value=tl.warp_role(first thread, end thread))
 WARP_ROLE = "tl.warp_role"
 WARP_ROLE_ATTR = "tl.warp_role"
@@ -67,6 +71,7 @@ EXPLICIT_OPS: dict[str, str] = {
     MBARRIER_ARRIVE_CLUSTER: "T.mbarrier_arrive(mbarrier, cta_id) / T.copy_cluster(..., remote_barrier=)",
     MBARRIER_ARRIVE_EXPECT_TX: "T.mbarrier_arrive_expect_tx", TMA_COPY: "T.tma_copy",
     SET_MAX_NREG: "T.set_max_nreg", WARP_GROUP_IDX: "T.get_warp_group_idx", WARP_ROLE: "T.ws",
+    FENCE_PROXY_ASYNC: "T.fence_proxy_async",
 }
 
 for _op in EXPLICIT_OPS:
@@ -205,6 +210,13 @@ def cp_async_barrier_noinc(mbarrier: Any) -> None:
     the thread's arrival now, as ``T.mbarrier_arrive``; the CUDA backend issues the copies
     before it as cp.async and arrives when they land."""
     _emit(MBARRIER_ARRIVE, _barrier(mbarrier, "T.cp_async_barrier_noinc"), 1)
+
+
+def fence_proxy_async() -> None:
+    """The calling thread's shared-memory stores so far are visible to the asynchronous
+    operations after it (upstream writes it before arriving on a barrier whose waiters
+    run a T.gemm on the tile just stored)."""
+    _emit(FENCE_PROXY_ASYNC)
 
 
 def mbarrier_expect_tx(mbarrier: Any, tx: Any) -> None:

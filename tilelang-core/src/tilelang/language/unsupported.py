@@ -28,7 +28,7 @@ def _add(names: str, what: str, advice: str) -> None:
 
 
 _add("tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 "
-     "create_tma_descriptor fence_proxy_async",
+     "create_tma_descriptor",
      _HOPPER, _PIPELINE_ADVICE)
 _add("ptx_arrive_cluster_barrier named_barrier_arrive",
      f"{_HOPPER} (barriers across a cluster's blocks; T.ClusterKernel with T.cluster_sync() is provided)",

@@ -48,8 +48,10 @@ MBARRIER_WAIT, MBARRIER_ARRIVE = "tl.mbarrier_wait_parity", "tl.mbarrier_arrive"
 MBARRIER_ARRIVE_CLUSTER = "tl.mbarrier_arrive_cluster"  # (barrier element, block rank): another block's
 MBARRIER_EXPECT_TX, MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_expect_tx", "tl.mbarrier_arrive_expect_tx"
 SET_MAX_NREG, WARP_GROUP_IDX = "tl.set_max_nreg", "tl.get_warp_group_idx"
+FENCE_PROXY_ASYNC = "tl.fence_proxy_async"
 EXPLICIT_OPS = frozenset({BARRIER_INIT, TMA_COPY, WARP_ROLE, MBARRIER_WAIT, MBARRIER_ARRIVE, MBARRIER_EXPECT_TX,
-                          MBARRIER_ARRIVE_EXPECT_TX, SET_MAX_NREG, WARP_GROUP_IDX, MBARRIER_ARRIVE_CLUSTER})
+                          MBARRIER_ARRIVE_EXPECT_TX, SET_MAX_NREG, WARP_GROUP_IDX, MBARRIER_ARRIVE_CLUSTER,
+                          FENCE_PROXY_ASYNC})
 SPELLING = {BARRIER_INIT: "T.alloc_barrier", WARP_ROLE: "T.ws"}  # the rest: tl.<name> is T.<name>
 ROLE_ATTR = "tl.warp_role"  # AttrStmt(node=first thread, key, value=end thread) after LowerExplicitSync
 ROLE_THREADS_ATTR = "tl.warp_role_threads"  # PrimFunc attr: the threads a T.gemm's accumulator spreads over
@@ -183,6 +185,8 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None
             return extern_call("tl_mbarrier_expect_tx_no_arrive", barriers.address(args[0]), args[1])
         if name == MBARRIER_ARRIVE_EXPECT_TX:
             return extern_call("tl_mbarrier_expect_tx", barriers.address(args[0]), args[1])
+        if name == FENCE_PROXY_ASYNC:
+            return extern_call("tl_fence_proxy_async")
         if name == SET_MAX_NREG:
             return extern_call("tl_setmaxnreg_inc" if int(args[1].value) else "tl_setmaxnreg_dec", args[0])
         if name == TMA_COPY and isinstance(args[2], TensorLoad):  # elected once, by the innermost role

@@ -85,6 +85,7 @@ from .role_tiles import RoleTiles
 from .row_families import RowFamilies, with_shared_operands
 from .shared_memory import MAX_SHARED_PER_BLOCK, buffer_bytes
 from .shifted_nests import is_own, nest_shift, over_own_indices
+from .tma_copy import PADDED_TILES_ATTR
 from .wgmma import WgmmaGemms
 
 _OPS = {op: name for name, op in TILE_OPS.items()}
@@ -245,6 +246,10 @@ class _Kernel(AccumulatorLayouts, AsyncCopyPipelines, RowFamilies, WgmmaGemms, R
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
         body = self._launch_bounds(self._at_block_top(body))
         func = self.func.with_body(seq([*self.host_prologue, body]))
+        padded = sorted(t.old.name for t in self.tiles.values() if not (t.raw or t.core) and
+                        int(t.new.shape[-1]) != int(t.old.shape[-1]))
+        if padded:  # T.tma_copy writes such a tile's rows whole, padding included (tma_copy.py)
+            func = func.with_attr(PADDED_TILES_ATTR, padded)
         if self.needs_alignment or self.role_maps:  # TMA reads 16-byte aligned tensors
             current = func.attrs.get(ALIGNMENT_ATTR) if func.attrs else None
             func = func.with_attr(ALIGNMENT_ATTR, max(CHUNK_BYTES, int(current or 0)))

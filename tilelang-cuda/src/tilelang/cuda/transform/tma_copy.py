@@ -30,10 +30,13 @@ from tilelang.plugin import (
 from tvm import tirx
 
 from .explicit_sync import TMA_COPY, is_zero, kernel_name, op_name
+from .mma_layout import padded_row
 from .tma import BOX_MAX, SWIZZLE, encode_tensor_map, wide_axes
 
 # on a T.tma_copy: its tile is swizzled in place (in_place_swizzle.py), rows of this many bytes
 IN_PLACE_SWIZZLE_ATTR = "tl.tma_swizzle_in_place"
+# function attribute: names of the shared tiles whose rows the tensor-core pass padded
+PADDED_TILES_ATTR = "tl.padded_tiles"
 TMA_RANKS = (2, 3, 4)  # tl_device.h has tl_tma_load_{2,3,4}d (and 5d, for a row split in pieces)
 
 
@@ -58,8 +61,9 @@ class _Box:
 
 
 class _TmaCopies:
-    def __init__(self, kernel: str, body: Any) -> None:
+    def __init__(self, kernel: str, body: Any, padded: frozenset[str] = frozenset()) -> None:
         self.kernel = kernel
+        self.padded = padded
         self.maps: list[_Box] = []
         self.analyzer = tvm.sym.analyzer.Analyzer()
         self.bound: list[tuple[Any, Any]] = []  # the kernel's scalar bindings (H1 = H0 + 64)
@@ -125,9 +129,11 @@ class _TmaCopies:
             raise self.fail(f"from {g.name} into {s.name}: the global tile's rows x columns must match the shared "
                             f"tile's ({rows} x {cols})")
         width = shape[-1]  # the shared row, padding included (the tensor-core pass may have padded it)
-        if rows != shape[-2] or cols > width or not is_zero(dst.region[-1].min) or not is_zero(dst.region[-2].min):
-            raise self.fail(f"into {s.name}{shape}: the tile must fill whole rows of the shared buffer")
         elem = dtype_bytes(s.dtype)
+        padded = s.name in self.padded and width == padded_row(cols, elem)
+        whole_rows = is_zero(dst.region[-1].min) and (width == cols or padded)
+        if not whole_rows:  # a column slice of the shared rows: each row is a box of its own
+            return self.lower_columns(src, dst, barrier, swizzle, axes, shape)
         split = None
         if width > BOX_MAX and cols == width and str(s.dtype) == str(g.dtype):
             split = self._split(g, axes[1], self.simplify(src.region[axes[1]].min), width)
@@ -140,15 +146,44 @@ class _TmaCopies:
         if swizzle and (width * elem != swizzle or split):
             raise self.fail(f"into {s.name}: a tile swizzled in place takes rows of {swizzle} bytes")
         tmap = self.box(g, axes[0], axes[1], per_box, width, split, swizzle)
+        return self.issue(src, dst, barrier, axes, shape, tmap, rows, width, split, swizzle)
+
+    def lower_columns(self, src: Any, dst: Any, barrier: Any, swizzle: int | None, axes: list[int],
+                      shape: list[int]) -> Any:
+        """A tile that fills some columns of the shared rows (upstream's ``KV_shared[:, j * 64:
+        (j + 1) * 64]``): one box per row, ``cols`` wide, each landing at its row's offset. The
+        boxes' shared addresses are 128-byte aligned when the first one is (checked as it runs)
+        and the shared row is a multiple of 128 bytes (checked here)."""
+        g, s = src.source, dst.source
+        rows, cols, width = int(dst.region[-2].extent.value), int(dst.region[-1].extent.value), shape[-1]
+        elem = dtype_bytes(s.dtype)
+        where = f"into {s.name}[..., {dst.region[-1].min}:{dst.region[-1].min} + {cols}] of rows of {width}"
+        if swizzle:
+            raise self.fail(f"{where}: a tile swizzled in place is written whole rows at a time")
+        if str(s.dtype) != str(g.dtype) or (cols * elem) % 16 or cols > BOX_MAX or (width * elem) % 128:
+            raise self.fail(f"{where} {s.dtype} elements: a box per row needs the global and shared dtypes to agree, "
+                            f"a slice of a multiple of 16 bytes and at most {BOX_MAX} elements, and shared rows of a "
+                            "multiple of 128 bytes (each box lands on a 128-byte boundary); copy whole rows, or use "
+                            "T.copy")
+        tmap = self.box(g, axes[0], axes[1], 1, cols)
+        return self.issue(src, dst, barrier, axes, shape, tmap, rows, cols, None, None)
+
+    def issue(self, src: Any, dst: Any, barrier: Any, axes: list[int], shape: list[int], tmap: _Box, rows: int,
+              width: int, split: int | None, swizzle: int | None) -> Any:
+        """The expect-tx of the tile's bytes and its boxes of ``tmap.rows`` rows x ``width``
+        elements, box j at shared row ``j * tmap.rows`` of the tile."""
+        s = dst.source
+        row = shape[-1]  # elements from one shared row to the next
+        per_box = tmap.rows
         base = 0
         for index, extent in zip([r.min for r in dst.region], shape):
             base = base * extent + index
-        calls = [extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, rows * width * elem)]
+        calls = [extern_call("tl_mbarrier_expect_tx_no_arrive", barrier, rows * width * dtype_bytes(s.dtype))]
         for j in range(rows // per_box):
             coords = [r.min for r in src.region]
             coords[axes[0]] = coords[axes[0]] + j * per_box
             # declared as a read: the kernel's own mbarriers order these writes, not ThreadSync
-            smem = s.access_ptr("r", offset=base + j * per_box * width, extent=per_box * width)
+            smem = s.access_ptr("r", offset=base + j * per_box * row, extent=per_box * width)
             if j == 0:  # the swizzle's pattern follows the shared address: 1 KiB-aligned boxes
                 calls.append(extern_call("tl_check_swizzle_base" if swizzle else "tl_check_tma_destination", smem))
             if split:  # the column as (piece, offset in it): the first column is a whole piece
@@ -161,7 +196,8 @@ class _TmaCopies:
 def _run_tma(func: Any, tensor_maps: bool) -> Any:
     if TMA_COPY not in tl_op_names_in(func.body):
         return func
-    copies = _TmaCopies(kernel_name(func), func.body)
+    padded = frozenset(str(n) for n in (func.attrs.get(PADDED_TILES_ATTR, []) if func.attrs else []))
+    copies = _TmaCopies(kernel_name(func), func.body, padded)
     if not tensor_maps:
         raise copies.fail("needs TMA tensor maps, which the kernel's host code encodes before the launch; this "
                           "execution backend launches kernels without that host code: compile with "
