@@ -116,3 +116,34 @@ def test_an_atomic_whose_target_may_leave_its_tensor_happens_only_inside():
     tilelang.compile(scatter, target="c")(idx, backing[:8])
     np.testing.assert_array_equal(backing[:8], [np.count_nonzero(idx == r) for r in range(8)])
     np.testing.assert_array_equal(backing[8:], 0)
+
+
+def test_an_index_a_t_assume_bounds_is_left_as_written():
+    """Upstream's ``T.assume(l + i >= 0 and l + i < N)`` before ``A[l + i] = 0`` removes the
+    guard (test_tilelang_language_assume.py); the promise covers the statements after it in
+    its block, not those before it. Run on the CPU where the promise holds."""
+
+    def build(assume_first: bool):
+        n = T.dynamic("n")
+
+        @T.prim_func
+        def fill(A: T.Tensor((n,), "float32"), lo: T.int32, hi: T.int32, x: T.Tensor((n,), "int32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(hi - lo):
+                    if assume_first:
+                        T.assume(lo + i >= 0 and x[lo + i] >= 0)
+                        A[lo + i] = 1.0
+                        A[x[lo + i]] = 2.0
+                    else:
+                        A[lo + i] = 1.0
+                        T.assume(lo + i >= 0)
+
+        return fill
+
+    assert guards(guard_global_accesses(build(True))) == []  # a loaded index (x[...] >= 0) too
+    assert guards(guard_global_accesses(build(False))) == ["lo + i >= 0"]  # assumed only after the write
+    kernel = tilelang.compile(build(True), target="cpu")
+    a = np.zeros(8, np.float32)
+    x = np.array([7, 6, 5, 4, 3, 2, 1, 0], np.int32)
+    kernel(a, 2, 5, x)
+    np.testing.assert_array_equal(a, [0, 0, 1, 2, 1, 2, 0, 0])

@@ -5,7 +5,8 @@ happens only where it is, and such a read gives 0 (or the tensor's
 
 "Known" is what TVM's analyzer proves from the ranges of the loops and of the block and
 thread indices around the access and the conditions of the ``if`` / ``T.if_then_else`` /
-``T.Select`` it sits in. An axis of a symbolic extent (``T.dynamic`` / ``T.symbolic``) is
+``T.Select`` it sits in, and the ``T.assume(cond)`` before it in its block of statements
+(upstream's way to say an index is inside: no guard then). An axis of a symbolic extent (``T.dynamic`` / ``T.symbolic``) is
 guarded below (a negative index) but not above: there, as before, the caller answers for
 the sizes (``tl.bounds_check`` reports a violation at run time), which keeps the vector
 accesses of dynamic-shape kernels (a guard per element is not a vector); upstream guards
@@ -20,6 +21,7 @@ element atomic (``T.atomic_add(C[i], v)``) happens only where its target is insi
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import tvm
@@ -53,6 +55,14 @@ def _duplicable(expr: Any) -> bool:
         if effect is None or int(effect.value if hasattr(effect, "value") else effect) not in harmless:
             return False
     return True
+
+
+def _assumed(stmt: Any) -> Any | None:
+    """The condition of ``T.assume(cond)`` (TVM's ``tirx.assume``), else None."""
+    value = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    if isinstance(value, Call) and getattr(value.op, "name", "") == "tirx.assume":
+        return value.args[0]
+    return None
 
 
 def _and(conditions: list[Any]) -> Any:
@@ -158,7 +168,12 @@ class _Guard:
 
     def stmt(self, node: Any) -> Any:
         if isinstance(node, tirx.SeqStmt):
-            seq = [self.stmt(s) for s in node.seq]
+            with contextlib.ExitStack() as promises:  # T.assume(cond): cond holds for what follows it
+                seq = []
+                for s in node.seq:
+                    seq.append(self.stmt(s))
+                    if _assumed(s) is not None:
+                        promises.enter_context(self.analyzer.constraint_scope(_assumed(s)))
             return node if all(a.same_as(b) for a, b in zip(seq, node.seq)) else tirx.SeqStmt(seq)
         if isinstance(node, tirx.For):
             step = getattr(node, "step", None)
@@ -205,6 +220,8 @@ class _Guard:
             call = node.value
             if isinstance(call, tirx.Call) and str(getattr(call.op, "name", "")) in TILE_OPS.values():
                 return node  # a tile op guards its own accesses
+            if _assumed(node) is not None:
+                return node  # a promise to the compiler: nothing of it runs in the kernel
             place = self.location(call) if isinstance(call, Call) else None
             if place is None:
                 value = self.expr(call)
