@@ -10,11 +10,13 @@ against torch."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
-from lowered_emulator import bf16_bits, bf16_floats, fp8_values
+from lowered_emulator import bf16_bits, bf16_floats, fp8_bits, fp8_values
 from lowered_instructions import lowered_kernel
 from tilelang.cuda import toolchain
 
@@ -255,3 +257,68 @@ def test_paired_conversions_on_the_gpu_equal_torch(source, target, lanes, fragme
     b = torch.zeros(m, device="cuda", dtype=getattr(torch, target))
     kernel(a, b)
     torch.testing.assert_close(b, a.to(getattr(torch, target)), rtol=0, atol=0)
+
+
+def shared_cast(m: int, source: str, target: str):
+    """upstream's FP8 MLA decode: a T.copy between shared tiles of an 8-bit float and
+    float16, which vectorizes to 8 or 16 lanes per thread."""
+
+    @T.prim_func
+    def main(A: T.Tensor((m,), source), B: T.Tensor((m,), target)):
+        with T.Kernel(1, threads=128):
+            narrow = T.alloc_shared((m,), source)
+            wide = T.alloc_shared((m,), target)
+            T.copy(A, narrow)
+            T.copy(narrow, wide)
+            T.copy(wide, B)
+
+    return main
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("source,target", [("float8_e4m3fn", "float16"), ("float8_e5m2", "float16"),
+                                           ("float16", "float8_e4m3fn")])
+def test_a_wide_fp8_cast_is_converted_four_lanes_at_a_time(source, target, lanes):
+    """TVM printed the 8-lane cast as a reinterpretation of the bits, ``(uint4)(*(uint2*)
+    p)`` (nvcc: no conversion from uint2 to uint4), and the 16-lane one through float32 x 16
+    ("Cannot convert type float32x16 to CUDA type"); each is now stores of 4 lanes."""
+    m = 128 * lanes
+    artifact = tilelang.lower(shared_cast(m, source, target), target=SM90)
+    kernel = artifact.device_source[artifact.device_source.index('extern "C" __global__'):]
+    assert ("_to_fp8x4<" if target.startswith("float8") else "__tl_cvt_fp8x4_to_half4(") in kernel
+    assert not re.search(r"\((uint[24])\)\(", kernel), kernel  # no reinterpretation of the bits
+    given, held = _inputs(source, m)
+    out = np.zeros(m, np.uint8 if target.startswith("float8") else target)
+    lowered_kernel(artifact.device_mod)(given, out)
+    if target.startswith("float8"):
+        np.testing.assert_array_equal(out, fp8_bits(held, "e4m3"))
+    else:
+        np.testing.assert_array_equal(out, held.astype(target))
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(artifact.device_source, "sm_90a", "wide_cast")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("source,target", [("float16", "float32"), ("float32", "float16"), ("float16", "float16")])
+def test_a_copy_between_shared_tiles_keeps_them_apart(source, target):
+    """The copy is the source tile's last use and the target tile's first: the shared-memory
+    planner gave both the same bytes, so threads wrote converted elements over bytes others
+    had still to read (float16 -> float32: wrong values here, a race on a GPU)."""
+    m = 512
+    artifact = tilelang.lower(shared_cast(m, source, target), target=SM90)
+    offsets = re.findall(r"buf_dyn_shmem_ptr\) \+ \(\(\(\(int\)threadIdx.x\) \* \d+\) \+ (\d+)\)", artifact.device_source)
+    assert offsets, artifact.device_source  # one of the tiles starts past the other
+    given, held = _inputs(source, m)
+    out = np.zeros(m, target)
+    lowered_kernel(artifact.device_mod)(given, out)
+    np.testing.assert_array_equal(out, held.astype(target))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_wide_fp8_cast_on_the_gpu_equals_torch(lanes):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(shared_cast(128 * lanes, "float8_e4m3fn", "float16"), target="cuda")
+    a = (torch.randn(128 * lanes, device="cuda") * 3).to(torch.float8_e4m3fn)
+    b = torch.zeros(128 * lanes, device="cuda", dtype=torch.float16)
+    kernel(a, b)
+    torch.testing.assert_close(b, a.to(torch.float16), rtol=0, atol=0)

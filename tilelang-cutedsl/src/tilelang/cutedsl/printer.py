@@ -242,6 +242,8 @@ class KernelPrinter(CuteStatements, VectorAccesses):
         if op == "tirx.tvm_storage_sync":
             self.emit(depth, "cute.arch.sync_threads()")
             return
+        if op == "tirx.tvm_access_ptr" and int(value.args[4].value) == 0:
+            return  # an address of no access: it only kept a tile's bytes its own (core's block passes)
         if op == "tirx.call_extern" and str(value.args[0].value).startswith(atomics.PREFIX):
             self.emit(depth, self.expr(value))  # the previous value, unused
             return

@@ -104,6 +104,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from .partition_parallel import PartitionParallelLoops
     from .rasterize import RasterizeBlocks
     from .shared_sync import SyncSharedWritesOfSeveralThreads
+    from .statement_liveness import KeepReadTilesAlive
     from .thread_loops import BindNestedThreadLoops
     from .vectorized_loops import LegalizeVectorizedLoops
     from .while_sync import LoopAsWhile, WhileAsLoop
@@ -131,5 +132,6 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         s_tir.transform.LowerThreadAllreduce(),
         PadTinySharedAllocations(),
         ScopeLoadingBinds(),  # a binding that loads a buffer of its own scope: one scope in, for the merge
+        KeepReadTilesAlive(),  # a tile a statement reads keeps its bytes past it (no reuse by what it writes)
         s_tir.transform.MergeSharedMemoryAllocations(),
     ]

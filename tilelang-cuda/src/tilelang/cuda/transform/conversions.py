@@ -13,7 +13,9 @@ its kernel-source checks look for these names.
 
 The pairs: float32 <-> float16, float32 <-> bfloat16 (from sm_80, where TVM keeps bfloat16
 a CUDA type), float32 / float16 <-> the 8-bit floats e4m3 and e5m2. Other casts, and
-other lane counts, stay TVM's.
+other lane counts, stay TVM's, except the 8-bit floats': a store of a cast of 8 or 16
+lanes from or to them (a vectorized T.copy between an fp8 and a float16 tile) becomes
+stores of 4 lanes, since TVM's codegen has no right way to print the wide cast.
 """
 
 from __future__ import annotations
@@ -96,11 +98,62 @@ def _halves(store: Any, bfloat16: bool) -> Any:
     return tirx.SeqStmt(stores)
 
 
+def _wide_fp8_cast(expr: Any) -> bool:
+    """Whether ``expr`` holds a cast of more than 4 lanes from or to an 8-bit float, which
+    TVM's codegen prints as a reinterpretation of the bits (``(uint4)(*(uint2*)p)`` for
+    e4m3 x 8 to half x 8, which nvcc refuses) or through a float32 vector CUDA lacks."""
+    found: list[Any] = []
+
+    def on_cast(cast: Any) -> None:
+        dtype, source = tvm.DataType(str(cast.ty.dtype)), tvm.DataType(str(cast.value.ty.dtype))
+        if dtype.lanes > 4 and any(str(t.with_lanes(1)).startswith("float8") for t in (dtype, source)):
+            found.append(cast)
+
+    tvm_ffi.structural_walk(expr, (tirx.Cast, on_cast))
+    return bool(found)
+
+
+def _lanes(expr: Any, first: int, lanes: int) -> Any | None:
+    """``expr``'s lanes ``first`` .. ``first + lanes - 1`` as an expression of ``lanes``
+    lanes, or None where ``expr`` is of a form not sliced here."""
+    if isinstance(expr, tirx.Ramp):
+        return tirx.Ramp(expr.base + expr.stride * first, expr.stride, lanes)
+    if isinstance(expr, tirx.Broadcast):
+        return tirx.Broadcast(expr.value, lanes)
+    if isinstance(expr, tirx.Cast):
+        value = _lanes(expr.value, first, lanes)
+        return None if value is None else tirx.Cast(str(tvm.DataType(str(expr.ty.dtype)).with_lanes(lanes)), value)
+    if isinstance(expr, TensorLoad):
+        index = _lanes(expr.indices[-1], first, lanes) if expr.indices else None
+        return None if index is None else tirx.BufferLoad(expr.source, [*expr.indices[:-1], index])
+    return None
+
+
+def _sliced(store: Any, lanes: int = 4) -> Any | None:
+    """``B[ramp of n] = cast(...)`` as n / ``lanes`` stores of ``lanes`` lanes each (their
+    casts then paired), or None where the store is not of that form."""
+    index = store.indices[-1] if store.indices else None
+    total = tvm.DataType(str(store.value.ty.dtype)).lanes
+    if not isinstance(index, tirx.Ramp) or total % lanes:
+        return None
+    stores = []
+    for first in range(0, total, lanes):
+        value = _lanes(store.value, first, lanes)
+        if value is None:
+            return None
+        stores.append(tirx.BufferStore(store.buffer, value, [*store.indices[:-1], _lanes(index, first, lanes)]))
+    return tirx.SeqStmt(stores)
+
+
 def PairConversions(arch: int) -> Any:
     """``arch``: the target's sm number (bfloat16 pairs from 80)."""
     bfloat16 = arch >= 80
 
     def on_store(store: Any) -> Any:
+        if _wide_fp8_cast(store.value):
+            split = _sliced(store)
+            if split is not None:
+                return tirx.SeqStmt([on_store(s) for s in split.seq])
         value = store.value
         if isinstance(value, tirx.Cast) and str(value.ty.dtype) == "float32x4":
             split = _halves(store, bfloat16)
