@@ -1,7 +1,7 @@
 """Upstream TileLang module names its examples import: tilelang.utils, tilelang.carver,
-tilelang.engine.callback, tilelang.language.fp8, tvm.tirx.PrimExpr / Expr.dtype /
-tilelang.DataType, T.alloc_reducer / T.finalize_reducer, T.alloc_var as an index, and the
-CUDA backend's tilelang.cuda.intrinsics layout helpers."""
+tilelang.tileop.base, tilelang.engine.callback, tilelang.language.fp8, tvm.tirx.PrimExpr /
+Expr.dtype / tilelang.DataType, T.alloc_reducer / T.finalize_reducer, T.alloc_var as an
+index, and the CUDA backend's tilelang.cuda.intrinsics layout helpers."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ SM90 = {"kind": "cuda", "arch": "sm_90"}
 
 def _cuda_source(func) -> str:
     return tilelang.lower(func, target=SM90).device_source
+
+
+def test_tileop_base_is_where_amd_examples_import_the_warp_policy() -> None:
+    from tilelang.tileop.base import GemmWarpPolicy
+
+    assert GemmWarpPolicy is T.GemmWarpPolicy and GemmWarpPolicy.FullRow == 1
 
 
 # -- tilelang.utils -----------------------------------------------------------------------------
