@@ -57,3 +57,11 @@ def test_a_function_of_one_kernel_is_the_rewrite_itself():
 def test_kernels_that_set_an_attribute_differently_are_refused():
     with pytest.raises(ValueError, match="kernels of one function set 'test.name' to"):
         each_kernel(lambda func: func.with_attr("test.name", str(len(func.script()))))(two_kernels)
+
+
+def test_lists_of_names_the_kernels_set_are_merged_as_their_union():
+    """(the CUDA backend names each kernel's padded tiles: upstream's fused MoE launches two
+    kernels with tiles of their own; the differing lists were refused)"""
+    out = each_kernel(lambda func: func.with_attr("test.names", ["shared", f"k{len(func.script())}"]))(two_kernels)
+    names = [str(n) for n in out.attrs["test.names"]]
+    assert len(names) == 3 and names[-1] == "shared" and names == sorted(names)

@@ -1,11 +1,13 @@
 """T.tma_copy forms beyond a ring's loads: a copy the lowering cannot take (its error keeps
-its type and message through the nested pass sequence), and upstream's TMA store (shared to
-global), which is a copy by the calling threads here."""
+its type and message through the nested pass sequence), upstream's TMA store (shared to
+global), which is a copy by the calling threads here, and the padded-tile names it reads
+in a function of two kernels."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import tilelang
 import tilelang.language as T
 from lowered_instructions import lowered_kernel
 from test_explicit_hopper import lower
@@ -77,3 +79,39 @@ def test_a_tma_store_of_a_gemms_tile_is_a_copy_through_shared_memory(arch):
     if toolchain.nvcc_path() is not None:
         source = artifact.device_source
         assert toolchain._compile_nvcc(source, toolchain.arch_for_source(source, arch), "tma_store")[:4] == b"\x7fELF"
+
+
+def test_a_function_of_two_kernels_with_padded_tiles_of_their_own():
+    """The tensor-core pass names each kernel's padded tiles (for T.tma_copy); upstream's
+    fused MoE launches two GEMM kernels, whose different names were refused as a conflict."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32"),
+             D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            c = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(c)
+            T.gemm(a, b, c)
+            T.copy(c, C)
+        with T.Kernel(1, threads=128):
+            a2 = T.alloc_shared((64, 64), "float16")
+            b2 = T.alloc_shared((64, 64), "float16")
+            d = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a2)
+            T.copy(B, b2)
+            T.clear(d)
+            T.gemm(a2, b2, d, transpose_B=True)
+            T.copy(d, D)
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, (64, 64)).astype(np.float16) for _ in range(2))
+    c, d = np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32)
+    device_mod = tilelang.lower(main, target={"kind": "cuda", "arch": "sm_80"}).device_mod
+    for index in (0, 1):  # the kernels in launch order, each given the function's arguments
+        lowered_kernel(device_mod, index)(a, b, c, d)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
+    np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32).T)

@@ -106,13 +106,22 @@ def kernels_of(body: Any) -> list[Any]:
     return found
 
 
+def _names(value: Any) -> list[str] | None:
+    """``value`` as a list of strings, where it is an array of them; else None."""
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        return None
+    items = list(value)
+    return [str(v) for v in items] if all(isinstance(v, str) for v in items) else None
+
+
 def each_kernel(run: Any) -> Any:
     """``run`` (a PrimFunc -> PrimFunc rewrite that looks at one kernel) for functions that
     launch several, as upstream's split-KV decoding does (a split kernel, then a combine
     kernel, sharing a ``T.alloc_global`` workspace): each kernel becomes a function of its
     own (same parameters and attributes), and its rewritten body goes back in its place,
     host statements the run put before the kernel included. Attributes the runs set are
-    merged: integers take the largest value, other values must agree."""
+    merged: integers take the largest value, lists of names their union, other values must
+    agree."""
 
     def apply(func: Any) -> Any:
         kernels = kernels_of(func.body)
@@ -124,9 +133,13 @@ def each_kernel(run: Any) -> Any:
             bodies.append(done.body)
             for key, value in (dict(done.attrs) if done.attrs else {}).items():
                 if key in attrs and not tvm_ffi.structural_equal(attrs[key], value):
-                    if not (isinstance(value, tirx.IntImm) and isinstance(attrs[key], tirx.IntImm)):
+                    names = _names(attrs[key]), _names(value)
+                    if None not in names:  # lists of names (tiles, buffers): every kernel's
+                        value = sorted(set(names[0]) | set(names[1]))
+                    elif not (isinstance(value, tirx.IntImm) and isinstance(attrs[key], tirx.IntImm)):
                         raise ValueError(f"kernels of one function set {key!r} to {attrs[key]} and {value}")
-                    value = value if value.value > attrs[key].value else attrs[key]
+                    else:
+                        value = value if value.value > attrs[key].value else attrs[key]
                 attrs[key] = value
 
         def on_attr(node: Any) -> Any:
