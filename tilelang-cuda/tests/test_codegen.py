@@ -274,3 +274,33 @@ def test_sync_grid_is_cooperative_groups_grid_barrier_and_a_cooperative_launch()
     plain = tilelang.lower(producer_consumer_pair(), target=SM90)
     assert not any(launch.cooperative for launch in plain.launches)
     assert "cooperative_groups" not in plain.device_source
+
+
+def test_an_extern_call_made_for_its_effect_is_a_plain_call():
+    """Upstream's bitnet decode calls ``T.call_extern("handle", "decode_i2u_to_i8s", ...)``
+    of a ``void`` device function; TVM printed ``((void*)decode_i2u_to_i8s(...))``, which
+    nvcc refused ("invalid type conversion")."""
+    import tilelang.language as T
+
+    helper = """
+template <typename T1, typename T2>
+__device__ void twice(T1 *a, T2 *b) { for (int i = 0; i < 4; ++i) b[i] = a[i] * 2; }
+"""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 4), "int8"), B: T.Tensor((128, 4), "int8")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            a = T.alloc_local((4,), "int8")
+            b = T.alloc_local((4,), "int8")
+            T.import_source(helper)
+            for i in T.serial(4):
+                a[i] = A[tx, i]
+            T.call_extern("handle", "twice", T.access_ptr(a, "r"), T.access_ptr(b, "w"))
+            for i in T.serial(4):
+                B[tx, i] = b[i]
+
+    source = tilelang.lower(main, target=SM90).device_source
+    assert "  twice((&(a_ptr[0])), (&(b_ptr[0])));" in source and "(void*)twice" not in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "void_extern")[:4] == b"\x7fELF"

@@ -98,6 +98,7 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
     from ...backend.pass_pipeline.shared_memory import ScopeLoadingBinds
     from ..assumes import LowerAssumes
     from .branch_barriers import NameBranchBarriers
+    from .extern_statements import VoidExternStatements
     from .fragment_views import InlineFragmentViews
     from .fragments import PlaceFragments
     from .hoist_shared_reads import HoistSharedReads
@@ -134,4 +135,5 @@ def gpu_block_passes(max_vector_bytes: int, legalize_bf16: bool = True, trap: st
         ScopeLoadingBinds(),  # a binding that loads a buffer of its own scope: one scope in, for the merge
         KeepReadTilesAlive(),  # a tile a statement reads keeps its bytes past it (no reuse by what it writes)
         s_tir.transform.MergeSharedMemoryAllocations(),
+        VoidExternStatements(),  # T.call_extern("handle", f, ...) for its effect: f(...); not ((void*)f(...))
     ]
