@@ -28,3 +28,13 @@ def test_assumptions_compile_and_the_parameter_one_is_a_host_check():
     host = str(artifact.host_mod)
     assert host.count('"Assume: N % 4 == 0"') == 1
     assert "Assume: lo" not in host  # over a loop index: not checked
+
+
+def test_an_assumed_index_needs_no_guard_and_the_source_has_no_if():
+    """Upstream's test_tilelang_language_assume.py looks for no ``if (`` in the whole source:
+    the guard of ``A[lo + i]`` goes (the assume says it is inside), and TVM's unused L2
+    prefetch ``#if`` for its own cp.async is dropped from the prelude."""
+    source = tilelang.lower(clear_range, target={"kind": "cuda", "arch": "sm_90"}).device_source
+    assert "if (" not in source and "TVM_ENABLE_L2_PREFETCH" not in source
+    if toolchain.nvcc_path() is not None:
+        assert toolchain._compile_nvcc(source, "sm_90", "assumed")[:4] == b"\x7fELF"

@@ -223,12 +223,21 @@ _GRID_SYNC = ("#include <cooperative_groups.h>\n"
               "__device__ __forceinline__ void tl_sync_grid() { cooperative_groups::this_grid().sync(); }\n")
 
 
+# TVM's prelude defines TVM_ENABLE_L2_PREFETCH for its own cp.async, which kernels here do
+# not use (tl_device.h has ours); without it the source holds no `if (` of its own, which
+# upstream's T.assume tests look for to see that a bounds check went away
+_L2_PREFETCH = re.compile(r"#if \(\(\(__CUDACC_VER_MAJOR__ == 11\)[^\n]*\\\n[^\n]*\n#define TVM_ENABLE_L2_PREFETCH 1\n"
+                          r"#else\n#define TVM_ENABLE_L2_PREFETCH 0\n#endif\n")
+
+
 def _postproc(code: str, target: Any = None) -> str:
     """TVM's CUDA codegen hands every generated source to ``tvm_callback_cuda_postproc``:
     a kernel that calls our tensor-core / cp.async helpers gets their definitions, then a
     user's post-processor (``tilelang.engine.callback.register_cuda_postproc``) sees the
     complete source."""
     code = _after_prelude(code, _IMPORTED.get())
+    if code.count("TVM_ENABLE_L2_PREFETCH") == 2:  # TVM's cp.async L2 hint, unused: its #if goes
+        code = _L2_PREFETCH.sub("", code, count=1)
     sources, clusters = _SOURCES.get() or {}, _CLUSTERS.get() or {}
     code = _with_user_sources(code, sources, clusters)
     code = _with_cluster_dims(code, {k: v for k, v in clusters.items() if k not in sources})
