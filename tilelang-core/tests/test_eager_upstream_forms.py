@@ -297,3 +297,33 @@ def test_a_kernel_of_bare_launch_loops():
     shift(a)
     np.testing.assert_allclose(a, expected, rtol=1e-6)
     assert "shift(A: Tensor([4, 8], float32))" in shift.get_kernel_source()  # no arguments needed
+
+
+def test_a_slice_bound_to_a_name_is_a_vector_value():
+    """Upstream's test_tilelang_language_let: ``b = A[0, 0:4]`` then ``A[0, 4:8] = b``. The
+    store handed the slice (a region) to TVM's BufferStore, a TypeError ("Expected ir.Expr
+    but got ir.TensorRegion"); now it is the 4-lane load, and a slice over two axes says what
+    to write instead."""
+
+    @T.prim_func
+    def shift(A: T.Tensor((4, 16), "float32")):
+        with T.Kernel(1, threads=1):
+            b = A[0, 0:4]
+            A[1, 4:8] = b
+            c = A[2, 3:4]
+            A[3, 0] = c
+
+    a = rand(4, 16)
+    expected = a.copy()
+    expected[1, 4:8] = a[0, 0:4]
+    expected[3, 0] = a[2, 3]
+    tilelang.compile(shift, target="cpu")(a)
+    np.testing.assert_array_equal(a, expected)
+
+    with pytest.raises(LanguageError, match=r"the value stored into A is a slice of A over 2 axes .* copy tiles "
+                                            r"with T\.copy"):
+        @T.prim_func
+        def square(A: T.Tensor((4, 16), "float32")):
+            with T.Kernel(1, threads=1):
+                b = A[0:2, 0:2]
+                A[2:4, 0:2] = b

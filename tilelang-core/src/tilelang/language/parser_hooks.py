@@ -199,6 +199,22 @@ def _find_parser(macro: Any) -> Any:
     raise RuntimeError(f"{name} not available")
 
 
+def _region_as_vector(region: Any, target: Any) -> Any:
+    """A slice used as a value (upstream's ``b = A[0, 0:4]``, then ``A[0, 4:8] = b``): the
+    vector load of its elements, where it runs along the last axis only."""
+    from tvm import tirx
+
+    ranges = list(region.region)
+    wide = [i for i, r in enumerate(ranges) if not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)]
+    last = ranges[-1].extent
+    if wide not in ([], [len(ranges) - 1]) or not isinstance(last, tirx.IntImm):
+        raise TypeError(f"the value stored into {target.name} is a slice of {region.source.name} over "
+                        f"{len(wide)} axes (or of a run-time length): a value slice is a vector along the last "
+                        "axis of a constant length; copy tiles with T.copy")
+    index = ranges[-1].min if last.value == 1 else tirx.Ramp(ranges[-1].min, 1, int(last.value))
+    return tirx.BufferLoad(region.source, [r.min for r in ranges[:-1]] + [index])
+
+
 def _is_python_callable(value: Any) -> bool:
     import tvm_ffi
 
@@ -211,6 +227,7 @@ def install() -> None:
         return
     import tvm_ffi
     from tvm import tirx
+    from tvm.ir import TensorRegion
     from tvm.tirx.script.parser import parser as tirx_parser
 
     original = tirx_parser.bind_assign_value
@@ -232,6 +249,8 @@ def install() -> None:
         if value is None:  # TVM's BufferStore takes None and crashes the process
             raise TypeError(f"the value stored into {buffer.name} is None: a function or T.macro without "
                             "`return` gives None; return the value from it")
+        if isinstance(value, TensorRegion):  # `b = A[0, 0:4]; B[0, 4:8] = b`: a vector
+            value = _region_as_vector(value, buffer)
         return buffer_store(buffer, value, indices)
 
     tirx_parser.T.buffer_store = buffer_store_checked
