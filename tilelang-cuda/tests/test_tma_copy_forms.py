@@ -1,16 +1,19 @@
 """T.tma_copy forms beyond a ring's loads: a copy the lowering cannot take (its error keeps
 its type and message through the nested pass sequence), upstream's TMA store (shared to
-global), which is a copy by the calling threads here, and the padded-tile names it reads
-in a function of two kernels."""
+global), which is a copy by the calling threads here, the padded-tile names it reads in a
+function of two kernels, and copies into a column slice of a shared tile (a box per row)."""
 
 from __future__ import annotations
 
+import re
+
+import explicit_hopper_kernels as kernels
 import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
 from lowered_instructions import lowered_kernel
-from test_explicit_hopper import lower
+from test_explicit_hopper import kernel_body, lower, sm90_torch
 from tilelang.backend.module import create_backend_context
 from tilelang.cuda import toolchain
 from tilelang.engine.lower import lower_with_context as lower_artifact
@@ -115,3 +118,43 @@ def test_a_function_of_two_kernels_with_padded_tiles_of_their_own():
         lowered_kernel(device_mod, index)(a, b, c, d)
     np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
     np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32).T)
+
+
+def test_a_tma_copy_into_a_column_slice_is_a_box_per_row():
+    """A box lands as a dense block of shared memory, so a tile that fills 64 of a shared
+    row's 256 columns is written one row at a time: 32 boxes of 1 x 64 for each of the
+    four slices (each on its own barrier, 4096 bytes), then the last 32 rows whole."""
+    body = kernel_body(lower(kernels.column_slice_tma()).device_source)
+    boxes = re.findall(r"tl_tma_load_3d\(\(&\(a_s_ptr\[(\d+)\]\)\), \(\(unsigned long long\)\(&\((\w+)\)\)\), "
+                       r"\(&\(barriers_ptr\[(\d)\]\)\), (\d+), (\d+), \(\(int\)blockIdx.x\)\);", body)
+    slices = [(int(o), int(b), int(c), int(r)) for o, m, b, c, r in boxes if m == "A_tensor_map"]
+    assert slices == [(r * 256 + j * 64, j, j * 64, r) for j in range(4) for r in range(32)]
+    assert [b[:3] for b in boxes if b[1] != "A_tensor_map"] == [("8192", "A_tensor_map_1", "4")]
+    assert re.findall(r"tl_mbarrier_expect_tx_no_arrive\(\(&\(barriers_ptr\[\d\]\)\), (\d+)\);", body) == \
+        ["4096"] * 4 + ["16384"]
+
+
+def test_a_column_slice_of_rows_off_128_byte_boundaries_is_refused():
+    @T.prim_func
+    def main(A: T.Tensor((64, 200), "float16"), B: T.Tensor((64, 200), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 200), "float16")
+            bar = T.alloc_barrier(128)
+            T.tma_copy(A[:, 64:128], S[:, 64:128], barrier=bar)
+            T.barrier_arrive(bar)
+            T.barrier_wait(bar, 0)
+            T.copy(S, B)
+
+    with pytest.raises(CompileError, match=r"T\.tma_copy into S\[\.\.\., 64:64 \+ 64\] of rows of 200 float16 "
+                       r"elements: a box per row needs .* shared rows of a multiple of 128 bytes"):
+        lower(main)
+
+
+@pytest.mark.gpu
+def test_column_slice_tma_matches_torch():
+    torch = sm90_torch()
+    kernel = tilelang.compile(kernels.column_slice_tma(), target="cuda", execution_backend="tvm_ffi")
+    a = torch.randn(2, 64, 256, device="cuda", dtype=torch.float16)
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.testing.assert_close(b, a, rtol=0, atol=0)
