@@ -199,6 +199,22 @@ def _find_parser(macro: Any) -> Any:
     raise RuntimeError(f"{name} not available")
 
 
+def _slice_lanes(index: Any) -> int:
+    """The elements a store's last index names, where it is a slice (``4:8``); else 0."""
+    from tvm import tirx
+
+    if isinstance(index, slice):
+        start, stop = index.start or 0, index.stop
+        return stop - start if isinstance(start, int) and isinstance(stop, int) else 0
+    return int(index.lanes) if isinstance(index, tirx.Ramp) and isinstance(index.lanes, int) else 0
+
+
+def _one_element(region: Any) -> bool:
+    from tvm import tirx
+
+    return all(isinstance(r.extent, tirx.IntImm) and r.extent.value == 1 for r in region.region)
+
+
 def _region_as_vector(region: Any, target: Any) -> Any:
     """A slice used as a value (upstream's ``b = A[0, 0:4]``, then ``A[0, 4:8] = b``): the
     vector load of its elements, where it runs along the last axis only."""
@@ -249,8 +265,8 @@ def install() -> None:
         if value is None:  # TVM's BufferStore takes None and crashes the process
             raise TypeError(f"the value stored into {buffer.name} is None: a function or T.macro without "
                             "`return` gives None; return the value from it")
-        if isinstance(value, TensorRegion):  # `b = A[0, 0:4]; B[0, 4:8] = b`: a vector
-            value = _region_as_vector(value, buffer)
+        if isinstance(value, TensorRegion) and (_one_element(value) or (indices and _slice_lanes(indices[-1]))):
+            value = _region_as_vector(value, buffer)  # `b = A[0, 0:4]; B[0, 4:8] = b`: a vector
         return buffer_store(buffer, value, indices)
 
     tirx_parser.T.buffer_store = buffer_store_checked
