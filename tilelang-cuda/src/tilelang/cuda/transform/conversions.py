@@ -90,12 +90,7 @@ def _halves(store: Any, bfloat16: bool) -> Any:
     pair = str(tvm.DataType(str(load.ty.dtype)).with_lanes(2))
     if paired_conversion(pair, "float32x2", bfloat16) is None:
         return None
-    stores = []
-    for first in (0, 2):
-        target, source = (tirx.Ramp(r.base + first, r.stride, 2) for r in ramps)
-        value = tirx.Cast("float32x2", tirx.BufferLoad(load.source, [*load.indices[:-1], source]))
-        stores.append(tirx.BufferStore(store.buffer, value, [*store.indices[:-1], target]))
-    return tirx.SeqStmt(stores)
+    return _sliced(store, 2)
 
 
 def _wide_fp8_cast(expr: Any) -> bool:
