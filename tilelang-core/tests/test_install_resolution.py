@@ -102,7 +102,8 @@ def test_meta_distribution_offers_only_extras_whose_distribution_exists(wheel_di
         metadata = archive.read(next(n for n in archive.namelist() if n.endswith("/METADATA"))).decode()
     offered = set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.MULTILINE))
     present = {extra for extra, dist in EXTRAS.items() if (REPO / dist / "pyproject.toml").is_file()}
-    assert offered == present | {"all", "ray"}  # ray: tilelang-core[ray], the autotuner's RayExecutor
+    # ray, vis: tilelang-core[ray] (the autotuner's RayExecutor), tilelang-core[vis] (plot_layout)
+    assert offered == present | {"all", "ray", "vis"}
     required = set(re.findall(r"^Requires-Dist: (tilelang[a-z0-9-]*)", metadata, re.MULTILINE))
     assert required == {"tilelang-core"} | {EXTRAS[extra] for extra in present}
     for line in re.findall(r"^Requires-Dist: tilelang.*$", metadata, re.MULTILINE):

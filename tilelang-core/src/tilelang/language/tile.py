@@ -333,9 +333,10 @@ def annotate_layout(layouts: dict) -> None:
                 f"T.annotate_layout: the layout of {buffer.name!r} is a {type(layout).__name__}; only "
                 "tilelang.layout.make_swizzled_layout(buffer) is supported (fragment layouts are chosen by "
                 "the compiler from the instructions that use them)")
-        if not layout.buffer.same_as(buffer):
+        if layout.buffer is None or not layout.buffer.same_as(buffer):
+            made_for = "a shape, not a buffer" if layout.buffer is None else repr(layout.buffer.name)
             raise LanguageError(f"T.annotate_layout: the layout given for {buffer.name!r} was made for "
-                                f"{layout.buffer.name!r}")
+                                f"{made_for}; make it from the buffer: make_swizzled_layout({buffer.name})")
         if not buffer.scope().startswith("shared") or len(buffer.shape) != 2:
             raise LanguageError(f"T.annotate_layout: {buffer.name!r} is a {len(buffer.shape)}-d "
                                 f"{buffer.scope()} buffer; swizzled layouts are for 2-d T.alloc_shared tiles")
@@ -343,9 +344,10 @@ def annotate_layout(layouts: dict) -> None:
 
 
 def _is_global_permutation(buffer: Any, layout: Any) -> bool:
-    from ..layout import Fragment, Layout
+    from ..layout import Fragment, Layout, SwizzledLayout
 
-    return (isinstance(layout, Layout) and not isinstance(layout, Fragment) and buffer.scope() == "global"
+    return (isinstance(layout, Layout) and not isinstance(layout, (Fragment, SwizzledLayout))
+            and buffer.scope() == "global"
             and not layout.is_identity_for(buffer.shape))
 
 
