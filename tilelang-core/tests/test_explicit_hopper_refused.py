@@ -1,6 +1,7 @@
 """Upstream's explicit warp-specialized language (T.alloc_barrier, T.mbarrier_*, T.tma_copy,
 T.ws, ...; tilelang/language/barriers.py): its spelling errors, and its refusal by a backend
-that does not lower it (the CPU), before lowering, naming the op and the kernel's line."""
+that does not lower it, before lowering, naming the op and the kernel's line (the CPU lowers
+it: test_cpu_warp_roles.py)."""
 
 from __future__ import annotations
 
@@ -64,17 +65,15 @@ def _line_of(build, text: str) -> int:
     (roles_kernel, "T.ws", "with T.ws(1):"),
     (fence_kernel, "T.fence_proxy_async", "T.fence_proxy_async()"),
 ])
-def test_the_cpu_refuses_the_explicit_language_naming_the_op_and_its_line(build, spelling, marker):
+def test_a_backend_without_the_feature_refuses_it_naming_the_op_and_its_line(build, spelling, marker):
+    from tilelang.language.barriers import check_lowerable
+
     line = _line_of(build, marker)
     with pytest.raises(LanguageError, match=(
             rf"kernel 'main' uses {spelling} \(.*test_explicit_hopper_refused\.py:{line}\): upstream's explicit "
-            r"warp-specialized language .* target backend 'cpu' does not lower; .* T\.copy inside T\.Pipelined")):
-        tilelang.compile(build(), target="cpu")
-
-
-def test_codegen_only_lowering_refuses_it_too():
-    with pytest.raises(LanguageError, match=r"uses T\.alloc_barrier .* target backend 'cpu' does not lower"):
-        tilelang.lower(barrier_kernel(), target="cpu")
+            r"warp-specialized language .* target backend 'toy' does not lower; .* T\.copy inside T\.Pipelined")):
+        check_lowerable(build(), "main", "toy", ())
+    check_lowerable(build(), "main", "cpu", ("explicit_warp_specialization",))  # a backend that lowers it
 
 
 def kernel_with(body):
@@ -133,7 +132,7 @@ def test_a_manifest_declares_language_features_by_name():
     from tilelang.backend.registry import REGISTRY
 
     cpu = REGISTRY.backends["cpu"]
-    assert cpu.language_features == ()
+    assert cpu.language_features == ("explicit_warp_specialization",)
     with pytest.raises(ManifestError, match=r"language_features must be lower_snake_case names"):
         dataclasses.replace(cpu, language_features=("Explicit Sync",))
     assert isinstance(dataclasses.replace(cpu, language_features=["explicit_warp_specialization"]).language_features,

@@ -164,8 +164,13 @@ RECIPES: tuple[Recipe, ...] = (
                                  ModAttr("T.GemmWarpPolicy.Square"), True),
                            inputs=sparse_gemm_inputs, ref=sparse_gemm_ref, rtol=1e-4, atol=1e-4)),),
         run=Call("main")),
+    # on the CPU the roles run as agents in program order (tilelang/cpu/transform/warp_roles.py):
+    # K = 4 blocks, so each barrier goes through four phases (and the stage ring wraps twice)
     *[Recipe(f"warp_specialize/example_warp_specialize_gemm_{variant}.py", (
-        Kernel(attr, (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 64)),),
+        Kernel(attr, (Tensor((1024, 1024)), Tensor((1024, 1024)), 128, 128, 64),
+               cpu=CpuCase(args=(Tensor((256, 256)), Tensor((256, 128)), 128, 128, 64), ref=gemm_ref,
+                           inputs=lambda g: [randn(g, 256, 256, dtype="float16"),
+                                             randn(g, 256, 128, dtype="float16")])),),
         run=Call("main", kwargs=dict(M=1024, N=1024, K=1024)))
       for variant, attr in (("copy_0_gemm_1", "matmul_warp_specialize_copy_0_gemm_1"),
                             ("copy_1_gemm_0", "matmul_warp_specialize_copy_1_gemm_0"),

@@ -33,6 +33,8 @@ BACKEND = BackendModule(
     ),
     # execution backends from other distributions may serve the CPU (their specs say so)
     accepts_external_execution_backends=True,
+    # T.ws roles run as agents in program order, barriers are phase counters (warp_roles.py)
+    language_features=("explicit_warp_specialization",),
     aliases=("cpu",),
     default_target=target.default_cpu_target,
     canonicalize_target=target.canonicalize,

@@ -58,6 +58,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
         LowerAtomics,
         LowerGemmToMicroKernels,
         LowerKernelLaunchToLoops,
+        LowerWarpRoles,
         NameTheCpuDevice,
         OutlineComputeFunction,
         PlaceLocalAllocations,
@@ -71,6 +72,7 @@ def lowering_passes(context: Any) -> Sequence[Any]:
     middle_end = [
         CheckExternCalls(c_source=is_c_target(context.target)),
         LowerGridDependencies(),  # T.pdl_*: a CPU has no dependent launches
+        LowerWarpRoles(),  # T.ws roles as agents in program order, barriers as phase counters
         *([RefuseVectorsInC()] if is_c_target(context.target) else []),
         RefuseNarrowFloats(),
         LowerGemmToMicroKernels(),  # T.gemm as vectorized micro-kernels; LowerTileOps the rest

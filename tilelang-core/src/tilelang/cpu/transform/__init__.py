@@ -18,6 +18,7 @@ from .gemm import LowerGemmToMicroKernels
 from .launch_to_loops import LowerKernelLaunchToLoops
 from .local_allocations import PlaceLocalAllocations
 from .thread_loops import RefuseForeignThreadLoops
+from .warp_roles import LowerWarpRoles
 
 __all__ = [
     "AllocateOnStack",
@@ -29,6 +30,7 @@ __all__ = [
     "LowerAtomics",
     "LowerGemmToMicroKernels",
     "LowerKernelLaunchToLoops",
+    "LowerWarpRoles",
     "NameTheCpuDevice",
     "OutlineComputeFunction",
     "PlaceLocalAllocations",
