@@ -199,8 +199,11 @@ def lower_with_context(
     take_pass_error()  # forget one left by an earlier compilation
     clock = _StageClock(timings)
     stage = clock.enter("lowering")
+    trace = _lower_trace(name)
+    failure: BaseException | None = None
     try:
-        with _session(configs, [*instruments, *session_instruments(configs, name)]):
+        traced = [trace.instrument] if trace is not None else []
+        with _session(configs, [*instruments, *session_instruments(configs, name), *traced]):
             mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
             mod = tvm.tirx.transform.BindTarget(context.target)(mod)
             mod = context.lower(mod)
@@ -227,16 +230,27 @@ def lower_with_context(
             needs_host = context.execution_spec.requires_host_codegen or host_only
             host_module = context.codegen_host(host_mod) if needs_host else None
             clock.enter("")
-    except TileLangError:
+        if trace is not None:
+            from ..backend.device_codegen import inspect_source
+
+            source = device_source or (inspect_source(host_module) if host_module is not None else "")
+            trace.codegen(device_ir if device_source else host_mod, source, "src")
+    except TileLangError as err:
+        failure = err
         raise
     except Exception as err:  # TVM reports its own error types
+        failure = err
         original = take_pass_error()
         if original is not None and str(original) in str(err):
+            failure = original
             raise original from None  # a TileLang pass's own error, type restored
         hint = next((f"\n{advice}" for text, advice in _KNOWN_FAILURES if text in str(err)), "")
         raise CompileError(
             f"kernel {name!r}: {stage} failed in {context.describe()}: {type(err).__name__}: {err}{hint}"
         ) from err
+    finally:
+        if trace is not None:
+            trace.close(failure)
     from ..backend.device_codegen import inspect_source
 
     return CompiledArtifact(
@@ -261,6 +275,19 @@ def lower_with_context(
         route=context.route.describe() if context.route is not None else "",
         device_type=int(context.target.get_target_device_type()),
     )
+
+
+def _lower_trace(kernel: str) -> Any:
+    """tilelang.tools.lower_trace's trace of this compilation, when tracing is on (imported
+    only when the environment asks for it or a program enabled it)."""
+    import os
+    import sys
+
+    if not os.environ.get("TL_LOWER_TRACE") and "tilelang.tools.lower_trace" not in sys.modules:
+        return None
+    from ..tools.lower_trace import kernel_trace
+
+    return kernel_trace(kernel)
 
 
 #: (text of a TVM failure, what it means in the kernel's terms and how to fix it)
