@@ -166,7 +166,7 @@ def test_plot_layout_writes_each_format(tmp_path) -> None:
     from tilelang.tools import plot_layout
 
     written = plot_layout(make_half_bank_swizzled_layout(8, 32, 16), save_directory=tmp_path, name="swizzle",
-                          formats="png,svg")
+                          formats="png,svg", view="both")
     assert written == [tmp_path / "swizzle.png", tmp_path / "swizzle.svg"]
     assert (tmp_path / "swizzle.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fragment = make_gemm_fragment_8x8().repeat([2, 1], repeat_on_thread=True).replicate(2)
@@ -183,4 +183,12 @@ def test_plot_layout_refuses_unknown_formats_and_non_layouts(tmp_path) -> None:
         plot_layout(make_gemm_fragment_8x8(), save_directory=tmp_path, formats="png,jpg")
     with pytest.raises(TypeError, match="expected a tilelang.layout.Layout or Fragment, got dict"):
         plot_layout({}, save_directory=tmp_path)
-    assert list(tmp_path.iterdir()) == []  # nothing written for a refused call
+    with pytest.raises(ValueError, match="view must be one of input, output, both, got 'side'"):
+        plot_layout(make_gemm_fragment_8x8(), save_directory=tmp_path, view="side")
+    pytest.importorskip("matplotlib")
+    with pytest.raises(ValueError, match=re.escape("grid_shape (3, 5) must be (rows, columns) of 64 cells")):
+        plot_layout(Layout([8, 8], lambda i, j: (j, i)), save_directory=tmp_path, grid_shape=(3, 5))
+    (path,) = plot_layout(Layout([8, 8], lambda i, j: (j, i)), save_directory=tmp_path, name="t", formats="svg",
+                          view="output", grid_shape=(4, 16))
+    assert "storage [8, 8]" in path.read_text() and "logical" not in path.read_text()
+

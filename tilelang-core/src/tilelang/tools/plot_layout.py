@@ -4,10 +4,11 @@ tool of that name; matplotlib, from ``pip install 'tilelang[vis]'``).
 * A ``Fragment`` is drawn as its tile: one cell per element, coloured by the thread that
   holds it and labelled with that thread and its register (``T5`` / ``L2``); a replicated
   fragment lists every thread holding the element.
-* A ``Layout`` is drawn twice, side by side: the logical tile, each element labelled with
-  where it is stored, and the storage, each place labelled with the element stored there.
-  An element has the colour of its logical column in both, so a swizzle shows as the
-  columns' colours shuffled row by row.
+* A ``Layout`` is drawn as its logical tile, each element labelled with where it is stored
+  (``view="input"``, the default), as its storage, each place labelled with the element
+  stored there (``"output"``), or both side by side (``"both"``). An element has the colour
+  of its logical column in both, so a swizzle shows as the columns' colours shuffled row by
+  row.
 
 Tiles of more than two axes are drawn with their leading axes folded into rows.
 """
@@ -20,27 +21,33 @@ from typing import Any
 
 #: formats ``formats`` may name ("all" is every one)
 FORMATS = ("pdf", "png", "svg")
+#: what a Layout's drawing shows: its logical tile, its storage, or both
+VIEWS = ("input", "output", "both")
 #: cells above which labels are left off (the colours still show the map)
 MAX_LABELLED_CELLS = 4096
 
 
 def plot_layout(layout: Any, save_directory: str | pathlib.Path = "./tmp", name: str = "layout",
-                colormap: str | None = None, verbose: bool = False,
-                formats: str | Sequence[str] = "pdf") -> list[pathlib.Path]:
+                colormap: str | None = None, verbose: bool = False, formats: str | Sequence[str] = "pdf",
+                view: str = "input", grid_shape: Sequence[int] | None = None) -> list[pathlib.Path]:
     """Draw ``layout`` into ``save_directory/name.<format>`` for each of ``formats`` ("pdf",
     "png", "svg", "all", or several, comma-separated or as a list); return the paths
     written. ``colormap`` is a matplotlib colormap name (default "RdPu" for a Fragment,
-    "Spectral" for a Layout); ``verbose`` also prints each element's mapping."""
+    "Spectral" for a Layout); ``verbose`` also prints each element's mapping. A Layout is
+    drawn as its logical tile (``view="input"``, on a ``grid_shape`` of (rows, columns) if
+    given), its storage (``"output"``) or both side by side (``"both"``)."""
     from ..layout import Fragment, Layout
 
     if not isinstance(layout, Layout):
         raise TypeError(f"plot_layout: expected a tilelang.layout.Layout or Fragment, got {type(layout).__name__}")
+    if view not in VIEWS:
+        raise ValueError(f"plot_layout: view must be one of {', '.join(VIEWS)}, got {view!r}")
     kinds = _formats(formats)
     figure = _figure()
     if isinstance(layout, Fragment):
         _draw_fragment(figure, layout, colormap or "RdPu", verbose)
     else:
-        _draw_layout(figure, layout, colormap or "Spectral", verbose)
+        _draw_layout(figure, layout, colormap or "Spectral", verbose, view, grid_shape)
     directory = pathlib.Path(save_directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -155,10 +162,17 @@ def _draw_fragment(figure: Any, fragment: Any, colormap: str, verbose: bool) -> 
                   f"register {int(locals_[cell])}")
 
 
-def _draw_layout(figure: Any, layout: Any, colormap: str, verbose: bool) -> None:
+def _draw_layout(figure: Any, layout: Any, colormap: str, verbose: bool, view: str,
+                 grid_shape: Sequence[int] | None) -> None:
     import numpy as np
 
     rows, cols = _grid(layout)
+    if grid_shape is not None:
+        shape = [int(d) for d in grid_shape]
+        if len(shape) != 2 or shape[0] * shape[1] != rows * cols:
+            raise ValueError(f"plot_layout: grid_shape {tuple(grid_shape)} must be (rows, columns) of "
+                             f"{rows * cols} cells, the tile's elements")
+        rows, cols = shape
     stored = _evaluate(layout, None, "index map")  # (output axes, elements)
     if stored.size and stored.min() < 0:
         raise ValueError(f"plot_layout: {layout!r} maps an element to a negative storage index")
@@ -167,18 +181,22 @@ def _draw_layout(figure: Any, layout: Any, colormap: str, verbose: bool) -> None
     out_cols = out_shape[-1] if out_shape else 1
     out_rows = -(-_product(out_shape) // out_cols)
     label = rows * cols <= MAX_LABELLED_CELLS
-    _size(figure, cols + out_cols, max(rows, out_rows))
-    left = figure.add_subplot(1, 2, 1)
-    column = np.arange(rows * cols) % cols  # an element's colour: its logical column
-    _cells(left, rows, cols, column, [_pair(stored[:, e]) for e in range(rows * cols)] if label
-           else None, colormap, f"logical {list(layout.shape)}: where each element is stored")
-    inverse = np.full(out_rows * out_cols, -1, dtype=np.int64)
-    inverse[offsets] = np.arange(rows * cols)
-    right = figure.add_subplot(1, 2, 2)
-    colours = np.where(inverse >= 0, inverse % cols, np.nan)
-    labels = [_logical(layout, int(e)) if e >= 0 else "" for e in inverse] if label else None
-    _cells(right, out_rows, out_cols, colours, labels, colormap,
-           f"storage {out_shape}: the element stored at each place")
+    panels = {"input": 1, "output": 1, "both": 2}[view]
+    _size(figure, (cols if view != "output" else 0) + (out_cols if view != "input" else 0),
+          max(rows if view != "output" else 0, out_rows if view != "input" else 0))
+    column = np.arange(rows * cols) % cols  # an element's colour: its column in the drawn tile
+    if view in ("input", "both"):
+        left = figure.add_subplot(1, panels, 1)
+        _cells(left, rows, cols, column, [_pair(stored[:, e]) for e in range(rows * cols)] if label
+               else None, colormap, f"logical {list(layout.shape)}: where each element is stored")
+    if view in ("output", "both"):
+        inverse = np.full(out_rows * out_cols, -1, dtype=np.int64)
+        inverse[offsets] = np.arange(rows * cols)
+        right = figure.add_subplot(1, panels, panels)
+        colours = np.where(inverse >= 0, inverse % cols, np.nan)
+        labels = [_logical(layout, int(e)) if e >= 0 else "" for e in inverse] if label else None
+        _cells(right, out_rows, out_cols, colours, labels, colormap,
+               f"storage {out_shape}: the element stored at each place")
     if verbose:
         for e in range(rows * cols):
             print(f"{_logical(layout, e)} -> {_pair(stored[:, e])}")
