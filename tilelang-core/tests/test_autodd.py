@@ -118,9 +118,11 @@ def test_backends_capture_output_and_time_out(backend):
         assert runner.reproduces(["print('needle after a timeout')"]) == [True]  # a fresh worker
 
 
-def test_the_runner_sees_native_output():
+def test_the_runner_sees_native_output_and_keeps_its_protocol_from_candidates():
     with Runner("from C", timeout=10) as runner:
         assert runner.reproduces(["import os; os.write(1, b'from C')"]) == [True]
+        assert "EOFError" in runner.output("input()")  # a candidate reading stdin reads nothing
+        assert runner.reproduces(["print('from C again')"]) == [True]
 
 
 GEMM_BUG = textwrap.dedent('''

@@ -31,6 +31,7 @@ for line in sys.stdin:
     saved = os.dup(1), os.dup(2)
     sys.stdout.flush(); sys.stderr.flush()
     os.dup2(out, 1); os.dup2(out, 2)
+    sys.stdin = open(os.devnull)  # the job protocol is on the real stdin
     try:
         os.chdir(os.path.dirname(job["path"]))
         sys.argv = [job["path"]]

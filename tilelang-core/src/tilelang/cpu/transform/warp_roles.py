@@ -61,15 +61,13 @@ def _calls(stmt: Any) -> list[Any]:
 
 
 def _thread_vars(body: Any) -> tuple[list[Any], int]:
-    """The block's thread variables and its thread count (the kernel's launch attributes)."""
+    """The block's thread variables and its thread count (the kernel's launch attributes,
+    wherever statements before the kernel put them)."""
     variables, total = [], 1
-    stmt = body
-    while isinstance(stmt, (tirx.AttrStmt, tirx.DeclBuffer)) or type(stmt).__name__ == "Allocate":
-        if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent" and \
-                stmt.node.thread_tag.startswith("threadIdx"):
-            variables.append(stmt.node.var)
-            total *= int(stmt.value)
-        stmt = stmt.body
+    for attr in _launch_attrs(body):
+        if attr.node.thread_tag.startswith("threadIdx") and not any(v.same_as(attr.node.var) for v in variables):
+            variables.append(attr.node.var)
+            total *= int(attr.value)
     return variables, total
 
 
