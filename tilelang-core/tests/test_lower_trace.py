@@ -143,3 +143,23 @@ def test_a_bad_environment_value_names_the_choices(monkeypatch):
     with pytest.raises(ValueError, match=re.escape("TL_LOWER_TRACE='loud': expected one of terminal, html, both, "
                                                    "or 1/on/true/yes (html), 0/off/false/no")):
         lt.active_mode()
+
+
+def test_upstreams_older_pass_diff_spelling(monkeypatch, tmp_path):
+    from tilelang.transform import Simplify
+    from tilelang.utils.pass_diff import pass_diff
+
+    @T.prim_func
+    def func(A: T.Tensor((8,), "float32")):
+        for i in T.serial(8):
+            A[i] = A[(i + 1) * 2 - i - i - 2]
+
+    (step,) = pass_diff(func, [("Simplify", Simplify())], mode="html", html_path=tmp_path / "diff.html")
+    assert step["changed"] and (tmp_path / "diff.html").is_file()
+    monkeypatch.delenv("TL_LOWER_TRACE", raising=False)
+    for value, mode in (("1", "terminal"), ("html", "html"), ("loud", "terminal"), ("off", None)):
+        monkeypatch.setenv("TILELANG_PASS_DIFF", value)
+        assert lt.active_mode() == mode
+    monkeypatch.setenv("TL_LOWER_TRACE", "0")  # the newer variable, when set, decides
+    monkeypatch.setenv("TILELANG_PASS_DIFF", "both")
+    assert lt.active_mode() is None

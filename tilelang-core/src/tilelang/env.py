@@ -21,7 +21,9 @@ Read where they apply: TILELANG_CPU_THREADS=n (the CPU backend's thread pool),
 TILELANG_RAY_ADDRESS=addr (the autotuner's RayExecutor), TILELANG_ROUTE=name (per-kernel
 routing: the routers of the installed backends read it, and may read switches of their own),
 TILELANG_CUDA_TOOLCHAIN=nvrtc|nvcc|auto, TILELANG_PASS_PROFILE=1 and
-TILELANG_PASS_PROFILE_THRESHOLD_MS=ms (tilelang.engine.instruments: each pass's time).
+TILELANG_PASS_PROFILE_THRESHOLD_MS=ms (tilelang.engine.instruments: each pass's time),
+TL_LOWER_TRACE=terminal|html|both and TL_LOWER_TRACE_DIR=path (tilelang.tools.lower_trace:
+each pass's IR diff; upstream's older TILELANG_PASS_DIFF and TILELANG_PASS_DIFF_OUTPUT too).
 
 Upstream TileLang exposes these as attributes of ``tilelang.env``
 (``tilelang.env.TILELANG_CACHE_DIR``): each reads the variable live, and assigning one

@@ -20,7 +20,9 @@ One chain of passes on one module: ``lower_trace(func_or_mod, passes, mode="term
 returns one dict per pass (``name``, ``before_script``, ``after_script``, ``diff_lines``,
 ``insertions``, ``deletions``, ``changed``).
 
-Upstream's edit-and-recompile of the generated source is not provided here.
+Upstream's older spelling, ``TILELANG_PASS_DIFF`` and ``tilelang.utils.pass_diff``, is the
+same trace (see that module). Upstream's edit-and-recompile of the generated source is not
+provided here.
 """
 
 from __future__ import annotations
@@ -68,11 +70,25 @@ def disable() -> None:
     _override[:] = [None]
 
 
+#: upstream's older variables (tilelang.utils.pass_diff), read when TL_LOWER_TRACE is unset
+LEGACY_ENV, LEGACY_DIR_ENV, LEGACY_DIR = "TILELANG_PASS_DIFF", "TILELANG_PASS_DIFF_OUTPUT", "tmp/pass_diff_output"
+
+
 def active_mode() -> str | None:
     """The mode compilations are traced in now, or None."""
     if _override:
         return _override[0]
+    if ENV not in os.environ and os.environ.get(LEGACY_ENV, "").strip():
+        legacy = os.environ[LEGACY_ENV].strip().lower()
+        # as upstream's: on-like values and anything unrecognized mean terminal
+        return None if legacy in _OFF else legacy if legacy in MODES else "terminal"
     return _mode(os.environ.get(ENV, ""), ENV)
+
+
+def _base_dir() -> str:
+    if ENV not in os.environ and os.environ.get(LEGACY_ENV, "").strip():
+        return os.environ.get(LEGACY_DIR_ENV) or LEGACY_DIR
+    return os.environ.get(DIR_ENV) or DEFAULT_DIR
 
 
 @dataclass
@@ -117,7 +133,7 @@ class KernelTrace:
                  stream: TextIO | None = None) -> None:
         self.kernel, self.mode, self.stream = kernel, mode, stream
         script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("", "-c") else "interactive"
-        self.root = Path(base or os.environ.get(DIR_ENV) or DEFAULT_DIR) / _slug(script)
+        self.root = Path(base or _base_dir()) / _slug(script)
         stamp = time.strftime("%Y%m%d_%H%M%S")
         self.run_dir = self.root / ".run_records" / f"run_{stamp}_{os.getpid()}_{next(_runs)}_{_slug(kernel)}"
         self.steps: list[Step] = []
