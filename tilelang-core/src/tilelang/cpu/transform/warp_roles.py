@@ -63,9 +63,11 @@ def _calls(stmt: Any) -> list[Any]:
 def _thread_vars(body: Any) -> tuple[list[Any], int]:
     """The block's thread variables and its thread count (the kernel's launch attributes,
     wherever statements before the kernel put them)."""
-    variables, total = [], 1
+    variables, total, tags = [], 1, set()
     for attr in _launch_attrs(body):
-        if attr.node.thread_tag.startswith("threadIdx") and not any(v.same_as(attr.node.var) for v in variables):
+        tag = attr.node.thread_tag
+        if tag.startswith("threadIdx") and tag not in tags:  # a function of several kernels: the first's
+            tags.add(tag)
             variables.append(attr.node.var)
             total *= int(attr.value)
     return variables, total
