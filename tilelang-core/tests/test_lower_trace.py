@@ -163,3 +163,22 @@ def test_upstreams_older_pass_diff_spelling(monkeypatch, tmp_path):
     monkeypatch.setenv("TL_LOWER_TRACE", "0")  # the newer variable, when set, decides
     monkeypatch.setenv("TILELANG_PASS_DIFF", "both")
     assert lt.active_mode() is None
+
+
+def test_asking_for_layout_visualization_says_it_shows_nothing_once(monkeypatch):
+    from tilelang.backend import pass_configs
+
+    monkeypatch.setattr(pass_configs, "_WARNED", set())
+    configs = {tilelang.PassConfigKey.TL_LAYOUT_VISUALIZATION_ENABLE: True,
+               tilelang.PassConfigKey.TL_LAYOUT_VISUALIZATION_FORMATS: "svg"}
+    with pytest.warns(UserWarning, match=re.escape(
+            "pass config 'tl.layout_visualization_enable' is accepted and not applied by target backend 'cpu': "
+            "the fragment layouts a kernel gets are its backend's choice")):
+        tilelang.compile(_fresh_kernel(7.0), target="cpu", pass_configs=configs)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilelang.compile(_fresh_kernel(9.0), target="cpu", pass_configs=configs)  # once per process
+        tilelang.compile(_fresh_kernel(11.0), target="cpu",
+                         pass_configs={tilelang.PassConfigKey.TL_LAYOUT_VISUALIZATION_ENABLE: False})

@@ -119,6 +119,15 @@ SESSION_CONFIGS: dict[str, str] = {
                                        "(by default such a write is skipped and such a read gives 0)",
 }
 
+#: upstream keys asked for only to see something: enabling one here warns (once) that it
+#: shows nothing, and what shows it instead
+VISIBLE_KEYS: dict[str, str] = {
+    "tl.layout_visualization_enable": "the fragment layouts a kernel gets are its backend's choice, which no "
+                                      "backend reports here yet; draw a layout you have with "
+                                      "tilelang.tools.plot_layout, and see each pass's IR with TL_LOWER_TRACE",
+}
+_WARNED: set[str] = set()
+
 #: the keys themselves (the tl.Simplify sub-keys are fields of a value, not keys)
 UPSTREAM_KEYS: frozenset[str] = frozenset(k.value for k in PassConfigKey if "." in k.value)
 
@@ -173,6 +182,12 @@ def resolve_pass_configs(pass_configs: Mapping[Any, Any] | None, context: Backen
             where = f"target backends {honoured_by}" if honoured_by else "upstream TileLang"
             log.debug("pass config %r (a key of %s) is not applied by target backend %r",
                       name, where, module.name)
+            if value and name in VISIBLE_KEYS and name not in _WARNED:
+                import warnings
+
+                _WARNED.add(name)
+                warnings.warn(f"pass config {name!r} is accepted and not applied by target backend "
+                              f"{module.name!r}: {VISIBLE_KEYS[name]}", stacklevel=4)
             continue
         unknown.append(name)
     if unknown:
