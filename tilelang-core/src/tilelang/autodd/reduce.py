@@ -46,7 +46,7 @@ def prepare(source: str) -> str:
                        None)
             if end is None:
                 raise ValueError(f"line {i + 1}: '# autodd: freeze-start' without a matching '# autodd: end-freeze'")
-            block = [ln for ln in lines[i + 1:end]]
+            block = lines[i + 1:end]
             first = next((ln for ln in block if ln.strip() and not ln.strip().startswith("#")), None)
             if first is not None:
                 inner = first[:len(first) - len(first.lstrip())]
@@ -162,9 +162,7 @@ def _remove_chunk(tree: ast.AST, path: Path, arg: object) -> bool:
     stmts = getattr(owner, field_name)
     start, stop = arg  # type: ignore[misc]
     kept = stmts[:start] + stmts[stop:]
-    setattr(owner, field_name, kept if (field_name == "orelse" or field_name == "finalbody") else _set_body(kept))
-    if isinstance(owner, ast.Module) and not owner.body:
-        owner.body = []
+    setattr(owner, field_name, kept if field_name in ("orelse", "finalbody") else _set_body(kept))
     return True
 
 

@@ -196,6 +196,8 @@ def lower_with_context(
         params = tuple(replace(p, optional=True) if p.name in unused and i not in out_idx else p
                        for i, p in enumerate(params))
         func = _as_handles(func, {p.name for p in params if p.optional})
+    from ..backend.device_codegen import inspect_source
+
     take_pass_error()  # forget one left by an earlier compilation
     clock = _StageClock(timings)
     stage = clock.enter("lowering")
@@ -231,8 +233,6 @@ def lower_with_context(
             host_module = context.codegen_host(host_mod) if needs_host else None
             clock.enter("")
         if trace is not None:
-            from ..backend.device_codegen import inspect_source
-
             source = device_source or (inspect_source(host_module) if host_module is not None else "")
             trace.codegen(device_ir if device_source else host_mod, source, "src")
     except TileLangError as err:
@@ -251,7 +251,6 @@ def lower_with_context(
     finally:
         if trace is not None:
             trace.close(failure)
-    from ..backend.device_codegen import inspect_source
 
     return CompiledArtifact(
         kernel_name=name,

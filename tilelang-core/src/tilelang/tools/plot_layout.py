@@ -15,6 +15,7 @@ Tiles of more than two axes are drawn with their leading axes folded into rows.
 
 from __future__ import annotations
 
+import math
 import pathlib
 from collections.abc import Sequence
 from typing import Any
@@ -88,7 +89,7 @@ def _grid(layout: Any) -> tuple[int, int]:
     """(rows, cols) of the drawn tile: the last axis across, the others folded into rows."""
     shape = _ints(layout.shape, "its shape")
     cols = shape[-1] if shape else 1
-    return (int(_product(shape[:-1])), cols)
+    return (int(math.prod(shape[:-1])), cols)
 
 
 def _ints(values: Sequence[Any], what: str) -> list[int]:
@@ -99,13 +100,6 @@ def _ints(values: Sequence[Any], what: str) -> list[int]:
             raise ValueError(f"plot_layout: {what} must be constant to be drawn, got {list(values)}")  # noqa: TRY004
         out.append(v)
     return out
-
-
-def _product(values: Sequence[int]) -> int:
-    total = 1
-    for v in values:
-        total *= v
-    return total
 
 
 def _evaluate(layout: Any, exprs: Sequence[Any] | None, what: str) -> Any:
@@ -179,7 +173,7 @@ def _draw_layout(figure: Any, layout: Any, colormap: str, verbose: bool, view: s
     out_shape = [int(axis.max()) + 1 for axis in stored]  # the extents the map reaches
     offsets = np.ravel_multi_index(tuple(stored), out_shape) if stored.shape[0] else np.zeros(rows * cols, int)
     out_cols = out_shape[-1] if out_shape else 1
-    out_rows = -(-_product(out_shape) // out_cols)
+    out_rows = -(-math.prod(out_shape) // out_cols)
     label = rows * cols <= MAX_LABELLED_CELLS
     panels = {"input": 1, "output": 1, "both": 2}[view]
     _size(figure, (cols if view != "output" else 0) + (out_cols if view != "input" else 0),

@@ -29,6 +29,7 @@ refused, naming the line: which of their statements run per thread is only known
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tvm
@@ -60,23 +61,24 @@ def _calls(stmt: Any) -> list[Any]:
     return found
 
 
-def _thread_vars(body: Any) -> tuple[list[Any], int]:
-    """The block's thread variables and its thread count (the kernel's launch attributes,
-    wherever statements before the kernel put them)."""
-    variables, total, tags = [], 1, set()
+def _thread_vars(body: Any) -> tuple[list[Any], list[int]]:
+    """The block's thread variables and their extents (the kernel's launch attributes,
+    wherever statements before the kernel put them; of several kernels, the first's)."""
+    variables, extents, tags = [], [], set()
     for attr in _launch_attrs(body):
         tag = attr.node.thread_tag
-        if tag.startswith("threadIdx") and tag not in tags:  # a function of several kernels: the first's
+        if tag.startswith("threadIdx") and tag not in tags:
             tags.add(tag)
             variables.append(attr.node.var)
-            total *= int(attr.value)
-    return variables, total
+            extents.append(int(attr.value))
+    return variables, extents
 
 
 class _Lowering:
     def __init__(self, func: Any, name: str) -> None:
         self.name = name
-        self.threads, self.block_threads = _thread_vars(func.body)
+        self.threads, self.extents = _thread_vars(func.body)
+        self.block_threads = math.prod(self.extents)
         self.counts: dict[Any, list[int]] = {}  # barrier buffer -> arrive count of each barrier
         tvm_ffi.structural_walk(func.body, (tvm.ir.Call, self._note_init))
 
@@ -179,7 +181,7 @@ class _Lowering:
             if role is not None:
                 return tirx.const(role[0] // B.WARP_GROUP_THREADS, "int32")
             linear, stride = tirx.const(0, "int32"), 1
-            for var, extent in zip(self.threads, _extents(body)):
+            for var, extent in zip(self.threads, self.extents):
                 linear, stride = linear + var * stride, stride * extent
             return tirx.floordiv(linear, B.WARP_GROUP_THREADS)
 
@@ -191,10 +193,6 @@ class _Lowering:
 def _is_role(stmt: Any) -> bool:
     return isinstance(stmt, tirx.IfThenElse) and isinstance(stmt.then_case, tirx.AttrStmt) and \
         stmt.then_case.attr_key == B.WARP_ROLE_ATTR
-
-
-def _extents(body: Any) -> list[int]:
-    return [int(s.value) for s in _launch_attrs(body) if s.node.thread_tag.startswith("threadIdx")]
 
 
 def _launch_attrs(body: Any) -> list[Any]:
