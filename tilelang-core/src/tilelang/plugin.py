@@ -43,6 +43,11 @@ _EXPORTS: dict[str, str] = {
     "extension_name": "tilelang.backend.routing",
     # -- manifest and spec types -----------------------------------------------------------
     "BackendModule": "tilelang.backend.manifest",
+    # -- device descriptions a manifest's device_model returns (1.10; tilelang.carver) ------
+    "TileDevice": "tilelang.carver.arch.arch_base",
+    "CUDADevice": "tilelang.carver.arch.cuda:CUDA",
+    "CDNADevice": "tilelang.carver.arch.cdna:CDNA",
+    "CPUDevice": "tilelang.carver.arch.cpu:CPU",
     "BackendContext": "tilelang.backend.context",
     "ExecutionBackend": "tilelang.backend.execution_backend",
     "ExecutionBackendSpec": "tilelang.backend.execution_backend",

@@ -76,6 +76,10 @@ class BackendModule:
     # "explicit_warp_specialization", tilelang.language.barriers); the engine refuses a kernel
     # using one for a backend that does not list it, before lowering
     language_features: tuple[str, ...] = ()
+    # (1.10) the tilelang.carver device description of a target this backend owns: called
+    # with the tvm Target, returns a TileDevice (tilelang.carver.arch.get_arch); a callable
+    # or a "package.module:attribute" reference
+    device_model: Callable[[Any], Any] | str | None = None
 
     def __post_init__(self) -> None:
         where = f"BackendModule({self.name!r})"
@@ -121,6 +125,11 @@ class BackendModule:
             raise ManifestError(f"{where}: language_features must be lower_snake_case names, "
                                 f"got {self.language_features}")
         self._check_execution_backends(where)
+        if isinstance(self.device_model, str):
+            refs.check_ref(self.device_model, f"{where}.device_model")
+        elif self.device_model is not None and not callable(self.device_model):
+            raise ManifestError(f"{where}: device_model must be callable, a 'package.module:attribute' "
+                                f"reference or None, got {self.device_model!r}")
         object.__setattr__(self, "aliases", tuple(self.aliases))
         if not all(isinstance(a, str) and _NAME.match(a) for a in self.aliases):
             raise ManifestError(f"{where}: aliases must be lower_snake_case names, got {self.aliases}")
@@ -161,6 +170,13 @@ class BackendModule:
         if kind in self.host_codegens:
             return refs.resolve(self.host_codegens[kind])
         return HostCodegen(build=tvm_build_function(kind))
+
+    def device(self, target: Any) -> Any:
+        """The carver's description of ``target`` (a TileDevice), or None when this backend
+        declares no device model."""
+        if self.device_model is None:
+            return None
+        return refs.resolve(self.device_model)(target)
 
     def spec(self, execution_backend: str) -> ExecutionBackendSpec | None:
         """The spec this manifest lists for an execution backend (outside ones: see

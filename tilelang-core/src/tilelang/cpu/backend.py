@@ -11,7 +11,7 @@ from ..plugins import hookimpl
 from . import target, threads
 from .pipeline import CPUExecutionBackendSpec
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.10"  # 1.10: device_model
 
 _KINDS = ("llvm", "c")
 
@@ -37,6 +37,7 @@ BACKEND = BackendModule(
     language_features=("explicit_warp_specialization",),
     aliases=("cpu",),
     default_target=target.default_cpu_target,
+    device_model="tilelang.plugin:CPUDevice",
     canonicalize_target=target.canonicalize,
     unavailable_reason=target.unavailable_reason,
     description="CPU kernels through TVM's LLVM (or C) codegen; blocks run on the thread pool",

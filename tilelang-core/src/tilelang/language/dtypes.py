@@ -213,4 +213,14 @@ def as_dtype_str(value: Any) -> str:
     return str.__str__(dtype(value))
 
 
+def __getattr__(name: str) -> dtype:
+    """``from tilelang.language import dtypes as T; T.float16``: each dtype by name, as
+    upstream's module has them (module attributes resolved on access, so the C-style aliases
+    ``int`` / ``float`` / ``bool`` do not shadow Python's in this module)."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
 __all__ = ["ALIASES", "DTYPES", "as_dtype_str", "dtype", "ptr"]

@@ -19,8 +19,10 @@ import re
 #: gpu_block_passes(vector_fp8=) and PartitionParallelLoops(vector_fp8=) (fp8 vectors); 1.7
 #: FindFirstSet (T.__ffs as a dialect's own functions), sparse_group and sparse_e_factor
 #: (T.gemm_sp's metadata); 1.8 ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS and ATOMIC_USE_TMA_ATTR
-#: (a tile atomic's element ops and its use_tma request, for a backend's bulk reductions).
-PLUGIN_API_VERSION = "1.9"
+#: (a tile atomic's element ops and its use_tma request, for a backend's bulk reductions);
+#: 1.9 LowerClusterOps(store=); 1.10 BackendModule.device_model and the device descriptions
+#: (TileDevice, CUDADevice, CDNADevice, CPUDevice) for tilelang.carver.arch.get_arch.
+PLUGIN_API_VERSION = "1.10"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

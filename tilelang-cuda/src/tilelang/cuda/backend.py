@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.9"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=)
+TILELANG_PLUGIN_API = "1.10"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=); 1.10: device_model
 
 BACKEND = BackendModule(
     name="cuda",
@@ -38,6 +38,7 @@ BACKEND = BackendModule(
     language_features=("explicit_warp_specialization", "thread_block_clusters"),
     aliases=("gpu",),
     default_target=target.default_cuda_target,
+    device_model="tilelang.plugin:CUDADevice",
     canonicalize_target=target.canonicalize,
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
     pass_configs={

@@ -18,7 +18,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.10"  # 1.10: device_model
 
 BACKEND = BackendModule(
     name="cutedsl",
@@ -33,6 +33,7 @@ BACKEND = BackendModule(
     ),
     aliases=("cutedsl",),
     default_target=target.default_target,
+    device_model="tilelang.plugin:CUDADevice",
     canonicalize_target=target.canonicalize,
     description="NVIDIA GPUs through NVIDIA CuTe DSL (cute.kernel Python, cute.compile); "
                 "opt-in per kernel with TILELANG_ROUTE=cutedsl or TILELANG_USE_CUTEDSL=1",

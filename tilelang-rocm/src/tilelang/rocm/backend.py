@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import execution, target
 
-TILELANG_PLUGIN_API = "1.7"  # 1.7: FindFirstSet
+TILELANG_PLUGIN_API = "1.10"  # 1.7: FindFirstSet; 1.10: device_model
 
 BACKEND = BackendModule(
     name="rocm",
@@ -28,6 +28,7 @@ BACKEND = BackendModule(
     toolchain="tilelang.rocm.toolchain:TOOLCHAIN",
     aliases=("hip",),
     default_target=target.default_rocm_target,
+    device_model="tilelang.plugin:CDNADevice",
     canonicalize_target=target.canonicalize,
     description="AMD GPUs: HIP source from TVM's CUDA-C printer and a HIP prelude; code objects from hipcc",
     pass_configs={

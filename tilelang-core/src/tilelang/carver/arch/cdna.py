@@ -28,6 +28,10 @@ class CDNA(TileDevice):
         self.compute_max_core = int(props.multi_processor_count)
         self.reg_cap = int(getattr(props, "regs_per_multiprocessor", 65536))
 
+    def tensorcore_precisions(self) -> frozenset[tuple[str, str]]:
+        """MFMA operand and accumulator pairs."""
+        return frozenset({("float16", "float32"), ("bfloat16", "float32"), ("int8", "int32")})
+
 
 def is_cdna_arch(arch: TileDevice) -> bool:
     return isinstance(arch, CDNA)

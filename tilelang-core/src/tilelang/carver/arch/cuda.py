@@ -92,6 +92,17 @@ class CUDA(TileDevice):
             self.smem_cap, self.max_threads_per_sm = known
             self.compute_max_core = None
 
+    def tensorcore_precisions(self) -> frozenset[tuple[str, str]]:
+        """mma.sync / wgmma operand and accumulator pairs of this compute capability."""
+        if self.sm_version < 70:
+            return frozenset()
+        pairs = {("float16", "float16"), ("float16", "float32")}
+        if self.sm_version >= 80:
+            pairs |= {("bfloat16", "float32"), ("int8", "int32"), ("float32", "float32")}  # tf32
+        if self.sm_version >= 89:
+            pairs |= {("float8_e4m3fn", "float32"), ("float8_e5m2", "float32")}
+        return frozenset(pairs)
+
     def get_avaliable_tensorintrin_shapes(self) -> list[list[int]]:
         """(M, N) of the tensor-core instruction tiles T.gemm uses (upstream's spelling)."""
         return [[16, 16]] if has_mma_support(self) or is_volta_arch(self) else []

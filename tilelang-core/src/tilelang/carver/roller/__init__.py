@@ -1,7 +1,11 @@
-"""Tile-configuration hints (upstream's ``tilelang.carver.roller`` names): ``Hint``, the
-rasterization plans, and ``policy.matmul_hints`` — a small search, not upstream's roller."""
+"""Tile-configuration hints (upstream's ``tilelang.carver.roller`` names): ``Hint`` and
+``IntrinInfo``, the rasterization plans, the graph nodes (``PrimFuncNode``, ``OutputNode``,
+``Edge``) and the searches (``DefaultPolicy``, ``TensorCorePolicy``) — small searches with
+a roofline ranking, not upstream's roller (see ``policy``)."""
 
-from .hint import Hint
+from .hint import Hint, IntrinInfo
+from .node import Edge, OutputNode, PrimFuncNode
+from .policy import DefaultPolicy, TensorCorePolicy
 from .rasterization import (
     NoRasterization,
     Rasterization,
@@ -9,4 +13,5 @@ from .rasterization import (
     Rasterization2DRow,
 )
 
-__all__ = ["Hint", "NoRasterization", "Rasterization", "Rasterization2DColumn", "Rasterization2DRow"]
+__all__ = ["DefaultPolicy", "Edge", "Hint", "IntrinInfo", "NoRasterization", "OutputNode", "PrimFuncNode",
+           "Rasterization", "Rasterization2DColumn", "Rasterization2DRow", "TensorCorePolicy"]

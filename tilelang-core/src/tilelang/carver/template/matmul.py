@@ -9,11 +9,13 @@ from typing import Any
 
 from ...errors import LanguageError
 from ..roller.hint import Hint
-from ..roller.policy import matmul_hints
+from ..roller.policy.default import Access, TileProblem, default_hints
+from ..roller.policy.matmul import matmul_hints
+from .base import BaseTemplate
 
 
 @dataclass
-class MatmulTemplate:
+class MatmulTemplate(BaseTemplate):
     """C[M, N] = A[M, K] @ B[K, N] (``trans_A`` / ``trans_B``: stored transposed; B is
     (N, K) by default, as upstream's template has it), accumulated in ``accum_dtype``."""
 
@@ -35,10 +37,6 @@ class MatmulTemplate:
                 raise LanguageError(f"MatmulTemplate: {name} must be a positive int, got {value!r}")
         self.in_dtype, self.out_dtype, self.accum_dtype = map(str, (self.in_dtype, self.out_dtype,
                                                                     self.accum_dtype))
-
-    def with_arch(self, arch: Any) -> MatmulTemplate:
-        self.arch = arch
-        return self
 
     def equivalent_function(self) -> Any:
         """The GEMM as a PrimFunc (A, B[, Bias], C): the computation the hints are for."""
@@ -63,13 +61,13 @@ class MatmulTemplate:
 
         return matmul
 
-    def recommend_hints(self, topk: int = 10) -> list[Hint]:
-        if self.arch is None:
-            raise LanguageError("MatmulTemplate.recommend_hints: no device; call "
-                                ".with_arch(tilelang.carver.arch.CUDA(...)) first")
-        return matmul_hints(self.M, self.N, self.K, self.in_dtype, self.accum_dtype, self.arch, topk)
-
-    def get_hardware_aware_configs(self, arch: Any = None, topk: int = 10) -> list[Hint]:
-        if arch is not None:
-            self.arch = arch
-        return self.recommend_hints(topk)
+    def _hints(self, topk: int) -> list[Hint]:
+        if self.arch.warp_size > 1:
+            return matmul_hints(self.M, self.N, self.K, self.in_dtype, self.accum_dtype, self.arch, topk)
+        # a CPU: the default search over the GEMM's nest (axes i, j, k)
+        a_dims = ((2,), (0,)) if self.trans_A else ((0,), (2,))
+        b_dims = ((1,), (2,)) if self.trans_B else ((2,), (1,))
+        problem = TileProblem(spatial=(self.M, self.N), reduce=(self.K,),
+                              reads=(Access("A", self.in_dtype, a_dims), Access("B", self.in_dtype, b_dims)),
+                              writes=(Access("C", self.out_dtype, ((0,), (1,))),), name="matmul")
+        return default_hints(problem, self.arch, topk)

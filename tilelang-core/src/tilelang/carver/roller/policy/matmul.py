@@ -21,8 +21,8 @@ import math
 from itertools import product
 from typing import Any
 
-from .hint import Hint
-from .rasterization import NoRasterization, Rasterization2DColumn
+from ..hint import Hint
+from ..rasterization import NoRasterization, Rasterization2DColumn
 
 _TILES = (32, 64, 128, 256)
 _STEPS = (32, 64)
