@@ -41,6 +41,7 @@ from typing import Any, TextIO
 
 ENV, DIR_ENV = "TL_LOWER_TRACE", "TL_LOWER_TRACE_DIR"
 MODES = ("terminal", "html", "both")
+COLLECT = "collect"  # steps kept in memory only (the pass visualizer's mode; not an environment value)
 DEFAULT_DIR = "./tmp/lower_trace_dir"
 _ON, _OFF = ("1", "on", "true", "yes"), ("", "0", "off", "false", "no")
 
@@ -164,6 +165,8 @@ class KernelTrace:
     def add(self, name: str, phase: str, before: str, after: str, after_ext: str = "tir") -> Step:
         step = Step(len(self.steps), name, phase, before, after)
         self.steps.append(step)
+        if self.mode == COLLECT:
+            return step
         folder = self.run_dir / _slug(phase)
         folder.mkdir(parents=True, exist_ok=True)
         stem = f"{step.index:02d}_{_slug(name)}"
@@ -180,7 +183,7 @@ class KernelTrace:
 
     def close(self, error: BaseException | None = None) -> Path | None:
         """Write the report (also after a failed compilation); its path, or None (terminal)."""
-        if self.mode == "terminal":
+        if self.mode in ("terminal", COLLECT):
             return None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         report = self.run_dir / "report.html"
@@ -197,10 +200,20 @@ class KernelTrace:
         return report
 
 
+#: the traces made by kernel_trace, newest last (the pass visualizer reads the ones its
+#: compilation made; at most 64 are kept)
+recent: list[KernelTrace] = []
+
+
 def kernel_trace(kernel: str) -> KernelTrace | None:
     """A trace of ``kernel``'s compilation when tracing is on, else None."""
     mode = active_mode()
-    return KernelTrace(kernel, mode) if mode else None
+    if not mode:
+        return None
+    trace = KernelTrace(kernel, mode)
+    recent.append(trace)
+    del recent[:-64]
+    return trace
 
 
 def lower_trace(func_or_mod: Any, passes: Any, mode: str = "terminal", context: int = 3,
