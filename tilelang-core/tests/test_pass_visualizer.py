@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import tilelang
 from tilelang.errors import ArgumentError
 from tilelang.tools.pass_visualizer import viewer
@@ -37,7 +36,7 @@ def test_the_command_line_writes_the_page_and_the_text_dump(tmp_path: Path) -> N
     shutil.copy(EXAMPLE, kernel)
     args = [f"--set={k}={v}" for k, v in SMALL.items()] + ["--set", "dtype='float32'", "--target", "cpu"]
     done = subprocess.run([sys.executable, "-m", "tilelang.tools.pass_visualizer.viewer", str(kernel), *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     page, dump = tmp_path / "gemm_relu_passes.html", tmp_path / "gemm_relu_passes.txt"
     assert page.read_text().startswith("<!doctype html>") and "float32" in dump.read_text()
