@@ -251,3 +251,20 @@ def test_equivalent_functions_against_numpy() -> None:
             patch = padded[0, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
             want[0, i, j] = np.tensordot(patch, weight, axes=3)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_hints_become_upstream_benchmark_configs() -> None:
+    """benchmark/matmul/benchmark_matmul.py --with_roller reads hints this way."""
+    import tilelang.language as T
+
+    arch = get_arch(SM90)
+    for hint in carver.MatmulTemplate(M=4096, N=4096, K=4096, in_dtype="float16", out_dtype="float16",
+                                      accum_dtype="float32").with_arch(arch).recommend_hints(topk=10):
+        rows, cols = hint.block[0] // hint.warp[0], hint.block[1] // hint.warp[1]
+        assert rows * cols * arch.warp_size == hint.threads
+        policy = T.GemmWarpPolicy.from_warp_partition(rows, cols)
+        assert policy is (T.GemmWarpPolicy.FullRow if cols == 1 and rows > 1 else
+                          T.GemmWarpPolicy.FullCol if rows == 1 and cols > 1 else T.GemmWarpPolicy.Square)
+    assert T.GemmWarpPolicy.from_warp_partition(4, 1) is T.GemmWarpPolicy.FullRow
+    assert T.GemmWarpPolicy.from_warp_partition(1, 4) is T.GemmWarpPolicy.FullCol
+    assert T.GemmWarpPolicy.from_warp_partition(2, 2) is T.GemmWarpPolicy.Square

@@ -209,6 +209,16 @@ class GemmWarpPolicy(enum.IntEnum):
     def is_full_col(self) -> bool:
         return self is GemmWarpPolicy.FullCol
 
+    @classmethod
+    def from_warp_partition(cls, m_warp: int, n_warp: int) -> GemmWarpPolicy:
+        """The policy of an (m_warp x n_warp) split: every warp along M is FullRow, along N
+        FullCol, anything else Square (upstream's reading of carver hints)."""
+        if m_warp > 1 and n_warp == 1:
+            return cls.FullRow
+        if m_warp == 1 and n_warp > 1:
+            return cls.FullCol
+        return cls.Square
+
 
 def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     """A barrier for every thread of the block (``__syncthreads()`` on CUDA). With
