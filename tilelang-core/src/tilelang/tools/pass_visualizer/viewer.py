@@ -8,7 +8,13 @@ nothing; the selected pass's diff on the right; j/k or the arrow keys step throu
 and ``kernel_passes.txt`` beside it (each pass's IR after it ran, for grep). The page is
 ``tilelang.tools.lower_trace``'s report; the kernel compiles with the kernel cache off, so
 every pass runs. From Python: ``name, stages = build_pass_data(path, factory, target,
-kwargs)``, then ``emit_html(name, stages)`` / ``emit_text(name, stages)``.
+kwargs)``, then ``emit_html(name, stages)`` / ``emit_txt(name, stages)``.
+
+A stage is a dict, as upstream's are: ``name`` (``"source code"``, ``"(input)"``, then
+``"[NN] <pass>"``; the code generator last), ``flag`` (``source``, ``input``, ``changed``,
+``no-op``) and ``rows`` (its text, line by line), with ``phase``, ``before``, ``after``,
+``added`` and ``removed``. Upstream draws each pass's statement tree and follows CUDA's
+pipeline only; here it is the IR text of whichever backend compiles the kernel.
 """
 
 from __future__ import annotations
@@ -54,21 +60,33 @@ def _factory(module: Any, path: Path, name: str | None) -> tuple[str, Any]:
 
 def build_pass_data(path: str | Path, factory: str | None = None, target: Any = "auto",
                     kwargs: dict[str, Any] | None = None, source: str | None = None) -> tuple[str, list[Any]]:
-    """(kernel name, its passes in order) for the ``@tilelang.jit`` kernel ``factory`` (the
-    first one when None) of the file at ``path`` (``source``: its text, when given), compiled
-    with ``kwargs`` for ``target`` (``"auto"``: the decorator's target). Each pass is a ``lower_trace.Step`` (``name``, ``phase``,
-    ``before``, ``after``, ``as_dict()``); the code generator's step comes last."""
+    """(kernel name, stages) for the ``@tilelang.jit`` kernel ``factory`` (the first one when
+    None) of the file at ``path`` (``source``: its text, when given), compiled with ``kwargs``
+    for ``target`` (``"auto"``: the decorator's target); the stages are described above."""
     from ... import env
 
     path = Path(path)
-    name, jit = _factory(_load(path, source), path, factory)
+    text = source if source is not None else path.read_text()
+    name, jit = _factory(_load(path, text), path, factory)
     first = len(lower_trace.recent)
     if target not in (None, "auto"):  # over the decorator's own target
         jit.options = {**jit.options, "target": target}
     with env.overridden(TILELANG_DISABLE_CACHE="1"), _collected():
         jit.compile(**(kwargs or {}))
     steps = [step for trace in lower_trace.recent[first:] for step in trace.steps]
-    return name, steps
+    stages = [_stage("source code", "source", "source", text, text)]
+    if steps:
+        stages.append(_stage("(input)", "input", steps[0].phase, steps[0].before, steps[0].before))
+    for number, step in enumerate(steps, 1):
+        stages.append(_stage(f"[{number:02d}] {step.name}", "changed" if step.before != step.after else "no-op",
+                             step.phase, step.before, step.after))
+    return name, stages
+
+
+def _stage(name: str, flag: str, phase: str, before: str, after: str) -> dict[str, Any]:
+    info = lower_trace.Step(0, name, phase, before, after).as_dict()
+    return {"name": name, "flag": flag, "rows": after.splitlines(), "phase": phase, "before": before,
+            "after": after, "added": info["insertions"], "removed": info["deletions"]}
 
 
 @contextlib.contextmanager
@@ -82,18 +100,20 @@ def _collected() -> Any:
         lower_trace._override[:] = saved
 
 
-def emit_html(name: str, stages: Sequence[Any]) -> str:
-    """The self-contained page of ``build_pass_data``'s passes."""
-    return lower_trace.render_html(f"kernel {name!r}", stages, None)
+def emit_html(name: str, stages: Sequence[dict[str, Any]]) -> str:
+    """The self-contained page of ``build_pass_data``'s stages (lower_trace's report: the
+    source and the input shown as they are, each pass as its diff)."""
+    steps = [lower_trace.Step(i, st["name"], st["phase"], st["before"], st["after"]) for i, st in enumerate(stages)]
+    return lower_trace.render_html(f"kernel {name!r}", steps, None)
 
 
-def emit_text(name: str, stages: Sequence[Any]) -> str:
-    """Each pass's header (phase, name, lines added and removed) and the IR after it."""
-    out = [f"# kernel {name!r}: {len(stages)} passes"]
-    for step in stages:
-        info = step.as_dict()
-        change = f"+{info['insertions']} -{info['deletions']}" if info["changed"] else "no change"
-        out += ["", f"==== [{step.index:02d}] {step.phase} / {step.name} ({change})", step.after.rstrip()]
+def emit_txt(name: str, stages: Sequence[dict[str, Any]]) -> str:
+    """Each stage's header (phase, name, lines added and removed) and its text."""
+    passes = sum(1 for st in stages if st["flag"] in ("changed", "no-op"))
+    out = [f"# kernel: {name} ({passes} passes)"]
+    for st in stages:
+        change = {"changed": f" (+{st['added']} -{st['removed']})", "no-op": " (no change)"}.get(st["flag"], "")
+        out += ["", f"==== {st['name']} [{st['phase']}]{change}", *st["rows"]]
     return "\n".join(out) + "\n"
 
 
@@ -124,9 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, stages = build_pass_data(path, args.factory, args.target, kwargs)
     out = Path(args.out) if args.out else path.with_name(f"{name}_passes.html")
     out.write_text(emit_html(name, stages))
-    out.with_suffix(".txt").write_text(emit_text(name, stages))
-    changed = sum(1 for s in stages if s.before != s.after)
-    print(f"kernel {name!r}: {len(stages)} passes, {changed} changed the IR -> {out} (and {out.with_suffix('.txt')})")
+    out.with_suffix(".txt").write_text(emit_txt(name, stages))
+    passes = [st for st in stages if st["flag"] in ("changed", "no-op")]
+    changed = sum(1 for st in passes if st["flag"] == "changed")
+    print(f"kernel {name!r}: {len(passes)} passes, {changed} changed the IR -> {out} (and {out.with_suffix('.txt')})")
     return 0
 
 
