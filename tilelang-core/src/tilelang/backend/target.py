@@ -91,6 +91,28 @@ def to_tvm_target(spec: TargetSpec) -> Any:
         raise BackendNotFoundError(f"cannot parse target {spec!r}: {err}") from err
 
 
+def determine_target(target: TargetSpec = "auto", return_object: bool = False) -> Any:
+    """Upstream's helper: the target a compilation with ``target=`` compiles for ("auto" as
+    this machine answers it, an enclosing ``with tvm.target.Target(...)`` first; an alias as
+    its backend's default; in the owning backend's canonical form), as a ``tvm.target.Target``
+    with ``return_object=True``, else as its config dict (which ``tilelang.compile(target=)``
+    and ``tvm.target.Target(...)`` take)."""
+    from .resolution import resolve_target, select_module
+
+    device, _, module = resolve_target(target)
+    module = module or select_module(device)
+    if module.canonicalize_target is not None:
+        device = module.canonicalize_target(device)
+    if return_object:
+        return device
+    try:
+        config = json.loads(str(device))  # a Target prints as its JSON config
+    except ValueError:
+        return str(device)
+    config.pop("host", None)
+    return config
+
+
 def target_to_json(target: Any) -> str:
     """A stable text form of a target (host included) for cache keys and artifacts."""
     return str(target.export()) if hasattr(target, "export") else str(target)
