@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tvm
-
 import tilelang
 import tilelang.language as T
+import tvm
 from tilelang.backend.target import determine_target
 from tilelang.errors import BackendNotFoundError
 
