@@ -84,3 +84,17 @@ def test_acmes_pass_refuses_tiles_beyond_the_scratchpad_and_its_config_lifts_the
     np.testing.assert_array_equal(kernel(x), x)
     # the CPU has no scratchpad: the same kernel compiles there as it is
     np.testing.assert_array_equal(tilelang.compile(big_tiles(), out_idx=[-1], target="cpu")(x), x)
+
+
+def test_the_carver_ranks_tiles_for_acmes_device() -> None:
+    """get_arch asks the backend that owns the target (its manifest's device_model)."""
+    from tilelang import carver
+    from tilelang.carver.arch import get_arch
+
+    acme = get_arch("acme")
+    assert (acme.platform, acme.smem_cap, acme.compute_max_core) == ("Acme", 49152, 4)
+    assert get_arch("cpu").platform == "CPU"  # the CPU keeps its own description
+    hints = carver.GEMVTemplate(N=4096, K=4096, in_dtype="float32", out_dtype="float32",
+                                accum_dtype="float32").with_arch(acme).recommend_hints(topk=4)
+    assert hints and all(h.smem_bytes <= 49152 and set(h.thread) == {1} for h in hints)
+    assert all(h.vectorize["B"] == 8 for h in hints)  # 32-byte vectors of float32

@@ -20,7 +20,7 @@ from tilelang.plugin import (
 from . import device
 from .passes import SCRATCHPAD_CONFIG
 
-TILELANG_PLUGIN_API = "1.1"
+TILELANG_PLUGIN_API = "1.10"  # 1.10: device_model
 
 BACKEND = BackendModule(
     name="acme",
@@ -35,6 +35,7 @@ BACKEND = BackendModule(
     ),
     aliases=("acme",),
     default_target=device.default_target,
+    device_model=device.describe,
     priority=-1,
     description="Acme's accelerator (simulated: ACME_DEVICE=1): TVM's LLVM codegen with a scratchpad check",
     pass_configs={SCRATCHPAD_CONFIG: "bytes of scratchpad that shared tiles may use (default 48 KiB)"},
