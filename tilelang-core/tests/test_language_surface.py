@@ -416,6 +416,22 @@ def test_an_ieee_rounding_mode_the_backend_lacks_is_a_compile_error():
         _fast_math_kernel("up")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_ieee_arithmetic_is_round_to_nearest_only(dtype):
+    @T.prim_func
+    def half(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                B[i] = T.ieee_add(A[i], A[i], "rz")
+
+    with pytest.raises(tilelang.CompileError, match=rf"T.ieee_add\(\.\.\., rounding_mode='rz'\) on {dtype}: Only "
+                       r"rounding mode 'rn' is available for half precision; compute in float32"):
+        tilelang.lower(half, target={"kind": "cuda", "arch": "sm_90"})
+    # the CPU computes bfloat16 in float32 by the time the rule runs: its general message
+    with pytest.raises(tilelang.CompileError, match=r"rounding_mode='rz'\).*'rn'"):
+        tilelang.compile(half, target="cpu")
+
+
 
 def test_a_copy_between_two_elements_stores_one_element():
     # upstream's T.copy(A[i], B[i]) with neither side a tile: a plain element store

@@ -116,6 +116,11 @@ def _nearest(name: str) -> Any:
     def rule(op: Any) -> Any:
         *operands, mode = op.args
         if str(mode.value) != "rn":
+            dtype = _dtype(operands[0])
+            if dtype in ("float16", "bfloat16"):  # upstream's words for half precision
+                raise CompileError(
+                    f"T.ieee_{name}(..., rounding_mode={str(mode.value)!r}) on {dtype}: Only rounding mode "
+                    "'rn' is available for half precision; compute in float32 for the other modes")
             raise CompileError(
                 f"T.ieee_{name}(..., rounding_mode={str(mode.value)!r}): the backend compiling this "
                 "kernel has no arithmetic in that rounding mode; only 'rn' (round to nearest, what "
