@@ -16,7 +16,7 @@ from itertools import product
 from typing import Any
 
 from ..roller.hint import Hint
-from ..roller.policy.default import _NOMINAL_SMS
+from ..roller.policy.default import NOMINAL_SMS
 from .base import BaseTemplate, positive
 
 _TENSOR_MACS = 1024  # dense fp16 tensor-core multiply-adds per SM per clock (as the GEMM search)
@@ -75,7 +75,7 @@ class FlashAttentionTemplate(BaseTemplate):
         use_tc = (self.in_dtype, accumulator) in arch.tensorcore_precisions()
         rate = _TENSOR_MACS if use_tc else arch.fma_per_clock
         cpu = arch.warp_size == 1
-        sms = arch.compute_max_core or _NOMINAL_SMS
+        sms = arch.compute_max_core or NOMINAL_SMS
         fit_m = max(16, 1 << (self.seq_length - 1).bit_length())
         fit_n = max(16, 1 << (self.seq_kv_length - 1).bit_length())
         hints = []

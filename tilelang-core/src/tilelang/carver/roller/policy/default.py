@@ -36,7 +36,7 @@ _MAX_BLOCK_POINTS = 4096  # output points per block
 _MAX_POINTS_PER_THREAD = 32  # accumulators a thread keeps in registers
 _THREADS = (32, 64, 128, 256, 512)
 _BUSY_THREADS = 1024  # threads per SM that keep its warp schedulers issuing (GPU)
-_NOMINAL_SMS = 80  # a description without a device (no SM count): rank for a GPU of this size
+NOMINAL_SMS = 80  # a description without a device (no SM count): rank for a GPU of this size
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def default_hints(problem: TileProblem, arch: Any, topk: int = 10) -> list[Hint]
     in_bytes = max((r.bytes for r in problem.reads), default=out_bytes)
     vector = max(1, min(arch.vector_bytes // in_bytes, 8 if arch.warp_size > 1 else 64))
     reduce_length = math.prod(reduce)
-    sms = arch.compute_max_core or _NOMINAL_SMS
+    sms = arch.compute_max_core or NOMINAL_SMS
     cpu = arch.warp_size == 1
     rsteps = _powers(reduce[-1], 256) if reduce else [1]
     hints = []
