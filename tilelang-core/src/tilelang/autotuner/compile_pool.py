@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import env
+from ..cpu.threads import available_cpus
 from . import serialize
 from .artifact import KernelArtifact
 
@@ -49,17 +50,6 @@ class CompileOutcome:
     error: str | None = None
     func: Any = None  # the T.prim_func, likewise
     artifact: KernelArtifact | None = None  # the kernel-cache entry's bytes, from another machine
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    counter = getattr(os, "process_cpu_count", None)  # Python 3.13+
-    if counter is not None:
-        return max(1, counter() or 1)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 def describe_error(err: BaseException) -> str:

@@ -37,6 +37,9 @@ SPIN_COUNT = 1000
 
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity mask, which containers narrow)."""
+    counter = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if counter is not None:
+        return max(1, counter() or 1)
     if hasattr(os, "sched_getaffinity"):
         return max(len(os.sched_getaffinity(0)), 1)
     return os.cpu_count() or 1

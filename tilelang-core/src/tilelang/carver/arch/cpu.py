@@ -4,7 +4,6 @@ reports."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,10 @@ def _vector_bytes() -> int:
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """The threads the CPU backend runs a kernel's blocks on."""
+    from ...cpu.threads import available_cpus, requested_threads
+
+    return requested_threads() or available_cpus()
 
 
 class CPU(TileDevice):

@@ -17,9 +17,8 @@ from typing import Any
 
 from ..roller.hint import Hint
 from ..roller.policy.default import NOMINAL_SMS
+from ..roller.policy.matmul import TENSOR_MACS, dtype_bytes
 from .base import BaseTemplate, positive
-
-_TENSOR_MACS = 1024  # dense fp16 tensor-core multiply-adds per SM per clock (as the GEMM search)
 
 
 @dataclass
@@ -67,13 +66,11 @@ class FlashAttentionTemplate(BaseTemplate):
         return te.create_prim_func([Q, K, V, out])
 
     def _hints(self, topk: int) -> list[Hint]:
-        from tvm import DataType
-
         arch, dim = self.arch, self.head_dim
-        in_bytes = max(1, DataType(self.in_dtype).bits // 8)
+        in_bytes = dtype_bytes(self.in_dtype)
         accumulator = "int32" if self.in_dtype.startswith(("int", "uint")) else "float32"
         use_tc = (self.in_dtype, accumulator) in arch.tensorcore_precisions()
-        rate = _TENSOR_MACS if use_tc else arch.fma_per_clock
+        rate = TENSOR_MACS if use_tc else arch.fma_per_clock
         cpu = arch.warp_size == 1
         sms = arch.compute_max_core or NOMINAL_SMS
         fit_m = max(16, 1 << (self.seq_length - 1).bit_length())

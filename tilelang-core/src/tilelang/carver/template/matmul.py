@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import LanguageError
 from ..roller.hint import Hint
 from ..roller.policy.default import Access, TileProblem, default_hints
 from ..roller.policy.matmul import matmul_hints
-from .base import BaseTemplate
+from .base import BaseTemplate, positive
 
 
 @dataclass
@@ -31,10 +30,7 @@ class MatmulTemplate(BaseTemplate):
     arch: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("M", "N", "K"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise LanguageError(f"MatmulTemplate: {name} must be a positive int, got {value!r}")
+        positive("MatmulTemplate", M=self.M, N=self.N, K=self.K)
         self.in_dtype, self.out_dtype, self.accum_dtype = map(str, (self.in_dtype, self.out_dtype,
                                                                     self.accum_dtype))
 

@@ -31,6 +31,7 @@ from itertools import product
 from typing import Any
 
 from ..hint import Hint
+from .matmul import dtype_bytes
 
 _MAX_BLOCK_POINTS = 4096  # output points per block
 _MAX_POINTS_PER_THREAD = 32  # accumulators a thread keeps in registers
@@ -50,9 +51,7 @@ class Access:
 
     @property
     def bytes(self) -> int:
-        from tvm import DataType
-
-        return max(1, DataType(self.dtype).bits // 8)
+        return dtype_bytes(self.dtype)
 
     def footprint(self, tile: list[int]) -> int:
         """Elements of this buffer a tile (one extent per axis) touches."""

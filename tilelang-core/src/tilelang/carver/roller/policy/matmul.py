@@ -30,12 +30,13 @@ _WARPS = (4, 8)
 _TENSOR_CORE_INPUTS = ("float16", "bfloat16", "int8", "float8_e4m3fn", "float8_e5m2")
 # per-SM per-clock rates (CUDA Programming Guide throughput tables, rounded): dense fp16
 # tensor-core MACs and SIMT fp32 FMAs; bytes per clock an SM draws from L2
-_MACS = {"tensor": 1024, "simt": 128}
+TENSOR_MACS, SIMT_MACS = 1024, 128
 _BANDWIDTH = 32
 _MAX_REGS_PER_THREAD = 255
 
 
-def _bytes(dtype: str) -> int:
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element (at least one: 4-bit types are counted as bytes)."""
     from tvm import DataType
 
     return max(1, DataType(str(dtype)).bits // 8)
@@ -62,8 +63,8 @@ def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: 
     best first."""
     use_tc = str(in_dtype) in _TENSOR_CORE_INPUTS and getattr(arch, "sm_version", 0) >= 80
     quantum = 16 if use_tc else 8
-    in_bytes, acc_bytes = _bytes(in_dtype), _bytes(accum_dtype)
-    macs = _MACS["tensor" if use_tc else "simt"]
+    in_bytes, acc_bytes = dtype_bytes(in_dtype), dtype_bytes(accum_dtype)
+    macs = TENSOR_MACS if use_tc else SIMT_MACS
     stages = (2, 3, 4) if getattr(arch, "sm_version", 0) >= 80 else (1,)
     sms = arch.compute_max_core
     fit_m, fit_n, fit_k = (max(32, 1 << (max(d, 1) - 1).bit_length()) for d in (M, N, K))
