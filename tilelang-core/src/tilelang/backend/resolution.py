@@ -89,6 +89,18 @@ def resolve_target(target: TargetSpec) -> tuple[Any, str, BackendModule | None]:
     return device, source, module
 
 
+def owned_target(target: TargetSpec) -> tuple[Any, str, BackendModule]:
+    """Steps 1 and 2: (the tvm Target in its owning backend's canonical form, how it was
+    chosen, that backend) -- what a compilation, ``determine_target`` and the carver's
+    ``get_arch`` start from."""
+    device, source, module = resolve_target(target)
+    if module is None:
+        module = select_module(device)
+    if module.canonicalize_target is not None:
+        device = module.canonicalize_target(device)
+    return device, source, module
+
+
 def _to_target(spec: TargetSpec) -> Any:
     try:
         return to_tvm_target(spec)
@@ -232,11 +244,7 @@ def create_backend_context(
 
     if execution_backend == "auto":
         execution_backend = env.get_default_execution_backend()
-    device, source, module = resolve_target(target)
-    if module is None:
-        module = select_module(device)
-    if module.canonicalize_target is not None:
-        device = module.canonicalize_target(device)
+    device, source, module = owned_target(target)
     route = None
     if kernel is not None:
         route = route_kernel(kernel, kernel_name, device, module, source, execution_backend, execution_specs)

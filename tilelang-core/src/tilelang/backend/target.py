@@ -97,12 +97,9 @@ def determine_target(target: TargetSpec = "auto", return_object: bool = False) -
     its backend's default; in the owning backend's canonical form), as a ``tvm.target.Target``
     with ``return_object=True``, else as its config dict (which ``tilelang.compile(target=)``
     and ``tvm.target.Target(...)`` take)."""
-    from .resolution import resolve_target, select_module
+    from .resolution import owned_target
 
-    device, _, module = resolve_target(target)
-    module = module or select_module(device)
-    if module.canonicalize_target is not None:
-        device = module.canonicalize_target(device)
+    device = owned_target(target)[0]
     if return_object:
         return device
     try:

@@ -30,10 +30,9 @@ from .cuda import (
 def get_arch(target: Any = "cuda") -> TileDevice:
     """The description of ``target`` (a name such as ``"cuda"`` / ``"llvm"`` / an alias, a
     target dict or a ``tvm.target.Target``), from the target backend that owns it."""
-    from ...backend.resolution import resolve_target, select_module
+    from ...backend.resolution import owned_target
 
-    device, _, module = resolve_target(target)
-    module = module or select_module(device)
+    device, _, module = owned_target(target)
     arch = module.device(device)
     if arch is None:
         raise BackendNotFoundError(f"tilelang.carver.arch.get_arch: target backend {module.name!r} (target "
