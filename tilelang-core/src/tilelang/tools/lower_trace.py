@@ -27,6 +27,7 @@ provided here.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import html
 import itertools
@@ -34,7 +35,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -77,6 +78,8 @@ LEGACY_ENV, LEGACY_DIR_ENV, LEGACY_DIR = "TILELANG_PASS_DIFF", "TILELANG_PASS_DI
 
 def active_mode() -> str | None:
     """The mode compilations are traced in now, or None."""
+    if _collectors:
+        return COLLECT
     if _override:
         return _override[0]
     if ENV not in os.environ and os.environ.get(LEGACY_ENV, "").strip():
@@ -200,9 +203,19 @@ class KernelTrace:
         return report
 
 
-#: the traces made by kernel_trace, newest last (the pass visualizer reads the ones its
-#: compilation made; at most 64 are kept)
-recent: list[KernelTrace] = []
+_collectors: list[list[KernelTrace]] = []  # collect(): the lists open now, innermost last
+
+
+@contextlib.contextmanager
+def collect() -> Iterator[list[KernelTrace]]:
+    """Inside, every compilation is traced in memory only (no files, no report, nothing
+    printed), its trace appended to the list this yields (the pass visualizer's use)."""
+    traces: list[KernelTrace] = []
+    _collectors.append(traces)
+    try:
+        yield traces
+    finally:
+        _collectors.remove(traces)
 
 
 def kernel_trace(kernel: str) -> KernelTrace | None:
@@ -211,8 +224,8 @@ def kernel_trace(kernel: str) -> KernelTrace | None:
     if not mode:
         return None
     trace = KernelTrace(kernel, mode)
-    recent.append(trace)
-    del recent[:-64]
+    if mode == COLLECT:
+        _collectors[-1].append(trace)
     return trace
 
 

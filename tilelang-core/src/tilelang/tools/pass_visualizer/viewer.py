@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -68,12 +67,11 @@ def build_pass_data(path: str | Path, factory: str | None = None, target: Any = 
     path = Path(path)
     text = source if source is not None else path.read_text()
     name, jit = _factory(_load(path, text), path, factory)
-    first = len(lower_trace.recent)
     if target not in (None, "auto"):  # over the decorator's own target
         jit.options = {**jit.options, "target": target}
-    with env.overridden(TILELANG_DISABLE_CACHE="1"), _collected():
+    with env.overridden(TILELANG_DISABLE_CACHE="1"), lower_trace.collect() as traces:
         jit.compile(**(kwargs or {}))
-    steps = [step for trace in lower_trace.recent[first:] for step in trace.steps]
+    steps = [step for trace in traces for step in trace.steps]
     stages = [_stage("source code", "source", "source", text, text)]
     if steps:
         stages.append(_stage("(input)", "input", steps[0].phase, steps[0].before, steps[0].before))
@@ -87,17 +85,6 @@ def _stage(name: str, flag: str, phase: str, before: str, after: str) -> dict[st
     info = lower_trace.Step(0, name, phase, before, after).as_dict()
     return {"name": name, "flag": flag, "rows": after.splitlines(), "phase": phase, "before": before,
             "after": after, "added": info["insertions"], "removed": info["deletions"]}
-
-
-@contextlib.contextmanager
-def _collected() -> Any:
-    """Every compilation inside is traced in memory (no files, no report)."""
-    saved = list(lower_trace._override)
-    lower_trace._override[:] = [lower_trace.COLLECT]
-    try:
-        yield
-    finally:
-        lower_trace._override[:] = saved
 
 
 def emit_html(name: str, stages: Sequence[dict[str, Any]]) -> str:
