@@ -16,6 +16,9 @@ Tracing every compilation:
 * The phase of a pass is the outermost pass (a pipeline stage) running it; the ones run
   outside every stage are ``unscoped``.
 
+In memory: ``with lower_trace.collect() as traces:`` traces the compilations inside it
+without files or output (``traces``: one ``KernelTrace`` each, its ``steps``).
+
 One chain of passes on one module: ``lower_trace(func_or_mod, passes, mode="terminal")``
 returns one dict per pass (``name``, ``before_script``, ``after_script``, ``diff_lines``,
 ``insertions``, ``deletions``, ``changed``).
@@ -325,4 +328,4 @@ def _html_line(line: str) -> str:
     return text
 
 
-__all__ = ["KernelTrace", "active_mode", "disable", "enable", "kernel_trace", "lower_trace", "render_html"]
+__all__ = ["KernelTrace", "active_mode", "collect", "disable", "enable", "kernel_trace", "lower_trace", "render_html"]
