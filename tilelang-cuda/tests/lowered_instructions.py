@@ -10,9 +10,14 @@ a wrong result here, as it would on the GPU.
   with floating point type"), g = lane / 4, t = lane % 4: A register j holds row
   g + 8 (j % 2), columns 2t + 8 (j / 2) + {0, 1}; B register j holds column g, rows
   2t + 8j + {0, 1}; C register j holds row g + 8 (j / 2), column 2t + j % 2.
+* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ("Matrix Fragments for mma.m16n8k8",
+  .tf32): A register j holds row g + 8 (j % 2), column t + 4 (j / 2); B register j holds
+  column g, row t + 4j. The helper rounds each operand to TF32 first (cvt.rna.tf32.f32:
+  10 mantissa bits, to nearest, ties away from zero).
 * cp.async.cg.shared.global 16 bytes, commit_group, wait_group n ("Data movement"): a copy
   lands when a wait leaves at most n newer groups pending — never earlier.
-* wgmma.mma_async m64nNk16 ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
+* wgmma.mma_async m64nNk16, k32 for 8-bit types, k8 for TF32 (the float32's top 19 bits)
+  ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
   shared operands read through matrix descriptors in the canonical layouts ("Shared Memory
   Matrix Layout"), swizzled on absolute addresses; register A is the m16n8k16 A fragment
   of the warp's 16 rows; D register i of warp w holds row 16 w + lane / 4 + 8 (i / 2 % 2),
@@ -52,7 +57,7 @@ from lowered_emulator import (
 from tilelang.cuda.transform.conversions import CONVERSIONS
 
 WARP = 32
-_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)$")
+_WGMMA = re.compile(r"^tl_wgmma_m64n(\d+)k(8|16|32)_(f16|bf16|e4m3|e5m2|s8|tf32)_([01r])([01])(z?)$")
 
 
 def lowered_kernel(device_mod: Any, index: int | None = None) -> LoweredKernel:
@@ -189,6 +194,41 @@ def _mma_m16n8k32(kernel: LoweredKernel, args: list[Any], kind: str) -> None:
     for j in range(4):
         c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
     kernel.write(c_ptr.memory, c_offsets, c, acc)
+
+
+def tf32_values(bits: np.ndarray, rounding: str = "rna") -> np.ndarray:
+    """float32 bit patterns as the TF32 values the tensor cores take, in float64: rounded to
+    10 mantissa bits, to nearest with ties away from zero (``rna``, cvt.rna.tf32.f32), or
+    truncated (``rz``: the low 13 bits ignored). Infinities and NaNs pass unchanged."""
+    bits = bits.astype(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    rounded = bits + np.uint32(0x1000) if rounding == "rna" else bits
+    kept = np.where(special, bits, rounded & np.uint32(0xFFFFE000))
+    return kept.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _mma_m16n8k8_tf32(kernel: LoweredKernel, args: list[Any]) -> None:
+    c_ptr, a_ptr, b_ptr = args
+    _whole_warps(kernel, "mma.sync")
+
+    def operand(pointer: Pointer, count: int) -> np.ndarray:
+        return tf32_values(kernel.read(pointer.memory, pointer.offset[:, None] + 4 * np.arange(count),
+                                       np.dtype(np.uint32)))
+
+    a, b = operand(a_ptr, 4), operand(b_ptr, 2)
+    c_offsets, c = _floats(kernel, c_ptr, 4)
+    warps = kernel.threads // WARP
+    lane = np.arange(WARP)
+    g, t = lane // 4, lane % 4
+    A, B = np.zeros((warps, 16, 8)), np.zeros((warps, 8, 8))
+    for j in range(4):
+        A[:, g + 8 * (j % 2), t + 4 * (j // 2)] = a[:, j].reshape(warps, WARP)
+    for j in range(2):
+        B[:, t + 4 * j, g] = b[:, j].reshape(warps, WARP)
+    D = A @ B
+    for j in range(4):
+        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float32))
 
 
 # -- cp.async ------------------------------------------------------------------------------
@@ -348,18 +388,22 @@ _BYTES = (*_FP8, "s8")  # the 8-bit kinds: K-major operands, 32 deep
 
 def _shared_operand(kernel: LoweredKernel, desc: np.ndarray, rows: int, mn_major: bool, kind: str) -> np.ndarray:
     """The (rows x k) operand (M x K of A, N x K of B) one warpgroup's descriptor reads:
-    16 deep for 16-bit kinds, 32 for 8-bit floats (K-major only)."""
+    16 deep for 16-bit kinds, 32 for 8-bit ones and 8 for TF32 (those K-major only; TF32
+    values are the float32's top 19 bits)."""
     if (desc != desc[0]).any():
         raise EmulationError("wgmma: the threads of a warpgroup pass different descriptors")
-    size = 1 if kind in _BYTES else 2
-    if size == 1 and mn_major:
-        raise EmulationError("wgmma: 8-bit operands are K-major only")
+    size = 1 if kind in _BYTES else 4 if kind == "tf32" else 2
+    if size != 2 and mn_major:
+        raise EmulationError("wgmma: 8- and 32-bit operands are K-major only")
     mn, k = np.arange(rows)[:, None], np.arange(32 // size)[None, :]
     address = descriptor_address(int(desc[0]), mn, k, not mn_major, size)
     if (address < 0).any() or (address + size > kernel.smem.size).any() or (address % size).any():
         raise EmulationError("wgmma: a descriptor reads outside shared memory")
     if kind == "s8":
         return kernel.smem[address].view(np.int8).astype(np.int64)
+    if kind == "tf32":
+        words = np.ascontiguousarray(kernel.smem[address[..., None] + np.arange(4)]).view(np.uint32)[..., 0]
+        return tf32_values(words, "rz")
     if size == 1:
         return fp8_values(kernel.smem[address], kind)
     raw = np.ascontiguousarray(kernel.smem[address[..., None] + np.arange(2)]).view(np.uint16)[..., 0]
@@ -376,8 +420,8 @@ def _wgmma(kernel: LoweredKernel, args: list[Any], n: int, kind: str, a_form: st
     acc = np.dtype(np.int32 if kind == "s8" else np.float32)  # (s8: int32 accumulators, exact in int64)
     d_offsets = d_ptr.offset[:, None] + 4 * np.arange(n // 2)
     d = kernel.read(d_ptr.memory, d_offsets, acc).astype(np.int64 if kind == "s8" else np.float64)
-    if a_form == "r" and kind in _BYTES:
-        raise EmulationError("wgmma: 8-bit A from registers is not emulated")
+    if a_form == "r" and kind in (*_BYTES, "tf32"):
+        raise EmulationError(f"wgmma: {kind} A from registers is not emulated")
     a_regs = _halves(kernel, a_arg, 8, kind) if a_form == "r" else None
     lane = np.arange(4 * WARP) % WARP
     warp = np.arange(4 * WARP) // WARP
@@ -561,6 +605,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_mma_m16n8k16_f16_f16": lambda kernel, args, call: _mma_m16n8k16(kernel, args, "f16", acc="f16"),
     "tl_mma_m16n8k32_s8_s32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "s8"),
     "tl_mma_m16n8k32_e4m3_f32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "e4m3"),
+    "tl_mma_m16n8k8_tf32_f32": lambda kernel, args, call: _mma_m16n8k8_tf32(kernel, args),
     "tl_mma_m16n8k32_e5m2_f32": lambda kernel, args, call: _mma_m16n8k32(kernel, args, "e5m2"),
     "tl_ldmatrix_x2": lambda kernel, args, call: _ldmatrix(kernel, args, False, count=2),
     "tl_ldmatrix_x2_trans": lambda kernel, args, call: _ldmatrix(kernel, args, True, count=2),

@@ -22,6 +22,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NO_WGMMA = {"tl.disable_wgmma": True}
 
 
+def assert_within_tf32(c, a, b) -> None:
+    """C = A B within TF32's bound: each operand rounded or truncated to 10 mantissa bits
+    (relative error under 2^-10 each, 2^-9 a product), plus float32's sums."""
+    exact = a.double() @ b.double()
+    bound = 2.0 ** -9 * (a.double().abs() @ b.double().abs()) + 1e-5
+    excess = ((c.double() - exact).abs() - bound).max().item()
+    assert excess <= 0, f"off TF32's bound by {excess}"
+
+
 def _instructions(source: str) -> str:
     return "wgmma" if "tl_wgmma_m64n" in source else "mma" if "tl_mma_m16n8k16" in source else "simt"
 TESTS = Path(__file__).resolve().parents[2] / "tilelang-core" / "tests"
@@ -54,8 +63,8 @@ def test_gemm_transposes(trans_a, trans_b):
     kernel = tilelang.compile(tile_ops.tiled_gemm(M, N, K, trans_a, trans_b), out_idx=[-1], target="cuda")
     a = torch.randn(*((K, M) if trans_a else (M, K)), device="cuda")
     b = torch.randn(*((N, K) if trans_b else (K, N)), device="cuda")
-    expected = (a.T if trans_a else a) @ (b.T if trans_b else b)
-    torch.testing.assert_close(kernel(a, b), expected, rtol=1e-4, atol=1e-4)
+    # (float32 operands K-major, as (False, True) has them, take TF32 tensor cores, as upstream's)
+    assert_within_tf32(kernel(a, b), a.T if trans_a else a, b.T if trans_b else b)
 
 
 @pytest.mark.parametrize("kind", ["max", "min", "sum", "abssum", "absmax"])
@@ -351,3 +360,30 @@ def test_int8_gemm_into_int32(mnk, config, mode):
     c = torch.empty(M, N, device="cuda", dtype=torch.int32)
     kernel(a, b, c)
     torch.testing.assert_close(c, (a.double() @ b.double().T).to(torch.int32), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["wgmma", "mma.sync"])
+@pytest.mark.parametrize("mnk,config", [((256, 256, 256), (128, 128, 32, 128, 3)),
+                                        ((512, 512, 512), (128, 256, 32, 256, 3)),  # two warpgroups
+                                        ((200, 136, 192), (128, 128, 16, 128, 4))])  # edge tiles
+def test_float32_gemm_on_tf32_tensor_cores(mnk, config, mode):
+    """float32 A [m][k] and B [n][k] into float32 C (upstream's T.gemm: TF32): wgmma k8, or
+    mma.sync m16n8k8 with tl.disable_wgmma. Small integers are exact in TF32 (a layout error
+    shows, rounding does not); random operands are within TF32's bound (wgmma reads the
+    float32 in shared memory as TF32 by dropping its low 13 bits; mma.sync's helper rounds)."""
+    from tilelang.testing.kernels import tile_gemm
+
+    M, N, K = mnk
+    bM, bN, bK, threads, stages = config
+    kernel = tilelang.compile(tile_gemm(M, N, K, bM, bN, bK, False, True, dtype="float32", stages=stages,
+                                        threads=threads), out_idx=[-1], target="cuda",
+                              pass_configs=NO_WGMMA if mode == "mma.sync" else None)
+    source = kernel.get_kernel_source()
+    if torch.cuda.get_device_capability() >= (9, 0) or mode == "mma.sync":
+        assert ("_tf32_00(" in source) if mode == "wgmma" and torch.cuda.get_device_capability() == (9, 0) \
+            else ("tl_mma_m16n8k8_tf32_f32(" in source)
+    a = torch.randint(-4, 5, (M, K), device="cuda").float()
+    b = torch.randint(-4, 5, (N, K), device="cuda").float()
+    torch.testing.assert_close(kernel(a, b), a @ b.T, rtol=0, atol=0)
+    a, b = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
+    assert_within_tf32(kernel(a, b), a, b.T)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tilelang
 from lowered_emulator import bf16_bits
-from lowered_instructions import lowered_kernel
+from lowered_instructions import lowered_kernel, tf32_values
 from tilelang.cuda import toolchain
 from tilelang.testing.sparse import compress, semi_sparse, sparse_gemm
 
@@ -30,7 +30,10 @@ def bits(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def exact(x: np.ndarray, dtype: str) -> np.ndarray:
-    """``x`` rounded to ``dtype``'s values, as float32."""
+    """``x`` rounded to ``dtype``'s values, as float32 (float32 to TF32's, which its K-major
+    GEMMs take on tensor cores)."""
+    if dtype == "float32":
+        return tf32_values(x.astype(np.float32).view(np.uint32)).astype(np.float32)
     if dtype == "bfloat16" or dtype.startswith("float8"):
         torch = pytest.importorskip("torch")
         return torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype)).float().numpy()

@@ -28,13 +28,13 @@ TMA_HEADER = Path(__file__).with_name("tl_tma.h")  # appended to it (it uses tl_
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",
             "tl_tma", "tl_named_barrier", "tl_block_", "tl_thread_", "tl_setmaxnreg", "tl_match", "tl_pdl_",
             "tl_cluster_", "tl_rng_", "tl_cvt_")  # tl_device.h's families
-# tl_wgmma_m64n<N>k<16|32>_<f16|bf16|e4m3|e5m2|s8>_<A MN-major, or r: A in registers><B MN-major>:
+# tl_wgmma_m64n<N>k<8|16|32>_<f16|bf16|e4m3|e5m2|s8|tf32>_<A MN-major, or r: A in registers><B MN-major>:
 # generated per use
 # a helper's name starts a word: tl_convert.h's __tl_cvt_* does not ask for tl_device.h
 _HELPER_CALL = re.compile(r"\b(?:" + "|".join(map(re.escape, _HELPERS)) + ")")
 _INFF = re.compile(r"\binff\b")
 _DYNAMIC_SHARED = re.compile(r"(extern __shared__ __align__\()\d+(\) uchar buf_dyn_shmem)")
-_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(16|32)_(f16|bf16|e4m3|e5m2|s8)_([01r])([01])(z?)\b")
+_WGMMA_CALL = re.compile(r"\btl_wgmma_m64n(\d+)k(8|16|32)_(f16|bf16|e4m3|e5m2|s8|tf32)_([01r])([01])(z?)\b")
 
 
 @functools.cache
@@ -72,8 +72,8 @@ def conversion_helpers(code: str) -> str:
 
 @functools.cache
 def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = False, k: int = 16) -> str:
-    """D += A B with wgmma.mma_async.m64nNk16 (k32 for 8-bit floats, whose A and B are
-    K-major and take no transpose operands; fp32 accumulators, B through a shared
+    """D += A B with wgmma.mma_async.m64nNk16 (k32 for 8-bit types and k8 for TF32, whose A
+    and B are K-major and take no transpose operands; fp32 accumulators, B through a shared
     memory descriptor): ``a_form`` "0"/"1" reads A through a descriptor too (K- or
     MN-major), "r" from registers (4 x 32 bits per thread: the m16n8k16 A fragment of the
     thread's warp's 16 rows). N / 2 accumulator registers per thread: too many operands to
@@ -93,7 +93,7 @@ def wgmma_helper(n: int, dtype: str, a_form: str, b_mn_major: int, zero: bool = 
         params, prologue = "unsigned long long desc_a", ""
         a_operand, last = f"%{regs}", regs + 1
         inputs, flags = '"l"(desc_a), ', f"{a_form}, {b_mn_major}"
-    flags = f", {flags}" if k == 16 else ""  # (8-bit types: K-major only, no transpose operands)
+    flags = f", {flags}" if k == 16 else ""  # (8- and 32-bit types: K-major only, no transpose operands)
     scales = "" if integer else ", 1, 1"
     return (
         f"__device__ __forceinline__ void {name}({'int' if integer else 'float'}* d, {params}, "

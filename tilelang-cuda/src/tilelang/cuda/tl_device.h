@@ -96,6 +96,26 @@ __device__ __forceinline__ void tl_mma_m16n8k32_e5m2_f32(float* c, const void* a
   TL_MMA_F8_ASM("e5m2");
 }
 
+// m16n8k8 on TF32 tensor cores, fp32 accumulators: float32 operands (one per register, in
+// the places of the m16n8k16 fragments' pairs of halves, so ldmatrix loads them from K-major
+// tiles), each rounded to TF32 (to nearest, ties away) first, as cuBLAS's TF32 mode does.
+__device__ __forceinline__ unsigned tl_tf32_rna(unsigned bits) {
+  unsigned out;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));
+  return out;
+}
+
+__device__ __forceinline__ void tl_mma_m16n8k8_tf32_f32(float* c, const void* a_regs, const void* b_regs) {
+  const unsigned* a = static_cast<const unsigned*>(a_regs);
+  const unsigned* b = static_cast<const unsigned*>(b_regs);
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(tl_tf32_rna(a[0])), "r"(tl_tf32_rna(a[1])), "r"(tl_tf32_rna(a[2])), "r"(tl_tf32_rna(a[3])),
+        "r"(tl_tf32_rna(b[0])), "r"(tl_tf32_rna(b[1])));
+}
+
 // m16n8k32, signed 8-bit operands (four per register), int32 accumulators.
 __device__ __forceinline__ void tl_mma_m16n8k32_s8_s32(int* c, const void* a_regs, const void* b_regs) {
   const unsigned* a = static_cast<const unsigned*>(a_regs);

@@ -14,6 +14,7 @@ from tilelang.plugin import (
     buffer_accesses,
     gemm_mnk,
     is_full_region,
+    pass_config,
     static_ints,
 )
 
@@ -26,12 +27,17 @@ from .shifted_nests import accessed_by_shifted_nests
 
 MIN_ARCH = 80  # mma.sync m16n8k16 / m16n8k32 and cp.async
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
-# 8-bit operands: m16n8k32, 32-deep k steps, A and B K-major (ldmatrix has no .trans for
-# bytes); the intrinsic and the oldest arch that has it (fp8 from sm_89; int8 into int32
-# C). Not in row families (their fragment A operands are 16-bit)
-MMA_8BIT_INTRINSICS = {"float8_e4m3fn": ("tl_mma_m16n8k32_e4m3_f32", 89),
-                       "float8_e5m2": ("tl_mma_m16n8k32_e5m2_f32", 89),
-                       "int8": ("tl_mma_m16n8k32_s8_s32", MIN_ARCH)}
+# Operands other than 16-bit: 32 bytes of K per step, A and B K-major (ldmatrix has no
+# .trans for bytes or words); the intrinsic and the oldest arch that has it. 8-bit: m16n8k32
+# (fp8 from sm_89; int8 into int32 C). float32 into float32 C: m16n8k8 on TF32 tensor cores,
+# as upstream's T.gemm computes it (tl.disable_tf32 keeps such GEMMs in float32 on the SIMT
+# path). The fragments of all of them hold the bytes of the m16n8k16 ones' places. Not in row
+# families (their fragment A operands are 16-bit)
+MMA_K_MAJOR_INTRINSICS = {"float8_e4m3fn": ("tl_mma_m16n8k32_e4m3_f32", 89),
+                          "float8_e5m2": ("tl_mma_m16n8k32_e5m2_f32", 89),
+                          "int8": ("tl_mma_m16n8k32_s8_s32", MIN_ARCH),
+                          "float32": ("tl_mma_m16n8k8_tf32_f32", MIN_ARCH)}
+DISABLE_TF32_CONFIG = "tl.disable_tf32"
 
 
 class AccumulatorLayouts:
@@ -55,14 +61,17 @@ class AccumulatorLayouts:
         return choose_layout(m, n, self.threads // WARP)
 
     def k_depth(self, dtype: str, trans_a: bool, trans_b: bool) -> int | None:
-        """The k step of a tensor-core GEMM of ``dtype`` operands (16 for 16-bit types, 32
-        for 8-bit floats, which need sm_89, and for int8 into int32; 8-bit A and B K-major),
-        or None: not on tensor cores."""
+        """The k step of a tensor-core GEMM of ``dtype`` operands (16 for 16-bit types; 32
+        bytes of K for the others: 32 for 8-bit floats, which need sm_89, and for int8 into
+        int32, 8 for float32 on TF32; those with A and B K-major), or None: not on tensor
+        cores."""
         if dtype in MMA_INTRINSICS:
             return 16
-        if dtype in MMA_8BIT_INTRINSICS and not trans_a and trans_b and \
-                arch_number(self.arch) >= MMA_8BIT_INTRINSICS[dtype][1]:
-            return 32
+        if dtype == "float32" and pass_config(DISABLE_TF32_CONFIG):
+            return None
+        if dtype in MMA_K_MAJOR_INTRINSICS and not trans_a and trans_b and \
+                arch_number(self.arch) >= MMA_K_MAJOR_INTRINSICS[dtype][1]:
+            return 32 // tvm.DataType(dtype).bits * 8
         return None
 
     def _accumulator_layouts(self, fragments: list[Any], ops: list[tuple[str, Any]],

@@ -9,6 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 WARP = 32
+
+
+def cells_as_elements(cells: Any, elem_bytes: int) -> Any:
+    """A k offset in ldmatrix's 16-bit cells (a multiple of 8) as a count of elements of
+    ``elem_bytes`` (1, 2 or 4)."""
+    return cells * (2 // elem_bytes) if elem_bytes <= 2 else cells // (elem_bytes // 2)
+
+
 CHUNK_BYTES = 16  # one ldmatrix row, one cp.async vector
 
 
@@ -48,23 +56,25 @@ class MMALayout:
     def warp_coords(self, warp: Any) -> tuple[Any, Any]:
         return warp // self.warps_n, warp % self.warps_n
 
-    def a_address(self, lane: Any, warp_m: Any, mi: Any, kk: Any, trans_a: bool, pair: int = 1) -> tuple[Any, Any]:
+    def a_address(self, lane: Any, warp_m: Any, mi: Any, kk: Any, trans_a: bool,
+                  elem_bytes: int = 2) -> tuple[Any, Any]:
         """(row, col) in A's shared tile of the row this lane gives ldmatrix.x4 for the
         A fragment of piece ``mi``, k step ``kk``. Matrix q = lane // 8 covers rows
         m0 + 8 (q % 2) and k columns 8 (q // 2) of the 16x16 operand; ``.trans`` when A
-        is stored [k][m]. ``pair``: elements per 16-bit cell of ldmatrix (2 for 8-bit
-        types, whose m16n8k32 fragments hold two bytes of K where the 16-bit ones hold a
-        half; K-major tiles only)."""
+        is stored [k][m]. ``elem_bytes`` other than 2 (K-major tiles only): the m16n8k32
+        fragments of 8-bit types hold two bytes of K, and the m16n8k8 TF32 ones half a
+        word, where the 16-bit ones hold a half."""
         m0 = warp_m * self.wm + mi * 16 + (lane // 8) % 2 * 8
-        k0 = (kk * 16 + lane // 16 * 8) * pair
+        k0 = cells_as_elements(kk * 16 + lane // 16 * 8, elem_bytes)
         return (k0 + lane % 8, m0) if trans_a else (m0 + lane % 8, k0)
 
-    def b_address(self, lane: Any, warp_n: Any, nj: Any, kk: Any, trans_b: bool, pair: int = 1) -> tuple[Any, Any]:
+    def b_address(self, lane: Any, warp_n: Any, nj: Any, kk: Any, trans_b: bool,
+                  elem_bytes: int = 2) -> tuple[Any, Any]:
         """(row, col) in B's shared tile for ldmatrix.x4 of two 8-column pieces (2 nj,
         2 nj + 1): matrix q covers n columns 8 (q // 2) and k rows 8 (q % 2); ``.trans``
-        when B is stored [k][n] (mma wants B column-major). ``pair`` as for A."""
+        when B is stored [k][n] (mma wants B column-major). ``elem_bytes`` as for A."""
         n0 = warp_n * self.wn + nj * 16 + lane // 16 * 8
-        k0 = (kk * 16 + (lane // 8) % 2 * 8) * pair
+        k0 = cells_as_elements(kk * 16 + (lane // 8) % 2 * 8, elem_bytes)
         return (n0 + lane % 8, k0) if trans_b else (k0 + lane % 8, n0)
 
     def c_position(self, lane: Any, warp_m: Any, warp_n: Any, mi: Any, ni: Any, h: Any, v: Any) -> tuple[Any, Any]:

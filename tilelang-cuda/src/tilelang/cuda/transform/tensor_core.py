@@ -64,8 +64,8 @@ from tvm_ffi.structural import WalkResult
 from ..target import arch_number, kernel_arch
 from .accumulators import (
     MIN_ARCH,
-    MMA_8BIT_INTRINSICS,
     MMA_INTRINSICS,
+    MMA_K_MAJOR_INTRINSICS,
     AccumulatorLayouts,
 )
 from .cp_async import SHARED_SCOPES, AsyncCopyPipelines, SharedTile
@@ -430,23 +430,24 @@ class _Kernel(AccumulatorLayouts, AsyncCopyPipelines, RowFamilies, WgmmaGemms, R
         lane = self.lane
         warp_m, warp_n = layout.warp_coords(self.warp)
         dtype = str(args[0].source.dtype)
-        pair = self.k_depth(dtype, trans_a, trans_b) // 16  # 8-bit types: two bytes per 16-bit cell
-        ksteps = k_total // (16 * pair)
+        depth = self.k_depth(dtype, trans_a, trans_b)
+        ksteps = k_total // depth
+        elem_bytes = 32 // depth  # (ldmatrix moves 16-bit cells: two bytes, one half, or half a word each)
         buffers = 2 if ksteps > 1 and self.double_buffer else 1  # fragments of step kk + 1 load while kk computes
         a_frag = tirx.decl_buffer((buffers * layout.mt * 4 if a_regs is None else 1,), "uint32", name="A_frag",
                                   scope="local")
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
-        intrinsic = MMA_INTRINSICS[dtype] if dtype in MMA_INTRINSICS else MMA_8BIT_INTRINSICS[dtype][0]
+        intrinsic = MMA_INTRINSICS[dtype] if dtype in MMA_INTRINSICS else MMA_K_MAJOR_INTRINSICS[dtype][0]
 
         def load(kk: int, buf: int) -> Any:
             mi, nj = self.var("mi"), self.var("nj")
-            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b, pair))
+            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b, elem_bytes))
             b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
             b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
             b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
             if a_regs is not None:
                 return b_loads
-            a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a, pair))
+            a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a, elem_bytes))
             a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))
             return seq([unrolled(mi, layout.mt, extern_call(a_load, a_dst, a_addr)), b_loads])

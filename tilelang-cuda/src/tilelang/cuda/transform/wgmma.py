@@ -42,8 +42,10 @@ from .mma_layout import (
     choose_wgmma_layout,
 )
 
-WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8"}
-WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32, "s8": 32}  # one wgmma's k step: 32 bytes of K
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
+               "float32": "tf32"}  # (float32 operands: TF32, K-major, as for mma.sync: accumulators.py)
+# one wgmma's k step: 32 bytes of K
+WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32, "s8": 32, "tf32": 8}
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
 DISABLE_WGMMA_CONFIG = "tl.disable_wgmma"
 DISABLE_SWIZZLE_CONFIG = "tl.disable_wgmma_swizzle"
@@ -251,7 +253,7 @@ class WgmmaGemms:
         # operands whose tile rows are K are MN-major: wgmma's "transpose" flag
         a_mn_major, b_mn_major = trans_a, not trans_b
         kind = WGMMA_TYPES[str(args[1].source.dtype)]
-        depth = WGMMA_K[kind]  # (8-bit operands: K-major A and B, the tensor-core pass's k_depth)
+        depth = WGMMA_K[kind]  # (8- and 32-bit operands: K-major A and B, the tensor-core pass's k_depth)
         name = f"tl_wgmma_m64n{layout.wn}k{depth}_{kind}_" + \
             (f"r{int(b_mn_major)}" if a_regs is not None else f"{int(a_mn_major)}{int(b_mn_major)}")
         a_lbo, a_sbo = a.core.strides(k_along_cols=not a_mn_major) if a is not None else (0, 0)
