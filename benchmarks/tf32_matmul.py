@@ -1,8 +1,9 @@
-"""float32 GEMM (A as [n][k], B as [n][k], C = A B^T) on TF32 tensor cores, as upstream's
-T.gemm computes float32 operands, against cuBLAS's TF32 GEMM (torch.mm with
-``torch.backends.cuda.matmul.allow_tf32``) in the same process: TFLOP/s and the ratio.
-The same kernel with ``tl.disable_tf32`` (float32 on the SIMT path) and cuBLAS in full
-float32 are timed beside it for scale.
+"""float32 GEMM on TF32 tensor cores, as upstream's T.gemm computes float32 operands,
+against cuBLAS's TF32 GEMM (torch.mm with ``torch.backends.cuda.matmul.allow_tf32``) in the
+same process: TFLOP/s and the ratio. Two layouts: "tn" (A as [n][k], B as [n][k], C = A B^T:
+both K-major, wgmma on sm_90) and "nn" (B as [k][n], upstream's plain GEMM: mma.sync with
+B's fragments read a word at a time). The kernel with ``tl.disable_tf32`` (float32 on the
+SIMT path) and cuBLAS in full float32 are timed beside them for scale.
 
 Correctness: every element within TF32's bound of the float64 product, 2^-9 (|A| |B|^T)
 (each operand rounded or truncated to 10 mantissa bits) plus float32's sums. wgmma reads
@@ -27,19 +28,23 @@ from cuda_timing import paired_ms
 from tilelang.errors import TileLangError
 from tilelang.testing.kernels import tile_gemm
 
-# (bM, bN, bK, threads, stages, rasterization panel), pass configs
+# layout, (bM, bN, bK, threads, stages, rasterization panel), pass configs
 CONFIGS = [
-    ((128, 128, 32, 128, 3, 8), {}),
-    ((128, 128, 32, 128, 4, 8), {}),
-    ((128, 256, 32, 256, 3, 8), {}),
-    ((256, 128, 32, 256, 3, 8), {}),
-    ((128, 256, 16, 256, 4, 8), {}),
-    ((128, 128, 32, 128, 3, 8), {"tl.disable_wgmma": True}),  # mma.sync m16n8k8 on sm_90
-    ((128, 128, 32, 256, 2, 8), {"tl.disable_tf32": True}),  # float32 on the SIMT path
+    ("tn", (128, 256, 32, 256, 3, 8), {}),
+    ("tn", (128, 256, 16, 256, 4, 8), {}),
+    ("tn", (256, 128, 32, 256, 3, 8), {}),
+    ("tn", (128, 128, 32, 128, 4, 8), {}),
+    ("tn", (128, 128, 32, 128, 3, 8), {"tl.disable_wgmma": True}),  # mma.sync m16n8k8 on sm_90
+    ("nn", (128, 128, 32, 128, 3, 8), {}),
+    ("nn", (128, 128, 32, 256, 3, 8), {}),
+    ("nn", (128, 256, 32, 256, 3, 8), {}),
+    ("nn", (64, 128, 32, 128, 4, 8), {}),
+    ("tn", (128, 128, 32, 256, 2, 8), {"tl.disable_tf32": True}),  # float32 on the SIMT path
 ]
 
 
 def cublas(a: torch.Tensor, b: torch.Tensor, tf32: bool) -> torch.Tensor:
+    """A B^T (B as [n][k]), as the "tn" kernels compute it; the "nn" ones get B^T, a view."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
         return torch.mm(a, b.T)
@@ -61,14 +66,17 @@ def main() -> None:
         cublas_err = (cublas(a, b, True).double() - exact).abs().max().item()
         flop = 2 * n ** 3
         row = {"n": n, "cublas_tf32_max_err": cublas_err, "tilelang": []}
-        for config, options in CONFIGS:
+        b_kn = b.T.contiguous()  # B as [k][n] for the "nn" kernels
+        for layout, config, options in CONFIGS:
             bm, bn, bk, threads, stages, panel = config
-            label = f"{bm}x{bn}x{bk}/t{threads}/s{stages}/p{panel}" + "".join(f"/{k.split('.')[1]}" for k in options)
+            label = f"{layout}/{bm}x{bn}x{bk}/t{threads}/s{stages}/p{panel}" + \
+                "".join(f"/{k.split('.')[1]}" for k in options)
+            operand = b if layout == "tn" else b_kn
             try:
-                kernel = tilelang.compile(tile_gemm(n, n, n, bm, bn, bk, False, True, dtype="float32", stages=stages,
-                                                    threads=threads, panel=panel),
+                kernel = tilelang.compile(tile_gemm(n, n, n, bm, bn, bk, False, layout == "tn", dtype="float32",
+                                                    stages=stages, threads=threads, panel=panel),
                                           out_idx=[-1], target="cuda", pass_configs=options or None)
-                c = kernel(a, b)
+                c = kernel(a, operand)
             except TileLangError as err:
                 row["tilelang"].append({"config": label, "error": str(err).splitlines()[0][:300]})
                 print(json.dumps({"n": n, **row["tilelang"][-1]}), flush=True)
@@ -78,16 +86,18 @@ def main() -> None:
             err = err.max().item()
             reference = "cublas_fp32" if "tl.disable_tf32" in options else "cublas_tf32"
             tf32 = reference == "cublas_tf32"
-            t, t_ref = paired_ms(lambda k=kernel, a=a, b=b: k(a, b), lambda a=a, b=b, tf32=tf32: cublas(a, b, tf32),
+            t, t_ref = paired_ms(lambda k=kernel, a=a, b=operand: k(a, b), lambda a=a, b=b, tf32=tf32: cublas(a, b, tf32),
                                  repeat=7, inner=2)
             entry = {"config": label, "TFLOPs": round(flop / t / 1e9, 1), "reference": reference,
                      "reference_TFLOPs": round(flop / t_ref / 1e9, 1), "ratio": round(t_ref / t, 3),
                      "max_err": err, "correct": within}
             row["tilelang"].append(entry)
             print(json.dumps({"n": n, **entry}), flush=True)
-        tf32 = [e for e in row["tilelang"] if e.get("correct") and e["reference"] == "cublas_tf32"]
-        if tf32:
-            row["best"] = max(tf32, key=lambda e: e["TFLOPs"])
+        for layout in ("tn", "nn"):
+            candidates = [e for e in row["tilelang"] if e.get("correct") and e["reference"] == "cublas_tf32"
+                          and e["config"].startswith(layout)]
+            if candidates:
+                row[f"best_{layout}"] = max(candidates, key=lambda e: e["TFLOPs"])
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "tilelang"}), flush=True)
     if args.json:

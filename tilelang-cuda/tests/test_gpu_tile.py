@@ -63,7 +63,7 @@ def test_gemm_transposes(trans_a, trans_b):
     kernel = tilelang.compile(tile_ops.tiled_gemm(M, N, K, trans_a, trans_b), out_idx=[-1], target="cuda")
     a = torch.randn(*((K, M) if trans_a else (M, K)), device="cuda")
     b = torch.randn(*((N, K) if trans_b else (K, N)), device="cuda")
-    # (float32 operands K-major, as (False, True) has them, take TF32 tensor cores, as upstream's)
+    # (float32 operands take TF32 tensor cores, as upstream's)
     assert_within_tf32(kernel(a, b), a.T if trans_a else a, b.T if trans_b else b)
 
 
@@ -387,3 +387,22 @@ def test_float32_gemm_on_tf32_tensor_cores(mnk, config, mode):
     torch.testing.assert_close(kernel(a, b), a @ b.T, rtol=0, atol=0)
     a, b = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
     assert_within_tf32(kernel(a, b), a, b.T)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (True, True)])
+def test_float32_gemm_with_mn_major_operands_on_tf32(trans_a, trans_b):
+    """A as [k][m] or B as [k][n] (upstream's plain float32 GEMM is NN): mma.sync m16n8k8,
+    the MN-major operand read an element at a time; exact on small integers, within TF32's
+    bound on random operands."""
+    from tilelang.testing.kernels import tile_gemm
+
+    M, N, K = 264, 200, 136  # edge tiles
+    kernel = tilelang.compile(tile_gemm(M, N, K, 128, 128, 32, trans_a, trans_b, dtype="float32", stages=3),
+                              out_idx=[-1], target="cuda")
+    assert "tl_mma_m16n8k8_tf32_f32(" in kernel.get_kernel_source()
+    shape_a, shape_b = ((K, M) if trans_a else (M, K)), ((N, K) if trans_b else (K, N))
+    a, b = torch.randint(-4, 5, shape_a, device="cuda").float(), torch.randint(-4, 5, shape_b, device="cuda").float()
+    op_a, op_b = (a.T if trans_a else a), (b.T if trans_b else b)
+    torch.testing.assert_close(kernel(a, b), op_a @ op_b, rtol=0, atol=0)
+    a, b = torch.randn(shape_a, device="cuda"), torch.randn(shape_b, device="cuda")
+    assert_within_tf32(kernel(a, b), a.T if trans_a else a, b.T if trans_b else b)

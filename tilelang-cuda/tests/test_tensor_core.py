@@ -108,8 +108,12 @@ def test_gpus_before_sm_80_keep_the_simt_path(tmp_path):
 
 
 def test_fallbacks_keep_the_simt_path():
-    fp32 = tilelang.lower(general_gemm(128, 128, 64, 64, 64, 32, dtype="float32"), target=SM80, out_idx=[-1])
+    """float32 operands take TF32 tensor cores (test_tf32_gemm.py) unless tl.disable_tf32 asks for
+    float32 products: then the SIMT path, whose source needs no helper header."""
+    gemm = general_gemm(128, 128, 64, 64, 64, 32, dtype="float32")
+    fp32 = tilelang.lower(gemm, target=SM80, out_idx=[-1], pass_configs={"tl.disable_tf32": True})
     assert "tl_mma" not in fp32.device_source and "tl_cp_async" not in fp32.device_source  # no header
+    assert "tl_mma_m16n8k8_tf32_f32(" in body(tilelang.lower(gemm, target=SM80, out_idx=[-1]).device_source)
 
 
 def test_unaligned_global_rows_use_tensor_cores_without_cp_async():

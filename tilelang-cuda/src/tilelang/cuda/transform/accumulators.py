@@ -27,12 +27,13 @@ from .shifted_nests import accessed_by_shifted_nests
 
 MIN_ARCH = 80  # mma.sync m16n8k16 / m16n8k32 and cp.async
 MMA_INTRINSICS = {"float16": "tl_mma_m16n8k16_f16_f32", "bfloat16": "tl_mma_m16n8k16_bf16_f32"}
-# Operands other than 16-bit: 32 bytes of K per step, A and B K-major (ldmatrix has no
-# .trans for bytes or words); the intrinsic and the oldest arch that has it. 8-bit: m16n8k32
-# (fp8 from sm_89; int8 into int32 C). float32 into float32 C: m16n8k8 on TF32 tensor cores,
-# as upstream's T.gemm computes it (tl.disable_tf32 keeps such GEMMs in float32 on the SIMT
-# path). The fragments of all of them hold the bytes of the m16n8k16 ones' places. Not in row
-# families (their fragment A operands are 16-bit)
+# Operands other than 16-bit: 32 bytes of K per step; the intrinsic and the oldest arch
+# that has it. 8-bit: m16n8k32 (fp8 from sm_89; int8 into int32 C), A and B K-major (ldmatrix
+# has no .trans for bytes). float32 into float32 C: m16n8k8 on TF32 tensor cores, as
+# upstream's T.gemm computes it (tl.disable_tf32 keeps such GEMMs in float32 on the SIMT
+# path); MN-major float32 operands are read an element at a time. The fragments of all of
+# them hold the bytes of the m16n8k16 ones' places. Not in row families (their fragment A
+# operands are 16-bit)
 MMA_K_MAJOR_INTRINSICS = {"float8_e4m3fn": ("tl_mma_m16n8k32_e4m3_f32", 89),
                           "float8_e5m2": ("tl_mma_m16n8k32_e5m2_f32", 89),
                           "int8": ("tl_mma_m16n8k32_s8_s32", MIN_ARCH),
@@ -63,16 +64,15 @@ class AccumulatorLayouts:
     def k_depth(self, dtype: str, trans_a: bool, trans_b: bool) -> int | None:
         """The k step of a tensor-core GEMM of ``dtype`` operands (16 for 16-bit types; 32
         bytes of K for the others: 32 for 8-bit floats, which need sm_89, and for int8 into
-        int32, 8 for float32 on TF32; those with A and B K-major), or None: not on tensor
+        int32, those with A and B K-major; 8 for float32 on TF32), or None: not on tensor
         cores."""
         if dtype in MMA_INTRINSICS:
             return 16
-        if dtype == "float32" and pass_config(DISABLE_TF32_CONFIG):
+        if dtype not in MMA_K_MAJOR_INTRINSICS or arch_number(self.arch) < MMA_K_MAJOR_INTRINSICS[dtype][1]:
             return None
-        if dtype in MMA_K_MAJOR_INTRINSICS and not trans_a and trans_b and \
-                arch_number(self.arch) >= MMA_K_MAJOR_INTRINSICS[dtype][1]:
-            return 32 // tvm.DataType(dtype).bits * 8
-        return None
+        if dtype == "float32":
+            return None if pass_config(DISABLE_TF32_CONFIG) else 8
+        return 32 if not trans_a and trans_b else None
 
     def _accumulator_layouts(self, fragments: list[Any], ops: list[tuple[str, Any]],
                              nests: list[tuple[list[Any], Any]]) -> dict[Any, MMALayout]:

@@ -41,6 +41,18 @@ def addresser(tile: SharedTile | None, region: Any) -> Any:
     return lambda row, col: tile.address(row + row0, col + col0, lead=lead)
 
 
+def element_reader(tile: SharedTile | None, region: Any) -> Any:
+    """(row, col) of a GEMM operand's matrix -> a load of that element of its tile (as
+    ``addresser``, for operands read an element at a time)."""
+    if tile is None:
+        return None
+    if not tile.raw:
+        return lambda row, col: tirx.BufferLoad(tile.new, tile.indices(row, col))
+    mins = [r.min for r in region.region]
+    lead, row0, col0 = mins[:-2], mins[-2], mins[-1]
+    return lambda row, col: tirx.BufferLoad(tile.new, tile.indices(row + row0, col + col0, lead=lead))
+
+
 def addressed_buffers(body: Any) -> list[Any]:
     """The buffers whose storage a kernel names by address (T.access_ptr, a view's data),
     which a new layout would not follow."""

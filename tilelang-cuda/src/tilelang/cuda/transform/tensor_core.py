@@ -79,7 +79,7 @@ from .mma_layout import (
     padded_row,
 )
 from .occupancy import OccupancyPlan
-from .operands import addressed_buffers, addresser
+from .operands import addressed_buffers, addresser, element_reader
 from .partial_copies import copied_part, over_whole_fragment
 from .role_tiles import RoleTiles
 from .row_families import RowFamilies, with_shared_operands
@@ -439,14 +439,35 @@ class _Kernel(AccumulatorLayouts, AsyncCopyPipelines, RowFamilies, WgmmaGemms, R
         b_frag = tirx.decl_buffer((buffers * layout.nt * 2,), "uint32", name="B_frag", scope="local")
         intrinsic = MMA_INTRINSICS[dtype] if dtype in MMA_INTRINSICS else MMA_K_MAJOR_INTRINSICS[dtype][0]
 
+        # 32-bit operands stored MN-major (A as [k][m], B as [k][n]): ldmatrix cannot
+        # transpose words, so each thread reads its fragment's elements (m16n8k8: A register
+        # j is row g + 8 (j % 2), k t + 4 (j // 2); B register j is k t + 4 j, column g)
+        a_words = elem_bytes == 4 and trans_a and a_regs is None
+        b_words = elem_bytes == 4 and not trans_b
+        a_read, b_read = element_reader(a, args[0]), element_reader(b, args[1])
+        g, t = lane // 4, lane % 4
+
+        def word(value: Any) -> Any:
+            return tirx.reinterpret("uint32", value)
+
         def load(kk: int, buf: int) -> Any:
-            mi, nj = self.var("mi"), self.var("nj")
-            b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b, elem_bytes))
-            b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
-            b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
-            b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
+            mi, nj, ja, jb = self.var("mi"), self.var("nj"), self.var("ja"), self.var("jb")
+            if b_words:
+                k, n = kk * 8 + t + 4 * jb, warp_n * layout.wn + nj * 8 + g
+                b_loads = unrolled(nj, layout.nt, unrolled(jb, 2, tirx.BufferStore(
+                    b_frag, word(b_read(k, n)), [buf * layout.nt * 2 + nj * 2 + jb])))
+            else:
+                b_addr = b_at(*layout.b_address(lane, warp_n, nj, kk, trans_b, elem_bytes))
+                b_load = "tl_ldmatrix_x4" if trans_b else "tl_ldmatrix_x4_trans"
+                b_dst = tirx.address_of(tirx.BufferLoad(b_frag, [buf * layout.nt * 2 + nj * 4]))
+                b_loads = unrolled(nj, layout.nt // 2, extern_call(b_load, b_dst, b_addr))
             if a_regs is not None:
                 return b_loads
+            if a_words:
+                k, m = kk * 8 + t + 4 * (ja // 2), warp_m * layout.wm + mi * 16 + g + 8 * (ja % 2)
+                a_loads = unrolled(mi, layout.mt, unrolled(ja, 4, tirx.BufferStore(
+                    a_frag, word(a_read(k, m)), [buf * layout.mt * 4 + mi * 4 + ja])))
+                return seq([a_loads, b_loads])
             a_addr = a_at(*layout.a_address(lane, warp_m, mi, kk, trans_a, elem_bytes))
             a_load = "tl_ldmatrix_x4_trans" if trans_a else "tl_ldmatrix_x4"
             a_dst = tirx.address_of(tirx.BufferLoad(a_frag, [buf * layout.mt * 4 + mi * 4]))

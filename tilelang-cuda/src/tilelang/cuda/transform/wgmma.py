@@ -104,8 +104,11 @@ class WgmmaGemms:
         for args in self.gemms:
             acc = self._find(args[2].source, self.accumulators)
             layout = layouts.get(acc.old) or choose_wgmma_layout(acc.layout.m, acc.layout.n, warps)
-            if layout is None or layout.wn > 256 or str(args[1].source.dtype) not in WGMMA_TYPES:
+            kind = WGMMA_TYPES.get(str(args[1].source.dtype))
+            if layout is None or layout.wn > 256 or kind is None:
                 return
+            if WGMMA_K[kind] != 16 and (bool(args[3].value) or not bool(args[4].value)):
+                return  # (8- and 32-bit operands: K-major only; MN-major TF32 ones stay on mma.sync)
             layouts[acc.old] = layout
         for acc in self.accumulators.values():  # a family's other fragments (C cast to fp16)
             if not any(acc.old.same_as(f) for f in layouts):
