@@ -268,3 +268,25 @@ def test_hints_become_upstream_benchmark_configs() -> None:
     assert T.GemmWarpPolicy.from_warp_partition(4, 1) is T.GemmWarpPolicy.FullRow
     assert T.GemmWarpPolicy.from_warp_partition(1, 4) is T.GemmWarpPolicy.FullCol
     assert T.GemmWarpPolicy.from_warp_partition(2, 2) is T.GemmWarpPolicy.Square
+
+
+def test_the_gemm_search_asks_the_device_for_its_matrix_units_and_rates() -> None:
+    """float32 into float32 is TF32 on sm_80 and newer (the CUDA backend's T.gemm); a device
+    that lists no matrix-unit precisions gets SIMT tiles ranked by its own FMA rate."""
+    from tilelang.carver.template import MatmulTemplate
+
+    sm90 = get_arch(SM90)
+    tf32 = MatmulTemplate(M=4096, N=4096, K=4096, in_dtype="float32", out_dtype="float32",
+                          accum_dtype="float32").with_arch(sm90).recommend_hints(topk=4)
+    assert tf32 and all(h.use_tc for h in tf32)
+
+    class NoMatrixUnits(CUDA):
+        def tensorcore_precisions(self):
+            return frozenset()
+
+    device = NoMatrixUnits.__new__(NoMatrixUnits)
+    device.__dict__.update(sm90.__dict__)
+    simt = MatmulTemplate(M=4096, N=4096, K=4096).with_arch(device).recommend_hints(topk=4)
+    assert simt and not any(h.use_tc for h in simt)
+    device.fma_per_clock = sm90.fma_per_clock * 4  # four times the FMAs: compute-bound tiles cost less
+    assert MatmulTemplate(M=4096, N=4096, K=4096).with_arch(device).recommend_hints(topk=4)[0].cost < simt[0].cost

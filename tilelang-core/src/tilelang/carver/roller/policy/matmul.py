@@ -10,9 +10,12 @@ and ranks them with a roofline estimate:
     time of the kernel = waves * blocks_per_sm * time of one block
 
 where waves = ceil(blocks / (SMs * blocks_per_sm)) — or blocks / blocks_per_sm when the SM
-count is unknown (no device) — and MACS / BANDWIDTH are per-SM per-clock rates (tensor
-cores for fp16/bf16/fp8/int8 inputs on sm_80+, SIMT otherwise). It ranks tiles, it does not
-predict time: measure the candidates (``tilelang.autotune``).
+count is unknown (no device) — and MACS / BANDWIDTH are per-SM per-clock rates: the matrix
+units' where the device multiplies the operand and accumulator types there (its
+``tensorcore_precisions()``: on CUDA fp16/bf16 from sm_70, int8 and float32 as TF32 from
+sm_80, fp8 from sm_89; 32 bytes of K per step, so TF32 at half fp16's rate and 8-bit types
+at twice it), else its ``fma_per_clock``; ``bytes_per_clock`` from L2. It ranks tiles, it
+does not predict time: measure the candidates (``tilelang.autotune``).
 """
 
 from __future__ import annotations
@@ -27,11 +30,9 @@ from ..rasterization import NoRasterization, Rasterization2DColumn
 _TILES = (32, 64, 128, 256)
 _STEPS = (32, 64)
 _WARPS = (4, 8)
-_TENSOR_CORE_INPUTS = ("float16", "bfloat16", "int8", "float8_e4m3fn", "float8_e5m2")
-# per-SM per-clock rates (CUDA Programming Guide throughput tables, rounded): dense fp16
-# tensor-core MACs and SIMT fp32 FMAs; bytes per clock an SM draws from L2
-TENSOR_MACS, SIMT_MACS = 1024, 128
-_BANDWIDTH = 32
+# per-SM per-clock dense fp16 tensor-core MACs (CUDA Programming Guide throughput tables,
+# rounded); SIMT FMAs and L2 bytes are the device's (TileDevice.fma_per_clock, bytes_per_clock)
+TENSOR_MACS = 1024
 _MAX_REGS_PER_THREAD = 255
 
 
@@ -61,10 +62,12 @@ def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: 
                  topk: int = 10) -> list[Hint]:
     """Up to ``topk`` GEMM configurations for ``arch`` (a ``tilelang.carver.arch`` device),
     best first."""
-    use_tc = str(in_dtype) in _TENSOR_CORE_INPUTS and getattr(arch, "sm_version", 0) >= 80
+    from ...arch import is_tensorcore_supported_precision
+
+    use_tc = is_tensorcore_supported_precision(in_dtype, accum_dtype, arch)
     quantum = 16 if use_tc else 8
     in_bytes, acc_bytes = dtype_bytes(in_dtype), dtype_bytes(accum_dtype)
-    macs = TENSOR_MACS if use_tc else SIMT_MACS
+    macs = TENSOR_MACS * 2 // in_bytes if use_tc else arch.fma_per_clock
     stages = (2, 3, 4) if getattr(arch, "sm_version", 0) >= 80 else (1,)
     sms = arch.compute_max_core
     fit_m, fit_n, fit_k = (max(32, 1 << (max(d, 1) - 1).bit_length()) for d in (M, N, K))
@@ -84,7 +87,7 @@ def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: 
         per_sm = min(arch.smem_cap // smem, arch.reg_cap // (regs * threads),
                      arch.max_threads_per_sm // threads)
         blocks = math.ceil(M / bm) * math.ceil(N / bn)
-        block_time = K * max(bm * bn / macs, (bm + bn) * in_bytes / _BANDWIDTH)
+        block_time = K * max(bm * bn / macs, (bm + bn) * in_bytes / arch.bytes_per_clock)
         block_time *= 1 + 1 / (2 * stage * per_sm)
         waves = math.ceil(blocks / (sms * per_sm)) if sms else blocks / per_sm
         large_grid = blocks > 2 * (sms or 64)
