@@ -50,7 +50,7 @@ BACKEND = BackendModule(
         "tl.disable_wgmma": "sm_90: keep tensor-core GEMMs on mma.sync instead of wgmma",
         "tl.disable_wgmma_swizzle": "sm_90: wgmma operand tiles in the unswizzled core-matrix layout",
         "tl.disable_tf32": "float32 T.gemm operands: compute in float32 on the SIMT path instead of on TF32 "
-                           "tensor cores (sm_80 and newer, A and B K-major, as upstream's T.gemm)",
+                           "tensor cores (sm_80 and newer, as upstream's T.gemm)",
         "tl.disable_tma_lower": "sm_90: keep pipelined copies on cp.async instead of TMA boxes and mbarriers",
         "tl.bounds_check": "check every tensor access at run time: an out-of-bounds index prints the "
                            "access (indices, block, thread, source line) and traps the kernel, which "

@@ -29,28 +29,27 @@ def matrix_slice(region: Any, analyzer: Any) -> bool:
         analyzer.can_prove(tirx.floormod(region.source.shape[-1], chunk) == 0)
 
 
-def addresser(tile: SharedTile | None, region: Any) -> Any:
-    """(row, col) of a GEMM operand's matrix -> the address in its tile (offset by the
-    region's corner; a raw tile's leading indices are the region's)."""
+def _in_tile(tile: SharedTile | None, region: Any, at: Any) -> Any:
+    """(row, col) of a GEMM operand's matrix -> ``at(row, col, lead)`` in its tile (offset
+    by the region's corner; a raw tile's leading indices are the region's)."""
     if tile is None:
         return None
     if not tile.raw:
-        return tile.address
+        return lambda row, col: at(row, col, ())
     mins = [r.min for r in region.region]
     lead, row0, col0 = mins[:-2], mins[-2], mins[-1]
-    return lambda row, col: tile.address(row + row0, col + col0, lead=lead)
+    return lambda row, col: at(row + row0, col + col0, lead)
+
+
+def addresser(tile: SharedTile | None, region: Any) -> Any:
+    """(row, col) of a GEMM operand's matrix -> the address in its tile (ldmatrix's)."""
+    return _in_tile(tile, region, lambda row, col, lead: tile.address(row, col, lead=lead))
 
 
 def element_reader(tile: SharedTile | None, region: Any) -> Any:
-    """(row, col) of a GEMM operand's matrix -> a load of that element of its tile (as
-    ``addresser``, for operands read an element at a time)."""
-    if tile is None:
-        return None
-    if not tile.raw:
-        return lambda row, col: tirx.BufferLoad(tile.new, tile.indices(row, col))
-    mins = [r.min for r in region.region]
-    lead, row0, col0 = mins[:-2], mins[-2], mins[-1]
-    return lambda row, col: tirx.BufferLoad(tile.new, tile.indices(row + row0, col + col0, lead=lead))
+    """(row, col) of a GEMM operand's matrix -> a load of that element of its tile (for
+    operands read an element at a time)."""
+    return _in_tile(tile, region, lambda row, col, lead: tirx.BufferLoad(tile.new, tile.indices(row, col, lead=lead)))
 
 
 def addressed_buffers(body: Any) -> list[Any]:

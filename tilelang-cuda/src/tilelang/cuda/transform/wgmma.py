@@ -43,7 +43,7 @@ from .mma_layout import (
 )
 
 WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
-               "float32": "tf32"}  # (float32 operands: TF32, K-major, as for mma.sync: accumulators.py)
+               "float32": "tf32"}  # (float32 operands: TF32, as on mma.sync: accumulators.py; K-major only here)
 # one wgmma's k step: 32 bytes of K
 WGMMA_K = {"f16": 16, "bf16": 16, "e4m3": 32, "e5m2": 32, "s8": 32, "tf32": 8}
 WGMMA_ARCHS = ("sm_90", "sm_90a")  # wgmma is Hopper's alone (sm_100 has tcgen05 instead)
