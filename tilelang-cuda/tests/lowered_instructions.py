@@ -138,6 +138,13 @@ def _ldmatrix(kernel: LoweredKernel, args: list[Any], trans: bool, count: int = 
     kernel.write(dst.memory, dst.offset[:, None] + 2 * np.arange(2 * count), regs, np.dtype(np.uint16))
 
 
+def _add_c_fragments(c: np.ndarray, D: np.ndarray, g: np.ndarray, t: np.ndarray) -> None:
+    """Adds each warp's 16 x 8 product ``D`` into the threads' m16n8 accumulator registers
+    ``c`` (threads x 4): register j holds row g + 8 (j / 2), column 2t + j % 2."""
+    for j in range(4):
+        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+
+
 def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str, acc: str = "f32") -> None:
     c_ptr, a_ptr, b_ptr = args
     _whole_warps(kernel, "mma.sync")
@@ -158,8 +165,7 @@ def _mma_m16n8k16(kernel: LoweredKernel, args: list[Any], dtype: str, acc: str =
         for e in range(2):
             B[:, 2 * t + 8 * j + e, g] = b[:, 2 * j + e].reshape(warps, WARP)
     D = A @ B
-    for j in range(4):
-        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    _add_c_fragments(c, D, g, t)
     kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float16 if acc == "f16" else np.float32))
 
 
@@ -191,8 +197,7 @@ def _mma_m16n8k32(kernel: LoweredKernel, args: list[Any], kind: str) -> None:
         for e in range(4):
             B[:, 4 * t + 16 * r + e, g] = b[:, 4 * r + e].reshape(warps, WARP)
     D = A @ B
-    for j in range(4):
-        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    _add_c_fragments(c, D, g, t)
     kernel.write(c_ptr.memory, c_offsets, c, acc)
 
 
@@ -226,8 +231,7 @@ def _mma_m16n8k8_tf32(kernel: LoweredKernel, args: list[Any]) -> None:
     for j in range(2):
         B[:, t + 4 * j, g] = b[:, j].reshape(warps, WARP)
     D = A @ B
-    for j in range(4):
-        c[:, j] += D[:, g + 8 * (j // 2), 2 * t + j % 2].reshape(-1)
+    _add_c_fragments(c, D, g, t)
     kernel.write(c_ptr.memory, c_offsets, c, np.dtype(np.float32))
 
 

@@ -24,6 +24,7 @@ import math
 from itertools import product
 from typing import Any
 
+from ...arch.arch_base import is_tensorcore_supported_precision
 from ..hint import Hint
 from ..rasterization import NoRasterization, Rasterization2DColumn
 
@@ -62,8 +63,6 @@ def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: 
                  topk: int = 10) -> list[Hint]:
     """Up to ``topk`` GEMM configurations for ``arch`` (a ``tilelang.carver.arch`` device),
     best first."""
-    from ...arch import is_tensorcore_supported_precision
-
     use_tc = is_tensorcore_supported_precision(in_dtype, accum_dtype, arch)
     quantum = 16 if use_tc else 8
     in_bytes, acc_bytes = dtype_bytes(in_dtype), dtype_bytes(accum_dtype)
