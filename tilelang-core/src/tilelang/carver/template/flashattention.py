@@ -17,7 +17,7 @@ from typing import Any
 
 from ..roller.hint import Hint
 from ..roller.policy.default import NOMINAL_SMS
-from ..roller.policy.matmul import TENSOR_MACS, dtype_bytes
+from ..roller.policy.matmul import dtype_bytes, mac_rate
 from .base import BaseTemplate, positive
 
 
@@ -69,8 +69,7 @@ class FlashAttentionTemplate(BaseTemplate):
         arch, dim = self.arch, self.head_dim
         in_bytes = dtype_bytes(self.in_dtype)
         accumulator = "int32" if self.in_dtype.startswith(("int", "uint")) else "float32"
-        use_tc = (self.in_dtype, accumulator) in arch.tensorcore_precisions()
-        rate = TENSOR_MACS if use_tc else arch.fma_per_clock
+        use_tc, rate = mac_rate(self.in_dtype, accumulator, arch)
         cpu = arch.warp_size == 1
         sms = arch.compute_max_core or NOMINAL_SMS
         fit_m = max(16, 1 << (self.seq_length - 1).bit_length())

@@ -44,6 +44,15 @@ def dtype_bytes(dtype: str) -> int:
     return max(1, DataType(str(dtype)).bits // 8)
 
 
+def mac_rate(in_dtype: str, accum_dtype: str, arch: Any) -> tuple[bool, int]:
+    """(whether the device's matrix units take the types, multiply-adds per SM per clock):
+    the matrix units move 32 bytes of K per step (TF32 at half fp16's rate, 8-bit types at
+    twice it), else the device's ``fma_per_clock``."""
+    if is_tensorcore_supported_precision(in_dtype, accum_dtype, arch):
+        return True, TENSOR_MACS * 2 // dtype_bytes(in_dtype)
+    return False, arch.fma_per_clock
+
+
 def _warp_split(bm: int, bn: int, warps: int, quantum: int) -> tuple[int, int] | None:
     """The warp tile (wm, wn) with wm * wn * warps = bm * bn closest to square."""
     best = None
@@ -63,10 +72,9 @@ def matmul_hints(M: int, N: int, K: int, in_dtype: str, accum_dtype: str, arch: 
                  topk: int = 10) -> list[Hint]:
     """Up to ``topk`` GEMM configurations for ``arch`` (a ``tilelang.carver.arch`` device),
     best first."""
-    use_tc = is_tensorcore_supported_precision(in_dtype, accum_dtype, arch)
+    use_tc, macs = mac_rate(in_dtype, accum_dtype, arch)
     quantum = 16 if use_tc else 8
     in_bytes, acc_bytes = dtype_bytes(in_dtype), dtype_bytes(accum_dtype)
-    macs = TENSOR_MACS * 2 // in_bytes if use_tc else arch.fma_per_clock
     stages = (2, 3, 4) if getattr(arch, "sm_version", 0) >= 80 else (1,)
     sms = arch.compute_max_core
     fit_m, fit_n, fit_k = (max(32, 1 << (max(d, 1) - 1).bit_length()) for d in (M, N, K))
