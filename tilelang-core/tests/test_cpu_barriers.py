@@ -364,3 +364,41 @@ def test_a_block_barrier_beside_named_ones_in_a_branch_of_some_threads_is_an_err
 
     with pytest.raises(LanguageError, match=r"T.sync_threads\(\) inside a branch that depends on the thread index"):
         run(mixed, np.zeros(64, np.int32))
+
+
+def test_a_parallel_nests_shared_updates_happen_once_in_a_kernel_that_reads_its_thread_index() -> None:
+    """A T.Parallel nest's iterations are spread over a GPU block's threads, so each update
+    happens once. Here each thread runs the whole nest (for its own copy of the fragments):
+    an atomic sum, a reducer's update and a read-modify-write of a shared tile in such a
+    nest had counted once per thread (64x the sum) until the first thread alone ran them."""
+    n = 64
+
+    @T.prim_func
+    def updates(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"), total: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=n):
+            S = T.alloc_shared((n,), "float32")
+            src = T.alloc_fragment((n,), "float32")
+            T.copy(A, src)
+            for i in T.Parallel(n):
+                S[i] = 1.0
+            for i in T.Parallel(n):
+                S[i] = S[i] + src[i]
+            for i, j in T.Parallel(8, n // 8):
+                T.atomic_add(total[0], A[i * (n // 8) + j])
+            acc = T.alloc_reducer((1,), "float32", op="sum")
+            T.reducer_init(acc)
+            for i in T.Parallel(n):
+                T.reducer_update(acc[0], src[i])
+            result = T.alloc_fragment((1,), "float32")
+            T.finalize_reducer(acc, result)
+            tx = T.get_thread_binding()
+            B[tx] = S[n - 1 - tx]
+            if tx == 0:
+                total[1] = result[0]
+
+    a = RNG.integers(-8, 9, n).astype(np.float32)  # exact sums in any order
+    b = np.zeros(n, np.float32)
+    total = np.zeros(2, np.float32)
+    run(updates, a, b, total)
+    np.testing.assert_array_equal(b, 1 + a[::-1])
+    np.testing.assert_array_equal(total, [a.sum(), a.sum()])

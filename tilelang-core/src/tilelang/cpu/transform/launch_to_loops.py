@@ -22,7 +22,7 @@ from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError
 from ...language.ops import is_block_barrier, is_named_barrier, uses_var
 from .atomics import uses_atomics
-from .barrier_phases import run_in_phases
+from .barrier_phases import linear_thread, run_in_phases
 from .thread_allreduce import lower_thread_allreduce
 
 _SERIAL, _PARALLEL = tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL
@@ -95,6 +95,43 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
     return tvm_ffi.structural_map(stmt, (tirx.For, on_stmt), order="pre")
 
 
+#: buffers each thread has its own copy of on the CPU (a fragment is whole in every thread)
+_THREAD_PRIVATE = ("local", "local.fragment", "local.var")
+
+
+def _once_per_block(body: Any, threads: list[tuple[Any, Any]]) -> Any:
+    """``body`` (a block that reads its thread index, so each of its threads runs it, in
+    phases) with every statement of a T.Parallel nest that updates memory the threads share
+    (a store to a shared or global buffer, an atomic) run by the block's first thread only.
+
+    On a GPU a T.Parallel nest spreads its iterations over the block's threads, so each
+    iteration's update happens once. Here every thread runs the whole nest (it needs the
+    nest's fragment values in its own copy), which repeated each update once per thread: a
+    sum by T.atomic_add or a reducer (T.reducer_update) came out multiplied by the thread
+    count. The first thread runs before the others in each phase, so what it stores is in
+    place for their reads, as it was when every thread stored it; statements that use the
+    thread index keep running on every thread."""
+    thread_vars = [var for var, _ in threads]
+    first = tirx.EQ(linear_thread(threads), tirx.const(0, threads[0][0].ty))
+
+    def shared_update(stmt: Any) -> bool:
+        if any(uses_var(stmt, var) for var in thread_vars):
+            return False
+        if isinstance(stmt, tirx.BufferStore) and stmt.buffer.scope() not in _THREAD_PRIVATE:
+            return True
+        return isinstance(stmt, (tirx.BufferStore, tirx.Evaluate)) and uses_atomics(stmt)
+
+    def guard(stmt: Any) -> Any:
+        return tirx.IfThenElse(first, stmt, None) if shared_update(stmt) else stmt
+
+    def on_for(loop: Any) -> Any:
+        if loop.kind != _PARALLEL:
+            return None
+        return tvm_ffi.structural_map(loop, [(tirx.BufferStore, guard), (tirx.Evaluate, guard)], order="post")
+
+    return tvm_ffi.structural_map(body, (tirx.For, lambda loop: on_for(loop) or loop), order="pre")
+
+
 def _drop_barriers(body: Any) -> Any:
     def on_eval(stmt: Any) -> Any:
         barrier = is_block_barrier(stmt) or is_named_barrier(stmt.value)
@@ -115,6 +152,7 @@ def _lower_launch(stmt: Any, kernel: str, serial: bool) -> Any:
     if not read:  # the block runs as one sequence: a barrier (T.sync_threads) orders nothing
         body = _drop_barriers(body)
     else:
+        body = _once_per_block(body, read)
         body = run_in_phases(kernel, lower_thread_allreduce(kernel, body, read), read)
     total = None
     for _, _, extent in blocks:
