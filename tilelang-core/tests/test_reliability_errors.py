@@ -178,3 +178,36 @@ def test_atomic_errors_carry_the_line(backend: tuple[str, str], make, message: s
     target, execution = backend
     with pytest.raises(LanguageError, match=message):
         tilelang.compile(make(), target=target, execution_backend=execution)
+
+
+def fragment_over_a_run_time_range():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(data: T.Tensor((4, n), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            frag = T.alloc_fragment((128,), "float32")
+            for i in T.Parallel(128):
+                if i < n:
+                    frag[i] = data[bx, i]
+            for i in T.Parallel(n):
+                frag[i] = 0
+            for i in T.Parallel(128):
+                if i < n:
+                    data[bx, i] = frag[i] + 1
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", {"kind": "cuda", "arch": "sm_80"}], ids=["cpu", "cuda"])
+def test_a_fragment_indexed_over_a_run_time_range_is_refused_at_its_line(target) -> None:
+    """Upstream's FragmentLoopChecker rule: a fragment's elements are placed on threads at
+    compile time, so a T.Parallel loop of run-time extent may run past it. Before, it
+    compiled: with n = 5000 the CPU kernel wrote past the fragment and the process died."""
+    with pytest.raises(LanguageError, match=r"fragment 'frag' is indexed by i, the variable of T.Parallel\(n\), "
+                       r"whose range is known only at run time.*T.Parallel\(128\): if i < \.\.\.\)") as err:
+        tilelang.lower(fragment_over_a_run_time_range(), target=target)
+    assert f"{__file__}:" in str(err.value) and "frag[i] = 0" in str(err.value)
+    # upstream's key turns the check off (the kernel is then the user's responsibility)
+    tilelang.lower(fragment_over_a_run_time_range(), target=target,
+                   pass_configs={"tl.disable_prelower_semantic_check": True})

@@ -115,6 +115,9 @@ SESSION_CONFIGS: dict[str, str] = {
     "tl.pass_profile": "print how long each pass took, slowest first, after the compilation",
     "tl.pass_profile_threshold_ms": "tl.pass_profile lists only passes that took at least this long",
     # core's own lowering, every backend (transform/safe_memory.py)
+    # core's checks before lowering (engine/semantic_check.py), upstream's key
+    "tl.disable_prelower_semantic_check": "skip the checks run before lowering (a fragment indexed by a "
+                                          "T.Parallel loop of run-time extent)",
     "tl.disable_safe_memory_legalize": "do not guard element accesses of global tensors that may leave them "
                                        "(by default such a write is skipped and such a read gives 0)",
 }

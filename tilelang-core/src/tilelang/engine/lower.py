@@ -157,7 +157,8 @@ def lower_with_context(
 
     from ..language.barriers import check_lowerable
     from ..language.clusters import check_clusters
-    from .semantic_check import check_fully_lowered, check_kernel
+    from .semantic_check import DISABLE_CONFIG as NO_SEMANTIC_CHECK
+    from .semantic_check import check_fully_lowered, check_kernel, check_parallel_fragments
 
     if name is None:
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
@@ -181,6 +182,8 @@ def lower_with_context(
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
     configs = validate_pass_configs(pass_configs, context)
+    if not configs.get(NO_SEMANTIC_CHECK):
+        check_parallel_fragments(func, name)
     from ..backend.pass_pipeline.bounds_checks import CONFIG_KEYS as BOUNDS_CHECKS
     from ..transform.safe_memory import DISABLE_CONFIG, guard_global_accesses
 

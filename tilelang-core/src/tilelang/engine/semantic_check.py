@@ -6,7 +6,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
-from tvm.ir import Call, PointerType
+from tvm.ir import Call, PointerType, TensorLoad
 
 from ..errors import LanguageError
 from ..language.kernel import BLOCK_TAGS
@@ -59,6 +59,51 @@ def _check_launch_nesting(body: Any, name: str) -> None:
                 f"kernel {name!r}: T.Kernel frames are nested; a kernel body may contain "
                 "T.Kernel frames one after another, not one inside another"
             )
+
+
+#: the pass config that turns off the checks run before lowering (upstream's key)
+DISABLE_CONFIG = "tl.disable_prelower_semantic_check"
+
+
+def check_parallel_fragments(func: Any, name: str) -> None:
+    """LanguageError for a fragment indexed by the variable of a T.Parallel loop whose range
+    is not constant (upstream's FragmentLoopChecker, with its rule): the fragment's elements
+    are placed on threads by a layout fixed at compile time, so the run-time extent may run
+    past the fragment (before, the write went past it: a crash on the CPU, shared memory
+    overwritten on the GPU)."""
+    from ..language.bounds import source_location
+    from ..language.ops import uses_var
+
+    found: list[tuple[Any, Any, Any, int]] = []
+
+    def on_loop(loop: Any) -> None:
+        if found or loop.kind != tirx.ForKind.PARALLEL or (
+                isinstance(loop.min, tirx.IntImm) and isinstance(loop.extent, tirx.IntImm)):
+            return
+
+        def check(buffer: Any, indices: Any, span: Any) -> None:
+            if found or not isinstance(buffer, tirx.Buffer) or buffer.scope() != "local.fragment":
+                return
+            axes = [axis for axis, index in enumerate(indices) if uses_var(index, loop.loop_var)]
+            if axes:
+                found.append((loop, buffer, span, axes[0]))
+
+        tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda s: check(s.buffer, s.indices, s.span)),
+                                            (TensorLoad, lambda load: check(load.source, load.indices, None))])
+
+    tvm_ffi.structural_walk(func.body, (tirx.For, on_loop))
+    if found:
+        loop, buffer, span, axis = found[0]
+        var = loop.loop_var.name
+        extent = str(loop.extent) if isinstance(loop.min, tirx.IntImm) and loop.min.value == 0 else \
+            f"{loop.min}, {loop.min + loop.extent}"
+        raise LanguageError(
+            f"kernel {name!r}: fragment {buffer.name!r} is indexed by {var}, the variable of "
+            f"T.Parallel({extent}), whose range is known only at run time; a fragment's elements are "
+            "placed on the threads by a layout fixed at compile time, and this range may run past "
+            f"them. Loop over the fragment's extent and guard the rest (for {var} in "
+            f"T.Parallel({buffer.shape[axis]}): if {var} < ...), or use a shared buffer (T.alloc_shared)"
+            + source_location(span if span is not None else loop.span))
 
 
 def _first_span(func: Any, op_name: str) -> Any:
@@ -119,4 +164,4 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
             )
 
 
-__all__ = ["SUPPORTED_DTYPES", "check_fully_lowered", "check_kernel"]
+__all__ = ["DISABLE_CONFIG", "SUPPORTED_DTYPES", "check_fully_lowered", "check_kernel", "check_parallel_fragments"]
