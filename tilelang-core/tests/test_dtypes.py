@@ -150,3 +150,31 @@ def test_the_upper_half_of_uint64_is_a_constant():
     a = np.zeros(2, np.uint64)
     tilelang.compile(store, target="cpu")(a)
     np.testing.assert_array_equal(a, np.array([2 ** 64 - 1, 2 ** 63 + 5], np.uint64))
+
+
+def test_torch_dtypes_are_taken_wherever_a_dtype_is() -> None:
+    """torch.float32 is a dtype in every allocation, as upstream's tests write it
+    (test_tilelang_transform_verify_buffer_init.py's reducer): T.alloc_reducer,
+    T.alloc_global, T.dynamic and T.empty had stored ``str(torch.float32)``."""
+    torch = pytest.importorskip("torch")
+    n = T.dynamic("n", torch.int64)
+    assert str(n.dtype) == "int64"
+
+    @T.prim_func
+    def total(A: T.Tensor((64,), torch.float32), B: T.Tensor((1,), torch.float32)):
+        with T.Kernel(1, threads=64) as _:
+            src = T.alloc_fragment((64,), torch.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((1,), torch.float32, op="sum")
+            T.reducer_init(acc)
+            for i in T.Parallel(64):
+                T.reducer_update(acc[0], src[i])
+            result = T.alloc_fragment((1,), torch.float32)
+            T.finalize_reducer(acc, result)
+            if T.get_thread_binding() == 0:
+                B[0] = result[0]
+
+    a = torch.arange(64, dtype=torch.float32)
+    b = torch.zeros(1)
+    tilelang.compile(total, target="cpu")(a, b)
+    assert b.item() == a.sum().item()

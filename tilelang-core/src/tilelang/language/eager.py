@@ -30,6 +30,7 @@ from tvm import ir, tirx
 from tvm.script.parser.tirx import Buffer as _Buffer
 
 from ..errors import LanguageError
+from .dtypes import as_dtype_str
 
 _SEPARATOR = re.compile(r"\s*,\s*|\s+")
 
@@ -152,7 +153,7 @@ def empty(*shape: Any, dtype: Any = None) -> Any:
     device) and returns it; inside the kernel it is a tensor like a parameter."""
     build = _current("T.empty")
     dims, dtype = _empty_args(shape, dtype)
-    tensor = _Buffer(dims, str(dtype))
+    tensor = _Buffer(dims, as_dtype_str(dtype))
     build.outputs.append(tensor)
     return tensor
 

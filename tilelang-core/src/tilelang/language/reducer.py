@@ -42,6 +42,7 @@ from tvm.script.ir_builder import tirx as _ib
 from ..errors import LanguageAssertionError, LanguageError
 from .atomic import rmw_element
 from .bounds import source_location
+from .dtypes import as_dtype_str
 from .ops import block_barrier
 
 _OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
@@ -72,12 +73,13 @@ def alloc_reducer(shape: Any, dtype: Any, op: str = "sum", replication: Any = No
     ``T.finalize_reducer(r)`` before reading it."""
     if op not in _OPS:
         raise LanguageError(f"T.alloc_reducer: op must be one of {list(_OPS)}, got {op!r}")
-    if op in _BITWISE and not str(dtype).startswith(("int", "uint")):
+    dtype = as_dtype_str(dtype)  # T.float32, "float32" or torch.float32
+    if op in _BITWISE and not dtype.startswith(("int", "uint")):
         raise LanguageAssertionError(f"T.alloc_reducer(op={op!r}) combines bits, so needs an integer dtype, got {dtype}")
     if replication not in (None, "all", "none"):
         raise LanguageError(f"T.alloc_reducer: replication must be 'all' or 'none', got {replication!r}")
     shape = shape if isinstance(shape, (list, tuple)) else (shape,)
-    buffer = _ib.alloc_buffer(shape, str(dtype), scope="shared.dyn")
+    buffer = _ib.alloc_buffer(shape, dtype, scope="shared.dyn")
     _PENDING.append(_Reducer(buffer, op))
     return buffer
 

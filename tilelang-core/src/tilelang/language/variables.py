@@ -24,6 +24,7 @@ from tvm.tirx.script.builder.ir import LetAnnotation, scalar_wrapper
 from tvm_ffi import Object
 
 from ..errors import LanguageError
+from .dtypes import as_dtype_str
 from .kernel import _ACTIVE
 
 #: upstream's scope name for variables; every backend here knows ``local``
@@ -110,7 +111,7 @@ def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Any:
     if _ACTIVE:
         raise LanguageError("T.alloc_global inside T.Kernel: device code cannot allocate global memory; "
                             "allocate the workspace before the `with T.Kernel(...)` block")
-    return _ib.alloc_buffer(shape, str(dtype), scope="global")
+    return _ib.alloc_buffer(shape, as_dtype_str(dtype), scope="global")
 
 
 class LetBinding(LetAnnotation):
