@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import sys
 import threading
 import time
@@ -44,6 +45,12 @@ def _gemm(M, N, K, block_M=32, block_N=32, block_K=32):
 @tilelang.autotune(configs=[{"block_M": 32, "block_N": 32}, {"block_M": 64, "block_N": 32}], warmup=1, rep=3)
 @tilelang.jit(out_idx=[-1])
 def tuned_gemm(M, N, K, block_M=None, block_N=None, block_K=32):
+    return _gemm(M, N, K, block_M, block_N, block_K)
+
+
+@tilelang.autotune(configs=[{"block_M": 32, "block_N": 32}, {"block_M": 64, "block_N": 32}], warmup=1, rep=3)
+@tilelang.jit(out_idx=[-1])
+def tuned_gemm_any_m(M, N, K, block_M=None, block_N=None, block_K=32):
     return _gemm(M, N, K, block_M, block_N, block_K)
 
 
@@ -241,3 +248,47 @@ def test_set_autotune_inputs_supplies_what_the_signature_cannot(monkeypatch):
     assert result.config in ({"block": 32}, {"block": 64}) and all(t.ok for t in result.trials)
     assert torch.all(y > 0)  # the kernel ran on the captured tensors (y += 2 x, in place)
     assert tilelang.autotuner.get_autotune_inputs() is None
+
+
+def test_a_symbolic_size_travels_to_the_compile_workers(tmp_path, monkeypatch):
+    """Upstream's test_tilelang_autotune_with_inputs.py tunes ``matmul(T.symbolic("m"), N,
+    K)``: pickling the variable for the pool's workers crashed the tuning process (TVM
+    0.27's reduction of a Var segfaults). It travels as its name and dtype; any other TVM
+    object is a PicklingError, so the pool compiles in this process instead."""
+    from tilelang.autotuner import serialize
+
+    m = T.symbolic("m")
+    again, same, _ = serialize.loads(serialize.dumps((m, m, 1)))
+    assert again.name == "m" and str(again.dtype) == "int32" and again is same
+    with pytest.raises(pickle.PicklingError, match="m \\* 2 is a TVM object, which cannot be sent"):
+        serialize.dumps(m * 2)
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_pool, "available_cpus", lambda: 2)
+    a, b = (torch.randn(96, 64), torch.randn(64, 64))
+    with tilelang.autotuner.set_autotune_inputs([a, b]):
+        kernel = tuned_gemm_any_m(T.symbolic("m"), 64, 64)
+    (result,) = tuned_gemm_any_m.results.values()
+    assert os.getpid() not in {t.compile_pid for t in result.trials}  # the pool's workers compiled
+    torch.testing.assert_close(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    c = torch.randn(40, 64)  # the same kernel, another m
+    torch.testing.assert_close(kernel(c, b), c @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_configurations_pass_configs_apply_to_it_alone(monkeypatch):
+    """Upstream's test_pass_configs_tuning.py: a config's ``pass_configs`` is merged over the
+    @jit's and is not an argument of the builder; ``__return_kernel=True`` is upstream's
+    spelling of ``.compile`` on an @autotune function (it reached the builder here)."""
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")
+    configs = [{"block_M": 32, "block_N": 32, "pass_configs": {"tl.disable_vectorize": flag}} for flag in (True, False)]
+
+    @tilelang.autotune(configs=configs, warmup=1, rep=2)
+    @tilelang.jit(out_idx=[-1], pass_configs={"tl.disable_vectorize": True})
+    def gemm(M, N, K, block_M=None, block_N=None):
+        return _gemm(M, N, K, block_M, block_N)
+
+    kernel = gemm(64, 64, 64, __return_kernel=True)
+    (result,) = gemm.results.values()
+    assert all(t.ok for t in result.trials) and len(result.trials) == 2, [t.error for t in result.trials]
+    a, b = np.random.default_rng(4).standard_normal((2, 64, 64)).astype("float32")
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)

@@ -66,10 +66,35 @@ def _cell_state(cell: types.CellType) -> tuple[bool, Any]:
         return False, None
 
 
+def _rebuild_var(name: str, dtype: str) -> Any:
+    from tvm import tirx
+
+    return tirx.Var(name, dtype)
+
+
+def _reduce_tvm_object(obj: Any) -> Any:
+    """A TVM object's reduction: a variable (``T.symbolic("m")``, ``T.dynamic``, a size
+    upstream's tests pass to builders) travels as its name and dtype; pickle would crash
+    the process on any TVM object (TVM 0.27's own reduction, and its JSON graph too,
+    segfault on a Var), so other ones are a PicklingError, which the compile pool answers
+    by compiling in the tuning process."""
+    from tvm import tirx
+
+    if isinstance(obj, tirx.Var):
+        return _rebuild_var, (str(obj.name), str(obj.dtype))
+    raise pickle.PicklingError(f"{type(obj).__name__} {obj} is a TVM object, which cannot be sent to another "
+                               "process; pass plain values (or a variable: T.symbolic, T.dynamic)")
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.ModuleType):  # e.g. `import tilelang.language as T` in a closure
             return importlib.import_module, (obj.__name__,)
+        if type(obj).__module__.startswith(("tvm.", "tvm_ffi.")):
+            import tvm_ffi
+
+            if isinstance(obj, tvm_ffi.Object):
+                return _reduce_tvm_object(obj)
         if not isinstance(obj, types.FunctionType) or _is_importable(obj):
             return NotImplemented
         cells = tuple(_cell_state(c) for c in obj.__closure__ or ())
