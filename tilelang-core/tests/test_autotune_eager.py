@@ -9,7 +9,6 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.autotuner import compile_pool
-from tilelang.errors import TileLangError
 
 
 @tilelang.autotune(configs=[{"block_M": 16, "threads": 32}, {"block_M": 32, "threads": 64}], warmup=1, rep=2)
@@ -62,12 +61,21 @@ def test_a_kernel_compiled_directly_has_no_tuning_result():
         kernel.get_tuner_result()
 
 
-def test_calling_an_eager_kernel_with_tensors_and_no_tunables_names_the_way_to_tune():
-    a = np.zeros((40, 8), "float32")
-    with pytest.raises(TileLangError, match=r"scaled_copy: an eager kernel is tuned by \.compile with its "
-                                            r"T\.const sizes: kernel = scaled_copy\.compile\(M=\.\.\., \.\.\.\)"):
-        scaled_copy(a)
-    np.testing.assert_allclose(scaled_copy(a + 1.0, block_M=16), (a + 1.0) * 2.0)
+def test_calling_an_eager_kernel_with_tensors_tunes_it_for_their_sizes_and_runs_the_best():
+    """Upstream's form (testing/python/autotune/test_tilelang_autotune_eager_mode.py):
+    ``c = matmul(a, b)`` tunes for the sizes the tensors bind and returns the outputs. It
+    was refused here, pointing at ``.compile``."""
+    a = np.random.default_rng(3).standard_normal((48, 8)).astype("float32")
+    before = set(scaled_copy.results)
+    np.testing.assert_allclose(scaled_copy(a), a * 2.0, rtol=0, atol=0)
+    tuned = [key for key in scaled_copy.results if key not in before]
+    assert len(tuned) == 1 and "'M', 48" in tuned[0]  # tuned for the tensor's sizes
+    np.testing.assert_allclose(scaled_copy(a + 1.0), (a + 1.0) * 2.0, rtol=0, atol=0)
+    assert len(scaled_copy.results) == len(before) + 1  # the same sizes: no second tune
+    # a tunable given skips tuning, as before; upstream's __return_kernel=True is .compile
+    np.testing.assert_allclose(scaled_copy(a, block_M=16), a * 2.0)
+    kernel = scaled_copy(M=48, N=8, __return_kernel=True)
+    assert kernel is scaled_copy.compile(M=48, N=8)
 
 
 def test_pool_workers_compile_an_eager_kernel_for_the_target_auto_means_in_the_tuning_process(

@@ -56,14 +56,10 @@ class AutoTuneImpl:
         return bool(tunables & (set(positional) | set(kwargs)))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.pop("__return_kernel", False):  # upstream's spelling of .compile(...)
+            return self.compile(*args, **kwargs)
         if getattr(self.jit_fn, "is_eager", False):
-            configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
-            if self._tunables_given(configs, args, kwargs):
-                return self.jit_fn(*args, **kwargs)
-            raise TileLangError(
-                f"{self.__name__}: an eager kernel is tuned by .compile with its T.const sizes: "
-                f"kernel = {self.__name__}.compile(M=..., ...) tunes it; then call kernel(...) "
-                "with the tensors (or pass the tunable arguments here to skip tuning)")
+            return self._call_eager(args, kwargs)
         tuner = self.get_tuner(*args, **kwargs)
         configs = tuner._config_list()
         if self._tunables_given(configs, args, kwargs):
@@ -94,6 +90,20 @@ class AutoTuneImpl:
             result = tuner.run(early_stop=self.early_stop, early_stop_factor=self.early_stop_factor)
             self.results[key] = result
         return result.kernel
+
+    def _call_eager(self, args: tuple, kwargs: dict) -> Any:
+        """An eager kernel called with its tensors, as upstream's: the T.const sizes come
+        from the tensors' shapes, the kernel is tuned for them (once per sizes, as
+        ``.compile`` tunes), and the best one runs on the tensors; its outputs are returned."""
+        configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+        if self._tunables_given(configs, args, kwargs):
+            return self.jit_fn(*args, **kwargs)
+        eager = self.jit_fn._eager
+        bound = inspect.signature(self.jit_fn.builder).bind_partial(*args, **kwargs).arguments
+        tensors = [name for name in eager.source.tensors if name in bound]
+        fixed = {name: value for name, value in bound.items() if name not in tensors}
+        kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
+        return kernel(*(bound[name] for name in tensors))
 
     def _call_key(self, args: tuple, kwargs: dict) -> Any:
         if self.do_not_specialize:

@@ -410,6 +410,12 @@ class EagerFunction:
         statics, tensors, given = self._bind(args, kwargs, partial=True)
         return self.specialize(statics, tensors, given).kernel
 
+    def const_values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, int]:
+        """The T.const sizes a call with tensors binds (from their shapes, or keywords)."""
+        statics, tensors, given = self._bind(args, kwargs, partial=False)
+        template = self._template(self._static_key(statics), statics)
+        return template.values(self.source.name, tensors, given)
+
     def get_tir(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         statics, tensors, given = self._bind(args, kwargs, partial=True)
         return self.prim_func(statics, tensors, given)

@@ -152,6 +152,9 @@ class EagerEntry:
     def get_tir(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.full.get_tir(args, kwargs)
 
+    def const_values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, int]:
+        return self.full.const_values(args, kwargs)
+
     def _specialize(self, statics: dict[str, Any], tensors: dict[str, Any], given: dict[str, Any]) -> Specialization:
         if self._full is not None and not self._found:
             return self._full.specialize(statics, tensors, given)
