@@ -327,3 +327,27 @@ def test_a_slice_bound_to_a_name_is_a_vector_value():
             with T.Kernel(1, threads=1):
                 b = A[0:2, 0:2]
                 A[2:4, 0:2] = b
+
+
+@tilelang.jit
+def through_a_workspace(A, block_N, dtype):
+    N = T.const("N")
+    A: T.Tensor[[N], dtype]
+    B = T.empty([N], dtype=dtype)
+    C = T.alloc_global([N], dtype)
+    unused = T.alloc_global([4], dtype)  # noqa: F841  (declared, never used by the kernel)
+    with T.Kernel(T.ceildiv(N, block_N), threads=block_N) as bx:
+        for i in T.Parallel(block_N):
+            C[bx * block_N + i] = A[bx * block_N + i] * 2
+        T.copy(C[bx * block_N : (bx + 1) * block_N], B[bx * block_N : (bx + 1) * block_N])
+    return B
+
+
+def test_a_global_workspace_among_the_declarations():
+    """Upstream's test_tilelang_language_alloc.py (alloc_global_eagerjit): T.alloc_global
+    before the kernel of an eager function is a workspace the host allocates per call, as
+    in a T.prim_func. It failed: "No builder in current scope"."""
+    a = rand(96)
+    np.testing.assert_array_equal(through_a_workspace(a, 32, "float32"), a * 2)
+    b = rand(64)  # another size: another kernel, its own workspace
+    np.testing.assert_array_equal(through_a_workspace(b, 32, "float32"), b * 2)

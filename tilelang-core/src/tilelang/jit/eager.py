@@ -55,6 +55,7 @@ from .kernel import JITKernel
 
 _PRIM_FUNC = "__tilelang_prim_func__"
 _PARAM = "__tilelang_param_{}"
+_WORKSPACE = "__tilelang_workspace_{}"
 
 
 def _const_name(size: Any, consts: Mapping[str, Any]) -> str | None:
@@ -342,10 +343,27 @@ class EagerFunction:
         params.update(zip(outputs, build.outputs))
         kernel_scope = scopes[-1]
         kernel, namespace = unshadowed(kernel_scope.source.kernel, kernel_scope, params)
+        kernel = self._declare_workspaces(kernel, namespace, build.workspaces)
         namespace.update({_PARAM.format(p): value for p, value in params.items()})
         namespace[_PRIM_FUNC] = T.prim_func
         func = self._parse(kernel_scope.source, kernel, list(params), namespace)
         return with_declared_options(func, build), tuple(outputs), picks
+
+    def _declare_workspaces(self, kernel: list[ast.stmt], namespace: dict[str, Any],
+                            workspaces: list[Any]) -> list[ast.stmt]:
+        """``kernel`` after a ``name = T.alloc_global(shape, dtype)`` for each workspace the
+        declarations made (the buffer the name held there stood for it)."""
+        added = []
+        for i, buffer in enumerate(workspaces):
+            names = [name for name, value in namespace.items() if value is buffer]
+            if not names:
+                continue  # declared and never used by the kernel
+            slot = _WORKSPACE.format(i)
+            namespace[slot] = (tuple(buffer.shape), str(buffer.dtype))
+            namespace.setdefault("__tilelang_alloc_global__", T.alloc_global)
+            statement = ast.parse(f"{names[0]} = __tilelang_alloc_global__(*{slot})").body[0]
+            added.append(ast.copy_location(statement, kernel[0]) if kernel else statement)
+        return [*added, *kernel]
 
     def _parse(self, source: EagerSource, kernel: list[ast.stmt], params: list[str],
                namespace: dict[str, Any]) -> Any:

@@ -72,6 +72,7 @@ class EagerBuild:
         self.numbers = numbers
         self.consts: dict[str, Any] = {}  # name -> tirx.Var, or its placeholder int
         self.outputs: list[Any] = []
+        self.workspaces: list[Any] = []  # T.alloc_global
         self.pass_configs: dict[str, Any] = {}  # T.annotate_pass_configs
         self.compile_flags: list[str] = []  # T.annotate_compile_flags
 
@@ -158,7 +159,24 @@ def empty(*shape: Any, dtype: Any = None) -> Any:
     return tensor
 
 
-__all__ = ["EagerBuild", "const", "eager_build", "empty", "placeholder", "split_names"]
+def in_declarations() -> bool:
+    """Whether an eager kernel's declarations are running (T.const, T.empty are valid)."""
+    return bool(_builds())
+
+
+def workspace(shape: Sequence[Any], dtype: Any) -> Any:
+    """``C = T.alloc_global((N,), dtype)`` among an eager kernel's declarations: a global
+    workspace the host allocates for each call, as in a T.prim_func's body (the JIT
+    declares it before the kernel: jit/eager.py)."""
+    build = _current("T.alloc_global")
+    buffer = _Buffer(tuple(shape) if isinstance(shape, (list, tuple)) else (shape,), as_dtype_str(dtype),
+                     scope="global")
+    build.workspaces.append(buffer)
+    return buffer
+
+
+__all__ = ["EagerBuild", "const", "eager_build", "empty", "in_declarations", "placeholder", "split_names",
+           "workspace"]
 
 
 def annotate_pass_configs(configs: Mapping[Any, Any]) -> None:

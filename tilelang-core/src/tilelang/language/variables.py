@@ -108,6 +108,10 @@ def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Any:
     the function body before ``T.Kernel`` so the kernels that follow share it."""
     if scope != "global":
         raise LanguageError(f"T.alloc_global: scope must be 'global', got {scope!r}")
+    from .eager import in_declarations, workspace
+
+    if in_declarations():  # an eager kernel's declarations: the JIT declares it in the kernel
+        return workspace(shape, dtype)
     if _ACTIVE:
         raise LanguageError("T.alloc_global inside T.Kernel: device code cannot allocate global memory; "
                             "allocate the workspace before the `with T.Kernel(...)` block")
