@@ -6,7 +6,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
-from tvm.ir import Call, PointerType, TensorLoad
+from tvm.ir import Call, PointerType
 
 from ..errors import LanguageError
 from ..language.kernel import BLOCK_TAGS
@@ -72,26 +72,9 @@ def check_parallel_fragments(func: Any, name: str) -> None:
     past the fragment (before, the write went past it: a crash on the CPU, shared memory
     overwritten on the GPU)."""
     from ..language.bounds import source_location
-    from ..language.ops import uses_var
+    from ..language.local_indices import FRAGMENT, parallel_indexed
 
-    found: list[tuple[Any, Any, Any, int]] = []
-
-    def on_loop(loop: Any) -> None:
-        if found or loop.kind != tirx.ForKind.PARALLEL or (
-                isinstance(loop.min, tirx.IntImm) and isinstance(loop.extent, tirx.IntImm)):
-            return
-
-        def check(buffer: Any, indices: Any, span: Any) -> None:
-            if found or not isinstance(buffer, tirx.Buffer) or buffer.scope() != "local.fragment":
-                return
-            axes = [axis for axis, index in enumerate(indices) if uses_var(index, loop.loop_var)]
-            if axes:
-                found.append((loop, buffer, span, axes[0]))
-
-        tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda s: check(s.buffer, s.indices, s.span)),
-                                            (TensorLoad, lambda load: check(load.source, load.indices, None))])
-
-    tvm_ffi.structural_walk(func.body, (tirx.For, on_loop))
+    found = parallel_indexed(func.body, FRAGMENT, run_time_range_only=True)
     if found:
         loop, buffer, span, axis = found[0]
         var = loop.loop_var.name

@@ -27,24 +27,36 @@ from .ops import uses_var
 FRAGMENT = "local.fragment"
 
 
+def parallel_indexed(body: Any, scope: str, run_time_range_only: bool = False) -> list[tuple[Any, Any, Any, int]]:
+    """Accesses to buffers of ``scope`` that index with the variable of an enclosing
+    T.Parallel loop (with ``run_time_range_only``, of a loop whose range is not constant):
+    (the loop, the buffer, the store's span or None for a load, the first axis it indexes)."""
+    found: list[tuple[Any, Any, Any, int]] = []
+
+    def on_loop(loop: Any) -> None:
+        if loop.kind != tirx.ForKind.PARALLEL or (run_time_range_only and isinstance(loop.min, tirx.IntImm)
+                                                  and isinstance(loop.extent, tirx.IntImm)):
+            return
+
+        def check(buffer: Any, indices: Any, span: Any) -> None:
+            if isinstance(buffer, tirx.Buffer) and buffer.scope() == scope:
+                axes = [axis for axis, index in enumerate(indices) if uses_var(index, loop.loop_var)]
+                if axes:
+                    found.append((loop, buffer, span, axes[0]))
+
+        tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda s: check(s.buffer, s.indices, s.span)),
+                                            (TensorLoad, lambda load: check(load.source, load.indices, None))])
+
+    tvm_ffi.structural_walk(body, (tirx.For, on_loop))
+    return found
+
+
 def parallel_indexed_locals(body: Any) -> list[Any]:
     """The local buffers some access indexes with the variable of an enclosing T.Parallel loop."""
     found: list[Any] = []
-
-    def on_loop(loop: Any) -> None:
-        if loop.kind != tirx.ForKind.PARALLEL:
-            return
-
-        def check(buffer: Any, indices: Any) -> None:
-            if (isinstance(buffer, tirx.Buffer) and buffer.scope() == "local"
-                    and not any(buffer.same_as(b) for b in found)
-                    and any(uses_var(index, loop.loop_var) for index in indices)):
-                found.append(buffer)
-
-        tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda s: check(s.buffer, s.indices)),
-                                            (TensorLoad, lambda load: check(load.source, load.indices))])
-
-    tvm_ffi.structural_walk(body, (tirx.For, on_loop))
+    for _, buffer, _, _ in parallel_indexed(body, "local"):
+        if not any(buffer.same_as(b) for b in found):
+            found.append(buffer)
     return found
 
 
