@@ -48,6 +48,10 @@ class AutoTuneImpl:
         tuner = AutoTuner(self.jit_fn, self.configs, args=args, kwargs=kwargs, executor=self.executor)
         return tuner.set_profile_args(warmup=self.warmup, rep=self.rep, timeout=self.timeout, **self.profile)
 
+    def _configs(self, args: tuple, kwargs: dict) -> list[dict[str, Any]]:
+        """The configurations for these fixed arguments (``configs`` may be a function of them)."""
+        return self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+
     def _tunables_given(self, configs: list[dict[str, Any]], args: tuple, kwargs: dict) -> bool:
         tunables = set().union(*(c.keys() for c in configs)) - RESERVED_KEYS
         # keywords, not a signature binding: an eager kernel's T.const sizes are keywords
@@ -78,7 +82,7 @@ class AutoTuneImpl:
         configuration (the builder's defaults for the rest) is compiled."""
         if not getattr(self.jit_fn, "is_eager", False):
             return self(*args, **kwargs)
-        configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+        configs = self._configs(args, kwargs)
         if self._tunables_given(configs, args, kwargs):
             return self.jit_fn.compile(*args, **kwargs)
         key = self._call_key(args, kwargs)
@@ -95,7 +99,7 @@ class AutoTuneImpl:
         """An eager kernel called with its tensors, as upstream's: the T.const sizes come
         from the tensors' shapes, the kernel is tuned for them (once per sizes, as
         ``.compile`` tunes), and the best one runs on the tensors; its outputs are returned."""
-        configs = self.configs(*args, **kwargs) if callable(self.configs) else list(self.configs or ())
+        configs = self._configs(args, kwargs)
         if self._tunables_given(configs, args, kwargs):
             return self.jit_fn(*args, **kwargs)
         eager = self.jit_fn._eager
