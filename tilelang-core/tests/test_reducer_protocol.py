@@ -98,6 +98,37 @@ def test_an_update_every_thread_runs_is_refused():
                 B[0] = acc[0]
 
 
+def test_an_update_of_a_reduction_t_clear_opened_is_refused():
+    """Upstream's two reducer forms do not mix: T.clear opens the first (``r[i] += v``)."""
+    with pytest.raises(LanguageError, match=r"T.reducer_update of reducer 'acc', whose reduction T.clear / T.fill "
+                                            r"opened \(the first reducer form, updated as `r\[i\] \+= v`\); the "
+                                            r"two forms do not mix: open it with T.reducer_init\(acc\) instead"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.clear(acc)
+                for i in T.Parallel(8):
+                    T.reducer_update(acc[0], A[i])
+                T.finalize_reducer(acc)
+                B[0] = acc[0]
+
+
+def test_a_plain_update_of_a_reduction_reducer_init_opened_is_refused_at_its_line():
+    with pytest.raises(LanguageError, match=r"kernel: illegal store to reducer 'acc' \(`acc\[0\] = .*`\): "
+                                            r"T.reducer_init opens it, so it is updated only with "
+                                            r"T.reducer_update\(acc\[0\], v\)(.|\n)*acc\[0\] \+= A\[i\]"):
+        @T.prim_func
+        def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                acc = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(acc)
+                for i in T.Parallel(8):
+                    acc[0] += A[i]
+                T.finalize_reducer(acc)
+                B[0] = acc[0]
+
+
 def _epochs():
     # a reduction per iteration of a serial loop, and the first form (T.clear, +=): both
     # allowed, and each gives numpy's result

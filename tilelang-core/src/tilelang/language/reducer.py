@@ -24,7 +24,9 @@ a reducer updated and never finalized (no thread is certain to see the combined 
 an update outside any T.Parallel loop or ``if`` (every thread of the block would
 combine the same value: a sum counted once per thread), a read of the reducer between its
 initialisation and its finalize (a partial value, racing with the updates), and a finalize
-in other loops than its initialisation (``_check_order``). The parser calls these functions
+in other loops than its initialisation (``_check_order``), and the two forms mixed in one
+reducer (``T.reducer_update`` of a reduction T.clear / T.fill opened, ``r[i] += v`` on one
+T.reducer_init opened), which upstream refuses too. The parser calls these functions
 in source order, a loop's body once, so the order checks follow the text.
 """
 
@@ -58,6 +60,10 @@ class _Reducer:
     op: str
     state: str = "new"  # "open" after an initialisation, "final" after T.finalize_reducer
     updated: bool = False  # by T.reducer_update since it was opened
+    #: how the open reduction was started: "fill" (T.clear / T.fill, upstream's first form,
+    #: updated as ``r[i] += v``) or "init" (T.reducer_init, updated with T.reducer_update)
+    opened_by: str = ""
+    ever_init: bool = False  # some reduction of it was opened by T.reducer_init
     #: the barrier call each T.finalize_reducer emitted (the order check finds them by identity)
     closers: list[Any] = field(default_factory=list)
 
@@ -99,7 +105,7 @@ def opened_by_fill(buffer: Any) -> None:
     """``T.clear`` / ``T.fill`` of a reducer (upstream's first reducer form) initialise it."""
     found = _find(buffer)
     if found is not None:
-        found.state, found.updated = "open", False
+        found.state, found.updated, found.opened_by = "open", False, "fill"
 
 
 def reducer_init(reducer: Any, init: Any = None) -> None:
@@ -124,6 +130,7 @@ def reducer_init(reducer: Any, init: Any = None) -> None:
 
         init = reduce_identity(found.op, dtype)
     fill(reducer, init)  # opens it (tile.fill -> opened_by_fill)
+    found.opened_by, found.ever_init = "init", True
 
 
 def reducer_update(target: Any, value: Any) -> None:
@@ -137,6 +144,11 @@ def reducer_update(target: Any, value: Any) -> None:
         when = "after T.finalize_reducer closed its reduction" if found.state == "final" else "before T.reducer_init"
         raise LanguageError(f"T.reducer_update of reducer {name!r} {when}: it holds no started value; "
                             f"call T.reducer_init({name}) first")
+    if found.opened_by == "fill":
+        name = str(found.buffer.name)
+        raise LanguageError(f"T.reducer_update of reducer {name!r}, whose reduction T.clear / T.fill opened (the "
+                            f"first reducer form, updated as `{_FORMS[found.op]}`); the two forms do not mix: "
+                            f"open it with T.reducer_init({name}) instead of T.clear / T.fill")
     found.updated = True
     _ib.evaluate(rmw_element(_KIND[found.op], target, value, tirx.const(0, "int32")))
 
@@ -205,11 +217,12 @@ def rewrite_reducer_updates(func: Any) -> Any:
     _check_update_sites(func.body, reducers, name)
 
     def on_store(store: Any) -> Any:
-        for buffer, op in reducers:
+        for r in pending:
+            buffer, op = r.buffer, r.op
             if not store.buffer.same_as(buffer):
                 continue
             operand = _update_operand(store, op)
-            if operand is None:
+            if operand is None or r.ever_init:
                 # raised after the walk: an exception inside a tvm_ffi callback comes back
                 # as a plain RuntimeError
                 bad.append((buffer, op, store))
@@ -236,8 +249,14 @@ def rewrite_reducer_updates(func: Any) -> Any:
     if bad:
         buffer, op, store = bad[0]
         written = f"{buffer.name}[{', '.join(str(i) for i in store.indices)}] = {store.value}"
+        if any(r.ever_init and r.buffer.same_as(buffer) for r in pending):
+            element = f"{buffer.name}[{', '.join(str(i) for i in store.indices)}]"
+            raise LanguageError(f"{name}: illegal store to reducer {str(buffer.name)!r} (`{written}`): T.reducer_init "
+                                f"opens it, so it is updated only with T.reducer_update({element}, v), "
+                                "and read after T.finalize_reducer" + source_location(getattr(store, "span", None)))
         raise LanguageError(f"{name}: the {op} reducer {str(buffer.name)!r} is written as `{written}`; "
-                            f"a reducer is only updated as `{_FORMS[op]}` (initialise it with T.clear / T.fill)")
+                            f"a reducer is only updated as `{_FORMS[op]}` (initialise it with T.clear / T.fill)"
+                         + source_location(getattr(store, "span", None)))
     for r in pending:
         if r.state == "open" and (r.updated or any(store.buffer.same_as(r.buffer) for store in v1_updates)):
             raise LanguageError(f"{name}: reducer {str(r.buffer.name)!r} is updated and never finalized: the block's "
