@@ -97,3 +97,27 @@ def test_pool_workers_compile_an_eager_kernel_for_the_target_auto_means_in_the_t
     a = np.random.default_rng(2).standard_normal((24, 16)).astype("float32")
     np.testing.assert_allclose(kernel(a), a * 2.0, rtol=0, atol=0)
 
+
+
+@tilelang.autotune(configs=[{"block_M": 16}, {"block_M": 32}], warmup=1, rep=2)
+@tilelang.jit
+def scaled_by(A, scale: T.float32, block_M=8):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float32)
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=32) as bx:
+        for i, j in T.Parallel(block_M, N):
+            if bx * block_M + i < M:
+                B[bx * block_M + i, j] = A[bx * block_M + i, j] * scale
+    return B
+
+
+def test_a_run_time_scalar_is_timed_with_the_calls_value(tmp_path, monkeypatch):
+    """The profiler generates tensors only; a `scale: T.float32` argument is the call's (the
+    kernel is tuned once, and takes any scale afterwards)."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    a = np.random.default_rng(2).standard_normal((48, 8)).astype("float32")
+    np.testing.assert_allclose(scaled_by(a, 3.0), a * 3.0, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(scaled_by(a, -0.5), a * -0.5, rtol=1e-6, atol=0)
+    (result,) = scaled_by.results.values()
+    assert all(t.ok for t in result.trials), [t.error for t in result.trials]

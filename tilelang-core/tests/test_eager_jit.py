@@ -97,6 +97,32 @@ def test_dynamic_dimensions_do_not_recompile(compiles):
     assert len(compiles) == 2
 
 
+def test_scalar_dtype_annotations_are_run_time_arguments(compiles):
+    """`n: T.int32` (signature) and `bias: T.float32` (body) are scalars the kernel takes at
+    run time, as upstream's eager builder makes them: one kernel for every value. A plain
+    Python parameter (`times`) stays a compile-time value, one kernel each."""
+    @tilelang.jit(target="cpu")
+    def affine(A, n: T.int32, bias, times=1):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        bias: T.float32
+        B = T.empty((M,), T.float32)
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(M):
+                B[i] = A[i] * n * times + bias
+        return B
+
+    a = rand(20)
+    for n, bias in ((3, 0.5), (-7, 2.25), (0, 1.0)):
+        np.testing.assert_allclose(affine(a, n, bias), a * n + bias, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(affine(a, bias=1.5, n=4), a * 4 + 1.5, rtol=1e-6, atol=0)
+    assert len(compiles) == 1
+    assert [str(p.name) for p in compiles[0].params] == ["A", "n", "bias", "B"]
+    np.testing.assert_allclose(affine(a, 2, 0.0, times=3), a * 6, rtol=1e-6, atol=0)
+    assert len(compiles) == 2
+    assert affine.compile(a, 5, 0.0) is affine.compile(a, 6, 1.0)  # the values are no part of the key
+
+
 def test_signature_annotations_and_several_outputs_returned_in_order(compiles):
     @tilelang.jit(target="cpu")
     def stats(X: T.Tensor((6, 10), T.float32), shift: float = 1.0):

@@ -122,6 +122,18 @@ EAGER = textwrap.dedent(
                 C[bx * block_M + i, j] = A[bx * block_M + i, j] * scale
                 D[bx * block_M + i, j] = A[bx * block_M + i, j] + scale
         return D, C
+
+
+    @tilelang.jit(target="cpu", execution_backend="tvm_ffi")
+    def shift(A, n):
+        M = T.const("M")
+        A: T.Tensor((M,), "float32")
+        n: T.int32  # a run-time scalar: its position among the arguments comes from the source
+        B = T.empty((M,), "float32")
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(M):
+                B[i] = A[i] + n
+        return B
     """
 )
 
@@ -134,8 +146,11 @@ EAGER_CHILD = textwrap.dedent(
 
     a = np.arange(16 * 8, dtype="float32").reshape(16, 8)
     d, c = eager_kernels.scale_both(a, 2.0)
+    v = np.arange(8, dtype="float32")
+    shifted = [eager_kernels.shift(v, n) for n in (3, -5)]
     tvm_at_hit = "tvm" in sys.modules
-    ok = bool(np.array_equal(d, a + 2.0) and np.array_equal(c, a * 2.0))
+    ok = bool(np.array_equal(d, a + 2.0) and np.array_equal(c, a * 2.0)
+              and np.array_equal(shifted[0], v + 3) and np.array_equal(shifted[1], v - 5))
     other = np.ones((24, 8), "float32")  # a shape no process compiled: the compile path
     d2, c2 = eager_kernels.scale_both(other, 3.0)
     ok_other = bool(np.array_equal(d2, other + 3.0) and np.array_equal(c2, other * 3.0))

@@ -83,6 +83,27 @@ def test_an_undeclared_parameter_is_named():
                 A[0] = 1.0
 
 
+def test_scalar_annotations_are_run_time_scalar_parameters():
+    """`n: T.int32` in the signature and `bias: T.float32` in the body are scalar parameters
+    of the PrimFunc, in signature order before the outputs, as upstream's lazy style makes them."""
+    @T.prim_func
+    def scaled(A, n: T.int32, bias):
+        A: T.Tensor[[16], T.float32]
+        bias: T.float32
+        B = T.empty([16], T.float32)
+        with T.Kernel(1, threads=16):
+            for i in T.Parallel(16):
+                B[i] = A[i] * n + bias
+        return B
+
+    assert [str(p.name) for p in scaled.params] == ["A", "n", "bias", "B"]
+    assert [str(scaled.params[i].ty.dtype) for i in (1, 2)] == ["int32", "float32"]
+    kernel = tilelang.compile(scaled, target="cpu")
+    a = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(a, 3, 0.5), a * 3 + 0.5)
+    np.testing.assert_array_equal(kernel(a, -2, 1.0), a * -2 + 1.0)
+
+
 def test_the_annotations_outside_declarations_say_where_they_belong():
     with pytest.raises(LanguageError, match=r"T.annotate_pass_configs is only valid in the body of an eager "
                                             r"@tilelang.jit function, or of a T.prim_func whose parameters"):

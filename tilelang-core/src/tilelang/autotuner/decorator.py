@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import TileLangError
 from ..jit import JITFunction
 from ..profiler.supply import TensorSupplyType
+from .capture import get_autotune_inputs, set_autotune_inputs
 from .eager_builder import EagerBuilder
 from .executor import TuneExecutor, checked_executor
 from .param import AutotuneResult
@@ -104,10 +105,16 @@ class AutoTuneImpl:
             return self.jit_fn(*args, **kwargs)
         eager = self.jit_fn._eager
         bound = inspect.signature(self.jit_fn.builder).bind_partial(*args, **kwargs).arguments
-        tensors = [name for name in eager.source.tensors if name in bound]
-        fixed = {name: value for name, value in bound.items() if name not in tensors}
-        kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
-        return kernel(*(bound[name] for name in tensors))
+        inputs = [name for name in eager.source.inputs if name in bound]  # tensors, run-time scalars
+        fixed = {name: value for name, value in bound.items() if name not in inputs}
+        values = [bound[name] for name in inputs]
+        if eager.source.scalars and get_autotune_inputs() is None:
+            # the profiler makes tensors, not scalars: time the configurations on this call's inputs
+            with set_autotune_inputs(*values):
+                kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
+        else:
+            kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
+        return kernel(*values)
 
     def _call_key(self, args: tuple, kwargs: dict) -> Any:
         if self.do_not_specialize:

@@ -39,6 +39,7 @@ from tvm.tirx import is_buffer_var
 from .. import language as T
 from ..errors import ArgumentError, LanguageError, TileLangError
 from ..language.diagnostics import raise_for_user
+from ..language.dtypes import as_dtype_str
 from ..language.eager import EagerBuild, eager_build
 from ..language.frontend import normalize
 from .eager_index import Specialization, bind_arguments, missing_tensors, static_key
@@ -135,10 +136,12 @@ def lazy_prim_func(func: Callable[..., Any]) -> Any:
         raise LanguageError(f"T.prim_func {name!r}: its parameters have no annotations, and its body does not "
                             "declare them before a `with T.Kernel(...)`; annotate them (`A: T.Tensor((M, N), "
                             "T.float32)`) in the signature or as the body's first statements")
-    undeclared = [p for p in source.params if p not in source.tensors]
+    undeclared = [p for p in source.params if p not in source.inputs]
     if undeclared:
         raise LanguageError(f"T.prim_func {name!r}: parameter(s) {undeclared} are declared neither in the "
-                            "signature nor in the body; annotate them (`n: T.int32`) in the signature")
+                            "signature nor in the body; annotate each, in the signature or as one of the "
+                            "body's first statements: `n: T.int32` (a scalar) or `A: T.Tensor((M, N), "
+                            "T.float32)`")
     lazy = EagerFunction(func, source, {}, compile_fn=lambda *a, **k: None)
     template = lazy._template((), {})
     if template.consts:
@@ -254,6 +257,9 @@ class EagerFunction:
         buffers: dict[str, Any] = {}
 
         def declare_tensor(name: str, annotation: Any) -> Any:
+            if name in self.source.scalars:  # `n: T.int32`: a run-time scalar parameter
+                buffers[name] = tvm.tirx.Var(name, as_dtype_str(annotation))
+                return buffers[name]
             if callable(annotation) and not is_buffer_var(annotation):
                 annotation = annotation()
             if not is_buffer_var(annotation):
@@ -331,7 +337,7 @@ class EagerFunction:
         build = EagerBuild(self.source.name, values)
         scopes, buffers = self._declare(statics, build)
         gives = returned(scopes)
-        outputs = output_names(scopes, build.outputs, self.source.tensors, self.source.name)
+        outputs = output_names(scopes, build.outputs, self.source.inputs, self.source.name)
         picks = None
         if gives is not None:
             wrong = [n for n, v in gives if not any(v is out for out in build.outputs)]
@@ -339,7 +345,7 @@ class EagerFunction:
                 raise LanguageError(f"{self.kind} {self.source.name!r}: `return` names {wrong}, which "
                                     f"T.empty did not make; the outputs are {outputs or 'none'}")
             picks = tuple(next(i for i, out in enumerate(build.outputs) if v is out) for _, v in gives)
-        params = {t: buffers[t] for t in self.source.tensors}
+        params = {t: buffers[t] for t in self.source.inputs}
         params.update(zip(outputs, build.outputs))
         kernel_scope = scopes[-1]
         kernel, namespace = unshadowed(kernel_scope.source.kernel, kernel_scope, params)
@@ -414,7 +420,7 @@ class EagerFunction:
         if spec is None:
             func, outputs, picks = self._prim_func(statics, values)
             kernel = self._compile(func, **self.options, request=request)  # out_idx: the function's attribute
-            spec = Specialization(kernel, self.source.tensors, picks, len(outputs))
+            spec = Specialization(kernel, self.source.inputs, picks, len(outputs))
             self._kernels[full_key] = spec
         return spec
 

@@ -73,7 +73,9 @@ def bind_arguments(signature: inspect.Signature, source: EagerSource, args: tupl
         extra = dict(bound.arguments[source.var_keyword])
     statics, tensors = {}, {}
     for name in signature.parameters:
-        if name in source.tensors:
+        if name in source.scalars:  # a run-time value, as a tensor is: not part of the key
+            tensors[name] = bound.arguments.get(name)
+        elif name in source.tensors:
             value = bound.arguments.get(name)
             if partial and type(value).__module__.startswith("tvm") and not hasattr(value, "shape"):
                 value = None  # a placeholder in a compile (upstream's `"A": T.ptr()` in par_compile)
@@ -158,7 +160,8 @@ class EagerEntry:
     def _specialize(self, statics: dict[str, Any], tensors: dict[str, Any], given: dict[str, Any]) -> Specialization:
         if self._full is not None and not self._found:
             return self._full.specialize(statics, tensors, given)
-        shapes = {name: None if t is None else (tuple(int(d) for d in t.shape), str(t.dtype))
+        shapes = {name: None if t is None or name in self.source.scalars else (tuple(int(d) for d in t.shape),
+                                                                                  str(t.dtype))
                   for name, t in tensors.items()}
         call = (static_key(self.source, statics),
                 tuple(shapes.items()), tuple((k, frozen(k, v, self.source.name)) for k, v in sorted(given.items())))
@@ -195,7 +198,7 @@ class EagerEntry:
         if returns is not None and not set(returns) <= set(outputs):
             return None  # the compile path says what is wrong
         picks = None if returns is None else tuple(outputs.index(r) for r in returns)
-        spec = self._by_kernel[kernel.cache_key] = Specialization(kernel, self.source.tensors, picks, len(outputs))
+        spec = self._by_kernel[kernel.cache_key] = Specialization(kernel, self.source.inputs, picks, len(outputs))
         return spec
 
 

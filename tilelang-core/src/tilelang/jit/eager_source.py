@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,9 @@ class MacroCall:
 # the last name of an annotation that declares a tensor parameter in the signature:
 # `A: T.Tensor((M, K), dtype)`, `A: T.Tensor[[M, K], dtype]`, `A: T.Buffer(...)`
 _TENSOR_ANNOTATIONS = ("Tensor", "Buffer")
+# a scalar dtype (`n: T.int32`, `scale: T.float32`): a run-time scalar parameter, as upstream
+# makes it (its eager builder calls the dtype, giving a variable), not a compile-time value
+_SCALAR_DTYPE = re.compile(r"(u?int(8|16|32|64)|float(16|32|64)|bfloat16|bool|int|uint|long|short|half|float|double)")
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,15 @@ class EagerSource:
     returns: tuple[str, ...] | None  # names in the final `return`; None: no return
     var_keyword: str | None = None  # the `**kwargs` parameter: more compile-time constants
     macro_call: MacroCall | None = None  # the kernel is in this call's T.macro (``kernel`` empty)
+    #: run-time scalar parameters (a scalar dtype annotation), in signature order; their
+    #: signature annotations are in ``signature_tensors`` too (declared the same way)
+    scalars: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The kernel's run-time parameters before its outputs: tensors and scalars, in
+        signature order."""
+        return tuple(p for p in self.params if p in self.tensors or p in self.scalars)
 
 
 def _function_source(func: Any) -> tuple[str, int, int, str] | None:
@@ -104,6 +117,11 @@ def _is_tensor_annotation(node: ast.expr | None) -> bool:
         target = node.value if isinstance(node, ast.Subscript) else None
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
     return name in _TENSOR_ANNOTATIONS
+
+
+def _is_scalar_annotation(node: ast.expr | None) -> bool:
+    """``T.int32``, ``T.float32``, ``T.bool`` ...: a scalar dtype written as an attribute."""
+    return isinstance(node, ast.Attribute) and _SCALAR_DTYPE.fullmatch(node.attr) is not None
 
 
 def _pointers_as_tensors(fdef: ast.FunctionDef, declarations: list[ast.stmt]) -> list[ast.stmt]:
@@ -358,15 +376,18 @@ def _read(func: Any, caller: str | None) -> EagerSource | None:
                     f"declare outputs with `{stmt.target.id} = T.empty(shape, dtype)`")
             annotated[stmt.target.id] = stmt.annotation
     in_signature = {a.arg: a.annotation for a in fdef.args.args + fdef.args.kwonlyargs
-                    if caller is None and a.arg not in annotated and _is_tensor_annotation(a.annotation)}
-    tensors = tuple(p for p in params if p in annotated or p in in_signature)
+                    if caller is None and a.arg not in annotated
+                    and (_is_tensor_annotation(a.annotation) or _is_scalar_annotation(a.annotation))}
+    written = {**in_signature, **annotated}
+    scalars = tuple(p for p in params if p in written and _is_scalar_annotation(written[p]))
+    tensors = tuple(p for p in params if p in written and p not in scalars)
     code = _declarations_function(fdef, declarations, params, first_line, filename, call=call,
                                   annotations=caller is None)
     return EagerSource(
         name=name, filename=filename, first_line=first_line, indent=indent, text=text,
         params=params, tensors=tensors, signature_tensors=in_signature, declarations=code,
         kernel=tuple(kernel), function=fdef, returns=returns, var_keyword=var_keyword,
-        macro_call=macro_call,
+        macro_call=macro_call, scalars=scalars,
     )
 
 
