@@ -52,6 +52,40 @@ def test_utils_tensor_reexports_the_testing_and_profiler_helpers() -> None:
         torch_assert_close(torch.zeros(2), torch.zeros(3))
 
 
+def test_the_compile_speed_benchmarks_imports_and_its_save_wrapper(tmp_path, monkeypatch) -> None:
+    """upstream benchmark/compile_speed wraps KernelCache._save_kernel_to_disk in a lock
+    for its baseline: every kernel save goes through it here too."""
+    import os
+
+    from tilelang.cache import KernelCache
+    from tilelang.cache.kernel_cache import KernelCache as upstream_path
+    from tilelang.utils.device import get_available_cpu_count
+
+    assert upstream_path is KernelCache
+    assert get_available_cpu_count() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    saved = []
+    original = KernelCache._save_kernel_to_disk
+
+    def wrapped(self, *args, **kwargs):
+        saved.append(args[0])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelCache, "_save_kernel_to_disk", wrapped)
+
+    @T.prim_func
+    def plus_one(A: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                A[i] = A[i] + 1.0
+
+    kernel = tilelang.compile(plus_one, target="cpu")
+    a = np.zeros(8, np.float32)
+    kernel(a)
+    np.testing.assert_array_equal(a, np.ones(8, np.float32))
+    assert saved == [kernel.cache_key]
+
+
 # -- TVM names upstream's fork has ---------------------------------------------------------------
 
 def test_tirx_primexpr_answers_for_primitive_expressions_and_expr_has_dtype() -> None:
