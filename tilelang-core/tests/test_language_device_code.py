@@ -120,6 +120,73 @@ def test_named_barriers_of_a_branchs_threads_run_on_the_cpu():
         named_barrier_kernel(None, 64)
 
 
+def handoff_kernel():
+    """Upstream's T.named_barrier_arrive test (its issue 2188): warp 0 hands a value to warp
+    1 through shared memory, arriving at barrier 10 (no wait) where warp 1 waits, and warp 1
+    hands the slot back on barrier 11. inp + 1 comes out."""
+    @T.prim_func
+    def kernel(inp: T.Tensor((1,), T.int32), out: T.Tensor((1,), T.int32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            slot = T.alloc_shared((1,), T.int32)
+            if tx < 32:
+                if tx == 0:
+                    slot[0] = inp[0] + 1
+                T.named_barrier_arrive(10, 64)
+                T.sync_threads(11, 64)
+            else:
+                T.sync_threads(10, 64)
+                if tx == 32:
+                    out[0] = slot[0]
+                T.named_barrier_arrive(11, 64)
+
+    return kernel
+
+
+def test_named_barrier_arrive_is_bar_arrive_on_cuda_with_no_block_barrier():
+    source = lower_sm90(handoff_kernel())
+    body = source[source.index("if (((int)threadIdx.x) < 32) {"):]
+    assert body.index("tl_named_barrier_arrive(10, 64);") < body.index("tl_named_barrier_sync(11, 64);")
+    assert body.index("tl_named_barrier_sync(10, 64);") < body.index("tl_named_barrier_arrive(11, 64);")
+    assert "__syncthreads" not in body  # a block-wide barrier inside either branch would hang
+    assert "bar.arrive %0, %1;" in source  # the helper tl_device.h defines
+
+
+def test_named_barrier_arrive_is_refused_where_there_are_no_named_barriers_and_checked():
+    @T.prim_func
+    def arrive_only(A: T.Tensor((64,), T.int32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            A[tx] = tx
+            T.named_barrier_arrive(10, 64)
+
+    with pytest.raises(LanguageError, match=r"kernel 'arrive_only': T.named_barrier_arrive is an arrive at a named "
+                                            r"barrier, which target backend 'cpu' does not have(.|\n)*"
+                                            r"T.named_barrier_arrive\(10, 64\)"):
+        tilelang.compile(arrive_only, target="cpu")
+    with pytest.raises(LanguageError, match=r"named barrier"):  # its partner, T.sync_threads(11, 64), first
+        tilelang.compile(handoff_kernel(), target="cpu")
+
+    def arriving(barrier_id, count):
+        @T.prim_func
+        def bad(A: T.Tensor((1,), T.int32)):
+            with T.Kernel(1, threads=64):
+                T.named_barrier_arrive(barrier_id, count)
+
+    for args, message in (((16, 64), "barrier_id must be 0-15"), ((1, 48), "a positive multiple of 32"),
+                          ((1.0, 64), "barrier_id must be an integer")):
+        with pytest.raises(LanguageError, match=message):
+            arriving(*args)
+
+
+@pytest.mark.gpu
+def test_named_barrier_arrive_hands_a_value_over_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(handoff_kernel(), out_idx=[1], target="cuda")
+    out = kernel(torch.tensor([41], dtype=torch.int32, device="cuda"))
+    assert out.cpu().tolist() == [42]
+
+
 def test_disable_thread_storage_sync_leaves_the_barriers_to_the_kernel():
     assert "__syncthreads();" in lower_sm90(reversal_kernel(barrier=False))  # TVM's ThreadSync sees the race
     assert "__syncthreads();" not in lower_sm90(reversal_kernel(barrier=False),

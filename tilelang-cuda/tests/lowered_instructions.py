@@ -627,6 +627,7 @@ EXTERNS: dict[str, Callable[..., Any]] = {
     "tl_wgmma_fence": _no_op, "tl_wgmma_commit": _no_op, "tl_wgmma_wait": _no_op,
     "tl_fence_proxy_async": _no_op,
     "tl_named_barrier_sync": _no_op,  # threads run in lockstep here: every barrier is met
+    "tl_named_barrier_arrive": _no_op,
     "tl_cp_async_mbarrier_arrive": _no_op,  # cp.async lands at once here
     "__shfl_xor_sync": _shuffle("bfly"),
     "__shfl_sync": _shuffle("idx"),

@@ -110,6 +110,7 @@ _EXPORTS: dict[str, str] = {
     # 1.7: T.gemm_sp's 2:4 metadata: (nonzeros, group) of an A dtype, A elements per E element
     "sparse_group": "tilelang.language.gemm_sp",
     "sparse_e_factor": "tilelang.language.gemm_sp:e_factor",
+    "NAMED_BARRIER_ARRIVE": "tilelang.language.ops",  # 1.11: T.named_barrier_arrive
     "RNG_INIT": "tilelang.language.random",  # 1.2: T.rng_* as neutral ops a backend lowers
     "RNG_RAND": "tilelang.language.random",
     "RNG_RAND_FLOAT": "tilelang.language.random",

@@ -110,7 +110,14 @@ def _first_span(func: Any, op_name: str) -> Any:
 def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
     """A TileLang op that reached codegen would fail with a confusing message; say it here."""
     from ..language.bounds import source_location
-    from ..language.ops import SOURCE_KERNEL, SYNC_GRID, WARP_OPS, is_named_barrier, tl_op_names_in
+    from ..language.ops import (
+        NAMED_BARRIER_ARRIVE,
+        SOURCE_KERNEL,
+        SYNC_GRID,
+        WARP_OPS,
+        is_named_barrier,
+        tl_op_names_in,
+    )
     from ..language.random import RANDOM_OPS
 
     for func in mod.functions.values():
@@ -129,6 +136,10 @@ def check_fully_lowered(mod: Any, name: str, backend: str) -> None:
                                (RANDOM_OPS, ("draws random numbers, which target backend {backend!r} has no "
                                              "generator for; compile the kernel for CUDA, or pass random numbers "
                                              "in as a tensor (torch.rand)")),
+                               ({NAMED_BARRIER_ARRIVE: "T.named_barrier_arrive"}, (
+                                   "is an arrive at a named barrier, which target backend {backend!r} does not "
+                                   "have; use T.sync_threads() (every thread of the block) or compile for a "
+                                   "backend with named barriers (CUDA)")),
                                ({SYNC_GRID: "T.sync_grid()"}, (
                                    "is a barrier for the whole grid, which target backend {backend!r} cannot launch "
                                    "(it needs every block resident at once: a cooperative launch); compile the "

@@ -203,6 +203,7 @@ __all__ = [
     "mbarrier_arrive_expect_tx",
     "mbarrier_expect_tx",
     "mbarrier_wait_parity",
+    "named_barrier_arrive",
     "no_set_max_nreg",
     "prim_func",
     "print",

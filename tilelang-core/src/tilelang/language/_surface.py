@@ -134,6 +134,7 @@ from .misc import (
     extract_lane,
     import_source,
     infinity,
+    named_barrier_arrive,
     print,
     ptx_commit_group,
     ptx_cp_async,

@@ -19,7 +19,7 @@ from tvm.script.ir_builder import tirx as _ib
 
 from ..errors import LanguageError
 from .kernel import _ACTIVE
-from .ops import BLOCK_BARRIER, block_barrier
+from .ops import BLOCK_BARRIER, NAMED_BARRIER_ARRIVE, block_barrier
 
 
 def clamp(value: Any, min_val: Any = None, max_val: Any = None) -> Any:
@@ -234,6 +234,23 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
         return
     args = [barrier_id] + ([] if arrive_count is None else [arrive_count])
     _ib.evaluate(tirx.call_intrin("int32", BLOCK_BARRIER, "shared", *args))
+
+
+def named_barrier_arrive(barrier_id: Any, thread_count: Any) -> None:
+    """Arrive at named barrier ``barrier_id`` without waiting (upstream's spelling of PTX
+    ``bar.arrive id, count``): the other side waits with ``T.sync_threads(barrier_id,
+    thread_count)``; ``thread_count`` counts the threads of both sides, a multiple of 32.
+    Writes before the arrive are visible to the threads that waited."""
+    for what, value in (("barrier_id", barrier_id), ("thread_count", thread_count)):
+        if isinstance(value, bool) or not isinstance(value, (int, tirx.PrimExpr)):
+            raise LanguageError(f"T.named_barrier_arrive: {what} must be an integer, got {value!r}")
+    if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
+        raise LanguageError(f"T.named_barrier_arrive: barrier_id must be 0-15 (a block has 16 named barriers), "
+                            f"got {barrier_id}")
+    if isinstance(thread_count, int) and (thread_count <= 0 or thread_count % 32):
+        raise LanguageError(f"T.named_barrier_arrive: thread_count must be a positive multiple of 32 (whole "
+                            f"warps), got {thread_count}")
+    _ib.evaluate(tirx.call_intrin("void", NAMED_BARRIER_ARRIVE, barrier_id, thread_count))
 
 
 def ptx_commit_group() -> None:

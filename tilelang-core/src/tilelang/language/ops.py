@@ -85,6 +85,11 @@ for _op in (PDL_TRIGGER, PDL_SYNC):
 SYNC_GRID = "tl.sync_grid"
 _register(SYNC_GRID, CallEffectKind.Opaque.value, "tl_sync_grid")
 
+#: upstream's T.named_barrier_arrive(id, count): arrive at a named barrier without waiting
+#: (PTX bar.arrive); a backend with named barriers lowers it, any other refuses it by name
+NAMED_BARRIER_ARRIVE = "tl.named_barrier_arrive"
+_register(NAMED_BARRIER_ARRIVE, CallEffectKind.Opaque.value, "tl_named_barrier_arrive")
+
 
 #: thread-block clusters (upstream's T.ClusterKernel, sm_90): the function attribute
 #: holding the cluster's (x, y, z) blocks, and the ops a backend with clusters lowers

@@ -30,7 +30,7 @@ def _add(names: str, what: str, advice: str) -> None:
 _add("tma_load tma_load_2sm tma_gather4 tma_gather4_bytes tma_scatter4 "
      "create_tma_descriptor",
      _HOPPER, _PIPELINE_ADVICE)
-_add("ptx_arrive_cluster_barrier named_barrier_arrive",
+_add("ptx_arrive_cluster_barrier",
      f"{_HOPPER} (barriers across a cluster's blocks; T.ClusterKernel with T.cluster_sync() is provided)",
      "use T.cluster_sync() for a cluster-wide barrier or T.sync_threads() for a block-wide one; for "
      "producer/consumer overlap, " + _PIPELINE_ADVICE)

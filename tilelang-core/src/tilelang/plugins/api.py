@@ -21,8 +21,9 @@ import re
 #: (T.gemm_sp's metadata); 1.8 ATOMIC_RMW_ELEMENT, ATOMIC_RMW_KINDS and ATOMIC_USE_TMA_ATTR
 #: (a tile atomic's element ops and its use_tma request, for a backend's bulk reductions);
 #: 1.9 LowerClusterOps(store=); 1.10 BackendModule.device_model and the device descriptions
-#: (TileDevice, CUDADevice, CDNADevice, CPUDevice) for tilelang.carver.arch.get_arch.
-PLUGIN_API_VERSION = "1.10"
+#: (TileDevice, CUDADevice, CDNADevice, CPUDevice) for tilelang.carver.arch.get_arch; 1.11
+#: NAMED_BARRIER_ARRIVE (T.named_barrier_arrive, lowered by a backend with named barriers).
+PLUGIN_API_VERSION = "1.11"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

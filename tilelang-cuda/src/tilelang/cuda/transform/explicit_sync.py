@@ -27,6 +27,7 @@ import tvm
 import tvm_ffi
 from tilelang.errors import CompileError
 from tilelang.plugin import (
+    NAMED_BARRIER_ARRIVE,
     block_barrier,
     complement_range,
     extern_call,
@@ -416,7 +417,8 @@ def _named(call: Any) -> bool:
 
 def _run_named(func: Any) -> Any:
     found: list[Any] = []
-    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, lambda c: found.append(c) if _named(c) else None))
+    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, lambda c: found.append(c) if _named(c)
+                                        or op_name(c) == NAMED_BARRIER_ARRIVE else None))
     if not found:
         return func
     extents: list[Any] = []
@@ -428,6 +430,8 @@ def _run_named(func: Any) -> Any:
 
     def on_eval(stmt: Any) -> Any:
         call = stmt.value
+        if op_name(call) == NAMED_BARRIER_ARRIVE:  # T.named_barrier_arrive(id, count)
+            return extern_call("tl_named_barrier_arrive", call.args[0], call.args[1])
         if not _named(call):
             return stmt
         count = call.args[2] if len(call.args) > 2 else None
@@ -442,7 +446,7 @@ def _run_named(func: Any) -> Any:
 def LowerNamedBarriers() -> Any:
     """``T.sync_threads(barrier_id, arrive_count)`` (``tvm_storage_sync("shared", id,
     count)``) as PTX ``bar.sync id, count`` (PTX ISA, "bar.sync"); without a count, every
-    thread of the block. It runs after TVM's ThreadSync, which takes the call for a barrier
+    thread of the block. ``T.named_barrier_arrive(id, count)`` as ``bar.arrive id, count``. It runs after TVM's ThreadSync, which takes the call for a barrier
     (as upstream's does) and so adds no block-wide one inside the threads that meet there.
     Barrier 0 is ``__syncthreads()``'s; this backend's own schedules use 1-3 (warp roles,
     consumers, pingpong turns), so a kernel that names those shares them."""
