@@ -123,6 +123,59 @@ def test_scalar_dtype_annotations_are_run_time_arguments(compiles):
     assert affine.compile(a, 5, 0.0) is affine.compile(a, 6, 1.0)  # the values are no part of the key
 
 
+@pytest.mark.parametrize("backend", [("cpu", "tvm_ffi"), ("c", "cython")])
+def test_a_run_time_scalar_may_size_an_output(backend):
+    """`B = T.empty((n,))` with `n: T.int32` a run-time scalar: the call's value sizes B."""
+    @tilelang.jit(target=backend[0], execution_backend=backend[1])
+    def head(A, n: T.int32):
+        m = T.dynamic("m")
+        A: T.Tensor((m,), T.float32)
+        B = T.empty((n,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = A[i] * 2
+        return B
+
+    @tilelang.jit(target=backend[0], execution_backend=backend[1])
+    def doubled(A, n: T.int32):
+        A: T.Tensor((n,), T.float32)
+        B = T.empty((n,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = A[i] * 2
+        return B
+
+    a = rand(40)
+    for n in (3, 17, 0):
+        np.testing.assert_array_equal(head(a, n), a[:n] * 2)
+    with pytest.raises(ArgumentError, match=r"kernel 'head', argument 'n' \(#1\): -1 is an output's dimension "
+                                            r"n, which cannot be negative"):
+        head(a, -1)
+    np.testing.assert_array_equal(doubled(a, 40), a * 2)
+    with pytest.raises(ArgumentError, match=r"argument 'n' \(#1\): 39 differs from n = 40, the size an earlier "
+                                            r"tensor's shape gives it; pass the same value"):
+        doubled(a, 39)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("execution_backend", ["tvm_ffi", "nvrtc", "cython"])
+def test_a_run_time_scalar_sizes_an_output_on_the_gpu(execution_backend):
+    @tilelang.jit(target="cuda", execution_backend=execution_backend)
+    def head(A, n: T.int32, scale: T.float32):
+        m = T.dynamic("m")
+        A: T.Tensor((m,), T.float32)
+        B = T.empty((n,), T.float32)
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    B[bx * 32 + i] = A[bx * 32 + i] * scale
+        return B
+
+    a = torch.randn(100, device="cuda")
+    for n, scale in ((70, 2.0), (5, -1.5)):
+        torch.testing.assert_close(head(a, n, scale), a[:n] * scale, rtol=1e-6, atol=0)
+
+
 def test_signature_annotations_and_several_outputs_returned_in_order(compiles):
     @tilelang.jit(target="cpu")
     def stats(X: T.Tensor((6, 10), T.float32), shift: float = 1.0):

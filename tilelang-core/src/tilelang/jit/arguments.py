@@ -193,6 +193,13 @@ class ArgumentBinder:
 
         self._fast = build_fast_binder(artifact, device_type)
         bound = set(artifact.input_symbols)
+        # an integer scalar parameter named in an output's shape (`n: T.int32`, then
+        # `T.empty((n,))` in an eager kernel): its value is that dimension
+        self.scalar_dims = frozenset(
+            p.name for i, p in enumerate(self.params) if i in self.inputs and not p.is_tensor
+            and p.dtype.startswith(("int", "uint"))
+            and any(p.name in dim_symbols(d) for o in self.out_idx for d in self.params[o].shape or ()))
+        bound |= self.scalar_dims
         for i in self.out_idx:
             free = [s for d in self.params[i].shape or () for s in dim_symbols(d) if s not in bound]
             if free:
@@ -292,6 +299,14 @@ class ArgumentBinder:
                     value = _as_bytes(value)
             else:
                 value = self._check_scalar(index, param, value)
+                if param.name in self.scalar_dims:
+                    seen = symbols.setdefault(param.name, value)
+                    if seen != value:
+                        raise self._error(index, f"{value} differs from {param.name} = {seen}, the size "
+                                          "an earlier tensor's shape gives it; pass the same value")
+                    if value < 0:
+                        raise self._error(index, f"{value} is an output's dimension {param.name}, which "
+                                          "cannot be negative")
             call[index] = value
         for index, axis, want, got, shape in deferred:
             expected = dim_value(want, symbols)

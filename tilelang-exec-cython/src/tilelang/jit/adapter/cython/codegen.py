@@ -181,6 +181,14 @@ class _Emitter:
             e(f"  case -2: TL_MISS(TL_MISS_RANGE, {index});")
             e("}")
             self.names[param.name] = CExpr(local, False)
+            if any(param.name in dim_symbols(d) for o in self.a.out_idx for d in self.a.params[o].shape or ()):
+                # an output's dimension (`T.empty((n,))`): a symbol this scalar binds; a wrong
+                # or negative value goes to ArgumentBinder, which says what differs
+                if param.name in self.symbols:
+                    e(f"if ({local} != {self.symbols[param.name]}) TL_MISS(TL_MISS_SHAPE, {index});")
+                else:
+                    self.symbols[param.name] = local
+                e(f"if ({local} < 0) TL_MISS(TL_MISS_RANGE, {index});")
         elif dtype.startswith(("float", "bfloat")):
             e(f"if (tl_float_arg({arg}, &d{index})) TL_MISS(TL_MISS_SCALAR, {index});")
             self.names[param.name] = CExpr(f"d{index}", True)
@@ -378,8 +386,8 @@ def _assemble(artifact: CompiledArtifact, source: KernelSource, m: _Emitter) -> 
     e(f"tl_view v[{n_params + 1}];")
     e("const tl_view* like = NULL;  /* the first tensor: outputs follow its kind and device */")
     locals_ = [f"int64_t {s};" for s in m.symbols.values()]
-    locals_ += [f"{'double' if n.is_float else 'int64_t'} {n.code};" for name, n in m.names.items()
-                if name not in m.symbols]
+    locals_ += [f"{'double' if n.is_float else 'int64_t'} {n.code};" for n in m.names.values()
+                if n.code not in m.symbols.values()]
     for line in locals_:
         e(line)
     e("int32_t rc = 0;" if source.host_call else "tl_cuda_scope scope;")
