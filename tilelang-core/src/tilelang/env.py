@@ -16,6 +16,8 @@ TILELANG_EXECUTION_BACKEND=name  what execution_backend="auto" means
 TILELANG_LOUD_TVM_IMPORT=1       let `import tvm` raise its 113 C++ errors (see tilelang.tvm_import)
 TILELANG_JIT_REQUEST_CACHE=0     always build a kernel's IR before looking it up (see
                                  tilelang.jit.request_key: the TVM-free hit path)
+TILELANG_JIT_DIAGNOSTICS=1       log each phase of a compile (cache lookup, lower, build,
+                                 load) with its time, at INFO on "tilelang.jit.diagnostics"
 
 Read where they apply: TILELANG_CPU_THREADS=n (the CPU backend's thread pool),
 TILELANG_RAY_ADDRESS=addr (the autotuner's RayExecutor), TILELANG_ROUTE=name (per-kernel
@@ -73,6 +75,7 @@ PRINT_ON_COMPILATION = "TILELANG_PRINT_ON_COMPILATION"
 DEFAULT_TARGET = "TILELANG_DEFAULT_TARGET"
 DEFAULT_EXECUTION_BACKEND = "TILELANG_EXECUTION_BACKEND"
 VERBOSE = "TILELANG_VERBOSE"
+JIT_DIAGNOSTICS = "TILELANG_JIT_DIAGNOSTICS"
 
 
 class EnvVar:
@@ -120,6 +123,7 @@ class _EnvironmentModule(types.ModuleType):
     TILELANG_DEFAULT_TARGET = EnvVar(DEFAULT_TARGET, "auto")
     TILELANG_DEFAULT_EXECUTION_BACKEND = EnvVar(DEFAULT_EXECUTION_BACKEND, "auto")
     TILELANG_DEFAULT_VERBOSE = EnvVar(VERBOSE, "0")
+    TILELANG_JIT_DIAGNOSTICS = EnvVar(JIT_DIAGNOSTICS, "0")
 
 
 _MODULE = sys.modules[__name__]
@@ -169,6 +173,10 @@ def is_cache_enabled() -> bool:
 
 def is_print_on_compilation_enabled() -> bool:
     return _truthy(_MODULE.TILELANG_PRINT_ON_COMPILATION)
+
+
+def is_jit_diagnostics_enabled() -> bool:
+    return _truthy(_MODULE.TILELANG_JIT_DIAGNOSTICS)
 
 
 def get_default_target() -> str | dict[str, Any]:

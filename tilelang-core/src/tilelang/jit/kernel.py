@@ -17,6 +17,7 @@ from ..cache.validate import load_artifact
 from ..engine.artifact import ParamInfo
 from ..errors import BackendUnavailableError, CacheError
 from .deferred_context import ContextFacts, DeferredContext
+from .diagnostics import jit_phase
 from .fingerprint import (  # noqa: F401
     COMPILER_SOURCE_SUFFIXES,
     compiler_fingerprint,
@@ -78,7 +79,14 @@ class JITKernel:
         self.cache_key = key
         backend = self.context.execution_backend
         log.info("tilelang: %s", self.context.describe())
-        if self._load_hit(cache, key, backend):
+        # what TILELANG_JIT_DIAGNOSTICS logs with each phase
+        target = self.context.target
+        arch = target.attrs.get("arch") if hasattr(target, "attrs") else None
+        about = {"kernel": _name_of(func), "target": f"{target.kind.name}{f' {arch}' if arch else ''}",
+                 "backend": self.context.execution_spec.name}
+        with jit_phase("cache lookup", **about):
+            hit = self._load_hit(cache, key, backend)
+        if hit:
             self._remember(cache, request)
             return
         with cache.lock(key) if cache.enabled else _null():
@@ -87,10 +95,13 @@ class JITKernel:
                 return
             log.log(logging.INFO if env.is_print_on_compilation_enabled() else logging.DEBUG,
                     "tilelang: compiling a kernel for %s", self.context.describe())
-            self.artifact = lower_with_context(func, self.context, out_idx=out_idx or (), pass_configs=configs,
-                                               instruments=instruments)
-            files = backend.build(self.artifact, self.context)
-            entry = cache.store(key, self.artifact.to_json(), files)
+            with jit_phase("lower", **about):
+                self.artifact = lower_with_context(func, self.context, out_idx=out_idx or (), pass_configs=configs,
+                                                   instruments=instruments)
+            with jit_phase("build", **about):
+                files = backend.build(self.artifact, self.context)
+            with jit_phase("cache store", **about):
+                entry = cache.store(key, self.artifact.to_json(), files)
             if entry is not None:
                 self._remember(cache, request)
         if entry is None:  # cache disabled or unwritable: load from a private directory
@@ -98,7 +109,8 @@ class JITKernel:
             entry = Path(self._tmp.name)
             for name, data in files.items():
                 (entry / name).write_bytes(data)
-        self.launcher = backend.load(self.artifact, entry, self.context)
+        with jit_phase("load", **about):
+            self.launcher = backend.load(self.artifact, entry, self.context)
         self.from_cache = False
 
     def update_tuner_result(self, latency: float | None, config: Mapping[str, Any] | None,
