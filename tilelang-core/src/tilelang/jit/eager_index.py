@@ -55,7 +55,8 @@ def static_key(source: EagerSource, statics: Mapping[str, Any]) -> tuple[Any, ..
 
 def bind_arguments(signature: inspect.Signature, source: EagerSource, args: tuple[Any, ...],
                    kwargs: dict[str, Any], *, partial: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(non-tensor arguments, tensors, keywords that are not parameters) of a call. With a
+    """(compile-time arguments, run-time ones: the tensors and the scalars annotated with a
+    dtype, keywords that are not parameters) of a call. With a
     ``**kwargs`` parameter the keywords that are not parameters are its value, a non-tensor
     argument like the others, and also the candidates for T.const values."""
     if source.var_keyword is None:
