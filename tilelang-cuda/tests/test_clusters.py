@@ -21,6 +21,7 @@ from tilelang.testing.cluster_kernels import (
     cluster_copy_3d,
     cluster_multicast,
     cluster_ring,
+    cluster_tma_multicast,
     multicast_reference,
 )
 
@@ -190,10 +191,36 @@ def test_a_multicast_follows_named_coordinates_and_refuses_what_it_cannot_follow
                 T.copy(tile, B[0, bx * 32])
 
 
+def test_a_tma_copy_multicast_is_each_receivers_tma_load_of_the_leaders_tile_on_its_own_barrier():
+    """T.tma_copy(..., barrier=bars[slot], cluster_mask=0b0110): ranks 1 and 2 load rank 1's
+    column block, each with its own TMA load completing its own barrier."""
+    source = tilelang.lower(cluster_tma_multicast(mask=0b0110), target=SM90).device_source
+    body = source[source.index('extern "C" __global__'):]
+    assert "if (((6 >> tl_cluster_ctarank()) & 1) == 1) {" in body
+    assert "condval = ((((int)blockIdx.x) + 1) - (((int)blockIdx.x) & 3));" in body  # the leader's column block
+    assert body.count("tl_tma_load_2d(") == 2  # the two slots of the ring
+    assert "(condval * 32), (k * 64));" in body
+    with pytest.raises(LanguageError, match=r"T.tma_copy\(\.\.\., cluster_mask=...\) is only valid inside a "
+                                            r"T.ClusterKernel frame"):
+        @T.prim_func
+        def plain(A: T.Tensor((64, 64), T.float16)):
+            with T.Kernel(1, threads=128):
+                tile = T.alloc_shared((64, 64), T.float16)
+                bar = T.alloc_barrier(128)
+                T.tma_copy(A, tile, barrier=bar, cluster_mask=1)
+    with pytest.raises(LanguageError, match=r"T.tma_copy\(shared, global, cluster_mask=...\): a multicast loads"):
+        @T.prim_func
+        def store(A: T.Tensor((64, 64), T.float16)):
+            with T.ClusterKernel(2, threads=128, cluster_dims=(2, 1, 1)):
+                tile = T.alloc_shared((64, 64), T.float16)
+                T.tma_copy(tile, A, cluster_mask=0b11)
+
+
 @needs_nvcc
-@pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring", "multicast"])
+@pytest.mark.parametrize("name", [*DSMEM_KERNELS, "ring", "multicast", "tma_multicast"])
 def test_nvcc_compiles_cluster_copies(name):
-    kernel = {"ring": cluster_ring, "multicast": cluster_multicast}.get(name, DSMEM_KERNELS.get(name, (None,))[0])()
+    kernel = {"ring": cluster_ring, "multicast": cluster_multicast, "tma_multicast": cluster_tma_multicast}.get(
+        name, DSMEM_KERNELS.get(name, (None,))[0])()
     source = tilelang.lower(kernel, target=SM90).device_source
     assert toolchain._compile_nvcc(source, "sm_90a", f"dsmem_{name}")[:4] == b"\x7fELF"
 
@@ -261,5 +288,16 @@ def test_a_ring_of_cluster_copies_on_the_gpu(backend):
 def test_a_multicast_on_the_gpu(backend, mask):
     torch = pytest.importorskip("torch")
     kernel = tilelang.compile(cluster_multicast(mask=mask), out_idx=[1], target="cuda", execution_backend=backend)
+    a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    assert torch.equal(kernel(a), multicast_reference(a, mask=mask))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", EXECUTION_BACKENDS)
+@pytest.mark.parametrize("mask", [0b0011, 0b0110, 0b1111])
+def test_a_tma_copy_multicast_on_the_gpu(backend, mask):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(cluster_tma_multicast(mask=mask), out_idx=[1], target="cuda",
+                              execution_backend=backend)
     a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     assert torch.equal(kernel(a), multicast_reference(a, mask=mask))

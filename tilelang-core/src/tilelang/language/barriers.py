@@ -228,9 +228,12 @@ def mbarrier_arrive_expect_tx(mbarrier: Any, tx: Any) -> None:
     _emit(MBARRIER_ARRIVE_EXPECT_TX, _barrier(mbarrier, "T.mbarrier_arrive_expect_tx"), tx)
 
 
-def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> None:
+def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = None, **unsupported: Any) -> None:
     """One thread of the calling role starts copying global tile ``src`` into shared tile
     ``dst``; ``barrier``'s current phase completes only once the bytes have landed.
+    ``cluster_mask=m`` (in a T.ClusterKernel) is upstream's multicast: the blocks of the
+    cluster whose rank is in ``m`` all get the tile the lowest of them names, each into its
+    own ``dst``, completing its own ``barrier`` (here each such block loads that tile itself).
 
     The other direction, shared tile ``src`` into global ``dst`` (upstream's TMA store, which
     T.tma_store_wait() completes), is a T.copy by the calling threads here: the stores have
@@ -238,13 +241,16 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> 
     from .tile import copy, copy_regions, not_global_to_shared
 
     if unsupported:
-        raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (clusters, "
-                            "multicast and eviction hints are not implemented); supported: barrier=")
+        raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (eviction "
+                            "hints are not implemented); supported: barrier=, cluster_mask=")
     src_region, dst_region = copy_regions(src, dst, "T.tma_copy")
     if src_region.source.scope().startswith("shared") and dst_region.source.scope() == "global":
         if barrier is not None:
             raise LanguageError("T.tma_copy(shared, global, barrier=...): a TMA store takes no barrier; "
                                 "T.tma_store_wait() completes it")
+        if cluster_mask is not None:
+            raise LanguageError("T.tma_copy(shared, global, cluster_mask=...): a multicast loads a global tile "
+                                "into the shared memory of several blocks; a store takes no mask")
         copy(src, dst)
         return
     if barrier is None:
@@ -254,6 +260,10 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, **unsupported: Any) -> 
     if route is not None:
         raise LanguageError(f"T.tma_copy: copies a global tile into a shared tile; got {route}; use T.copy for "
                             "other copies")
+    if cluster_mask is not None:
+        from .clusters import multicast_source
+
+        src_region = multicast_source(src_region, dst_region, cluster_mask, "T.tma_copy")
     _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="))
 
 

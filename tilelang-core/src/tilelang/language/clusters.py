@@ -174,21 +174,32 @@ def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
     of the cluster whose rank is in ``m`` all get the tile of ``A`` that the lowest of them
     (the leader) names; the others load their own tile, as ``T.copy``. Here every block
     loads what it gets itself: the same tiles, without the multicast's saving of L2 reads."""
-    from .ops import substitute
     from .tile import copy, copy_regions
 
     if dst_block is not None:
         raise LanguageError("T.copy_cluster: cluster_mask= (a global tile multicast to several blocks) and "
                             "dst_block= (a shared tile into one other block) are two different copies; give one")
+    src_region, dst_region = copy_regions(src, dst, "T.copy_cluster")
+    copy(multicast_source(src_region, dst_region, cluster_mask, "T.copy_cluster"), dst)
+
+
+def multicast_source(src_region: Any, dst_region: Any, cluster_mask: Any, what: str) -> Any:
+    """The global tile a block of the cluster gets from a multicast of ``src_region`` to the
+    blocks of ``cluster_mask``: the one the lowest block of the mask (the leader) names
+    for the blocks in it, its own for the others."""
+    from .ops import substitute
+
+    if not _ACTIVE or not isinstance(_ACTIVE[-1], ClusterKernel):
+        raise LanguageError(f"{what}(..., cluster_mask=...) is only valid inside a T.ClusterKernel frame (the "
+                            "mask names ranks in the cluster)")
     kernel = _ACTIVE[-1]
     size = kernel.cluster_dims[0] * kernel.cluster_dims[1] * kernel.cluster_dims[2]
     mask = int(cluster_mask.value) if isinstance(cluster_mask, tirx.IntImm) else cluster_mask
     if isinstance(mask, bool) or not isinstance(mask, int) or not 0 < mask < (1 << size):
-        raise LanguageError(f"T.copy_cluster(..., cluster_mask={cluster_mask!r}): a mask of the cluster's "
+        raise LanguageError(f"{what}(..., cluster_mask={cluster_mask!r}): a mask of the cluster's "
                             f"{size} block ranks, an int from 1 to {(1 << size) - 1}")
-    src_region, dst_region = copy_regions(src, dst, "T.copy_cluster")
     if src_region.source.scope() != "global" or not dst_region.source.scope().startswith("shared"):
-        raise LanguageError(f"T.copy_cluster(..., cluster_mask=...): multicasts a global tile into shared tiles; "
+        raise LanguageError(f"{what}(..., cluster_mask=...): multicasts a global tile into shared tiles; "
                             f"got {src_region.source.name} ({src_region.source.scope()}) -> {dst_region.source.name} "
                             f"({dst_region.source.scope()})")
     mins = [_resolved(r.min, kernel, src_region.source.name) for r in src_region.region]
@@ -202,7 +213,7 @@ def _multicast(src: Any, dst: Any, cluster_mask: Any, dst_block: Any) -> None:
         if cluster > 1:
             pairs.append((block, tirx.if_then_else(receives, block - block % cluster + offset, block)))
     ranges = [Range.from_min_extent(substitute(m, pairs), r.extent) for m, r in zip(mins, src_region.region)]
-    copy(tirx.BufferRegion(src_region.source, ranges), dst)
+    return tirx.BufferRegion(src_region.source, ranges)
 
 
 def _resolved(index: Any, kernel: Any, tensor: str) -> Any:

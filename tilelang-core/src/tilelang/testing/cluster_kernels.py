@@ -121,6 +121,28 @@ def cluster_multicast(m: int = 256, n: int = 256, block_m: int = 64, block_n: in
     return main
 
 
+def cluster_tma_multicast(m: int = 256, n: int = 256, block_m: int = 64, block_n: int = 32, mask: int = 0b0011,
+                          cluster: int = 4, slots: int = 2) -> Any:
+    """Upstream's test_tma_copy_cluster_mask_multicast with the tile chosen by the block: each
+    block walks the row blocks of its column block through a ring of ``slots`` shared tiles,
+    loading each with T.tma_copy(..., barrier=, cluster_mask=mask) and waiting on the slot's
+    barrier (every slot reused under both parities); writes what multicast_reference says."""
+    @T.prim_func
+    def main(A: T.Tensor((m, n), T.float16), B: T.Tensor((m, n), T.float16)):
+        with T.ClusterKernel(T.ceildiv(n, block_n), threads=128, cluster_dims=(cluster, 1, 1)) as bx:
+            tiles = T.alloc_shared((slots, block_m, block_n), T.float16)
+            bars = T.alloc_barrier([128] * slots)
+            for k in T.serial(m // block_m):
+                slot = k % slots
+                T.tma_copy(A[k * block_m:(k + 1) * block_m, bx * block_n:(bx + 1) * block_n], tiles[slot, :, :],
+                           barrier=bars[slot], cluster_mask=mask)
+                T.mbarrier_arrive(bars[slot])
+                T.mbarrier_wait_parity(bars[slot], (k // slots) % 2)
+                T.copy(tiles[slot, :, :], B[k * block_m:(k + 1) * block_m, bx * block_n:(bx + 1) * block_n])
+
+    return main
+
+
 def multicast_reference(a: Any, block_m: int = 64, block_n: int = 32, mask: int = 0b0011, cluster: int = 4) -> Any:
     """What cluster_multicast writes: block (bx, by) gets the tile of the cluster's lowest
     rank in ``mask`` when its own rank is in it, else its own tile."""
