@@ -148,6 +148,11 @@ def test_a_run_time_scalar_may_size_an_output(backend):
     a = rand(40)
     for n in (3, 17, 0):
         np.testing.assert_array_equal(head(a, n), a[:n] * 2)
+    # the symbols a bind hands on (launchers pass them by name) are the tensor-bound ones:
+    # `n` is already in the call, as a positional argument
+    from tilelang.jit.arguments import ArgumentBinder
+
+    assert ArgumentBinder(head.compile(a, 3).artifact, 1).bind_checked((a, 5))[2] == {"m": 40}
     with pytest.raises(ArgumentError, match=r"kernel 'head', argument 'n' \(#1\): -1 is an output's dimension "
                                             r"n, which cannot be negative"):
         head(a, -1)

@@ -200,6 +200,9 @@ class ArgumentBinder:
             and p.dtype.startswith(("int", "uint"))
             and any(p.name in dim_symbols(d) for o in self.out_idx for d in self.params[o].shape or ()))
         bound |= self.scalar_dims
+        # symbols only a scalar binds: the call holds their value already, so they are not
+        # handed on with the tensor-bound ones (a launcher passes those by name)
+        self._scalar_only = self.scalar_dims - set(artifact.input_symbols)
         for i in self.out_idx:
             free = [s for d in self.params[i].shape or () for s in dim_symbols(d) if s not in bound]
             if free:
@@ -329,6 +332,8 @@ class ArgumentBinder:
             out = self._allocate(self.params[index], symbols, like)
             call[index] = out if self.params[index].packs is None else _as_bytes(out)
             outputs.append(out)
+        if self._scalar_only:
+            symbols = {name: value for name, value in symbols.items() if name not in self._scalar_only}
         return call, outputs, symbols
 
     def _check_scalar(self, index: int, param: ParamInfo, value: Any) -> Any:
