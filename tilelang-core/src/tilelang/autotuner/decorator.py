@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -108,11 +109,9 @@ class AutoTuneImpl:
         inputs = [name for name in eager.source.inputs if name in bound]  # tensors, run-time scalars
         fixed = {name: value for name, value in bound.items() if name not in inputs}
         values = [bound[name] for name in inputs]
-        if eager.source.scalars and get_autotune_inputs() is None:
-            # the profiler makes tensors, not scalars: time the configurations on this call's inputs
-            with set_autotune_inputs(*values):
-                kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
-        else:
+        # the profiler makes tensors, not scalars: time the configurations on this call's inputs
+        timed_on_call = eager.source.scalars and get_autotune_inputs() is None
+        with set_autotune_inputs(*values) if timed_on_call else contextlib.nullcontext():
             kernel = self.compile(**fixed, **eager.const_values(args, kwargs))
         return kernel(*values)
 

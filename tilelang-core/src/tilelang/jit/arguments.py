@@ -193,12 +193,7 @@ class ArgumentBinder:
 
         self._fast = build_fast_binder(artifact, device_type)
         bound = set(artifact.input_symbols)
-        # an integer scalar parameter named in an output's shape (`n: T.int32`, then
-        # `T.empty((n,))` in an eager kernel): its value is that dimension
-        self.scalar_dims = frozenset(
-            p.name for i, p in enumerate(self.params) if i in self.inputs and not p.is_tensor
-            and p.dtype.startswith(("int", "uint"))
-            and any(p.name in dim_symbols(d) for o in self.out_idx for d in self.params[o].shape or ()))
+        self.scalar_dims = frozenset(artifact.scalar_dims)  # a call's value is an output's dimension
         bound |= self.scalar_dims
         # symbols only a scalar binds: the call holds their value already, so they are not
         # handed on with the tensor-bound ones (a launcher passes those by name)

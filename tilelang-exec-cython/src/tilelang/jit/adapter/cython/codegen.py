@@ -181,7 +181,7 @@ class _Emitter:
             e(f"  case -2: TL_MISS(TL_MISS_RANGE, {index});")
             e("}")
             self.names[param.name] = CExpr(local, False)
-            if any(param.name in dim_symbols(d) for o in self.a.out_idx for d in self.a.params[o].shape or ()):
+            if param.name in self.a.scalar_dims:
                 # an output's dimension (`T.empty((n,))`): a symbol this scalar binds; a wrong
                 # or negative value goes to ArgumentBinder, which says what differs
                 if param.name in self.symbols:
