@@ -153,6 +153,17 @@ def test_a_run_time_scalar_may_size_an_output(backend):
     from tilelang.jit.arguments import ArgumentBinder
 
     assert ArgumentBinder(head.compile(a, 3).artifact, 1).bind_checked((a, 5))[2] == {"m": 40}
+    # torch tensors take the fast binder, which sizes the output from the scalar too
+    from tilelang.jit.fastbind import build_fast_binder
+
+    t = torch.from_numpy(a)
+    torch.testing.assert_close(head(t, 7), t[:7] * 2, rtol=0, atol=0)
+    fast = build_fast_binder(head.compile(a, 3).artifact, 1)
+    _, outputs, symbols = fast(t, 7)
+    assert outputs[0].shape == (7,) and symbols == {"m": 40}
+    assert fast(t, -1) is None  # a miss: the full path words the error
+    fast_doubled = build_fast_binder(doubled.compile(a, 40).artifact, 1)
+    assert fast_doubled(t, 40)[2] == {"n": 40} and fast_doubled(t, 39) is None
     with pytest.raises(ArgumentError, match=r"kernel 'head', argument 'n' \(#1\): -1 is an output's dimension "
                                             r"n, which cannot be negative"):
         head(a, -1)

@@ -115,6 +115,7 @@ def _build(artifact: CompiledArtifact, device_type: int,
         narrow[name] = bounds[1]
     first_tensor = None
     on_device = "is_cuda" if device_type == 2 else "is_cpu"
+    scalar_dims = artifact.scalar_dims  # integer scalars that size an output: symbols they bind
     for i in inputs:
         p, x = params[i], f"a{i}"
         if p.dtype == "handle":  # an address (`T.ptr`): the binder converts tensors and ints
@@ -125,6 +126,9 @@ def _build(artifact: CompiledArtifact, device_type: int,
                 if bounds is None:
                     return None
                 e.fail_unless(f"type({x}) is int and {bounds[0]} <= {x} <= {bounds[1]}")
+                if p.name in scalar_dims:  # negative, or unlike a tensor's size: the full path says so
+                    e.fail_unless(f"{x} >= 0" if p.name not in symbols else f"{x} == {symbols[p.name]}")
+                    symbols.setdefault(p.name, x)
             elif p.dtype.startswith(("float", "bfloat")):
                 # an int goes as it is, which execution backends convert through int64
                 e.fail_unless(f"type({x}) is float or (type({x}) is int and {-(2**63)} <= {x} < {2**63})")
@@ -172,8 +176,10 @@ def _build(artifact: CompiledArtifact, device_type: int,
         e.line(f"a{i} = _empty({shape}, dtype=_dt{i}, device={first_tensor}.device)")
         outputs.append(f"a{i}")
     call = ", ".join(f"a{i}" for i in range(len(params)))
-    if launch is None:
-        syms = ", ".join(f"{name!r}: {var}" for name, var in symbols.items())
+    if launch is None:  # the symbols tensors bind (the scalars are in the call already)
+        tensor_bound = set(artifact.input_symbols)
+        syms = ", ".join(f"{name!r}: {var}" for name, var in symbols.items()
+                         if name not in scalar_dims or name in tensor_bound)
         e.line(f"return [{call}], [{', '.join(outputs)}], {{{syms}}}")
     else:
         e.line(f"_launch({call})")
