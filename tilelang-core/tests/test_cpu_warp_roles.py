@@ -166,3 +166,32 @@ def test_barriers_in_roles_chosen_by_thread_index_are_refused():
             "kernel 'main', barriers in code that chooses threads by their index: on the CPU warp roles are "
             "T.ws blocks") + rf"(.|\n)*test_cpu_warp_roles\.py:{line}"):
         tilelang.compile(build(), target="cpu")
+
+
+def test_a_barrier_per_warp_is_refused_naming_its_line():
+    """Upstream's per-warp TMA kernel: each warp loads its own row, on its own barrier
+    (``mbars[warp]``, warp = tx // 32). The CPU's barrier operations run once for all the
+    block's threads; the kernel used to stop at run time on a wait that no arrival had
+    completed, naming the wait rather than what it cannot run."""
+
+    def build():
+        @T.prim_func
+        def main(A: T.Tensor((8, 64), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=256):
+                tx = T.get_thread_binding()
+                warp = tx // 32
+                a_shared = T.alloc_shared((8, 64), "float32")
+                mbars = T.alloc_barrier([32] * 8)
+                T.tma_copy(A[warp, 0:64], a_shared[warp, 0:64], barrier=mbars[warp], leader_scope_threads=32)
+                T.mbarrier_arrive(mbarrier=mbars[warp])
+                T.mbarrier_wait_parity(mbarrier=mbars[warp], parity=0)
+                B[warp] = a_shared[warp, 0]
+
+        return main
+
+    line = _line(build, "T.tma_copy(A[warp")
+    with pytest.raises(LanguageError, match=re.escape(
+            "kernel 'main', T.tma_copy: its barrier or tile depends on the thread index (a barrier or tile per "
+            "warp); on the CPU barrier operations run once for all of the block's or role's threads; compile for "
+            "a GPU") + rf"(.|\n)*test_cpu_warp_roles\.py:{line}"):
+        tilelang.compile(build(), target="cpu")

@@ -100,7 +100,10 @@ def kernel_with(body):
     (lambda A, S: T.tma_copy(A[0, 0], S, barrier=T.alloc_barrier(1), cluster_mask=3),
      r"T\.tma_copy\(\.\.\., cluster_mask=\.\.\.\) is only valid inside a T\.ClusterKernel frame"),
     (lambda A, S: T.tma_copy(A[0, 0], S, barrier=T.alloc_barrier(1), eviction_policy=1),
-     r"T\.tma_copy: keyword\(s\) \['eviction_policy'\] are not supported"),
+     r"T\.tma_copy\(eviction_policy=1\): one of evict_normal, evict_first, evict_last"),
+    (lambda A, S: T.tma_copy(A[0, 0], S, barrier=T.alloc_barrier(1), evict=1),
+     (r"T\.tma_copy: keyword\(s\) \['evict'\] are not supported; supported: barrier=, cluster_mask=, "
+      r"leader_scope_threads=, eviction_policy=")),
     (lambda A, S: T.mbarrier_arrive(T.alloc_barrier(1), cta_id=1), r"needs thread-block clusters"),
     (lambda A, S: T.set_max_nreg(100, 1), r"T\.set_max_nreg\(100, \.\.\.\): the register count is a multiple of 8"),
     (lambda A, S: T.set_max_nreg(240, 2), r"is_inc=2\): 1 raises the budget, 0 lowers it"),

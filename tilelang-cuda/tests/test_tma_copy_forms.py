@@ -17,17 +17,20 @@ from test_explicit_hopper import kernel_body, lower, sm90_torch
 from tilelang.backend.module import create_backend_context
 from tilelang.cuda import toolchain
 from tilelang.engine.lower import lower_with_context as lower_artifact
-from tilelang.errors import CompileError
+from tilelang.errors import CompileError, LanguageError
 
 
-def one_row_tma_copy():
+def one_row_tma_copy(m: int = 256, k: int = 1024, threads: int = 256):
+    """Upstream's test_tilelang_language_tma_copy block kernel: one row of A per block, a
+    single-row T.tma_copy (``A[pid, 0:K]``)."""
+
     @T.prim_func
-    def main(A: T.Tensor((256, 1024), "float32"), B: T.Tensor((1,), "float32")):
-        with T.Kernel(1, threads=256) as pid:
+    def main(A: T.Tensor((m, k), "float32"), B: T.Tensor((m // threads,), "float32")):
+        with T.Kernel(m // threads, threads=threads) as pid:
             tid = T.get_thread_binding()
-            a_shared = T.alloc_shared((1, 1024), "float32")
-            mbar = T.alloc_barrier([256])
-            T.tma_copy(A[pid, 0:1024], a_shared[0, 0:1024], barrier=mbar)
+            a_shared = T.alloc_shared((1, k), "float32")
+            mbar = T.alloc_barrier([threads])
+            T.tma_copy(A[pid, 0:k], a_shared[0, 0:k], barrier=mbar)
             T.mbarrier_arrive(mbar)
             T.mbarrier_wait_parity(mbar, 0)
             if tid == 0:
@@ -36,14 +39,99 @@ def one_row_tma_copy():
     return main
 
 
+def per_warp_tma_copy(m: int = 32, k: int = 1024, threads: int = 256, scope: int = 32):
+    """Upstream's per-warp leader kernel: each warp loads its own row into its own slot,
+    completing its own barrier, its first thread issuing (leader_scope_threads=32)."""
+    warps = threads // 32
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(m // warps, threads=threads) as pid:
+            tid = T.get_thread_binding()
+            warp = tid // 32
+            row = pid * warps + warp
+            a_shared = T.alloc_shared((warps, k), "float32")
+            mbars = T.alloc_barrier([32] * warps)
+            T.tma_copy(A[row, 0:k], a_shared[warp, 0:k], barrier=mbars[warp], leader_scope_threads=scope)
+            T.mbarrier_arrive(mbarrier=mbars[warp])
+            T.mbarrier_wait_parity(mbarrier=mbars[warp], parity=0)
+            if tid % 32 == 0:
+                B[row] = a_shared[warp, k - 1]
+
+    return main
+
+
 def test_an_error_raised_inside_a_nested_pass_keeps_its_type_and_message():
     """A pass's error raised in a structural_map callback, under the overlap trial's nested
     pass sequence, reached the user as "RuntimeError ... Error in pass:
     tl.cuda.OverlapWherePays" followed by the whole module's TVMScript."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 64, 64), "float16"), B: T.Tensor((2, 64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((2, 64, 64), "float16")
+            bar = T.alloc_barrier(128)
+            T.tma_copy(A[0:2, :, :], S, barrier=bar)
+            T.barrier_arrive(bar)
+            T.barrier_wait(bar, 0)
+            T.copy(S, B)
+
     with pytest.raises(CompileError) as info:
-        lower(one_row_tma_copy())
-    assert str(info.value) == ("kernel 'main': T.tma_copy into a_shared: the copy must be a 2-d tile (a slice of rows x "
-                               "columns of the global tensor into the last two dimensions of the shared one)")
+        lower(main)
+    assert str(info.value) == ("kernel 'main': T.tma_copy into S: the copy must be a 2-d tile (a slice of rows x "
+                               "columns of the global tensor into the last two dimensions of the shared one) or one "
+                               "row of it")
+
+
+def test_a_single_row_tma_copy_is_one_box_of_one_row():
+    """``A[pid, 0:1024]`` into ``a_shared[0, 0:1024]``: a 1 x 1024 box, in four pieces of 256
+    floats (a box dimension holds at most 256), expecting the row's 4096 bytes."""
+    body = kernel_body(lower(one_row_tma_copy(m=512)).device_source)
+    assert re.findall(r"tl_mbarrier_expect_tx_no_arrive\(\(&\(barriers_ptr\[0\]\)\), (\d+)\);", body) == ["4096"]
+    assert re.findall(r"tl_tma_load_3d\(\(&\(a_shared_ptr\[0\]\)\), \(\(unsigned long long\)\(&\(A_tensor_map\)\)\), "
+                      r"\(&\(barriers_ptr\[0\]\)\), 0, 0, (.*)\);", body) == ["((int)blockIdx.x)"]
+
+
+def test_leader_scope_threads_elects_the_first_thread_of_each_warp():
+    body = kernel_body(lower(per_warp_tma_copy()).device_source)
+    issued = body[body.index("tl_mbarrier_expect_tx_no_arrive") - 60:body.index("tl_tma_load_3d")]
+    assert "if ((((int)threadIdx.x) % 32) == 0) {" in issued
+    assert re.findall(r"tl_tma_load_3d\(\(&\(a_shared_ptr\[\(\(\(\(int\)threadIdx.x\) >> 5\) \* 1024\)\]\)\), .*, 0, 0, "
+                      r"\(\(\(\(int\)blockIdx.x\) \* 8\) \+ \(\(\(int\)threadIdx.x\) >> 5\)\)\);", body)
+    # without the scope, the block's first thread alone issues the copy
+    assert "% 32) == 0) {\n    tl_mbarrier_expect_tx" not in kernel_body(lower(one_row_tma_copy()).device_source)
+
+
+def test_leader_scope_threads_is_checked():
+    with pytest.raises(LanguageError, match=r"T\.tma_copy\(leader_scope_threads=48\): the threads of each "
+                       r"leader-election scope, a positive multiple of the warp size \(32\)"):
+        per_warp_tma_copy(scope=48)
+    with pytest.raises(CompileError, match=r"T\.tma_copy\(leader_scope_threads=256\) in a role of 96 threads "
+                       r"\(0\.\.95\): the scope must divide the role's threads"):
+        lower(per_warp_tma_copy(threads=96, m=6, scope=256))
+    with pytest.raises(LanguageError, match=r"eviction_policy='evict_often'\): one of evict_normal, evict_first, "
+                       r"evict_last"):
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared((64, 64), "float16")
+                bar = T.alloc_barrier(128)
+                T.tma_copy(A, S, barrier=bar, eviction_policy="evict_often")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [one_row_tma_copy, per_warp_tma_copy])
+def test_row_tma_copies_match_torch(make):
+    torch = sm90_torch()
+    if make is one_row_tma_copy:  # two blocks, each a row: B[pid] = A[pid, 0]
+        kernel = tilelang.compile(make(m=512), out_idx=[1], target="cuda", execution_backend="tvm_ffi")
+        a = torch.randn(512, 1024, device="cuda")
+        expected = a[:2, 0]
+    else:  # B[row] = A[row, -1], each warp its own row
+        kernel = tilelang.compile(make(), out_idx=[1], target="cuda", execution_backend="tvm_ffi")
+        a = torch.randn(32, 1024, device="cuda")
+        expected = a[:, -1]
+    torch.testing.assert_close(kernel(a), expected, rtol=0, atol=0)
 
 
 def gemm_with_tma_store(n: int = 128, block: int = 64, block_k: int = 32):

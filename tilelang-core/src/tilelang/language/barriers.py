@@ -56,7 +56,8 @@ MBARRIER_ARRIVE = "tl.mbarrier_arrive"  # (barrier element[, 1: once the thread'
 MBARRIER_ARRIVE_CLUSTER = "tl.mbarrier_arrive_cluster"
 MBARRIER_EXPECT_TX = "tl.mbarrier_expect_tx"  # (barrier element, bytes)
 MBARRIER_ARRIVE_EXPECT_TX = "tl.mbarrier_arrive_expect_tx"  # (barrier element, bytes)
-TMA_COPY = "tl.tma_copy"  # (global region, shared region, barrier element)
+#: (global region, shared region, barrier element[, leader scope: one issuing thread per this many])
+TMA_COPY = "tl.tma_copy"
 SET_MAX_NREG = "tl.set_max_nreg"  # (registers, is_inc)
 WARP_GROUP_IDX = "tl.get_warp_group_idx"  # () -> int32
 FENCE_PROXY_ASYNC = "tl.fence_proxy_async"  # ()
@@ -228,12 +229,21 @@ def mbarrier_arrive_expect_tx(mbarrier: Any, tx: Any) -> None:
     _emit(MBARRIER_ARRIVE_EXPECT_TX, _barrier(mbarrier, "T.mbarrier_arrive_expect_tx"), tx)
 
 
-def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = None, **unsupported: Any) -> None:
+EVICTION_POLICIES = ("evict_normal", "evict_first", "evict_last")
+
+
+def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = None,
+             leader_scope_threads: int | None = None, eviction_policy: str | None = None,
+             **unsupported: Any) -> None:
     """One thread of the calling role starts copying global tile ``src`` into shared tile
     ``dst``; ``barrier``'s current phase completes only once the bytes have landed.
     ``cluster_mask=m`` (in a T.ClusterKernel) is upstream's multicast: the blocks of the
     cluster whose rank is in ``m`` all get the tile the lowest of them names, each into its
     own ``dst``, completing its own ``barrier`` (here each such block loads that tile itself).
+    ``leader_scope_threads=n`` (a multiple of 32) elects one issuing thread per ``n`` threads
+    of the role instead of one per role (upstream's per-warp TMA: each warp loads its own
+    tile, into its own barrier). ``eviction_policy`` is upstream's L2 cache hint; it is taken
+    and checked, and the loads here carry no hint (the data and its ordering are the same).
 
     The other direction, shared tile ``src`` into global ``dst`` (upstream's TMA store, which
     T.tma_store_wait() completes), is a T.copy by the calling threads here: the stores have
@@ -241,8 +251,15 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
     from .tile import copy, copy_regions, not_global_to_shared
 
     if unsupported:
-        raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported (eviction "
-                            "hints are not implemented); supported: barrier=, cluster_mask=")
+        raise LanguageError(f"T.tma_copy: keyword(s) {sorted(unsupported)} are not supported; supported: barrier=, "
+                            "cluster_mask=, leader_scope_threads=, eviction_policy=")
+    if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
+        raise LanguageError(f"T.tma_copy(eviction_policy={eviction_policy!r}): one of {', '.join(EVICTION_POLICIES)}")
+    if leader_scope_threads is not None and (not isinstance(leader_scope_threads, int) or
+                                             isinstance(leader_scope_threads, bool) or leader_scope_threads <= 0 or
+                                             leader_scope_threads % 32):
+        raise LanguageError(f"T.tma_copy(leader_scope_threads={leader_scope_threads!r}): the threads of each "
+                            "leader-election scope, a positive multiple of the warp size (32)")
     src_region, dst_region = copy_regions(src, dst, "T.tma_copy")
     if src_region.source.scope().startswith("shared") and dst_region.source.scope() == "global":
         if barrier is not None:
@@ -251,6 +268,9 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
         if cluster_mask is not None:
             raise LanguageError("T.tma_copy(shared, global, cluster_mask=...): a multicast loads a global tile "
                                 "into the shared memory of several blocks; a store takes no mask")
+        if leader_scope_threads is not None:
+            raise LanguageError("T.tma_copy(shared, global, leader_scope_threads=...): the stores here are made by "
+                                "all the calling threads; a leader scope elects the threads that issue a load")
         copy(src, dst)
         return
     if barrier is None:
@@ -264,7 +284,8 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
         from .clusters import multicast_source
 
         src_region = multicast_source(src_region, dst_region, cluster_mask, "T.tma_copy")
-    _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="))
+    scope = [] if leader_scope_threads is None else [leader_scope_threads]
+    _emit(TMA_COPY, src_region, dst_region, _barrier(barrier, "T.tma_copy barrier="), *scope)
 
 
 def tma_store_arrive() -> None:

@@ -78,6 +78,9 @@ class _Lowering:
     def __init__(self, func: Any, name: str) -> None:
         self.name = name
         self.threads, self.extents = _thread_vars(func.body)
+        # with the scalars bound from them (warp_idx = tid // 32), in binding order
+        self.thread_derived = list(self.threads)
+        tvm_ffi.structural_walk(func.body, (tirx.Bind, self._note_bind))
         self.block_threads = math.prod(self.extents)
         self.counts: dict[Any, list[int]] = {}  # barrier buffer -> arrive count of each barrier
         tvm_ffi.structural_walk(func.body, (tvm.ir.Call, self._note_init))
@@ -89,8 +92,16 @@ class _Lowering:
     def refuse(self, what: str, stmt: Any, why: str) -> LanguageError:
         return LanguageError(f"kernel {self.name!r}, {what}: {why}{source_location(getattr(stmt, 'span', None))}")
 
+    def _note_bind(self, bind: Any) -> None:
+        if any(uses_var(bind.value, var) for var in self.thread_derived):
+            self.thread_derived.append(bind.var)
+
     def reads_thread(self, node: Any) -> bool:
         return any(uses_var(node, var) for var in self.threads)
+
+    def reads_thread_derived(self, node: Any) -> bool:
+        """Whether ``node`` reads the thread index, directly or through a scalar bound from it."""
+        return any(uses_var(node, var) for var in self.thread_derived)
 
     # -- barriers ------------------------------------------------------------------------
     def _count(self, load: Any) -> Any:
@@ -221,7 +232,18 @@ def _refuse_thread_picked_roles(lowering: _Lowering, body: Any) -> None:
                 any(_op_name(c) != B.WARP_ROLE for c in _calls(stmt)):
             stmts.append(stmt)
 
-    tvm_ffi.structural_walk(body, (tirx.IfThenElse, visit))
+    def visit_op(stmt: Any) -> None:  # mbars[warp_idx], A[row, 0:K] with row from the thread index
+        if _op_name(stmt.value) in B.EXPLICIT_OPS and _op_name(stmt.value) != B.WARP_ROLE and \
+                lowering.reads_thread_derived(stmt.value):
+            per_thread.append(stmt)
+
+    per_thread: list[Any] = []
+    tvm_ffi.structural_walk(body, [(tirx.IfThenElse, visit), (tirx.Evaluate, visit_op)])
+    if per_thread:
+        op = B.EXPLICIT_OPS[_op_name(per_thread[0].value)]
+        raise lowering.refuse(op, per_thread[0], "its barrier or tile depends on the thread index (a barrier or "
+                              "tile per warp); on the CPU barrier operations run once for all of the block's or "
+                              "role's threads; compile for a GPU")
     if stmts:
         first = stmts[0]
         raise lowering.refuse("barriers in code that chooses threads by their index", first,

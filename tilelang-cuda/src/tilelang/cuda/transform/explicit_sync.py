@@ -192,7 +192,14 @@ def _lower_ops(body: Any, tid: Any, lo: int, barriers: _Barriers, hi: int | None
             return extern_call("tl_setmaxnreg_inc" if int(args[1].value) else "tl_setmaxnreg_dec", args[0])
         if name == TMA_COPY and isinstance(args[2], TensorLoad):  # elected once, by the innermost role
             elected = tvm.ir.Call(call.op, [*args[:2], barriers.address(args[2])], ret_ty="int32")
-            return tirx.IfThenElse(tid == lo, tirx.Evaluate(elected), None)
+            if len(args) < 4:
+                return tirx.IfThenElse(tid == lo, tirx.Evaluate(elected), None)
+            # leader_scope_threads=n: the first thread of each n of the role's threads
+            scope = int(args[3].value)
+            if hi is not None and (hi - lo) % scope:
+                raise CompileError(f"T.tma_copy(leader_scope_threads={scope}) in a role of {hi - lo} threads "
+                                   f"({lo}..{hi - 1}): the scope must divide the role's threads")
+            return tirx.IfThenElse(tirx.floormod(tid - lo, scope) == 0, tirx.Evaluate(elected), None)
         return stmt
 
     def on_call(call: Any) -> Any:

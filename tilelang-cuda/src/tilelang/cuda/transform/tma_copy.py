@@ -119,11 +119,13 @@ class _TmaCopies:
             raise self.fail(f"into {s.name}, a tile the tensor-core pass laid out for wgmma: TMA boxes here write "
                             "row-major tiles; set the pass config tl.disable_wgmma for this kernel")
         extents = [r.extent for r in dst.region]
-        if len(axes) != 2 or None in shape or len(shape) < 2 or \
+        if len(axes) == 1 and axes[0] > 0:  # one row (upstream's A[pid, 0:K]): a tile of 1 x K
+            axes = [axes[0] - 1, axes[0]]
+        if len(axes) != 2 or None in shape or \
                 any(not isinstance(r.extent, tirx.IntImm) or r.extent.value != 1 for r in dst.region[:-2]):
             raise self.fail(f"into {s.name}: the copy must be a 2-d tile (a slice of rows x columns of the global "
-                            "tensor into the last two dimensions of the shared one)")
-        rows, cols = int(extents[-2].value), int(extents[-1].value)
+                            "tensor into the last two dimensions of the shared one) or one row of it")
+        rows, cols = (int(extents[-2].value) if len(extents) > 1 else 1), int(extents[-1].value)
         src_extents = [self.simplify(src.region[a].extent) for a in axes]  # upstream's H0:H1, H1 = H0 + 64
         if [int(getattr(e, "value", -1)) for e in src_extents] != [rows, cols]:
             raise self.fail(f"from {g.name} into {s.name}: the global tile's rows x columns must match the shared "
@@ -133,7 +135,7 @@ class _TmaCopies:
         padded = s.name in self.padded and width == padded_row(cols, elem)
         whole_rows = is_zero(dst.region[-1].min) and (width == cols or padded)
         if not whole_rows:  # a column slice of the shared rows: each row is a box of its own
-            return self.lower_columns(src, dst, barrier, swizzle, axes, shape)
+            return self.lower_columns(src, dst, barrier, swizzle, axes, shape, rows)
         split = None
         if width > BOX_MAX and cols == width and str(s.dtype) == str(g.dtype):
             split = self._split(g, axes[1], self.simplify(src.region[axes[1]].min), width)
@@ -149,13 +151,13 @@ class _TmaCopies:
         return self.issue(src, dst, barrier, axes, shape, tmap, rows, width, split, swizzle)
 
     def lower_columns(self, src: Any, dst: Any, barrier: Any, swizzle: int | None, axes: list[int],
-                      shape: list[int]) -> Any:
+                      shape: list[int], rows: int) -> Any:
         """A tile that fills some columns of the shared rows (upstream's ``KV_shared[:, j * 64:
         (j + 1) * 64]``): one box per row, ``cols`` wide, each landing at its row's offset. The
         boxes' shared addresses are 128-byte aligned when the first one is (checked as it runs)
         and the shared row is a multiple of 128 bytes (checked here)."""
         g, s = src.source, dst.source
-        rows, cols, width = int(dst.region[-2].extent.value), int(dst.region[-1].extent.value), shape[-1]
+        cols, width = int(dst.region[-1].extent.value), shape[-1]
         elem = dtype_bytes(s.dtype)
         where = f"into {s.name}[..., {dst.region[-1].min}:{dst.region[-1].min} + {cols}] of rows of {width}"
         if swizzle:
