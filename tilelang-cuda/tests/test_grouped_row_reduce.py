@@ -109,10 +109,12 @@ def test_destinations_of_other_types_are_shuffled_in_their_type(kind, dtype):
     np.testing.assert_array_equal(out, NUMPY[kind](x).astype(dtype))
 
 
-def test_a_single_row_still_goes_through_the_thread_allreduce():
-    x = small_ints((2, 1, 512), 9)
+def test_a_single_long_row_still_goes_through_the_thread_allreduce():
+    """A row of more than 64 elements per thread (a shorter one stays in registers:
+    test_register_row_reduce.py)."""
+    x = small_ints((2, 1, 4096), 9)
     out = np.full((2, 1), np.nan, np.float32)
-    calls = run(row_reduce(2, (1, 512), 128, "sum"), x, out)
+    calls = run(row_reduce(2, (1, 4096), 32, "sum"), x, out)
     assert calls["__shfl_down_sync"] > 0 and "__shfl_xor_sync" not in calls
     np.testing.assert_array_equal(out, NUMPY["sum"](x))
 
@@ -214,11 +216,14 @@ def test_one_reduction_for_all_rows_and_one_barrier_across_warps():
     assert re.search(r"for \(int r\d+ = 0; r\d+ < 8; \+\+r\d+\)", code)  # 1024 / 128 per thread
 
 
-def test_rows_that_do_not_split_the_block_or_a_local_destination_go_one_after_another():
-    # 3 rows: the block does not split into equal warp groups
-    assert "__shfl_down_sync" in kernel_body(row_reduce(1, (3, 512), 128, "sum"))
+def test_rows_that_do_not_split_the_block_go_one_after_another():
+    # 3 rows of more than 64 elements per thread: the block does not split into equal warp groups
+    assert "__shfl_down_sync" in kernel_body(row_reduce(1, (3, 4096), 128, "sum"))
     # rows shorter than their group of 32 keep one thread per row
     assert "__shfl" not in kernel_body(row_reduce(1, (4, 16), 128, "sum"))
+
+
+def test_a_local_destination_gets_every_rows_total_in_every_thread():
 
     @T.prim_func
     def local_destination(X: T.Tensor((4, 256), "float32"), O: T.Tensor((4, 4), "float32")):
@@ -233,8 +238,8 @@ def test_rows_that_do_not_split_the_block_or_a_local_destination_go_one_after_an
 
     x = small_ints((4, 256), 4)
     out = np.full((4, 4), np.nan, np.float32)
-    calls = run(local_destination, x, out)
-    assert "__shfl_xor_sync" not in calls and calls["__shfl_down_sync"] > 0
+    calls = run(local_destination, x, out)  # in registers (8 elements a thread): all four rows at once
+    assert calls["__shfl_xor_sync"] == 4 * 5 and "__shfl_down_sync" not in calls
     np.testing.assert_array_equal(out, np.broadcast_to(x.sum(1), (4, 4)))
 
 

@@ -17,7 +17,23 @@ here let every thread combine a strided slice of a row instead:
   (LowerThreadAllreduce: warp shuffles and a shared-memory stage with barriers, per row):
   the single row, and few rows whose block does not split into warp groups.
 
-Both are taken for long rows (at least as many elements as threads reduce one row)
+* **in the fragment's own layout** — a fragment whose element accesses are all T.Parallel
+  nests over its shape at their own indices stays in registers (gpu/fragments.py), thread
+  t holding points t, t + T, ... of it. Its rows are reduced where they lie: a T.Parallel
+  nest over the whole fragment adds each of the thread's points into its partial of that
+  point's row (the same points as every other nest over it, so the fragment stays in
+  registers), then every row's partials are combined over the block at once: butterfly
+  shuffles per row, one shared stage of a value per warp and row, one barrier. Whatever
+  points a thread holds, the partials of a row add up to the row. Every thread ends with
+  every row's total: a per-thread destination gets all of them, any other each row once
+  (a T.Parallel nest over the rows). Taken for rows of at least T elements (every thread
+  holds some of each row; the fragment's points a multiple of T) where the grouped form is
+  not, for more rows than go one after
+  another (upstream's rms_norm of a 32 x 2048 fragment on 128 threads: before, the generic
+  form, which put the 256 KiB fragment in shared memory, more than a block has) or for
+  few rows of at most 64 elements per thread.
+
+Each is taken for long rows (at least as many elements as threads reduce one row)
 cleared by the reduction: accumulating reductions (clear=False) keep the generic form,
 whose destination each row's own thread reads and writes. The grouped form writes a row's
 total from that row's threads only, so its destination must be one that every thread
@@ -30,22 +46,28 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import tvm
+import tvm_ffi
 from tvm import tirx
 
 from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
 
 MAX_ACROSS_ROWS = 8  # rows reduced one after another by the whole block, at most
+MAX_OWN_ROWS = 64  # rows reduced in a fragment's own layout, at most (a partial and shuffles per row)
+OWN_PER_THREAD = 64  # elements per thread below which a few rows are reduced in registers too
 WARP = 32  # lanes a shuffle spans (a width-32 shuffle stays in 32-lane segments on wider warps)
 _SHUFFLED_TYPES = ("float16", "float32", "float64", "int32", "uint32", "int64", "uint64")
 
 
 class Across(NamedTuple):
     """How the block reduces a tile's rows: ``tid`` (threadIdx.x) of ``threads``, ``group``
-    threads per row (== ``threads``: one row after another)."""
+    threads per row (== ``threads``: one row after another); ``own``: in the fragment's
+    own register layout (all rows at once)."""
 
     tid: Any
     threads: int
     group: int
+    own: bool = False
 
 
 def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int], axis: int, clear: bool,
@@ -70,9 +92,40 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
     if group is not None and n >= group and d_buf.scope() not in ("local", "local.var") \
             and str(d_buf.dtype) in _SHUFFLED_TYPES:
         return Across(tid, threads, group)
+    # in registers where the one-after-another form would not be taken, or where the thread's
+    # share of the fragment is small enough for registers anyway
+    # (points dealt evenly: a thread past the end would add the clamped last point again)
+    if n >= threads and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and str(d_buf.dtype) in _SHUFFLED_TYPES and \
+            (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads) and \
+            in_register_layout(lowering, s_buf, s_ext):
+        return Across(tid, threads, threads, own=True)
     if rows > MAX_ACROSS_ROWS or n < threads:
         return None
     return Across(tid, threads, threads)
+
+
+def in_register_layout(lowering: Any, s_buf: Any, s_ext: list[Any]) -> bool:
+    """Whether the reduction reads the whole of a fragment that stays in registers: its
+    element accesses in the kernel are T.Parallel nests over its shape at their own
+    indices, and no tile op but copies, fills and reductions takes it (a GEMM's
+    accumulator has the tensor-core layout)."""
+    from .gpu.fragments import FRAGMENT_SCOPE, accessed_by_own_nests
+
+    if s_buf.scope() != FRAGMENT_SCOPE or len(s_ext) != len(s_buf.shape) or \
+            any(not isinstance(e, tirx.IntImm) or not isinstance(d, tirx.IntImm) or e.value != d.value
+                for e, d in zip(s_ext, s_buf.shape)):
+        return False
+    body = lowering.func_body
+    users: list[str] = []
+
+    def visit(call: Any) -> None:
+        name = str(getattr(call.op, "name", ""))
+        if name.startswith("tl.") and any(getattr(a, "source", None) is not None and a.source.same_as(s_buf)
+                                          for a in call.args):
+            users.append(name)
+
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, visit))
+    return all(u in ("tl.copy", "tl.fill", "tl.reduce") for u in users) and accessed_by_own_nests(body, s_buf)
 
 
 def _group(rows: int, threads: int) -> int | None:
@@ -89,6 +142,8 @@ def _group(rows: int, threads: int) -> int | None:
 
 def reduce_across_threads(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
                           kept: list[int], d_axes: list[int]) -> Any:
+    if across.own:
+        return _reduce_in_own_layout(lowering, across, src, dst, kind, axis, kept, d_axes)
     if across.group < across.threads:
         return _reduce_in_groups(lowering, across, src, dst, kind, axis, kept, d_axes)
     return _reduce_rows_in_turn(lowering, across, src, dst, kind, axis, kept, d_axes)
@@ -126,7 +181,7 @@ def _partial(lowering: Any, src: Any, kind: str, axis: int, kept: list[int], d_a
 def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
                       kept: list[int], d_axes: list[int]) -> Any:
     """All rows at once, row g by threads g * G .. g * G + G - 1."""
-    tid, threads, group = across
+    tid, threads, group, _ = across
     _, _, s_ext = lowering.parts(src)
     d_buf = dst.source
     dtype = d_buf.dtype
@@ -180,7 +235,7 @@ def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: s
 def _reduce_rows_in_turn(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
                          kept: list[int], d_axes: list[int]) -> Any:
     """The rows one after another, each by every thread and one thread all-reduce."""
-    tid, threads, _ = across
+    tid, threads, _, _ = across
     s_ext = lowering.parts(src)[2]
     d_buf = dst.source
     dtype = d_buf.dtype
@@ -201,3 +256,88 @@ def _reduce_rows_in_turn(lowering: Any, across: Across, src: Any, dst: Any, kind
         ])
 
     return lowering.nest([s_ext[a] for a in kept], body, parallel=False)
+
+
+def _butterfly(mask: Any, value: Any, other: Any, dtype: Any, combine: str) -> list[Any]:
+    """log2(32) xor shuffles (PTX ISA, shfl.sync.bfly) after which every lane of the warp
+    holds its warp's total in ``value`` (a one-element local buffer); ``other`` holds each
+    step's shuffled value (a combine may read an operand twice, and every lane has to
+    execute the shuffle)."""
+    stmts, offset = [], WARP // 2
+    while offset:
+        current = tirx.BufferLoad(value, [0])
+        shuffled = tirx.call_intrin(dtype, "tirx.tvm_warp_shuffle_xor", tirx.BufferLoad(mask, [0]), current,
+                                    tirx.const(offset, "int32"), tirx.const(WARP, "int32"), tirx.const(WARP, "int32"))
+        stmts += [tirx.BufferStore(other, shuffled, [0]),
+                  tirx.BufferStore(value, reduce_combine(combine, current, tirx.BufferLoad(other, [0])), [0])]
+        offset //= 2
+    return stmts
+
+
+def sizes_of(extents: list[Any], axes: list[int]) -> list[Any]:
+    return [extents[a] for a in axes]
+
+
+def _reduce_in_own_layout(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
+                          kept: list[int], d_axes: list[int]) -> Any:
+    """Each thread's partial of every row over its own points of the fragment (one T.Parallel
+    nest over it), then every row's partials combined over the block at once."""
+    tid, threads, _, _ = across
+    s_buf, s_min, s_ext = lowering.parts(src)
+    d_buf, d_min, _ = lowering.parts(dst)
+    dtype = d_buf.dtype
+    combine = _combiner(kind)
+    sizes = [int(s_ext[a].value) for a in kept]
+    rows = 1
+    for size in sizes:
+        rows *= size
+    partials = tirx.decl_buffer((rows,), dtype, name=f"row_partial{lowering.counter}", scope="local")
+    lowering.counter += 1
+
+    def flat(values: list[Any]) -> Any:
+        index: Any = tirx.const(0, "int32")
+        for value, size in zip(values, sizes):
+            index = index * size + value
+        return index
+
+    def add(loop_vars: list[Any]) -> Any:
+        row = flat([loop_vars[a] for a in kept])
+        value = reduce_operand(kind, tirx.Cast(dtype, tirx.BufferLoad(s_buf, [m + v for m, v in zip(s_min, loop_vars)])))
+        return tirx.BufferStore(partials, reduce_combine(kind, tirx.BufferLoad(partials, [row]), value), [row])
+
+    mask = tirx.decl_buffer((1,), "uint32", name=f"mask{lowering.counter}", scope="local")
+    value, other = lowering.local_scalar(dtype), lowering.local_scalar(dtype)
+    stmts = [tirx.AllocBuffer(partials), tirx.AllocBuffer(mask), tirx.AllocBuffer(value), tirx.AllocBuffer(other)]
+    stmts += [tirx.BufferStore(partials, reduce_identity(kind, dtype), [tirx.const(r, "int32")]) for r in range(rows)]
+    stmts.append(lowering.nest(list(s_ext), add))
+    stmts.append(tirx.BufferStore(mask, tirx.call_intrin("uint32", "tirx.tvm_warp_activemask"), [0]))
+    warps = threads // WARP
+    staging = None
+    if warps > 1:  # one value per warp and row; ThreadSync puts the barrier before the reads
+        staging = tirx.decl_buffer((rows * warps,), dtype, name=f"row_partials{lowering.counter}", scope="shared")
+        lowering.compiler_shared.append(staging.name)
+        stmts.append(tirx.AllocBuffer(staging))
+    for r in range(rows):
+        stmts.append(tirx.BufferStore(value, tirx.BufferLoad(partials, [tirx.const(r, "int32")]), [0]))
+        stmts += _butterfly(mask, value, other, dtype, combine)
+        if staging is not None:
+            stmts.append(tirx.IfThenElse(tirx.floormod(tid, WARP) == 0, tirx.BufferStore(
+                staging, tirx.BufferLoad(value, [0]), [tirx.const(r * warps, "int32") + tirx.floordiv(tid, WARP)]),
+                None))
+        else:
+            stmts.append(tirx.BufferStore(partials, tirx.BufferLoad(value, [0]), [tirx.const(r, "int32")]))
+    def store(outer: list[Any]) -> Any:  # a T.Parallel nest over the rows: each row stored once
+        row = flat(outer)
+        if staging is None:
+            total: Any = tirx.BufferLoad(partials, [row])
+        else:
+            total = tirx.BufferLoad(staging, [row * warps])
+            for w in range(1, warps):  # the same order in every thread
+                total = reduce_combine(combine, total, tirx.BufferLoad(staging, [row * warps + w]))
+        _, d_idx = lowering.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, tirx.const(0, "int32"))
+        return tirx.BufferStore(d_buf, total, d_idx)
+
+    # a per-thread destination needs every row in every thread; a shared one each row once
+    stmts.append(lowering.nest(sizes_of(s_ext, kept), store,
+                               parallel=d_buf.scope() not in ("local", "local.var")))
+    return tirx.SeqStmt(stmts)

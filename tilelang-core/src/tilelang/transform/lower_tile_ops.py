@@ -64,6 +64,7 @@ class TileOpLowering:
     def __init__(self, func: Any, kernel: str, cross_thread: bool = False) -> None:
         self.kernel = kernel
         self.cross_thread = cross_thread  # may rows be reduced by the whole block (GPU)
+        self.func_body = func.body  # the kernel as written (block_reduce reads its fragments' uses)
         self.threads: tuple[Any, int] | None = None  # (threadIdx.x, its constant extent) alone
         self.analyzer = Analyzer()
         self.counter = 0

@@ -1,0 +1,117 @@
+"""Rows of a register fragment reduced where they lie (core's block_reduce.py, the form in
+the fragment's own layout): each thread adds its own points of the fragment into a partial
+per row, then every row's partials are combined over the block at once (butterfly shuffles
+per row, one shared stage of a value per warp and row). The fragment stays in registers:
+upstream's rms_norm of a 32 x 2048 fragment on 128 threads (benchmark/compile_speed's
+kernel zoo) used to put it in shared memory, 256 KiB, more than a block has. Checked by
+running the lowered device IR in the numpy interpreter, and by what the lowering emits."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+from test_grouped_row_reduce import (
+    NUMPY,
+    SM90,
+    kernel_body,
+    row_reduce,
+    run,
+    small_ints,
+)
+
+
+def shared_buffers(code: str) -> list[str]:
+    return re.findall(r"__shared__[^;]*?(\w+)_ptr\[", code)
+
+
+@pytest.mark.parametrize("rows,threads,n", [
+    (32, 128, 256),  # more rows than go one after another: one thread a row walked them before
+    (16, 64, 128),
+    (1, 128, 512),  # a single row of 4 elements a thread
+    (3, 128, 512),  # rows that do not split the block
+    (12, 256, 320),  # a row that is no multiple of the threads: partials of uneven shares
+])
+@pytest.mark.parametrize("kind", ["sum", "max", "absmax"])
+def test_rows_of_a_register_fragment_as_lowered_equal_numpy(rows, threads, n, kind):
+    x = small_ints((2, rows, n), rows * threads + n)
+    out = np.full((2, rows), np.nan, np.float32)
+    func = row_reduce(2, (rows, n), threads, kind)
+    calls = run(func, x, out)
+    assert calls["__shfl_xor_sync"] == 2 * 5 * rows and "__shfl_down_sync" not in calls  # 5 per row and block
+    np.testing.assert_array_equal(out, NUMPY[kind](x))
+    code = kernel_body(func)
+    if rows > 1:  # (T.copy into a fragment of one row is a nest over the row alone: shared memory)
+        assert "x" not in shared_buffers(code)  # the fragment in registers: a per-thread array
+        assert re.search(rf"float x_ptr\[{rows * n // threads}\];", code)
+        # the partials of all rows meet once: one barrier (between the warps' values and their reads)
+        assert code.count("__syncthreads()") == 1
+
+
+def test_points_not_dealt_evenly_keep_the_generic_form():
+    """12 x 300 points on 256 threads: the last deal is partial, and a thread past the end
+    recomputes the clamped last point (stores to memory are guarded, a per-thread partial
+    is not), so it would be added twice."""
+    x = small_ints((2, 12, 300), 5)
+    out = np.full((2, 12), np.nan, np.float32)
+    calls = run(row_reduce(2, (12, 300), 256, "sum"), x, out)
+    assert "__shfl_xor_sync" not in calls
+    np.testing.assert_array_equal(out, NUMPY["sum"](x))
+
+
+def test_several_row_axes():
+    x = small_ints((3, 2, 4, 128), 7)
+    out = np.full((3, 2, 4), np.nan, np.float32)
+    run(row_reduce(3, (2, 4, 128), 128, "sum"), x, out)
+    np.testing.assert_array_equal(out, NUMPY["sum"](x))
+
+
+def rms_norm(m, n, block_m, threads=128):
+    """benchmark/compile_speed/kernel_zoo.py's rms_norm, as upstream's examples/norm write it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32")):
+        with T.Kernel(T.ceildiv(m, block_m), threads=threads) as bx:
+            a = T.alloc_fragment((block_m, n), "float32")
+            a_pow = T.alloc_fragment((block_m, n), "float32")
+            a_sum = T.alloc_fragment((block_m,), "float32")
+            T.copy(A[bx * block_m, 0], a)
+            for i, j in T.Parallel(block_m, n):
+                a_pow[i, j] = a[i, j] * a[i, j]
+            T.reduce_sum(a_pow, a_sum, dim=1)
+            for i in T.Parallel(block_m):
+                a_sum[i] = T.rsqrt(a_sum[i] / n + 1e-6)
+            for i, j in T.Parallel(block_m, n):
+                a[i, j] *= a_sum[i]
+            T.copy(a, B[bx * block_m, 0])
+
+    return main
+
+
+def test_rms_norm_of_a_fragment_larger_than_shared_memory_lowers():
+    """32 x 2048 floats on 128 threads: 512 a thread, in registers (as upstream's, which nvcc
+    then spills), not the 256 KiB of shared memory the generic form needed."""
+    artifact = tilelang.lower(rms_norm(256, 2048, 32), target=SM90)
+    assert [launch.dynamic_smem for launch in artifact.launches] == ["128"]  # a_sum's 32 floats
+    code = artifact.device_source
+    assert "float a_pow_ptr[512];" in code and "float a_ptr[512];" in code
+
+
+def test_rms_norm_as_lowered_equals_numpy():
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    out = np.zeros_like(x)
+    run(rms_norm(64, 256, 16), x, out)
+    expected = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_rms_norm_of_a_large_fragment_matches_torch():
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(rms_norm(1408, 2048, 32), out_idx=[1], target="cuda")
+    a = torch.randn(1408, 2048, device="cuda")
+    expected = a * torch.rsqrt(a.pow(2).mean(1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(kernel(a), expected, rtol=1e-5, atol=1e-5)
