@@ -31,7 +31,7 @@ def shared_buffers(code: str) -> list[str]:
 @pytest.mark.parametrize("rows,threads,n", [
     (32, 128, 256),  # more rows than go one after another: one thread a row walked them before
     (16, 64, 128),
-    (1, 128, 512),  # a single row of 4 elements a thread
+    (1, 128, 512),  # a single row of 4 elements a thread (T.copy's nest runs over its columns alone)
     (3, 128, 512),  # rows that do not split the block
     (12, 256, 320),  # a row that is no multiple of the threads: partials of uneven shares
 ])
@@ -44,11 +44,11 @@ def test_rows_of_a_register_fragment_as_lowered_equal_numpy(rows, threads, n, ki
     assert calls["__shfl_xor_sync"] == 2 * 5 * rows and "__shfl_down_sync" not in calls  # 5 per row and block
     np.testing.assert_array_equal(out, NUMPY[kind](x))
     code = kernel_body(func)
-    if rows > 1:  # (T.copy into a fragment of one row is a nest over the row alone: shared memory)
-        assert "x" not in shared_buffers(code)  # the fragment in registers: a per-thread array
-        assert re.search(rf"float x_ptr\[{rows * n // threads}\];", code)
-        # the partials of all rows meet once: one barrier (between the warps' values and their reads)
-        assert code.count("__syncthreads()") == 1
+    assert "x" not in shared_buffers(code)  # the fragment in registers: a per-thread array
+    assert re.search(rf"float x_ptr\[{rows * n // threads}\];", code)
+    # the partials of all rows meet once: one barrier (between the warps' values and their
+    # reads); a one-row destination is stored by one thread and read back by all: one more
+    assert code.count("__syncthreads()") == (2 if rows == 1 else 1)
 
 
 def test_points_not_dealt_evenly_keep_the_generic_form():
@@ -115,3 +115,18 @@ def test_rms_norm_of_a_large_fragment_matches_torch():
     a = torch.randn(1408, 2048, device="cuda")
     expected = a * torch.rsqrt(a.pow(2).mean(1, keepdim=True) + 1e-6)
     torch.testing.assert_close(kernel(a), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_upstreams_one_row_rms_norm_keeps_its_fragments_in_registers():
+    """examples/norm/rms_norm.py runs blk_m = 1: T.copy into the (1, N) fragment is a nest
+    over the N columns, which deals the fragment's points as a nest over (1, N) does, so
+    the fragment stays in registers (it went to shared memory, 4 bytes a point)."""
+    x = np.random.default_rng(1).standard_normal((4, 1024)).astype(np.float32)
+    out = np.zeros_like(x)
+    func = rms_norm(4, 1024, 1)
+    run(func, x, out)
+    expected = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    code = kernel_body(func)
+    assert "float a_ptr[8];" in code and "float a_pow_ptr[8];" in code
+    assert not {"a", "a_pow"} & set(shared_buffers(code))

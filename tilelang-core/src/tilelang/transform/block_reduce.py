@@ -109,7 +109,7 @@ def in_register_layout(lowering: Any, s_buf: Any, s_ext: list[Any]) -> bool:
     element accesses in the kernel are T.Parallel nests over its shape at their own
     indices, and no tile op but copies, fills and reductions takes it (a GEMM's
     accumulator has the tensor-core layout)."""
-    from .gpu.fragments import FRAGMENT_SCOPE, accessed_by_own_nests
+    from .gpu.fragments import FRAGMENT_SCOPE, own_nests_but_unit_axes
 
     if s_buf.scope() != FRAGMENT_SCOPE or len(s_ext) != len(s_buf.shape) or \
             any(not isinstance(e, tirx.IntImm) or not isinstance(d, tirx.IntImm) or e.value != d.value
@@ -125,7 +125,7 @@ def in_register_layout(lowering: Any, s_buf: Any, s_ext: list[Any]) -> bool:
             users.append(name)
 
     tvm_ffi.structural_walk(body, (tvm.ir.Call, visit))
-    return all(u in ("tl.copy", "tl.fill", "tl.reduce") for u in users) and accessed_by_own_nests(body, s_buf)
+    return all(u in ("tl.copy", "tl.fill", "tl.reduce") for u in users) and own_nests_but_unit_axes(body, s_buf)
 
 
 def _group(rows: int, threads: int) -> int | None:

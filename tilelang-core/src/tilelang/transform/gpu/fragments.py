@@ -59,13 +59,35 @@ def _same_extents(loops: list[Any], shape: Any) -> bool:
 
 
 def fits_registers(body: Any, buffer: Any) -> bool:
-    return bool(_accesses(body, buffer)) and accessed_by_own_nests(body, buffer)
+    return bool(_accesses(body, buffer)) and own_nests_but_unit_axes(body, buffer)
 
 
-def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
+def own_nests_but_unit_axes(body: Any, buffer: Any) -> bool:
+    """:func:`accessed_by_own_nests`, where a nest may also leave out the fragment's axes of
+    extent 1, indexing them at 0 (T.copy's nest into a ``(1, N)`` fragment runs over the N
+    columns alone): its points are the fragment's, in the same order, so they are dealt to
+    the same threads."""
+    return accessed_by_own_nests(body, buffer, unit_axes=True)
+
+
+def _own(indices: list[Any], loops: list[Any], shape: Any, unit_axes: bool) -> bool:
+    if _same_extents(loops, shape) and is_identity(indices, loops):
+        return True
+    if not unit_axes:
+        return False
+    wide = [a for a, d in enumerate(shape) if not (isinstance(d, tirx.IntImm) and d.value == 1)]
+    if len(wide) == len(shape) or len(indices) != len(shape) or \
+            any(not (isinstance(indices[a], tirx.IntImm) and indices[a].value == 0) for a in range(len(shape))
+                if a not in wide):
+        return False
+    return _same_extents(loops, [shape[a] for a in wide]) and is_identity([indices[a] for a in wide], loops)
+
+
+def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False, *, unit_axes: bool = False) -> bool:
     """Every element access of ``buffer`` is made by a T.Parallel nest over exactly its
     shape, at the nest's own indices (``alone``: and no such nest touches another
-    fragment). True when there are none (only tile ops use it)."""
+    fragment; ``unit_axes``: see :func:`own_nests_but_unit_axes`). True when there are none
+    (only tile ops use it)."""
     nests: list[tuple[list[Any], Any]] = []
 
     def visit(node: Any) -> Any:
@@ -84,7 +106,7 @@ def accessed_by_own_nests(body: Any, buffer: Any, alone: bool = False) -> bool:
             continue
         if alone and any(b.scope() == FRAGMENT_SCOPE and not b.same_as(buffer) for b, _, _ in accesses):
             return False
-        if not _same_extents(loops, buffer.shape) or not all(is_identity(i, loops) for i in found):
+        if not all(_own(i, loops, buffer.shape, unit_axes) for i in found):
             return False
         owned += len(found)
     return owned == total
