@@ -198,20 +198,9 @@ def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: s
     mask = tirx.decl_buffer((1,), "uint32", name=f"mask{lowering.counter}", scope="local")
     stmts += [tirx.AllocBuffer(mask),
               tirx.BufferStore(mask, tirx.call_intrin("uint32", "tirx.tvm_warp_activemask"), [0])]
-    # butterfly within the warp (PTX ISA, shfl.sync.bfly): after log2(32) steps every lane
-    # holds the warp's total, so no broadcast is needed
-    # holds each step's shuffled value: a combine may read an operand twice and under a
-    # select, and every lane has to execute the shuffle
     other = lowering.local_scalar(dtype)
     stmts.append(tirx.AllocBuffer(other))
-    offset = WARP // 2
-    while offset:
-        current = tirx.BufferLoad(part, [0])
-        shuffled = tirx.call_intrin(dtype, "tirx.tvm_warp_shuffle_xor", tirx.BufferLoad(mask, [0]), current,
-                                    tirx.const(offset, "int32"), tirx.const(WARP, "int32"), tirx.const(WARP, "int32"))
-        stmts += [tirx.BufferStore(other, shuffled, [0]),
-                  tirx.BufferStore(part, reduce_combine(combine, current, tirx.BufferLoad(other, [0])), [0])]
-        offset //= 2
+    stmts += _butterfly(mask, part, other, dtype, combine)  # every lane: its warp's total
     total: Any = tirx.BufferLoad(part, [0])
     warps = group // WARP
     if warps > 1:
@@ -260,9 +249,9 @@ def _reduce_rows_in_turn(lowering: Any, across: Across, src: Any, dst: Any, kind
 
 def _butterfly(mask: Any, value: Any, other: Any, dtype: Any, combine: str) -> list[Any]:
     """log2(32) xor shuffles (PTX ISA, shfl.sync.bfly) after which every lane of the warp
-    holds its warp's total in ``value`` (a one-element local buffer); ``other`` holds each
-    step's shuffled value (a combine may read an operand twice, and every lane has to
-    execute the shuffle)."""
+    holds its warp's total in ``value`` (a one-element local buffer), so no broadcast is
+    needed; ``other`` holds each step's shuffled value (a combine may read an operand twice
+    and under a select, and every lane has to execute the shuffle)."""
     stmts, offset = [], WARP // 2
     while offset:
         current = tirx.BufferLoad(value, [0])
