@@ -28,10 +28,9 @@ here let every thread combine a strided slice of a row instead:
   every row's total: a per-thread destination gets all of them, any other each row once
   (a T.Parallel nest over the rows). Taken for rows of at least T elements (every thread
   holds some of each row; the fragment's points a multiple of T) where the grouped form is
-  not, for more rows than go one after
-  another (upstream's rms_norm of a 32 x 2048 fragment on 128 threads: before, the generic
-  form, which put the 256 KiB fragment in shared memory, more than a block has) or for
-  few rows of at most 64 elements per thread.
+  not, for more rows than go one after another (upstream's rms_norm of a 32 x 2048
+  fragment on 128 threads: before, the generic form, which put the 256 KiB fragment in
+  shared memory, more than a block has) or for few rows of at most 64 elements a thread.
 
 Each is taken for long rows (at least as many elements as threads reduce one row)
 cleared by the reduction: accumulating reductions (clear=False) keep the generic form,
@@ -95,9 +94,9 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
     # in registers where the one-after-another form would not be taken, or where the thread's
     # share of the fragment is small enough for registers anyway
     # (points dealt evenly: a thread past the end would add the clamped last point again)
-    if n >= threads and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and str(d_buf.dtype) in _SHUFFLED_TYPES and \
-            (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads) and \
-            in_register_layout(lowering, s_buf, s_ext):
+    if n >= threads and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and \
+            str(d_buf.dtype) in _SHUFFLED_TYPES and (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads) \
+            and in_register_layout(lowering, s_buf, s_ext):
         return Across(tid, threads, threads, own=True)
     if rows > MAX_ACROSS_ROWS or n < threads:
         return None
@@ -263,10 +262,6 @@ def _butterfly(mask: Any, value: Any, other: Any, dtype: Any, combine: str) -> l
     return stmts
 
 
-def sizes_of(extents: list[Any], axes: list[int]) -> list[Any]:
-    return [extents[a] for a in axes]
-
-
 def _reduce_in_own_layout(lowering: Any, across: Across, src: Any, dst: Any, kind: str, axis: int,
                           kept: list[int], d_axes: list[int]) -> Any:
     """Each thread's partial of every row over its own points of the fragment (one T.Parallel
@@ -315,6 +310,7 @@ def _reduce_in_own_layout(lowering: Any, across: Across, src: Any, dst: Any, kin
                 None))
         else:
             stmts.append(tirx.BufferStore(partials, tirx.BufferLoad(value, [0]), [tirx.const(r, "int32")]))
+
     def store(outer: list[Any]) -> Any:  # a T.Parallel nest over the rows: each row stored once
         row = flat(outer)
         if staging is None:
@@ -327,6 +323,6 @@ def _reduce_in_own_layout(lowering: Any, across: Across, src: Any, dst: Any, kin
         return tirx.BufferStore(d_buf, total, d_idx)
 
     # a per-thread destination needs every row in every thread; a shared one each row once
-    stmts.append(lowering.nest(sizes_of(s_ext, kept), store,
+    stmts.append(lowering.nest([s_ext[a] for a in kept], store,
                                parallel=d_buf.scope() not in ("local", "local.var")))
     return tirx.SeqStmt(stmts)
