@@ -114,7 +114,7 @@ def in_register_layout(lowering: Any, s_buf: Any, s_ext: list[Any]) -> bool:
             any(not isinstance(e, tirx.IntImm) or not isinstance(d, tirx.IntImm) or e.value != d.value
                 for e, d in zip(s_ext, s_buf.shape)):
         return False
-    body = lowering.func_body
+    body = lowering.body
     users: list[str] = []
 
     def visit(call: Any) -> None:

@@ -64,13 +64,12 @@ class TileOpLowering:
     def __init__(self, func: Any, kernel: str, cross_thread: bool = False) -> None:
         self.kernel = kernel
         self.cross_thread = cross_thread  # may rows be reduced by the whole block (GPU)
-        self.func_body = func.body  # the kernel as written (block_reduce reads its fragments' uses)
         self.threads: tuple[Any, int] | None = None  # (threadIdx.x, its constant extent) alone
         self.analyzer = Analyzer()
         self.counter = 0
         self.swizzle: list[int] | None = None
         self.compiler_shared: list[str] = []  # shared buffers this lowering introduced
-        self._scope: Any = func.body  # where the ifs around each tile op are read (scope_to)
+        self.body: Any = func.body  # the body lowered: the ifs around each tile op, a fragment's uses
         self._conditions: list[tuple[Any, list[Any]]] | None = None  # read on the first lower()
         self._scalars: list[tuple[Any, list[tuple[Any, Any]]]] | None = None  # read on the first lower()
         self.known: list[tuple[Any, Any]] = []  # (scalar buffer, its value) at the op being lowered
@@ -433,13 +432,13 @@ class TileOpLowering:
     def scope_to(self, body: Any) -> None:
         """Take the conditions around each tile op from ``body`` (the function's body at
         construction; a pass that rewrote it before lowering passes its own)."""
-        self._scope, self._conditions, self._scalars = body, None, None
+        self.body, self._conditions, self._scalars = body, None, None
 
     def lower(self, stmt: Any) -> Any:
         """The tile op ``stmt`` as loops; its bounds checks know the ifs around it."""
         if self._conditions is None:
-            self._conditions = enclosing_conditions(self._scope)
-            self._scalars = known_scalars(self._scope)
+            self._conditions = enclosing_conditions(self.body)
+            self._scalars = known_scalars(self.body)
         conds = next((c for op, c in self._conditions if op.same_as(stmt)), [])
         self.known = next((k for op, k in self._scalars or () if op.same_as(stmt)), [])
         with contextlib.ExitStack() as scopes:
