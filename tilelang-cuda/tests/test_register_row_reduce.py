@@ -13,7 +13,6 @@ import re
 import numpy as np
 import pytest
 import tilelang
-import tilelang.language as T
 from test_grouped_row_reduce import (
     NUMPY,
     SM90,
@@ -22,6 +21,7 @@ from test_grouped_row_reduce import (
     run,
     small_ints,
 )
+from tilelang.testing.kernels import rms_norm_rows
 
 
 def shared_buffers(code: str) -> list[str]:
@@ -69,51 +69,34 @@ def test_several_row_axes():
     np.testing.assert_array_equal(out, NUMPY["sum"](x))
 
 
-def rms_norm(m, n, block_m, threads=128):
-    """benchmark/compile_speed/kernel_zoo.py's rms_norm, as upstream's examples/norm write it."""
-
-    @T.prim_func
-    def main(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32")):
-        with T.Kernel(T.ceildiv(m, block_m), threads=threads) as bx:
-            a = T.alloc_fragment((block_m, n), "float32")
-            a_pow = T.alloc_fragment((block_m, n), "float32")
-            a_sum = T.alloc_fragment((block_m,), "float32")
-            T.copy(A[bx * block_m, 0], a)
-            for i, j in T.Parallel(block_m, n):
-                a_pow[i, j] = a[i, j] * a[i, j]
-            T.reduce_sum(a_pow, a_sum, dim=1)
-            for i in T.Parallel(block_m):
-                a_sum[i] = T.rsqrt(a_sum[i] / n + 1e-6)
-            for i, j in T.Parallel(block_m, n):
-                a[i, j] *= a_sum[i]
-            T.copy(a, B[bx * block_m, 0])
-
-    return main
+def rms_norm_reference(x):
+    """Upstream's rms_norm (examples/norm, the kernel zoo of benchmark/compile_speed;
+    tilelang.testing.kernels.rms_norm_rows), eps 1e-12."""
+    return x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-12)
 
 
 def test_rms_norm_of_a_fragment_larger_than_shared_memory_lowers():
     """32 x 2048 floats on 128 threads: 512 a thread, in registers (as upstream's, which nvcc
     then spills), not the 256 KiB of shared memory the generic form needed."""
-    artifact = tilelang.lower(rms_norm(256, 2048, 32), target=SM90)
-    assert [launch.dynamic_smem for launch in artifact.launches] == ["128"]  # a_sum's 32 floats
+    artifact = tilelang.lower(rms_norm_rows(256, 2048, blk_m=32), target=SM90)
+    assert [launch.dynamic_smem for launch in artifact.launches] == ["128"]  # A_powsum's 32 floats
     code = artifact.device_source
-    assert "float a_pow_ptr[512];" in code and "float a_ptr[512];" in code
+    assert "float A_pow_local_ptr[512];" in code and "float A_local_ptr[512];" in code
 
 
 def test_rms_norm_as_lowered_equals_numpy():
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
     out = np.zeros_like(x)
-    run(rms_norm(64, 256, 16), x, out)
-    expected = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-6)
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    run(rms_norm_rows(64, 256, blk_m=16), x, out)
+    np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.gpu
 def test_rms_norm_of_a_large_fragment_matches_torch():
     torch = pytest.importorskip("torch")
-    kernel = tilelang.compile(rms_norm(1408, 2048, 32), out_idx=[1], target="cuda")
+    kernel = tilelang.compile(rms_norm_rows(1408, 2048, blk_m=32), out_idx=[1], target="cuda")
     a = torch.randn(1408, 2048, device="cuda")
-    expected = a * torch.rsqrt(a.pow(2).mean(1, keepdim=True) + 1e-6)
+    expected = a * torch.rsqrt(a.pow(2).mean(1, keepdim=True) + 1e-12)
     torch.testing.assert_close(kernel(a), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -123,10 +106,9 @@ def test_upstreams_one_row_rms_norm_keeps_its_fragments_in_registers():
     the fragment stays in registers (it went to shared memory, 4 bytes a point)."""
     x = np.random.default_rng(1).standard_normal((4, 1024)).astype(np.float32)
     out = np.zeros_like(x)
-    func = rms_norm(4, 1024, 1)
+    func = rms_norm_rows(4, 1024, blk_m=1)
     run(func, x, out)
-    expected = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-6)
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)
     code = kernel_body(func)
-    assert "float a_ptr[8];" in code and "float a_pow_ptr[8];" in code
-    assert not {"a", "a_pow"} & set(shared_buffers(code))
+    assert "float A_local_ptr[8];" in code and "float A_pow_local_ptr[8];" in code
+    assert not {"A_local", "A_pow_local"} & set(shared_buffers(code))
