@@ -148,6 +148,27 @@ def test_a_role_that_reads_the_thread_index_is_refused():
         tilelang.compile(build(), target="cpu")
 
 
+def test_a_role_that_reads_a_scalar_bound_from_the_thread_index_is_refused():
+    """``warp = tx // 32`` bound before the role: the role read it, ran once, and set all
+    eight elements (on a GPU warp group 1 sets A[4:8])."""
+
+    def build():
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=256):
+                tx = T.get_thread_binding()
+                warp = tx // 32
+                with T.ws(1):
+                    A[warp] = 1.0
+
+        return main
+
+    with pytest.raises(LanguageError, match=re.escape(
+            "kernel 'main', T.ws: on the CPU a warp role runs once for all of its threads (its tile operations "
+            "cover their whole tile), so its body may not read the thread index")):
+        tilelang.compile(build(), target="cpu")
+
+
 def test_barriers_in_roles_chosen_by_thread_index_are_refused():
     def build():
         @T.prim_func

@@ -97,9 +97,6 @@ class _Lowering:
             self.thread_derived.append(bind.var)
 
     def reads_thread(self, node: Any) -> bool:
-        return any(uses_var(node, var) for var in self.threads)
-
-    def reads_thread_derived(self, node: Any) -> bool:
         """Whether ``node`` reads the thread index, directly or through a scalar bound from it."""
         return any(uses_var(node, var) for var in self.thread_derived)
 
@@ -234,7 +231,7 @@ def _refuse_thread_picked_roles(lowering: _Lowering, body: Any) -> None:
 
     def visit_op(stmt: Any) -> None:  # mbars[warp_idx], A[row, 0:K] with row from the thread index
         if _op_name(stmt.value) in B.EXPLICIT_OPS and _op_name(stmt.value) != B.WARP_ROLE and \
-                lowering.reads_thread_derived(stmt.value):
+                lowering.reads_thread(stmt.value):
             per_thread.append(stmt)
 
     per_thread: list[Any] = []
