@@ -57,9 +57,73 @@ def test_par_compile_checks_its_arguments():
         scaled.par_compile([(4, 1.0)], num_workers=0)
 
 
-def test_tilelang_par_compile_compiles_prim_funcs():
-    funcs = [scaled.get_tir(*c) if isinstance(c, tuple) else scaled.get_tir(**c) for c in CONFIGS]
-    _check(tilelang.par_compile(funcs, out_idx=-1, target="c"))
+def _prim_funcs():
+    return [scaled.get_tir(*c) if isinstance(c, tuple) else scaled.get_tir(**c) for c in CONFIGS]
+
+
+@pytest.mark.parametrize("num_workers", [2, 1], ids=["workers", "here"])
+def test_tilelang_par_compile_compiles_prim_funcs(num_workers, tmp_path, monkeypatch):
+    """PrimFuncs built here go to the workers as their TVMScript text; this process then
+    loads each kernel from the cache (before, they compiled here one after another)."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    kernels = tilelang.par_compile(_prim_funcs(), num_workers=num_workers, out_idx=-1, target="c")
+    _check(kernels)
+    assert [k.from_cache for k in kernels] == [num_workers > 1] * len(CONFIGS)
+
+
+def one_element_fragment(n):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=1):
+            total = T.alloc_fragment((1,), "float32")
+            total[0] = 0.0
+            for i in T.serial(n):
+                total[0] += A[i]
+            for i in T.serial(n):
+                B[i] = total[0]
+
+    return main
+
+
+def test_a_prim_func_whose_text_does_not_read_back_compiles_here(tmp_path, monkeypatch):
+    """TVMScript prints a one-element fragment as a scalar and reads it back as a local
+    variable: that function is not sent (its worker would compile another function)."""
+    from tilelang.jit.func_text import decode, encode
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    func = one_element_fragment(8)
+    assert encode(func) is None and decode(*encode(scaled.get_tir(8, 0.5))).script() == scaled.get_tir(8, 0.5).script()
+    kernels = tilelang.par_compile([func, *_prim_funcs()], num_workers=2, out_idx=-1, target="c")
+    assert [k.from_cache for k in kernels] == [False, True, True, True]
+    np.testing.assert_array_equal(kernels[0](np.arange(8, dtype="float32")), np.full(8, 28.0, "float32"))
+    _check(kernels[1:])
+
+
+def out_of_range_parallel(n):
+    @T.prim_func
+    def main(data: T.Tensor((4, n), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            frag = T.alloc_fragment((128,), "float32")
+            for i in T.Parallel(n):
+                frag[i] = 0
+            for i in T.Parallel(128):
+                data[bx, i] = frag[i] + 1
+
+    return main
+
+
+def test_a_prim_func_failing_in_a_worker_fails_here_at_the_users_line(tmp_path, monkeypatch):
+    """The worker's function is read from text, whose lines are not the user's: the
+    failing kernel compiles again here and raises the error a compile gives."""
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    funcs = [*_prim_funcs(), out_of_range_parallel(T.dynamic("n"))]
+    with pytest.raises(tilelang.LanguageError, match=r"fragment 'frag' is indexed by i, the variable of "
+                                                     r"T.Parallel\(n\)") as err:
+        tilelang.par_compile(funcs, num_workers=2, out_idx=-1, target="c")
+    assert f"{__file__}:" in str(err.value) and "frag[i] = 0" in str(err.value)
+    kernels = tilelang.par_compile(funcs, num_workers=2, ignore_error=True, out_idx=-1, target="c")
+    assert kernels[-1] is None and all(k.from_cache for k in kernels[:-1])
+    _check(kernels[:-1])
 
 
 @tilelang.jit(out_idx=-1)

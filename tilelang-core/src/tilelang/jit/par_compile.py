@@ -1,15 +1,18 @@
-"""``par_compile``: upstream's way to compile many argument sets of a kernel at once.
+"""``par_compile``: upstream's way to compile many kernels at once.
 
 ``matmul.par_compile([(1024, 1024, 1024, 128, 128, 64), {"M": 2048, ...}])`` returns the
 kernels in the order of the configurations (a tuple is positional arguments, a dict
-keywords). The autotuner's compile pool does the work (tilelang.autotuner.compile_pool):
-spawned worker processes build and compile the configurations into the kernel cache, and
-this process then takes each kernel from it (a load). ``num_workers`` caps the workers
-(default: one per CPU). Where that cannot apply, the configurations compile here, one after
-another, with the same result: without a kernel cache (workers could not hand kernels
-back), with one worker or one configuration, for eager kernels (their builders run against
-tensors or ``T.const`` values), and for ``tilelang.par_compile`` over PrimFuncs built in this
-process.
+keywords); ``tilelang.par_compile([func, ...], **compile_options)`` does the same for
+PrimFuncs. The autotuner's compile pool does the work (tilelang.autotuner.compile_pool):
+spawned worker processes compile the kernels into the kernel cache, and this process then
+takes each kernel from it (a load). A worker builds a configuration's PrimFunc again; a
+PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). ``num_workers``
+caps the workers (default: one per CPU). Where that cannot apply, the kernels compile here,
+one after another, with the same result: without a kernel cache (workers could not hand
+kernels back), with one worker or one kernel, for eager kernels (their builders run against
+tensors or ``T.const`` values), and for a PrimFunc whose text does not read back as the same
+function. A kernel a worker could not compile compiles here again, so that its error is
+the one this process gives (with the user's source line).
 
 A configuration that fails raises a CompileError naming its index; with
 ``ignore_error=True`` its place in the result is None and the error is logged.
@@ -77,26 +80,59 @@ def par_compile_jit(function: Any, configs: Sequence[Any], num_workers: int | No
     return kernels
 
 
-def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int,
-                        where: str) -> dict[int, str | None]:
-    from ..autotuner.compile_pool import CompileTask, compile_in_pool
+def _resolved(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with "auto" resolved once, here: a worker resolves it with the workers'
+    view of the machine (the autotuner's tasks do the same); this process's own compile of
+    the kernel then hits the worker's cache key."""
+    from ..backend.module import create_backend_context
+
+    resolved = dict(options)
+    context = create_backend_context(resolved.get("target", "auto"), resolved.get("target_host"),
+                                     resolved.get("execution_backend", "auto"))
+    resolved.update(target=context.target, target_host=context.target_host,
+                    execution_backend=context.execution_spec.name)
+    return resolved
+
+
+def _in_pool(builder: Any, tasks: list[Any], workers: int, what: str) -> dict[int, str | None]:
+    """{index: the worker's error (None: compiled)}; {} where there is no kernel cache. A
+    progress bar on stderr counts the kernels the workers finish."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from ..autotuner.compile_pool import compile_in_pool
     from ..cache import KernelCache
 
     cache = KernelCache()
     if not cache.enabled:
         return {}
+    errors: dict[int, str | None] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as progress:
+        bar = progress.add_task(f"{what}: compiling {len(tasks)} kernels in {workers} processes", total=len(tasks))
+        for outcome in compile_in_pool(builder, (), tasks, str(cache.root), workers):
+            errors[outcome.index] = outcome.error
+            progress.advance(bar)
+    return errors
+
+
+def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int,
+                        where: str) -> dict[int, str | None]:
+    from ..autotuner.compile_pool import CompileTask
+    from ..cache import KernelCache
+
+    if not KernelCache().enabled:
+        return {}
     signature: inspect.Signature = function._signature
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
         return {}  # *args / **kwargs do not pass as keywords by name: compiled here
-    from ..backend.module import create_backend_context
-
-    options = dict(function.options)
-    # "auto" resolved once, here: a worker resolves it with the workers' view of the machine
-    # (the autotuner's tasks do the same); the parent's own call then hits the same cache key
-    context = create_backend_context(options.get("target", "auto"), options.get("target_host"),
-                                     options.get("execution_backend", "auto"))
-    options.update(target=context.target, target_host=context.target_host,
-                   execution_backend=context.execution_spec.name)
+    options = _resolved(function.options)
     tasks = []
     for index, (args, kwargs) in enumerate(calls):
         try:
@@ -104,19 +140,48 @@ def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[s
         except TypeError as err:
             raise ArgumentError(f"{where}: configuration {index}: {err}") from None
         tasks.append(CompileTask(index, dict(bound.arguments), options))
-    return {o.index: o.error for o in compile_in_pool(function.builder, (), tasks, str(cache.root), workers)}
+    return _in_pool(function.builder, tasks, workers, where)
+
+
+def _funcs_in_workers(funcs: Sequence[Any], workers: int, options: Mapping[str, Any]) -> None:
+    """Compile into the kernel cache, in worker processes, the PrimFuncs whose text reads
+    back as themselves; the caller then compiles each (a cache hit for those)."""
+    from ..autotuner.compile_pool import CompileTask
+    from ..cache import KernelCache
+    from .func_text import decode, encode
+
+    if not KernelCache().enabled or options.get("instruments"):
+        return  # instruments watch this process's passes
+    try:
+        resolved = _resolved(options)
+    except Exception:  # noqa: BLE001  (each kernel's own compile below gives the error)
+        return
+    tasks = []
+    for index, func in enumerate(funcs):
+        encoded = encode(func)
+        if encoded is None:
+            log.info("tilelang.par_compile: kernel %d compiles in this process (its TVMScript text does not "
+                     "read back as the same function)", index)
+            continue
+        tasks.append(CompileTask(index, encoded._asdict(), resolved))
+    if len(tasks) >= 2:
+        _in_pool(decode, tasks, workers, "tilelang.par_compile")
 
 
 def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
                 **options: Any) -> list[Any]:
     """``tilelang.par_compile(funcs, ...)``: ``tilelang.compile(func, **options)`` for each
-    PrimFunc, in order (here, one after another: see the module docstring)."""
+    PrimFunc, in order, compiled by worker processes where they can be (see the module
+    docstring)."""
     from . import compile as compile_one
 
-    _workers(num_workers, max(1, len(funcs)))  # checks the argument
+    workers = _workers(num_workers, max(1, len(funcs)))
+    if workers >= 2:
+        _funcs_in_workers(funcs, workers, options)
     kernels: list[Any] = []
     for index, func in enumerate(funcs):
         try:
+            # a kernel-cache hit where a worker compiled it; here, the worker's failures
             kernels.append(compile_one(func, **options))
         except Exception as err:
             if not ignore_error:
