@@ -79,7 +79,7 @@ def _op_uses(func: Any) -> dict[str, _OpUse] | None:
         clash |= use.op != call.op.name
         try:
             use.returns.add(str(call.dtype))
-        except AttributeError:  # a pointer, say: not a type the reading can give (two returns)
+        except AttributeError:  # a pointer: not a type the reading gives (two returns: not encoded)
             use.returns.update({"", str(call.ty)})
         for position, arg in enumerate(call.args):
             if isinstance(arg, TensorRegion):
