@@ -6,7 +6,10 @@ keywords); ``tilelang.par_compile([func, ...], **compile_options)`` does the sam
 PrimFuncs. The autotuner's compile pool does the work (tilelang.autotuner.compile_pool):
 spawned worker processes compile the kernels into the kernel cache, and this process then
 takes each kernel from it (a load). A worker builds a configuration's PrimFunc again; a
-PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). ``num_workers``
+PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). A pool takes
+seconds to start, so ``tilelang.par_compile`` compiles its first new kernel here, and sends
+the rest to workers only where, at that kernel's time, they would finish sooner there
+(kernels of a tenth of a second, the CPU's, compile here). ``num_workers``
 caps the workers (default: one per CPU). Where that cannot apply, the kernels compile here,
 one after another, with the same result: without a kernel cache (workers could not hand
 kernels back), with one worker or one kernel, for eager kernels (their builders run against
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -143,9 +147,21 @@ def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[s
     return _in_pool(function.builder, tasks, workers, where)
 
 
-def _funcs_in_workers(funcs: Sequence[Any], workers: int, options: Mapping[str, Any]) -> None:
-    """Compile into the kernel cache, in worker processes, the PrimFuncs whose text reads
-    back as themselves; the caller then compiles each (a cache hit for those)."""
+#: seconds a pool takes to start: spawning the workers and importing TVM and the language
+#: in each (2-3 s on a 2-CPU machine)
+POOL_START_S = 3.0
+
+
+def _pool_pays(seconds: float, count: int, workers: int) -> bool:
+    """Whether ``count`` more kernels of about ``seconds`` each compile sooner in
+    ``workers`` processes than here, one after another."""
+    return count >= 2 and count * seconds > POOL_START_S + count * seconds / min(workers, count)
+
+
+def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: Mapping[str, Any]) -> None:
+    """Compile into the kernel cache, in worker processes, the PrimFuncs from index
+    ``first`` on whose text reads back as themselves; the caller then compiles each (a
+    cache hit for those)."""
     from ..autotuner.compile_pool import CompileTask
     from ..cache import KernelCache
     from .func_text import decode, encode
@@ -154,11 +170,11 @@ def _funcs_in_workers(funcs: Sequence[Any], workers: int, options: Mapping[str, 
         return  # instruments watch this process's passes
     try:
         resolved = _resolved(options)
-    except Exception:  # noqa: BLE001  (each kernel's own compile below gives the error)
+    except Exception:  # noqa: BLE001  (each kernel's own compile gives the error)
         return
     tasks = []
-    for index, func in enumerate(funcs):
-        encoded = encode(func)
+    for index in range(first, len(funcs)):
+        encoded = encode(funcs[index])
         if encoded is None:
             log.info("tilelang.par_compile: kernel %d compiles in this process (its TVMScript text does not "
                      "read back as the same function)", index)
@@ -171,23 +187,29 @@ def _funcs_in_workers(funcs: Sequence[Any], workers: int, options: Mapping[str, 
 def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
                 **options: Any) -> list[Any]:
     """``tilelang.par_compile(funcs, ...)``: ``tilelang.compile(func, **options)`` for each
-    PrimFunc, in order, compiled by worker processes where they can be (see the module
+    PrimFunc, in order. The first kernel the cache does not have compiles here, timed; the
+    ones after it go to worker processes where that pays (see _pool_pays and the module
     docstring)."""
     from . import compile as compile_one
 
     workers = _workers(num_workers, max(1, len(funcs)))
-    if workers >= 2:
-        _funcs_in_workers(funcs, workers, options)
+    pooled = workers < 2
     kernels: list[Any] = []
     for index, func in enumerate(funcs):
+        start = time.perf_counter()
         try:
             # a kernel-cache hit where a worker compiled it; here, the worker's failures
-            kernels.append(compile_one(func, **options))
+            kernel = compile_one(func, **options)
         except Exception as err:
             if not ignore_error:
                 raise
             _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
-            kernels.append(None)
+            kernel = None
+        kernels.append(kernel)
+        if not pooled and (kernel is None or not kernel.from_cache):
+            pooled = True  # decided once, on the first kernel compiled here
+            if _pool_pays(time.perf_counter() - start, len(funcs) - index - 1, workers):
+                _funcs_in_workers(funcs, index + 1, workers, options)
     return kernels
 
 
