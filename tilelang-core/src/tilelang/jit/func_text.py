@@ -10,9 +10,9 @@ print. Nor do a few other forms: a one-element buffer prints as a scalar
 in an attribute prints as a bare number and reads back as a Python int, not an int32
 immediate. ``FuncText`` carries, besides the text, what each printed op name stands for
 (the op and the type it returns in this function), the scope of each allocated buffer and
-the function attributes that hold immediates, and the reading puts them back. ``encode`` gives a FuncText only for a function
-that reads back structurally equal to itself, so the worker compiles this very function:
-the same kernel-cache key, the same code.
+the function attributes that hold immediates, and the reading puts them back. ``encode``
+gives a FuncText only for a function that reads back structurally equal to itself, so the
+worker compiles this very function: the same kernel-cache key, the same code.
 """
 
 from __future__ import annotations
