@@ -9,13 +9,13 @@ takes each kernel from it (a load). A worker builds a configuration's PrimFunc a
 PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). A pool takes
 seconds to start, so ``tilelang.par_compile`` compiles its first new kernel here, and sends
 the rest to workers only where, at that kernel's time, they would finish sooner there
-(kernels of a tenth of a second, the CPU's, compile here). ``num_workers``
-caps the workers (default: one per CPU). Where that cannot apply, the kernels compile here,
-one after another, with the same result: without a kernel cache (workers could not hand
-kernels back), with one worker or one kernel, for eager kernels (their builders run against
-tensors or ``T.const`` values), and for a PrimFunc whose text does not read back as the same
-function. A kernel a worker could not compile compiles here again, so that its error is
-the one this process gives (with the user's source line).
+(kernels of a tenth of a second, the CPU's, compile here). ``num_workers`` caps the
+workers (default: one per CPU). Where that cannot apply, the kernels compile here, one after
+another, with the same result: without a kernel cache (workers could not hand kernels back),
+with one worker or one kernel, for eager kernels (their builders run against tensors or
+``T.const`` values), and for a PrimFunc whose text does not read back as the same function.
+A kernel a worker could not compile compiles here again, so that its error is the one this
+process gives (with the user's source line).
 
 A configuration that fails raises a CompileError naming its index; with
 ``ignore_error=True`` its place in the result is None and the error is logged.
