@@ -193,7 +193,7 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
     from . import compile as compile_one
 
     workers = _workers(num_workers, max(1, len(funcs)))
-    pooled = workers < 2
+    decided = workers < 2  # whether the pool was weighed (one worker: nothing to weigh)
     kernels: list[Any] = []
     for index, func in enumerate(funcs):
         start = time.perf_counter()
@@ -206,8 +206,8 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
             _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
             kernel = None
         kernels.append(kernel)
-        if not pooled and (kernel is None or not kernel.from_cache):
-            pooled = True  # decided once, on the first kernel compiled here
+        if not decided and (kernel is None or not kernel.from_cache):
+            decided = True  # once, on the first kernel compiled here
             if _pool_pays(time.perf_counter() - start, len(funcs) - index - 1, workers):
                 _funcs_in_workers(funcs, index + 1, workers, options)
     return kernels
