@@ -131,38 +131,35 @@ def test_warp_group_index_inside_and_outside_roles():
     np.testing.assert_array_equal(b, [10, 1])
 
 
-def test_a_role_that_reads_the_thread_index_is_refused():
-    def build():
-        @T.prim_func
-        def main(A: T.Tensor((256,), "float32")):
-            with T.Kernel(1, threads=256):
-                tx = T.get_thread_binding()
-                with T.ws(1):
-                    A[tx] = 1.0
+def role_reading_the_thread_index():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            with T.ws(1):
+                A[tx] = 1.0
 
-        return main
-
-    with pytest.raises(LanguageError, match=re.escape(
-            "kernel 'main', T.ws: on the CPU a warp role runs once for all of its threads (its tile operations "
-            "cover their whole tile), so its body may not read the thread index")):
-        tilelang.compile(build(), target="cpu")
+    return main
 
 
-def test_a_role_that_reads_a_scalar_bound_from_the_thread_index_is_refused():
+def role_reading_a_scalar_bound_from_the_thread_index():
     """``warp = tx // 32`` bound before the role: the role read it, ran once, and set all
     eight elements (on a GPU warp group 1 sets A[4:8])."""
 
-    def build():
-        @T.prim_func
-        def main(A: T.Tensor((8,), "float32")):
-            with T.Kernel(1, threads=256):
-                tx = T.get_thread_binding()
-                warp = tx // 32
-                with T.ws(1):
-                    A[warp] = 1.0
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            warp = tx // 32
+            with T.ws(1):
+                A[warp] = 1.0
 
-        return main
+    return main
 
+
+@pytest.mark.parametrize("build", [role_reading_the_thread_index, role_reading_a_scalar_bound_from_the_thread_index],
+                         ids=["directly", "through a bound scalar"])
+def test_a_role_that_reads_the_thread_index_is_refused(build):
     with pytest.raises(LanguageError, match=re.escape(
             "kernel 'main', T.ws: on the CPU a warp role runs once for all of its threads (its tile operations "
             "cover their whole tile), so its body may not read the thread index")):
