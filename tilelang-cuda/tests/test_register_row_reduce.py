@@ -82,6 +82,16 @@ def test_rms_norm_of_a_fragment_larger_than_shared_memory_lowers():
     assert [launch.dynamic_smem for launch in artifact.launches] == ["128"]  # A_powsum's 32 floats
     code = artifact.device_source
     assert "float A_pow_local_ptr[512];" in code and "float A_local_ptr[512];" in code
+    # each thread's 512 points are loops under #pragma unroll (nvcc unrolls them: the same
+    # registers and spills), not 512 statements each: 250 KB of source before the bound
+    assert code.count("#pragma unroll") >= 4 and len(code) < 64_000
+
+
+def test_rms_norm_of_a_fragment_larger_than_shared_memory_as_lowered_equals_numpy():
+    x = np.random.default_rng(2).standard_normal((32, 2048)).astype(np.float32)
+    out = np.zeros_like(x)
+    run(rms_norm_rows(32, 2048, blk_m=32), x, out)
+    np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)
 
 
 def test_rms_norm_as_lowered_equals_numpy():
