@@ -51,6 +51,31 @@ def test_rows_of_a_register_fragment_as_lowered_equal_numpy(rows, threads, n, ki
     assert code.count("__syncthreads()") == (2 if rows == 1 else 1)
 
 
+@pytest.mark.parametrize("threads", [48, 80, 96])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_a_block_of_part_of_a_warp_reduces_all_of_its_threads(threads, kind):
+    """A row of ``threads`` points on a block of ``threads`` (upstream's allreduce tests of
+    a logical width of 48 and 96): 48 and 80 end in a warp of 16 lanes. The register form
+    took 48 threads for one warp, stored warp 0's total (32 of the 48 points) and had the
+    16-lane warp shuffle past its end; they now take TVM's all-reduce in shared memory."""
+    x = small_ints((1, threads), threads)
+    out = np.full((1,), np.nan, np.float32)
+    calls = run(row_reduce(1, (threads,), threads, kind), x, out)
+    np.testing.assert_array_equal(out, NUMPY[kind](x))
+    assert ("__shfl_xor_sync" in calls) == (threads % 32 == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [48, 80])
+def test_a_block_of_part_of_a_warp_reduces_on_the_gpu(threads):
+    torch = pytest.importorskip("torch")
+    kernel = tilelang.compile(row_reduce(8, (threads,), threads, "sum"), target="cuda")
+    x = torch.randint(-8, 9, (8, threads), device="cuda").float()
+    out = torch.full((8,), float("nan"), device="cuda")
+    kernel(x, out)
+    torch.testing.assert_close(out, x.sum(1), rtol=0, atol=0)
+
+
 def test_points_not_dealt_evenly_keep_the_generic_form():
     """12 x 300 points on 256 threads: the last deal is partial, and a thread past the end
     recomputes the clamped last point (stores to memory are guarded, a per-thread partial

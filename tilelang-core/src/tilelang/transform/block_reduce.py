@@ -93,8 +93,10 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
         return Across(tid, threads, group)
     # in registers where the one-after-another form would not be taken, or where the thread's
     # share of the fragment is small enough for registers anyway
-    # (points dealt evenly: a thread past the end would add the clamped last point again)
-    if n >= threads and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and \
+    # (points dealt evenly: a thread past the end would add the clamped last point again;
+    # whole warps: a block of 48 threads has a warp of 16 lanes, which a 32-lane butterfly
+    # reads past, and one warp's total is not the block's)
+    if n >= threads and threads % WARP == 0 and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and \
             str(d_buf.dtype) in _SHUFFLED_TYPES and (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads) \
             and in_register_layout(lowering, s_buf, s_ext):
         return Across(tid, threads, threads, own=True)
