@@ -3,6 +3,8 @@ worker processes through the kernel cache, or here where they cannot go to worke
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import tilelang
@@ -107,6 +109,51 @@ def test_a_prim_func_whose_text_does_not_read_back_compiles_here(tmp_path, monke
     np.testing.assert_allclose(kernels[3](a), a / np.sqrt((a * a).mean(axis=1, keepdims=True) + 1e-12), rtol=1e-5)
     _check(kernels[:3])
 
+
+
+def test_texts_are_made_while_the_workers_start_and_kernels_load_as_they_finish(tmp_path, monkeypatch,
+                                                                                pool_starts_at_once):
+    """The pool takes its tasks as they are made (a worker starts with the first), and this
+    process loads each kernel a worker finished while the others compile. Before, every
+    text was made before the pool started and every kernel loaded after it ended. The pool
+    here is a stand-in that compiles in this process and records the order of events."""
+    from tilelang.autotuner import compile_pool
+    from tilelang.jit import compile as compile_one
+    from tilelang.jit import func_text, par_compile
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    events: list[str] = []
+    encode = func_text.encode
+
+    def encoding(func):
+        events.append("text")
+        return encode(func)
+
+    def pool_in_turn(builder, args, tasks, cache_dir, workers, group_size=1):
+        sent = []
+        for task in tasks:
+            if not sent:
+                events.append("pool started")
+            events.append("sent")
+            sent.append(task)
+        for task in sent:
+            outcome = compile_pool.compile_one(builder, args, task)
+            events.append("worker done")
+            yield outcome
+
+    def loading(func, **options):
+        kernel = compile_one(func, **options)
+        events.append("loaded" if kernel.from_cache else "compiled here")
+        return kernel
+
+    monkeypatch.setattr(func_text, "encode", encoding)
+    monkeypatch.setattr(compile_pool, "compile_in_pool", pool_in_turn)
+    monkeypatch.setattr(importlib.import_module("tilelang.jit"), "compile", loading)
+    kernels = par_compile.par_compile(_prim_funcs(), num_workers=2, out_idx=-1, target="c")
+    _check(kernels)
+    assert events == ["compiled here",  # the first kernel, timed
+                      "text", "pool started", "sent", "text", "sent",  # the second text after the start
+                      "worker done", "loaded", "worker done", "loaded"]  # each loaded before the next is done
 
 def out_of_range_parallel(n):
     @T.prim_func

@@ -19,7 +19,7 @@ import os
 import pickle
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +138,7 @@ def _compile_in_worker(payload: bytes, tasks: Sequence[CompileTask]) -> list[Com
 
 
 def compile_in_process(builder: Callable[..., Any], args: Sequence[Any],
-                       tasks: Sequence[CompileTask]) -> Iterator[CompileOutcome]:
+                       tasks: Iterable[CompileTask]) -> Iterator[CompileOutcome]:
     for task in tasks:
         yield compile_one(builder, args, task)
 
@@ -176,13 +176,27 @@ def spawn_reruns_this_call() -> bool:
     return False
 
 
-def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Sequence[CompileTask],
+def _groups(tasks: Iterable[CompileTask], size: int) -> Iterator[list[CompileTask]]:
+    group: list[CompileTask] = []
+    for task in tasks:
+        group.append(task)
+        if len(group) >= max(1, size):
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Iterable[CompileTask],
                     cache_dir: str, workers: int, group_size: int = 1) -> Iterator[CompileOutcome]:
     """Outcomes in completion order, from ``workers`` spawned processes; each submission
-    carries ``group_size`` configurations. Falls back to compiling here when the builder
-    cannot be sent to another process, or when each worker would run this call again (the
-    top level of a script without a ``__main__`` guard: spawn_reruns_this_call)."""
+    carries ``group_size`` configurations. ``tasks`` may be produced lazily: the workers
+    start with the first submission, so producing the rest overlaps their start. Falls back
+    to compiling here when the builder cannot be sent to another process, or when each
+    worker would run this call again (the top level of a script without a ``__main__``
+    guard: spawn_reruns_this_call)."""
     if spawn_reruns_this_call():
+        tasks = list(tasks)
         log.warning("tilelang: compiling %d configuration(s) in this process, one after another: the script "
                     "calls this at its top level, which each worker process would run again; put the call "
                     "under `if __name__ == \"__main__\":` to compile in parallel", len(tasks))
@@ -195,11 +209,10 @@ def compile_in_pool(builder: Callable[..., Any], args: Sequence[Any], tasks: Seq
                     "cannot be sent to a worker process (%s)", err)
         yield from compile_in_process(builder, args, tasks)
         return
-    groups = [list(tasks[i:i + group_size]) for i in range(0, len(tasks), max(1, group_size))]
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                                 initializer=_init_worker, initargs=(cache_dir,)) as pool:
-        futures = {pool.submit(_compile_in_worker, payload, group): group for group in groups}
+        futures = {pool.submit(_compile_in_worker, payload, group): group for group in _groups(tasks, group_size)}
         for future in concurrent.futures.as_completed(futures):
             try:
                 yield from future.result()

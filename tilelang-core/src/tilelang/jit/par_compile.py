@@ -9,11 +9,13 @@ takes each kernel from it (a load). A worker builds a configuration's PrimFunc a
 PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). A pool takes
 seconds to start, so ``tilelang.par_compile`` compiles its first new kernel here, and sends
 the rest to workers only where, at that kernel's time, they would finish sooner there
-(kernels of a tenth of a second, the CPU's, compile here). ``num_workers`` caps the
-workers (default: one per CPU). Where that cannot apply, the kernels compile here, one after
-another, with the same result: without a kernel cache (workers could not hand kernels back),
-with one worker or one kernel, for eager kernels (their builders run against tensors or
-``T.const`` values), and for a PrimFunc whose text does not read back as the same function.
+(kernels of a tenth of a second, the CPU's, compile here). The texts are made while the
+workers start, and each kernel a worker finishes is loaded here while the others compile.
+``num_workers`` caps the workers (default: one per CPU). Where that cannot apply, the kernels
+compile here, one after another, with the same result: without a kernel cache (workers could
+not hand kernels back), with one worker or one kernel, for eager kernels (their builders run
+against tensors or ``T.const`` values), and for a PrimFunc whose text does not read back as
+the same function.
 A kernel a worker could not compile compiles here again, so that its error is the one this
 process gives (with the user's source line).
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ArgumentError, CompileError
@@ -98,9 +100,10 @@ def _resolved(options: Mapping[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _in_pool(builder: Any, tasks: list[Any], workers: int, what: str) -> dict[int, str | None]:
-    """{index: the worker's error (None: compiled)}; {} where there is no kernel cache. A
-    progress bar on stderr counts the kernels the workers finish."""
+def _in_pool(builder: Any, tasks: Iterable[Any], total: int, workers: int, what: str) -> Iterator[Any]:
+    """The workers' outcomes (CompileOutcome) as they finish; none where there is no kernel
+    cache. ``tasks`` may be produced lazily (at most ``total`` of them): the workers start
+    with the first. A progress bar on stderr counts the kernels the workers finish."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -115,15 +118,25 @@ def _in_pool(builder: Any, tasks: list[Any], workers: int, what: str) -> dict[in
 
     cache = KernelCache()
     if not cache.enabled:
-        return {}
-    errors: dict[int, str | None] = {}
+        return
+    sent = 0
+
+    def counted() -> Iterator[Any]:
+        nonlocal sent
+        for task in tasks:
+            sent += 1
+            yield task
+
+    def description(count: int) -> str:
+        return f"{what}: compiling {count} kernels in {min(workers, max(count, 1))} processes"
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as progress:
-        bar = progress.add_task(f"{what}: compiling {len(tasks)} kernels in {workers} processes", total=len(tasks))
-        for outcome in compile_in_pool(builder, (), tasks, str(cache.root), workers):
-            errors[outcome.index] = outcome.error
-            progress.advance(bar)
-    return errors
+        bar = progress.add_task(description(total), total=total)
+        for outcome in compile_in_pool(builder, (), counted(), str(cache.root), workers):
+            # (every task is submitted before the first outcome comes)
+            progress.update(bar, total=sent, description=description(sent), advance=1)
+            yield outcome
 
 
 def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int,
@@ -144,7 +157,7 @@ def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[s
         except TypeError as err:
             raise ArgumentError(f"{where}: configuration {index}: {err}") from None
         tasks.append(CompileTask(index, dict(bound.arguments), options))
-    return _in_pool(function.builder, tasks, workers, where)
+    return {outcome.index: outcome.error for outcome in _in_pool(function.builder, tasks, len(tasks), workers, where)}
 
 
 #: seconds a pool takes to start: spawning the workers and importing TVM and the language
@@ -158,10 +171,11 @@ def _pool_pays(seconds: float, count: int, workers: int) -> bool:
     return count >= 2 and count * seconds > POOL_START_S + count * seconds / min(workers, count)
 
 
-def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: Mapping[str, Any]) -> None:
+def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: Mapping[str, Any]) -> Iterator[int]:
     """Compile into the kernel cache, in worker processes, the PrimFuncs from index
-    ``first`` on whose text reads back as themselves; the caller then compiles each (a
-    cache hit for those)."""
+    ``first`` on whose text reads back as themselves, and yield the index of each the
+    workers compiled, as they finish: the caller loads it meanwhile (a cache hit) and
+    compiles the others itself. Each text is made while the workers start."""
     from ..autotuner.compile_pool import CompileTask
     from ..cache import KernelCache
     from .func_text import decode, encode
@@ -172,16 +186,32 @@ def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: M
         resolved = _resolved(options)
     except Exception:  # noqa: BLE001  (each kernel's own compile gives the error)
         return
-    tasks = []
-    for index in range(first, len(funcs)):
-        encoded = encode(funcs[index])
-        if encoded is None:
-            log.info("tilelang.par_compile: kernel %d compiles in this process (its TVMScript text does not "
-                     "read back as the same function)", index)
-            continue
-        tasks.append(CompileTask(index, encoded._asdict(), resolved))
-    if len(tasks) >= 2:
-        _in_pool(decode, tasks, workers, "tilelang.par_compile")
+
+    def tasks() -> Iterator[Any]:
+        for index in range(first, len(funcs)):
+            encoded = encode(funcs[index])
+            if encoded is None:
+                log.info("tilelang.par_compile: kernel %d compiles in this process (its TVMScript text does not "
+                         "read back as the same function)", index)
+                continue
+            yield CompileTask(index, encoded._asdict(), resolved)
+
+    for outcome in _in_pool(decode, tasks(), len(funcs) - first, workers, "tilelang.par_compile"):
+        if outcome.error is None:
+            yield outcome.index
+
+
+def _compile_here(func: Any, index: int, options: Mapping[str, Any], ignore_error: bool) -> Any:
+    from . import compile as compile_one
+
+    try:
+        # a kernel-cache hit where a worker compiled it; here, the worker's failures
+        return compile_one(func, **options)
+    except Exception as err:
+        if not ignore_error:
+            raise
+        _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
+        return None
 
 
 def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
@@ -190,27 +220,21 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
     PrimFunc, in order. The first kernel the cache does not have compiles here, timed; the
     ones after it go to worker processes where that pays (see _pool_pays and the module
     docstring)."""
-    from . import compile as compile_one
-
     workers = _workers(num_workers, max(1, len(funcs)))
     decided = workers < 2  # whether the pool was weighed (one worker: nothing to weigh)
-    kernels: list[Any] = []
+    kernels: list[Any] = [None] * len(funcs)
+    loaded: set[int] = set()  # compiled by workers and loaded while the others compiled
     for index, func in enumerate(funcs):
+        if index in loaded:
+            continue
         start = time.perf_counter()
-        try:
-            # a kernel-cache hit where a worker compiled it; here, the worker's failures
-            kernel = compile_one(func, **options)
-        except Exception as err:
-            if not ignore_error:
-                raise
-            _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
-            kernel = None
-        kernels.append(kernel)
+        kernels[index] = kernel = _compile_here(func, index, options, ignore_error)
         if not decided and (kernel is None or not kernel.from_cache):
             decided = True  # once, on the first kernel compiled here
             if _pool_pays(time.perf_counter() - start, len(funcs) - index - 1, workers):
-                _funcs_in_workers(funcs, index + 1, workers, options)
+                for done in _funcs_in_workers(funcs, index + 1, workers, options):
+                    kernels[done] = _compile_here(funcs[done], done, options, ignore_error)
+                    loaded.add(done)
     return kernels
-
 
 __all__ = ["par_compile", "par_compile_jit"]
