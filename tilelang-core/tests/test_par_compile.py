@@ -93,6 +93,26 @@ def test_kernels_quicker_than_a_pools_start_compile_here(tmp_path, monkeypatch):
     assert _pool_pays(3.0, 41, 16) and not _pool_pays(0.05, 41, 16) and not _pool_pays(3.0, 1, 16)
 
 
+
+def test_the_pool_is_weighed_again_after_each_kernel_compiled_here(tmp_path, monkeypatch):
+    """Only the first kernel's time was weighed: a quick first kernel (an add before GEMMs)
+    kept the slow ones after it from the pool. Each kernel compiled here is now weighed, at
+    their mean time, until the pool pays; here it pays once one kernel is left."""
+    from tilelang.jit import par_compile
+
+    weighed = []
+
+    def pays(seconds, count, workers):
+        weighed.append(count)
+        return count == 1
+
+    monkeypatch.setattr(par_compile, "_pool_pays", pays)
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    kernels = tilelang.par_compile(_prim_funcs(), num_workers=2, out_idx=-1, target="c")
+    _check(kernels)
+    assert weighed == [2, 1]  # after kernel 0 (two left), after kernel 1 (one left): the pool
+    assert [k.from_cache for k in kernels] == [False, False, True]
+
 def test_a_prim_func_whose_text_does_not_read_back_compiles_here(tmp_path, monkeypatch, pool_starts_at_once):
     """upstream's one-row rms_norm reads its one-element fragment at a T.Parallel(1)'s
     variable, which TVMScript prints as the bare scalar (read back: at 0). That function is

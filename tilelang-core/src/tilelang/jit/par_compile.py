@@ -7,9 +7,9 @@ PrimFuncs. The autotuner's compile pool does the work (tilelang.autotuner.compil
 spawned worker processes compile the kernels into the kernel cache, and this process then
 takes each kernel from it (a load). A worker builds a configuration's PrimFunc again; a
 PrimFunc built here travels as its TVMScript text (tilelang.jit.func_text). A pool takes
-seconds to start, so ``tilelang.par_compile`` compiles its first new kernel here, and sends
-the rest to workers only where, at that kernel's time, they would finish sooner there
-(kernels of a tenth of a second, the CPU's, compile here). The texts are made while the
+seconds to start, so ``tilelang.par_compile`` compiles new kernels here, timed, and sends
+the rest to workers once, at the mean time of those, they would finish sooner there
+(kernels of a tenth of a second, the CPU's, all compile here). The texts are made while the
 workers start, and each kernel a worker finishes is loaded here while the others compile.
 ``num_workers`` caps the workers (default: one per CPU). Where that cannot apply, the kernels
 compile here, one after another, with the same result: without a kernel cache (workers could
@@ -217,11 +217,12 @@ def _compile_here(func: Any, index: int, options: Mapping[str, Any], ignore_erro
 def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
                 **options: Any) -> list[Any]:
     """``tilelang.par_compile(funcs, ...)``: ``tilelang.compile(func, **options)`` for each
-    PrimFunc, in order. The first kernel the cache does not have compiles here, timed; the
-    ones after it go to worker processes where that pays (see _pool_pays and the module
-    docstring)."""
+    PrimFunc, in order. Kernels the cache does not have compile here, timed, until the ones
+    after them would finish sooner in worker processes at their mean time (see _pool_pays
+    and the module docstring); those then go to the workers."""
     workers = _workers(num_workers, max(1, len(funcs)))
-    decided = workers < 2  # whether the pool was weighed (one worker: nothing to weigh)
+    pooled = workers < 2  # whether the pool ran (one worker: no pool)
+    spent, compiled = 0.0, 0  # the kernels compiled here: seconds, how many
     kernels: list[Any] = [None] * len(funcs)
     loaded: set[int] = set()  # compiled by workers and loaded while the others compiled
     for index, func in enumerate(funcs):
@@ -229,12 +230,16 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
             continue
         start = time.perf_counter()
         kernels[index] = kernel = _compile_here(func, index, options, ignore_error)
-        if not decided and (kernel is None or not kernel.from_cache):
-            decided = True  # once, on the first kernel compiled here
-            if _pool_pays(time.perf_counter() - start, len(funcs) - index - 1, workers):
-                for done in _funcs_in_workers(funcs, index + 1, workers, options):
-                    kernels[done] = _compile_here(funcs[done], done, options, ignore_error)
-                    loaded.add(done)
+        if pooled or (kernel is not None and kernel.from_cache):
+            continue
+        # weighed again after each kernel compiled here, at their mean time: a quick first
+        # kernel (an elementwise one before GEMMs) does not keep slow ones from the pool
+        spent, compiled = spent + time.perf_counter() - start, compiled + 1
+        if _pool_pays(spent / compiled, len(funcs) - index - 1, workers):
+            pooled = True
+            for done in _funcs_in_workers(funcs, index + 1, workers, options):
+                kernels[done] = _compile_here(funcs[done], done, options, ignore_error)
+                loaded.add(done)
     return kernels
 
 __all__ = ["par_compile", "par_compile_jit"]
