@@ -160,8 +160,12 @@ def _compile_in_workers(function: Any, calls: list[tuple[tuple[Any, ...], dict[s
     return {outcome.index: outcome.error for outcome in _in_pool(function.builder, tasks, len(tasks), workers, where)}
 
 
-#: seconds a pool takes to start: spawning the workers and importing TVM and the language
-#: in each (2-3 s on a 2-CPU machine)
+#: seconds a pool is weighed as taking to start: spawning the workers and importing TVM and
+#: the language in each (2-3 s on a 2-CPU machine). On a 16-CPU H100 host 15-16 workers at
+#: once take 4-7 s, so a few dozen kernels of a quarter second can lose there (24 of them:
+#: 7.2 s through a pool against 5.3 s here); weighing the start at 8 s avoided that but left
+#: upstream's compile_speed zoo, whose first kernels are its quickest, all here (20.3 s
+#: against 9 s through the pool). The zoo's case is the one kept.
 POOL_START_S = 3.0
 
 
