@@ -119,13 +119,14 @@ def _in_pool(builder: Any, tasks: Iterable[Any], total: int, workers: int, what:
     cache = KernelCache()
     if not cache.enabled:
         return
-    sent = 0
+    sent, all_sent = 0, False
 
     def counted() -> Iterator[Any]:
-        nonlocal sent
+        nonlocal sent, all_sent
         for task in tasks:
             sent += 1
             yield task
+        all_sent = True
 
     def description(count: int) -> str:
         return f"{what}: compiling {count} kernels in {min(workers, max(count, 1))} processes"
@@ -134,8 +135,10 @@ def _in_pool(builder: Any, tasks: Iterable[Any], total: int, workers: int, what:
                   console=Console(stderr=True)) as progress:
         bar = progress.add_task(description(total), total=total)
         for outcome in compile_in_pool(builder, (), counted(), str(cache.root), workers):
-            # (every task is submitted before the first outcome comes)
-            progress.update(bar, total=sent, description=description(sent), advance=1)
+            if all_sent:  # (a pool takes every task before its first outcome; texts that did not
+                # read back are not among them)
+                progress.update(bar, total=sent, description=description(sent))
+            progress.advance(bar)
             yield outcome
 
 
@@ -225,7 +228,7 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
     after them would finish sooner in worker processes at their mean time (see _pool_pays
     and the module docstring); those then go to the workers."""
     workers = _workers(num_workers, max(1, len(funcs)))
-    pooled = workers < 2  # whether the pool ran (one worker: no pool)
+    pooled = workers < 2  # whether the pool ran, or cannot (one worker)
     spent, compiled = 0.0, 0  # the kernels compiled here: seconds, how many
     kernels: list[Any] = [None] * len(funcs)
     loaded: set[int] = set()  # compiled by workers and loaded while the others compiled
@@ -245,5 +248,6 @@ def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_err
                 kernels[done] = _compile_here(funcs[done], done, options, ignore_error)
                 loaded.add(done)
     return kernels
+
 
 __all__ = ["par_compile", "par_compile_jit"]

@@ -33,7 +33,8 @@ def _unit_step(loop: Any) -> Any:
 #: a T.unroll loop whose extent is known only at run time (``T.unroll(tid % 32)``): TVM's
 #: UnrollLoop refuses it ("Cannot unroll non-constant loop"), so it is serial, so marked,
 #: until that pass ran, and unrolled again after it (RestoreDynamicUnroll), which leaves the
-#: code generator's ``#pragma unroll`` to the device compiler, as upstream does
+#: code generator's ``#pragma unroll`` to the device compiler, as upstream does. A constant
+#: loop too large to expand in the IR gets the same mark (BoundExplicitUnrolling).
 DYNAMIC_UNROLL = "tl.dynamic_unroll"
 _LAUNCH_TAGS = ("blockIdx.", "threadIdx.")
 

@@ -9,8 +9,9 @@ from .pipeline import pass_config
 
 
 def RestoreDynamicUnroll() -> Any:
-    """Loops the frontend marked :data:`~tilelang.language.frontend.DYNAMIC_UNROLL` unrolled
-    again, once TVM's UnrollLoop (which refuses them) ran."""
+    """Loops marked :data:`~tilelang.language.frontend.DYNAMIC_UNROLL` (by the frontend: a
+    run-time extent, which TVM's UnrollLoop refuses; by BoundExplicitUnrolling: too large to
+    expand) unrolled again once UnrollLoop ran, for the device compiler to unroll."""
     import tvm_ffi
     from tvm import tirx
 
