@@ -128,6 +128,10 @@ def test_a_prim_func_whose_text_does_not_read_back_compiles_here(tmp_path, monke
     a = np.random.default_rng(0).standard_normal((4, 64)).astype("float32")
     np.testing.assert_allclose(kernels[3](a), a / np.sqrt((a * a).mean(axis=1, keepdims=True) + 1e-12), rtol=1e-5)
     _check(kernels[:3])
+    # one kernel left for the workers is not worth a pool: it compiles here too
+    kernels = tilelang.par_compile([*_prim_funcs()[:2], func], num_workers=2, out_idx=-1, target="c",
+                                   pass_configs={"tl.disable_vectorize": True})  # (new cache keys)
+    assert [k.from_cache for k in kernels] == [False, False, False]
 
 
 

@@ -26,6 +26,7 @@ A configuration that fails raises a CompileError naming its index; with
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -203,7 +204,12 @@ def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: M
                 continue
             yield CompileTask(index, encoded._asdict(), resolved)
 
-    for outcome in _in_pool(decode, tasks(), len(funcs) - first, workers, "tilelang.par_compile"):
+    pending = tasks()
+    head = list(itertools.islice(pending, 2))
+    if len(head) < 2:
+        return  # one kernel for a pool: it compiles here
+    for outcome in _in_pool(decode, itertools.chain(head, pending), len(funcs) - first, workers,
+                            "tilelang.par_compile"):
         if outcome.error is None:
             yield outcome.index
 
