@@ -97,21 +97,22 @@ def test_kernels_quicker_than_a_pools_start_compile_here(tmp_path, monkeypatch):
 def test_the_pool_is_weighed_again_after_each_kernel_compiled_here(tmp_path, monkeypatch):
     """Only the first kernel's time was weighed: a quick first kernel (an add before GEMMs)
     kept the slow ones after it from the pool. Each kernel compiled here is now weighed, at
-    their mean time, until the pool pays; here it pays once one kernel is left."""
+    their mean time, until the pool pays; here it pays once two kernels are left."""
     from tilelang.jit import par_compile
 
     weighed = []
 
     def pays(seconds, count, workers):
         weighed.append(count)
-        return count == 1
+        return count == 2
 
     monkeypatch.setattr(par_compile, "_pool_pays", pays)
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
-    kernels = tilelang.par_compile(_prim_funcs(), num_workers=2, out_idx=-1, target="c")
+    kernels = tilelang.par_compile([*_prim_funcs(), scaled.get_tir(24, 4.0)], num_workers=2, out_idx=-1, target="c")
     _check(kernels)
-    assert weighed == [2, 1]  # after kernel 0 (two left), after kernel 1 (one left): the pool
-    assert [k.from_cache for k in kernels] == [False, False, True]
+    np.testing.assert_array_equal(kernels[3](np.ones(24, "float32")), np.full(24, 4.0, "float32"))
+    assert weighed == [3, 2]  # after kernel 0 (three left), after kernel 1 (two left): the pool
+    assert [k.from_cache for k in kernels] == [False, False, True, True]
 
 def test_a_prim_func_whose_text_does_not_read_back_compiles_here(tmp_path, monkeypatch, pool_starts_at_once):
     """upstream's one-row rms_norm reads its one-element fragment at a T.Parallel(1)'s
@@ -173,11 +174,14 @@ def test_texts_are_made_while_the_workers_start_and_kernels_load_as_they_finish(
     monkeypatch.setattr(func_text, "encode", encoding)
     monkeypatch.setattr(compile_pool, "compile_in_pool", pool_in_turn)
     monkeypatch.setattr(importlib.import_module("tilelang.jit"), "compile", loading)
-    kernels = par_compile.par_compile(_prim_funcs(), num_workers=2, out_idx=-1, target="c")
+    kernels = par_compile.par_compile([*_prim_funcs(), scaled.get_tir(24, 4.0)], num_workers=2, out_idx=-1,
+                                      target="c")
     _check(kernels)
     assert events == ["compiled here",  # the first kernel, timed
-                      "text", "pool started", "sent", "text", "sent",  # the second text after the start
-                      "worker done", "loaded", "worker done", "loaded"]  # each loaded before the next is done
+                      "text", "text",  # two texts (one kernel is not worth a pool)
+                      "pool started", "sent", "sent", "text", "sent",  # the third text after the start
+                      "worker done", "loaded", "worker done", "loaded", "worker done", "loaded"]  # each
+    # loaded before the next is done
 
 def out_of_range_parallel(n):
     @T.prim_func
