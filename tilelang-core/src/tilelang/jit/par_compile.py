@@ -25,6 +25,7 @@ A configuration that fails raises a CompileError naming its index; with
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import logging
@@ -77,14 +78,21 @@ def par_compile_jit(function: Any, configs: Sequence[Any], num_workers: int | No
             _failed(where, index, str(pooled[index]), ignore_error)
             kernels.append(None)
             continue
-        try:
-            kernels.append(function.compile(*args, **kwargs))  # a kernel-cache hit where a worker compiled it
-        except Exception as err:
-            if not ignore_error or isinstance(err, ArgumentError):
-                raise
-            _failed(where, index, f"{type(err).__name__}: {err}", ignore_error)
-            kernels.append(None)
+        # a kernel-cache hit where a worker compiled it
+        kernels.append(_compiled(functools.partial(function.compile, *args, **kwargs), where, index, ignore_error))
     return kernels
+
+
+def _compiled(compile_one: Any, where: str, index: int, ignore_error: bool) -> Any:
+    """``compile_one()``'s kernel; None for a failure that ``ignore_error`` lets pass (logged).
+    An ArgumentError (the call itself is wrong) always raises."""
+    try:
+        return compile_one()
+    except Exception as err:
+        if not ignore_error or isinstance(err, ArgumentError):
+            raise
+        _failed(where, index, f"{type(err).__name__}: {err}", ignore_error)
+        return None
 
 
 def _resolved(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,14 +225,8 @@ def _funcs_in_workers(funcs: Sequence[Any], first: int, workers: int, options: M
 def _compile_here(func: Any, index: int, options: Mapping[str, Any], ignore_error: bool) -> Any:
     from . import compile as compile_one
 
-    try:
-        # a kernel-cache hit where a worker compiled it; here, the worker's failures
-        return compile_one(func, **options)
-    except Exception as err:
-        if not ignore_error:
-            raise
-        _failed("tilelang.par_compile", index, f"{type(err).__name__}: {err}", ignore_error)
-        return None
+    # a kernel-cache hit where a worker compiled it; here, the worker's failures
+    return _compiled(functools.partial(compile_one, func, **options), "tilelang.par_compile", index, ignore_error)
 
 
 def par_compile(funcs: Sequence[Any], num_workers: int | None = None, ignore_error: bool = False,
