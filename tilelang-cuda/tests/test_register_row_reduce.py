@@ -147,3 +147,18 @@ def test_upstreams_one_row_rms_norm_keeps_its_fragments_in_registers():
     code = kernel_body(func)
     assert "float A_local_ptr[8];" in code and "float A_pow_local_ptr[8];" in code
     assert not {"A_local", "A_pow_local"} & set(shared_buffers(code))
+
+
+def test_rms_norm_source_declares_no_scalar_it_does_not_read():
+    """The device-side StmtSimplify puts CommonSubexprElim's values back into their uses and
+    keeps the bindings; DropDeadBindings removes them (33 unread ``int cse_vN = ...;`` lines
+    in this kernel before), and the kernel still equals numpy."""
+    func = rms_norm_rows(64, 1024, blk_m=4)
+    code = kernel_body(func)
+    declared = re.findall(r"^\s*(?:int|float|uint|bool|int64_t) (\w+) = ", code, re.MULTILINE)
+    unread = [name for name in declared if len(re.findall(rf"\b{name}\b", code)) == 1]
+    assert unread == []
+    x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
+    out = np.zeros_like(x)
+    run(func, x, out)
+    np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)

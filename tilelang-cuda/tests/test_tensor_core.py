@@ -123,8 +123,10 @@ def test_unaligned_global_rows_use_tensor_cores_without_cp_async():
 
 
 def test_use_swizzle_rasterizes_block_indices_on_cuda_only():
-    assert "bx_raster" in gemm_source(1024, 1024, 64, 128, 128, 32, panel=4)
-    assert "bx_raster" not in gemm_source(1024, 1024, 64, 128, 128, 32, panel=0)
+    # a panel of 4 block rows: blockIdx.y // 4 in the tile indices (the remap's bindings are
+    # substituted into their uses and dropped: DropDeadBindings)
+    assert "((int)blockIdx.y) >> 2" in gemm_source(1024, 1024, 64, 128, 128, 32, panel=4)
+    assert "((int)blockIdx.y) >> 2" not in gemm_source(1024, 1024, 64, 128, 128, 32, panel=0)
 
 
 def test_rasterization_is_a_bijection_on_the_grid():

@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "GuardEmptyLaunches": "tilelang.backend.pass_pipeline",
     "KernelLaunchBounds": "tilelang.backend.pass_pipeline.launch_hints",
     "PadTinySharedAllocations": "tilelang.backend.pass_pipeline",
+    "DropDeadBindings": "tilelang.backend.pass_pipeline",  # 1.12: after a device-side simplify
     "python_expr": "tilelang.backend.pass_pipeline",
     "apply_source_postproc": "tilelang.engine.callback",
     # -- shared passes: tile ops, global layouts -------------------------------------------

@@ -22,8 +22,9 @@ import re
 #: (a tile atomic's element ops and its use_tma request, for a backend's bulk reductions);
 #: 1.9 LowerClusterOps(store=); 1.10 BackendModule.device_model and the device descriptions
 #: (TileDevice, CUDADevice, CDNADevice, CPUDevice) for tilelang.carver.arch.get_arch; 1.11
-#: NAMED_BARRIER_ARRIVE (T.named_barrier_arrive, lowered by a backend with named barriers).
-PLUGIN_API_VERSION = "1.11"
+#: NAMED_BARRIER_ARRIVE (T.named_barrier_arrive, lowered by a backend with named barriers);
+#: 1.12 DropDeadBindings (bindings a device-side simplify left unread).
+PLUGIN_API_VERSION = "1.12"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

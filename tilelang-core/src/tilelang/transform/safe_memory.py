@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import Call, Range, TensorLoad
 from tvm.sym.analyzer import Analyzer
 
+from ..backend.pass_pipeline.dead_bindings import only_reads_state
 from ..language.ops import uses_var
 
 DISABLE_CONFIG = "tl.disable_safe_memory_legalize"
@@ -41,20 +41,6 @@ _LOCATIONS = {"tl.atomic_rmw_element": 1, "tl.atomic_load_element": 0, "tl.atomi
 
 def _global(buffer: Any) -> bool:
     return isinstance(buffer, tirx.Buffer) and buffer.scope() == "global"
-
-
-def _duplicable(expr: Any) -> bool:
-    """Whether ``expr`` may be evaluated once more (its calls only read state)."""
-    from tvm.tirx import CallEffectKind
-
-    harmless = {CallEffectKind.ExprAnnotation.value, CallEffectKind.Pure.value, CallEffectKind.ReadState.value}
-    calls: list[Any] = []
-    tvm_ffi.structural_walk(expr, [(Call, calls.append)])
-    for call in calls:
-        effect = call.op.get_attr("TCallEffectKind") if isinstance(call.op, tvm.ir.Op) else None
-        if effect is None or int(effect.value if hasattr(effect, "value") else effect) not in harmless:
-            return False
-    return True
 
 
 def _assumed(stmt: Any) -> Any | None:
@@ -91,7 +77,7 @@ class _Guard:
             if isinstance(extent, tirx.IntImm):  # a symbolic extent: the caller's (see the module docstring)
                 conditions.append(index < tirx.const(extent.value, str(index.ty)))
             needed += [c for c in conditions if not self.analyzer.can_prove(c)]
-        if not all(_duplicable(c) for c in needed):
+        if not all(only_reads_state(c) for c in needed):
             return []  # an index with an effect (an atomic's previous value) is not evaluated twice
         return needed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline
+from tilelang.plugin import DropDeadBindings, PassPipeline
 
 VECTOR_BYTES = 16  # the widest CUDA load/store (ld.global.v4.b32)
 
@@ -157,10 +157,12 @@ def finalize_device_passes(context: Any) -> Sequence[Any]:
     from .transform.conversions import PairConversions
     from .transform.narrow_broadcast import PackByteBroadcasts
 
-    # byte vectors after the last simplification, which folds a narrowing cast back into a ramp;
-    # paired conversions last: no TVM pass sees their calls
-    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin(),
-            PackByteBroadcasts(), PairConversions(arch_number(arch_of(context.target)))]
+    # the simplification puts the middle end's CSE values back into their uses and keeps the
+    # bindings: dropped; byte vectors after the last simplification, which folds a narrowing
+    # cast back into a ramp; paired conversions last: no TVM pass sees their calls
+    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), DropDeadBindings(),
+            tirx.transform.LowerIntrin(), PackByteBroadcasts(),
+            PairConversions(arch_number(arch_of(context.target)))]
 
 
 def trial_lowering_passes(context: Any) -> Sequence[Any]:

@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import execution, target
 
-TILELANG_PLUGIN_API = "1.10"  # 1.7: FindFirstSet; 1.10: device_model
+TILELANG_PLUGIN_API = "1.12"  # 1.7: FindFirstSet; 1.10: device_model; 1.12: DropDeadBindings
 
 BACKEND = BackendModule(
     name="rocm",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tilelang.plugin import PassPipeline
+from tilelang.plugin import DropDeadBindings, PassPipeline
 
 # global_load_dwordx4 / ds_read_b128: AMD GPUs move 16 bytes per lane at most, as CUDA does
 VECTOR_BYTES = 16
@@ -68,8 +68,8 @@ def finalize_device_passes(context: Any) -> Sequence[Any]:
 
     from .codegen import ForHipSource
 
-    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), ForHipSource(),
-            tirx.transform.LowerIntrin()]
+    return [tirx.transform.LowerWarpMemory(), tirx.transform.StmtSimplify(), DropDeadBindings(),
+            ForHipSource(), tirx.transform.LowerIntrin()]
 
 
 ROCM_PIPELINE = PassPipeline("tl.rocm", lowering_passes, finalize_host_passes, finalize_device_passes)
