@@ -16,7 +16,9 @@ expression is an ``Expr`` whose type is a ``PrimType`` (``tvm.ir.expr.is_prim_ex
   TVM 0.27 it is ``expr.ty.dtype``. The property answers for primitive-typed expressions
   and raises AttributeError otherwise, so ``hasattr(x, "dtype")`` stays False for others.
 
-It adds names only, never replaces one: a TVM that has them keeps its own.
+It adds names only, never replaces one: a TVM that has them keeps its own. The one
+exception is ``tvm.transform.PassContext``, which becomes a subclass that also takes
+TileLang's pass-config keys (tilelang.tvm_pass_context).
 
 Called when ``tvm.tirx`` is imported after ``import tilelang`` (``install_on_import``: an
 upstream script reads ``tirx.PrimExpr`` in its annotations at its top level, before any
@@ -102,6 +104,9 @@ def install() -> None:
     own = ir.Var.__dict__.get("dtype")
     if isinstance(own, property) and not getattr(own.fget, "_tilelang_prim", False):
         ir.Var.dtype = _var_dtype(own)
+    from . import tvm_pass_context
+
+    tvm_pass_context.install()  # PassContext(config={"tl.*": ...}): the one class replaced
     if "buffer_map" not in dir(tirx.PrimFunc):
         tirx.PrimFunc.buffer_map = property(_buffer_map, doc="Each tensor parameter -> its buffer (TVM 0.27: "
                                             "the parameter itself, a Var of BufferType).")

@@ -79,6 +79,7 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
     from ..backend.module import create_backend_context
     from ..backend.resolution import execution_spec_named
     from ..engine.lower import lower_with_context
+    from ..tvm_pass_context import ambient_pass_configs
     from .eager import declared_options
     from .kernel import _name_of
 
@@ -88,6 +89,9 @@ def lower(func: Any, target: Any = "auto", target_host: Any = None,
         context = dataclasses.replace(context, execution_spec=execution_spec_named(context.module,
                                                                                    execution_backend))
     out_idx, pass_configs = declared_options(func, out_idx, pass_configs)  # T.empty, T.annotate_*
+    # as upstream's lower, the enclosing tvm.transform.PassContext's configs, under the
+    # call's own (tilelang.tvm_pass_context)
+    pass_configs = {**ambient_pass_configs(), **(pass_configs or {})}
     out = [out_idx] if isinstance(out_idx, int) else list(out_idx or ())
     return lower_with_context(func, context, out_idx=out, pass_configs=pass_configs)
 

@@ -43,6 +43,23 @@ def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
     ])
 
 
+def _warn_of_ambient_configs(pass_configs: Mapping[str, Any] | None) -> None:
+    """An enclosing ``tvm.transform.PassContext`` with TileLang keys: not applied by a
+    compile, which (as upstream's) runs in a context of its own and is cached by its own
+    ``pass_configs`` (tilelang.tvm_pass_context)."""
+    from ..tvm_pass_context import ambient_tilelang_configs
+
+    given = {getattr(k, "value", k) for k in (pass_configs or {})}
+    ignored = sorted(k for k in ambient_tilelang_configs() if k not in given)
+    if ignored:
+        import warnings
+
+        warnings.warn(f"tilelang.compile does not apply the enclosing tvm.transform.PassContext's "
+                      f"configs {ignored} (nor does upstream TileLang's); pass them to the compile "
+                      "as pass_configs={...} (or to @tilelang.jit), or call tilelang.lower inside "
+                      "the context", stacklevel=4)
+
+
 class JITKernel:
     """A kernel compiled for one BackendContext. Call it with the input tensors. The best
     kernel of an autotune also carries its ``latency`` (ms), ``config`` and the
@@ -64,6 +81,7 @@ class JITKernel:
 
         check_kernel(func, getattr(func, "__name__", "kernel"))  # before hashing its script
         out_idx, pass_configs = declared_options(func, out_idx, pass_configs)  # T.empty, T.annotate_*
+        _warn_of_ambient_configs(pass_configs)
         if isinstance(out_idx, int):
             out_idx = [out_idx]
         if execution_backend is None:
