@@ -142,7 +142,9 @@ def test_let_in_a_copy_offset_lowers_for_cuda():
                 T.copy(A[aliased_offset, 0], S)
                 T.copy(S, C[bx * 32, 0])
 
-    assert "int aliased_offset = (ko * 32);" in cuda_source(main)
+    # the bound offset, ko * 32 rows of 64, in the copy's source index (its binding is
+    # substituted there and dropped: DropDeadBindings)
+    assert "*(uint4*)(A_ptr + (((ko * 2048) + (k * 1024)) + (((int)threadIdx.x) * 8)))" in cuda_source(main)
 
 
 def test_let_refuses_what_is_not_a_scalar_variable():
