@@ -52,15 +52,17 @@ def run(func, *arrays) -> dict[str, int]:
     return kernel.calls
 
 
-def row_reduce(blocks, shape, threads, kind, dtype="float32"):
+def row_reduce(blocks, shape, threads, kind, dtype="float32", staged=False):
     """Each block reduces a ``shape`` tile (rows..., N) over its last axis into a fragment,
-    then stores it."""
+    then stores it. The tile is a fragment, or with ``staged`` a shared tile: a fragment
+    in registers has its rows reduced where they lie (test_register_row_reduce.py), a
+    shared tile in groups of threads."""
     rows = shape[:-1]
 
     @T.prim_func
     def main(X: T.Tensor((blocks, *shape), "float32"), O: T.Tensor((blocks, *rows), dtype)):
         with T.Kernel(blocks, threads=threads) as bx:
-            x = T.alloc_fragment(shape, "float32")
+            x = T.alloc_shared(shape, "float32") if staged else T.alloc_fragment(shape, "float32")
             r = T.alloc_fragment(rows, dtype)
             T.copy(X[(bx, *[0] * len(shape))], x)
             getattr(T, f"reduce_{kind}")(x, r, dim=len(shape) - 1)
@@ -86,7 +88,7 @@ def test_grouped_rows_as_lowered_equal_numpy(rows, threads, n, kind):
     no multiple of the group (200, 40: the guarded last step)."""
     x = small_ints((2, rows, n), rows * threads + n)
     out = np.full((2, rows), np.nan, np.float32)
-    calls = run(row_reduce(2, (rows, n), threads, kind), x, out)
+    calls = run(row_reduce(2, (rows, n), threads, kind, staged=True), x, out)
     assert calls["__shfl_xor_sync"] == 2 * 5 and "__shfl_down_sync" not in calls  # 5 steps per block
     np.testing.assert_array_equal(out, NUMPY[kind](x))
 
@@ -96,7 +98,7 @@ def test_the_other_kinds_and_a_tile_of_several_row_axes(kind):
     """A (2, 4, N) tile: 8 rows over two kept axes, each group finds its row on both."""
     x = small_ints((3, 2, 4, 64), 3)
     out = np.full((3, 2, 4), np.nan, np.float32)
-    run(row_reduce(3, (2, 4, 64), 256, kind), x, out)
+    run(row_reduce(3, (2, 4, 64), 256, kind, staged=True), x, out)
     np.testing.assert_array_equal(out, NUMPY[kind](x))
 
 
@@ -104,7 +106,7 @@ def test_the_other_kinds_and_a_tile_of_several_row_axes(kind):
 def test_destinations_of_other_types_are_shuffled_in_their_type(kind, dtype):
     x = small_ints((2, 4, 256), 5)
     out = np.full((2, 4), -1, dtype)
-    calls = run(row_reduce(2, (4, 256), 256, kind, dtype), x, out)
+    calls = run(row_reduce(2, (4, 256), 256, kind, dtype, staged=True), x, out)
     assert calls["__shfl_xor_sync"] == 2 * 5
     np.testing.assert_array_equal(out, NUMPY[kind](x).astype(dtype))
 
@@ -142,15 +144,23 @@ def softmax(m, n, rows, threads):
     return main
 
 
+def in_registers(func, name: str) -> bool:
+    """Whether fragment ``name`` of ``func`` stays in registers (a per-thread array)."""
+    return re.search(rf"float {name}_ptr\[\d+\];", kernel_body(func)) is not None
+
+
 @pytest.mark.parametrize("rows,threads", [(4, 128), (8, 256), (4, 256)])
-def test_softmax_in_groups_as_lowered_matches_numpy(rows, threads):
-    """The nests around the reductions read every row's max and sum: the grouped totals are
-    where every thread reads them."""
+def test_softmax_of_several_rows_as_lowered_matches_numpy(rows, threads):
+    """The nests around the reductions read every row's max and sum, which every thread
+    ends with. The rows of ``x`` are reduced where they lie, so it stays in registers (the
+    grouped form would read it by rows, from shared memory)."""
     m, n = 2 * rows, 256
     x = (np.random.default_rng(rows + threads).standard_normal((m, n)) * 3).astype(np.float16)
     y = np.full((m, n), np.nan, np.float16)
-    calls = run(softmax(m, n, rows, threads), x, y)
-    assert calls["__shfl_xor_sync"] == 2 * 2 * 5  # two reductions per block, two blocks
+    func = softmax(m, n, rows, threads)
+    assert in_registers(func, "x")
+    calls = run(func, x, y)
+    assert calls["__shfl_xor_sync"] > 0 and "__shfl_down_sync" not in calls
     xf = x.astype(np.float64)
     e = np.exp(xf - xf.max(1, keepdims=True))
     np.testing.assert_allclose(y.astype(np.float64), e / e.sum(1, keepdims=True), rtol=2e-3, atol=1e-6)
@@ -179,14 +189,16 @@ def rmsnorm(m, n, rows, threads, eps=1e-6):
 
 
 @pytest.mark.parametrize("rows,threads", [(4, 128), (2, 256)])
-def test_rmsnorm_in_groups_as_lowered_matches_numpy(rows, threads):
+def test_rmsnorm_of_several_rows_as_lowered_matches_numpy(rows, threads):
     m, n = 2 * rows, 256
     rng = np.random.default_rng(rows * threads)
     x = rng.standard_normal((m, n)).astype(np.float16)
     w = (rng.random(n) + 0.5).astype(np.float16)
     y = np.full((m, n), np.nan, np.float16)
-    calls = run(rmsnorm(m, n, rows, threads), x, w, y)
-    assert calls["__shfl_xor_sync"] == 2 * 5
+    func = rmsnorm(m, n, rows, threads)
+    assert in_registers(func, "x") and in_registers(func, "sq")
+    calls = run(func, x, w, y)
+    assert calls["__shfl_xor_sync"] > 0 and "__shfl_down_sync" not in calls
     xf = x.astype(np.float64)
     expected = xf / np.sqrt((xf * xf).mean(1, keepdims=True) + 1e-6) * w.astype(np.float64)
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=2e-3, atol=2e-3)
@@ -200,14 +212,14 @@ def kernel_body(func) -> str:
 def test_one_reduction_for_all_rows_and_one_barrier_across_warps():
     """8 rows x 32 threads: five shuffles, no staging, no barrier inside the reduction, no
     loop over the rows; 2 rows x 128: one shared stage of four values per row."""
-    code = kernel_body(row_reduce(1, (8, 1024), 256, "sum"))
+    code = kernel_body(row_reduce(1, (8, 1024), 256, "sum", staged=True))
     assert code.count("__shfl_xor_sync(") == 5 and "__shfl_down_sync" not in code
     assert "red_buf" not in code and "row_partials" not in code
     assert re.search(r"for \(int r\d+ = 0; r\d+ < 32; \+\+r\d+\)", code)  # 1024 / 32 per thread
     reduction = code[code.index("__shfl_xor_sync(") - 400:code.rindex("__shfl_xor_sync(")]
     assert "__syncthreads" not in reduction[reduction.index("__activemask"):]
 
-    code = kernel_body(row_reduce(1, (2, 1024), 256, "max"))
+    code = kernel_body(row_reduce(1, (2, 1024), 256, "max", staged=True))
     assert code.count("__shfl_xor_sync(") == 5 and "__shfl_down_sync" not in code
     # lane 0 of each warp writes its warp's value, a barrier, every thread reads its row's four
     write = re.search(r"row_partials\d+_ptr\[\(\(\(int\)threadIdx.x\) >> 5\)\] = ", code).start()
@@ -245,7 +257,7 @@ def test_a_local_destination_gets_every_rows_total_in_every_thread():
 
 @pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("rows,threads", [(4, 128), (8, 256)])
-def test_nvcc_compiles_the_grouped_softmax(rows, threads):
+def test_nvcc_compiles_the_families_softmax(rows, threads):
     source = tilelang.lower(softmax(65536, 1024, rows, threads), target=SM90).device_source
     assert "__shfl_xor_sync" in source
     assert toolchain._compile_nvcc(source, "sm_90", f"softmax_r{rows}_t{threads}")[:4] == b"\x7fELF"

@@ -10,6 +10,10 @@ here let every thread combine a strided slice of a row instead:
   (TVM's tvm_warp_shuffle_xor, so every lane ends with its warp's total), then, when a
   group spans W > 1 warps, one shared stage of W values per row that every thread of
   the group reads. No barrier at all when G is one warp, one otherwise, whatever R is.
+  A group reads its row wherever the row lies, so a fragment in registers (below) would
+  go to shared memory for it: such a fragment takes the form in its own layout instead
+  (the benchmark families' softmax and rmsnorm of 2-8 rows a block kept 8-32 KiB of
+  shared memory a block for it).
   TVM's tvm_thread_allreduce cannot do this: LowerThreadAllreduce reduces over whole
   thread dimensions (its reduce set is thread IterVars, the rest are groups), and the
   block has threadIdx.x alone.
@@ -87,18 +91,22 @@ def across_threads(lowering: Any, s_buf: Any, s_ext: list[Any], kept: list[int],
     if not isinstance(extent, tirx.IntImm):
         return None
     n = int(extent.value)
-    group = _group(rows, threads)
-    if group is not None and n >= group and d_buf.scope() not in ("local", "local.var") \
-            and str(d_buf.dtype) in _SHUFFLED_TYPES:
-        return Across(tid, threads, group)
     # in registers where the one-after-another form would not be taken, or where the thread's
     # share of the fragment is small enough for registers anyway
     # (points dealt evenly: a thread past the end would add the clamped last point again;
     # whole warps: a block of 48 threads has a warp of 16 lanes, which a 32-lane butterfly
     # reads past, and one warp's total is not the block's)
-    if n >= threads and threads % WARP == 0 and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and \
-            str(d_buf.dtype) in _SHUFFLED_TYPES and (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads) \
-            and in_register_layout(lowering, s_buf, s_ext):
+    own = n >= threads and threads % WARP == 0 and rows <= MAX_OWN_ROWS and (rows * n) % threads == 0 and \
+        str(d_buf.dtype) in _SHUFFLED_TYPES and (rows > MAX_ACROSS_ROWS or rows * n <= OWN_PER_THREAD * threads)
+    group = _group(rows, threads)
+    if group is not None and n >= group and d_buf.scope() not in ("local", "local.var") \
+            and str(d_buf.dtype) in _SHUFFLED_TYPES:
+        # the grouped form reads a row by its group's threads, not where the fragment's own
+        # layout holds it: a fragment in registers would go to shared memory for it
+        if own and in_register_layout(lowering, s_buf, s_ext):
+            return Across(tid, threads, threads, own=True)
+        return Across(tid, threads, group)
+    if own and in_register_layout(lowering, s_buf, s_ext):
         return Across(tid, threads, threads, own=True)
     if rows > MAX_ACROSS_ROWS or n < threads:
         return None
