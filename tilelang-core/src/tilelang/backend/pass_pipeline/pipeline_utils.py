@@ -38,9 +38,23 @@ def RestoreDynamicUnroll() -> Any:
 MAX_UNROLLED_STATEMENTS = 256
 
 
+def _lanes(stmt: Any) -> int:
+    """The scalar statements a store stands for: a vector store of n lanes prints as n
+    element operations (CUDA's float4 arithmetic is written lane by lane)."""
+    import tvm
+    from tvm import tirx
+
+    if not isinstance(stmt, tirx.BufferStore):
+        return 1
+    ty = getattr(stmt.value, "ty", None)
+    dtype = getattr(ty, "dtype", None)
+    return max(1, tvm.DataType(str(dtype)).lanes) if dtype is not None else 1
+
+
 def unrolled_size(stmt: Any) -> int:
     """How many statements ``stmt`` becomes once TVM's UnrollLoop expands its loops marked
-    unrolled (a loop that stays a loop counts its body once)."""
+    unrolled (a loop that stays a loop counts its body once); a vector store counts its
+    lanes."""
     import tvm_ffi
     from tvm import tirx
     from tvm_ffi.structural import WalkResult
@@ -54,9 +68,9 @@ def unrolled_size(stmt: Any) -> int:
         total += body * int(loop.extent.value) if expands else body
         return WalkResult.SKIP
 
-    def on_leaf(_: Any) -> Any:
+    def on_leaf(leaf: Any) -> Any:
         nonlocal total
-        total += 1
+        total += _lanes(leaf)
         return WalkResult.SKIP
 
     tvm_ffi.structural_walk(stmt, [(tirx.For, on_for), ((tirx.BufferStore, tirx.Evaluate), on_leaf)], order="pre")

@@ -23,7 +23,8 @@ converts a pair at a time (CUDA: transform/conversions.py in tilelang-cuda).
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import tvm_ffi
 from tvm import tirx
@@ -34,7 +35,12 @@ from tvm_ffi.structural import WalkResult
 from ...backend.pass_pipeline import prim_func_pass
 from ...errors import LanguageError, ManifestError
 from .ir_util import substitute
-from .vector_widths import VectorRule, register_vector_width, vector_width
+from .vector_widths import (
+    VectorRule,
+    register_lanes,
+    register_vector_width,
+    vector_width,
+)
 
 _PARALLEL = tirx.ForKind.PARALLEL
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -66,36 +72,55 @@ def _guard_side_effects(stmt: Any, guard: Any) -> Any:
                                   order="post")
 
 
-def _to_registers(body: Any, registers: list[tuple[Any, Any]], k: Any) -> Any:
+class Register(NamedTuple):
+    """A fragment PlaceFragments left in registers: ``old``, the thread's array ``new``, and
+    the ``lanes`` consecutive points it holds of each vector dealt to it (register_lanes)."""
+
+    old: Any
+    new: Any
+    lanes: int
+
+
+def _to_registers(body: Any, registers: list[Register], k: Any, lane: Any = None, lanes: int = 1) -> Any:
     """Accesses of register fragments (PlaceFragments checked they are all at the nest's
-    own indices) become accesses of the thread's k-th element."""
+    own indices) become accesses of the thread's element: the k-th, or with ``lanes`` the
+    ``lane``-th of its k-th vector."""
     if not registers:
         return body
+    index = k * lanes + lane if lanes > 1 else k
 
     def owned(buffer: Any) -> Any:
-        for old, new in registers:
+        for old, new, _ in registers:
             if buffer.same_as(old):
                 return new
         return None
 
     def on_store(store: Any) -> Any:
         new = owned(store.buffer)
-        return store if new is None else tirx.BufferStore(new, store.value, [k])
+        return store if new is None else tirx.BufferStore(new, store.value, [index])
 
     def on_load(load: Any) -> Any:
         new = owned(load.source) if isinstance(load.source, tirx.Buffer) else None
-        return load if new is None else tirx.BufferLoad(new, [k])
+        return load if new is None else tirx.BufferLoad(new, [index])
 
     return tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (TensorLoad, on_load)], order="post")
 
 
 def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: VectorRule,
-               registers: list[tuple[Any, Any]] = ()) -> tuple[Any, int]:
+               registers: list[Register] = ()) -> tuple[Any, int]:
     """When the points do not divide evenly among the threads, the threads past the end
     recompute the last point (clamped indices, always in range) but store nothing: guarding
     only the stores keeps every loop and barrier unconditional, which ThreadSync needs
-    (it cannot place a __syncthreads() inside a condition)."""
-    v, alignment = vector_width(loops, body, rule)
+    (it cannot place a __syncthreads() inside a condition).
+
+    A nest over register fragments dealt in vectors (``Register.lanes`` > 1: fragments of
+    one shape have one width) deals its points the same way, whatever else it touches; its
+    lanes are one vector access each where its other accesses allow, else one after another."""
+    lanes = max((r.lanes for r in registers if _touches(body, [r.old])), default=1)
+    v, alignment = vector_width(loops, body, rule, lanes if lanes > 1 else None)
+    vectorized = v > 1
+    if lanes > 1:
+        v = lanes
     extents = [loop.extent for loop in loops]
     points: Any = extents[0]
     for e in extents[1:]:
@@ -110,7 +135,7 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: Vector
         return vectors, bool(analyzer.can_prove(tirx.floormod(vectors, threads) == 0))
 
     vectors, exact = deal(v)
-    while v > 1 and not exact:
+    while v > 1 and not exact and lanes == 1:
         # guarded vector stores get scalarized into loops inside the guard, where
         # ThreadSync cannot place barriers: an uneven deal takes narrower vectors (every
         # divisor of an aligned width is aligned too: 256 floats over 128 threads go in
@@ -142,18 +167,19 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: Vector
             value = value * v + lane
         pairs.append((loop.loop_var, value))
         stride = extent if stride is None else stride * extent
-    in_registers = _to_registers(body, list(registers), k)
+    in_registers = _to_registers(body, list(registers), k, lane, lanes)
     # register arrays are only registers when every index is a constant: unroll
     loop_kind = tirx.ForKind.SERIAL if in_registers.same_as(body) else tirx.ForKind.UNROLLED
     stmt = substitute(_serialize(in_registers), pairs)
     if not exact:
         stmt = _guard_side_effects(stmt, k * threads + tid < vectors)
     if v > 1:
-        stmt = tirx.For(lane, 0, v, tirx.ForKind.VECTORIZED, stmt)
+        stmt = tirx.For(lane, 0, v, tirx.ForKind.VECTORIZED if vectorized else tirx.ForKind.UNROLLED, stmt)
     iterations = analyzer.simplify(tirx.floordiv(vectors + (threads - 1), threads))
     if isinstance(iterations, tirx.IntImm) and iterations.value == 1:
         return substitute(stmt, [(k, tirx.IntImm(str(dtype), 0))]), alignment
-    width = register_vector_width(stmt, k, [new for _, new in registers], iterations, rule) if exact else 1
+    width = register_vector_width(stmt, k, [r.new for r in registers], iterations, rule) \
+        if exact and lanes == 1 else 1
     if width > 1:  # k = outer * width + lane, the lanes one vector of each register array
         outer, lane = tirx.Var("k_outer", dtype), tirx.Var("k_lane", dtype)
         inner = tirx.For(lane, 0, width, tirx.ForKind.VECTORIZED, substitute(stmt, [(k, outer * width + lane)]))
@@ -161,24 +187,34 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: Vector
     return tirx.For(k, 0, iterations, loop_kind, stmt), alignment
 
 
-def _register_fragments(body: Any, threads: int, homes: dict[int, tuple[int, int]]) -> list[tuple[Any, Any]]:
+def _register_fragments(body: Any, threads: int, homes: dict[int, tuple[int, int]],
+                        rule: VectorRule) -> list[Register]:
     """Fragments PlaceFragments left in registers, each with its per-thread array: thread t
-    holds points t, t + T, ... of the tile, so ceil(points / T) elements; T is the block's
-    threads, or those of the branch the fragment is allocated in (``homes``)."""
-    found: list[tuple[Any, Any]] = []
+    holds vectors t, t + T, ... of the tile's points (``lanes`` consecutive points each,
+    one for fragments whose shape does not deal evenly so), so ceil(points / T) elements;
+    T is the block's threads, or those of the branch the fragment is allocated in
+    (``homes``). Every nest over a fragment runs over its shape, its axes of extent 1 left
+    out or not (PlaceFragments), so fragments of one such shape and home share a width."""
+    found: list[tuple[Any, list[int], tuple[int, int]]] = []
 
     def visit(node: Any) -> None:
         if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == "local.fragment":
             old = node.buffer
-            points = 1
-            for dim in old.shape:
-                points *= int(dim.value)
-            lo, hi = homes.get(old.__chandle__(), (0, threads))
-            per_thread = (points + (hi - lo) - 1) // (hi - lo)
-            found.append((old, tirx.decl_buffer((per_thread,), old.dtype, name=old.name, scope="local")))
+            found.append((old, [int(d.value) for d in old.shape], homes.get(old.__chandle__(), (0, threads))))
 
     tvm_ffi.structural_walk(body, visit)
-    return found
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for old, shape, home in found:
+        groups.setdefault((tuple(d for d in shape if d != 1), home), []).append(old.dtype)
+    registers = []
+    for old, shape, (lo, hi) in found:
+        key = (tuple(d for d in shape if d != 1), (lo, hi))
+        lanes = register_lanes(list(key[0]), groups[key], hi - lo, rule)
+        points = math.prod(shape)
+        per_thread = (points + (hi - lo) - 1) // (hi - lo)
+        registers.append(Register(old, tirx.decl_buffer((per_thread,), old.dtype, name=old.name, scope="local"),
+                                  lanes))
+    return registers
 
 
 def _complement(kept: tuple[int, int], lo: int, hi: int) -> tuple[int, int] | None:
@@ -301,7 +337,7 @@ def _thread_range(cond: Any, tid: Any, lo: int, hi: int) -> tuple[int, int] | No
 
 
 def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kernel: str,
-                      alignment: list[int], rule: VectorRule, registers: list[tuple[Any, Any]],
+                      alignment: list[int], rule: VectorRule, registers: list[Register],
                       homes: dict[int, tuple[int, int]]) -> Any:
     """Partition the T.Parallel nests of ``body``, which threads lo..hi-1 of the block run.
 
@@ -338,7 +374,7 @@ def _partition_within(body: Any, tid: Any, lo: int, hi: int, threads: int, kerne
         while isinstance(inner, tirx.For) and inner.kind == _PARALLEL:
             nest.append(inner)
             inner = inner.body
-        touched = [old for old, _ in registers if _touches(inner, [old])]
+        touched = [r.old for r in registers if _touches(inner, [r.old])]
         local = bool(touched) and all(homes.get(old.__chandle__()) == (lo, hi) for old in touched)
         if active == threads:
             new, align = _partition(nest, inner, tid, threads, rule, registers)
@@ -406,11 +442,11 @@ def _rewrite_threads(stmt: Any, kernel: str, alignment: list[int], rule: VectorR
         threads *= int(attr.value.value)
 
     homes = _fragment_homes(body, tid, threads)
-    registers = _register_fragments(body, threads, homes)
+    registers = _register_fragments(body, threads, homes, rule)
     body = _partition_within(body, tid, 0, threads, threads, kernel, alignment, rule, registers, homes)
     if registers:
         def on_alloc(node: Any) -> Any:
-            for old, new in registers:
+            for old, new, _ in registers:
                 if node.buffer.same_as(old):
                     return tirx.AllocBuffer(new)
             return node

@@ -67,6 +67,18 @@ def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
     return found, simple[0]
 
 
+def _stores(body: Any) -> list[tuple[Any, list[Any]]]:
+    found: list[tuple[Any, list[Any]]] = []
+    tvm_ffi.structural_walk(body, (tirx.BufferStore, lambda store: found.append((store.buffer, list(store.indices)))))
+    return found
+
+
+def _uses(expr: Any, var: Any) -> bool:
+    found: list[Any] = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
+    return bool(found)
+
+
 def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
     """The element offset of ``indices`` in ``buffer``: by its explicit strides where it has
     them (a T.StridedTensor's row stride may be a run-time symbol, which proves no
@@ -91,8 +103,28 @@ def _cast_types(body: Any) -> list[Any]:
     return found
 
 
-def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, int]:
-    """(v, alignment bytes). v = 1 when the nest cannot be vectorized."""
+def _aligned(inner_var: Any, memory: list[tuple[Any, list[Any]]], v: int, analyzer: Analyzer,
+             loaded: list[Any] = ()) -> bool:
+    """Whether every access's flat offset is a multiple of ``v`` when the innermost loop
+    variable is (TVM's modular-set analysis). Accesses of ``loaded`` (buffers the nest only
+    reads) whose offset does not involve that variable count too: every lane reads the
+    same element (a row's factor beside the row)."""
+    probe = tirx.Var("vector_index", inner_var.ty)
+    for buffer, indices in memory:
+        offset = _flat_offset(buffer, indices)
+        if any(buffer.same_as(b) for b in loaded) and not _uses(offset, inner_var):
+            continue
+        mod = analyzer.modular_set(substitute(offset, [(inner_var, probe * v)]))
+        if mod.coeff % v != 0 or mod.base % v != 0:
+            return False
+    return True
+
+
+def vector_width(loops: list[Any], body: Any, rule: VectorRule, lanes: int | None = None) -> tuple[int, int]:
+    """(v, alignment bytes). v = 1 when the nest cannot be vectorized. ``lanes``: the nest's
+    width is fixed (it touches register fragments dealt in vectors of that many points,
+    ``register_lanes``); (lanes, bytes) where its lanes can be one vector access each,
+    else (1, 0) and they run one after another."""
     extents = [loop.extent for loop in loops]
     if not all(isinstance(e, tirx.IntImm) for e in extents):
         return 1, 0
@@ -103,10 +135,11 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, in
     accesses, simple = _accesses(body)
     memory = [(b, i) for b, i in accesses if b.scope() in ("global", "shared", "shared.dyn")]
     # A per-thread (local) array indexed by the nest only works if every nest over it
-    # deals the same points to the same thread; unvectorized nests of equal extents do
-    # (until fragment layouts are inferred, this is the rule that keeps them consistent).
-    per_thread = any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm) for i in idx)
-                     for b, idx in accesses)
+    # deals the same points to the same thread: register fragments are dealt at their
+    # ``lanes`` in every nest over them; any other such array keeps the nest scalar.
+    per_thread = lanes is None and any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm)
+                                                                              for i in idx)
+                                       for b, idx in accesses)
     types = [b.dtype for b, _ in accesses] + _cast_types(body)
     if not simple or not memory or per_thread or (not rule.fp8 and _fp8(types)):
         return 1, 0
@@ -116,21 +149,36 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule) -> tuple[int, in
     widest = max(dtype_bytes(t) for t in types)
     inner_var = loops[-1].loop_var
     analyzer = Analyzer()
+    if lanes is not None:
+        stored = [b for b, _ in _stores(body)]
+        loaded = [b for b, _ in memory if not any(b.same_as(x) for x in stored)]
+        if lanes * widest <= rule.max_bytes and _aligned(inner_var, memory, lanes, analyzer, loaded):
+            return lanes, max(lanes * dtype_bytes(b.dtype) for b, _ in memory)
+        return 1, 0
     v = max(1, rule.max_bytes // widest)
     while v > 1:
-        if inner % v == 0 and points % v == 0:
-            probe = tirx.Var("vector_index", inner_var.ty)
-            aligned = True
-            for buffer, indices in memory:
-                offset = substitute(_flat_offset(buffer, indices), [(inner_var, probe * v)])
-                mod = analyzer.modular_set(offset)
-                if mod.coeff % v != 0 or mod.base % v != 0:
-                    aligned = False
-                    break
-            if aligned:
-                return v, max(v * dtype_bytes(b.dtype) for b, _ in memory)
+        if inner % v == 0 and points % v == 0 and _aligned(inner_var, memory, v, analyzer):
+            return v, max(v * dtype_bytes(b.dtype) for b, _ in memory)
         v //= 2
     return 1, 0
+
+
+def register_lanes(shape: list[int], dtypes: list[Any], threads: int, rule: VectorRule) -> int:
+    """Points of a register fragment a thread holds side by side: its points are dealt to
+    the threads in vectors of this many consecutive points along the innermost axis (thread
+    t holds vectors t, t + T, ...), so that a nest over it loads and stores whole vectors.
+    The widest power of two within the target's widest access for every element type of
+    fragments of this shape, dividing the innermost axis, and dealing evenly; 1 (point by
+    point) otherwise, and for 8-bit floats where the target has no such vectors."""
+    points = 1
+    for dim in shape:
+        points *= dim
+    if not shape or (not rule.fp8 and _fp8(dtypes)):
+        return 1
+    v = max(1, rule.max_bytes // max(dtype_bytes(t) for t in dtypes))
+    while v > 1 and (shape[-1] % v or points % (v * threads)):
+        v //= 2
+    return v
 
 
 def register_vector_width(stmt: Any, k: Any, arrays: list[Any], iterations: Any, rule: VectorRule) -> int:
