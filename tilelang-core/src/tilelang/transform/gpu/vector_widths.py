@@ -141,7 +141,8 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule, lanes: int | Non
                                                                               for i in idx)
                                        for b, idx in accesses)
     types = [b.dtype for b, _ in accesses] + _cast_types(body)
-    if not simple or not memory or per_thread or (not rule.fp8 and _fp8(types)):
+    # (a nest over register fragments alone, a conversion say, is vectors of registers)
+    if not simple or (not memory and lanes is None) or per_thread or (not rule.fp8 and _fp8(types)):
         return 1, 0
     # the widest element anywhere in the body, not only in memory: an fp16 load cast to
     # float32 at 8 lanes is a float32x8 value, which TVM's CUDA-C codegen cannot construct
@@ -153,7 +154,7 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule, lanes: int | Non
         stored = [b for b, _ in _stores(body)]
         loaded = [b for b, _ in memory if not any(b.same_as(x) for x in stored)]
         if lanes * widest <= rule.max_bytes and _aligned(inner_var, memory, lanes, analyzer, loaded):
-            return lanes, max(lanes * dtype_bytes(b.dtype) for b, _ in memory)
+            return lanes, max((lanes * dtype_bytes(b.dtype) for b, _ in memory), default=0)
         return 1, 0
     v = max(1, rule.max_bytes // widest)
     while v > 1:
