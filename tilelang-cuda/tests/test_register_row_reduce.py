@@ -162,3 +162,16 @@ def test_rms_norm_source_declares_no_scalar_it_does_not_read():
     out = np.zeros_like(x)
     run(func, x, out)
     np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows,n", [(1, 256), (1, 1024), (2, 256), (4, 512)])
+def test_rms_norm_of_fragments_dealt_in_vectors_as_lowered_equals_numpy(rows, n):
+    """Register fragments dealt in vectors of 2-4 points a thread: the nests over them are
+    vectors, but the nest adding each point into its row's partial runs its lanes one after
+    another (as vectors, every lane updated the one partial and the last lane's won)."""
+    x = np.random.default_rng(rows + n).standard_normal((4 * rows, n)).astype(np.float32)
+    out = np.zeros_like(x)
+    func = rms_norm_rows(4 * rows, n, blk_m=rows)
+    assert "*(float4*)(A_local_ptr + 0)" in kernel_body(func) or "*(float2*)(A_local_ptr + 0)" in kernel_body(func)
+    run(func, x, out)
+    np.testing.assert_allclose(out, rms_norm_reference(x), rtol=1e-5, atol=1e-6)

@@ -137,9 +137,11 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule, lanes: int | Non
     # A per-thread (local) array indexed by the nest only works if every nest over it
     # deals the same points to the same thread: register fragments are dealt at their
     # ``lanes`` in every nest over them; any other such array keeps the nest scalar.
-    per_thread = lanes is None and any(b.scope().startswith("local") and any(not isinstance(i, tirx.IntImm)
-                                                                              for i in idx)
-                                       for b, idx in accesses)
+    # The other per-thread arrays of a nest over register fragments (a reduction's partial
+    # per row, which every lane would update at once) keep its lanes one after another.
+    per_thread = any(b.scope().startswith("local") and (lanes is None or b.scope() != "local.fragment")
+                     and any(not isinstance(i, tirx.IntImm) for i in idx)
+                     for b, idx in accesses)
     types = [b.dtype for b, _ in accesses] + _cast_types(body)
     # (a nest over register fragments alone, a conversion say, is vectors of registers)
     if not simple or (not memory and lanes is None) or per_thread or (not rule.fp8 and _fp8(types)):
