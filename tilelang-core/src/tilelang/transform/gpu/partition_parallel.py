@@ -116,7 +116,12 @@ def _partition(loops: list[Any], body: Any, tid: Any, threads: int, rule: Vector
     A nest over register fragments dealt in vectors (``Register.lanes`` > 1: fragments of
     one shape have one width) deals its points the same way, whatever else it touches; its
     lanes are one vector access each where its other accesses allow, else one after another."""
-    lanes = max((r.lanes for r in registers if _touches(body, [r.old])), default=1)
+    widths = {r.lanes for r in registers if _touches(body, [r.old])}
+    if len(widths) > 1:  # fragments of one shape share a width: only a nest over fragments
+        # of two homes (a branch's and the block's) could see two
+        raise LanguageError(f"a T.Parallel nest touches register fragments dealt in vectors of {sorted(widths)} "
+                            "points: stage one of them in shared memory (T.alloc_shared)")
+    lanes = widths.pop() if widths else 1
     v, alignment = vector_width(loops, body, rule, lanes if lanes > 1 else None)
     vectorized = v > 1
     if lanes > 1:
