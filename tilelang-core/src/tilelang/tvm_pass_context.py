@@ -93,8 +93,8 @@ def ambient_pass_configs() -> dict[str, Any]:
         return {}
     import tvm
 
-    current = tvm.ir.transform.PassContext.current()
-    return {**{str(k): v for k, v in _TVM_CONFIG.__get__(current).items()}, **_configs_of(current)}
+    # (its `config` shows TileLang's keys beside TVM's: install below)
+    return {str(k): v for k, v in tvm.ir.transform.PassContext.current().config.items()}
 
 
 def ambient_tilelang_configs() -> dict[str, Any]:

@@ -16,9 +16,15 @@ aligned to that many bytes, which the pass records as the PrimFunc attribute
 ``tilelang.min_alignment`` so that launchers can check it before launch. Nests over 8-bit
 floats stay scalar unless the backend says its target computes with them (``vector_fp8``).
 
+A fragment PlaceFragments leaves in registers is dealt the same way in every nest over it,
+in vectors of ``register_lanes`` points (up to the widest access; one where its shape does
+not deal evenly so): thread t keeps vectors t, t + T, ... in a per-thread array, so the
+nests over it load, store and compute whole vectors (their lanes one after another where
+their other accesses are not aligned for it, or they index another per-thread array).
 A nest that only converts the thread's own register elements (``B_local[i] = A_local[i]``
-of another dtype) runs its per-thread loop as vectors of 2 or 4 of them, which a target
-converts a pair at a time (CUDA: transform/conversions.py in tilelang-cuda).
+of another dtype) is then vectors of them too, which a target converts a pair at a time
+(CUDA: transform/conversions.py in tilelang-cuda); fragments dealt point by point get the
+same from ``register_vector_width``.
 """
 
 from __future__ import annotations
@@ -208,12 +214,12 @@ def _register_fragments(body: Any, threads: int, homes: dict[int, tuple[int, int
             found.append((old, [int(d.value) for d in old.shape], homes.get(old.__chandle__(), (0, threads))))
 
     tvm_ffi.structural_walk(body, visit)
+    keys = [(tuple(d for d in shape if d != 1), home) for _, shape, home in found]
     groups: dict[tuple[Any, ...], list[Any]] = {}
-    for old, shape, home in found:
-        groups.setdefault((tuple(d for d in shape if d != 1), home), []).append(old.dtype)
+    for (old, _, _), key in zip(found, keys):
+        groups.setdefault(key, []).append(old.dtype)
     registers = []
-    for old, shape, (lo, hi) in found:
-        key = (tuple(d for d in shape if d != 1), (lo, hi))
+    for (old, shape, (lo, hi)), key in zip(found, keys):
         lanes = register_lanes(list(key[0]), groups[key], hi - lo, rule)
         points = math.prod(shape)
         per_thread = (points + (hi - lo) - 1) // (hi - lo)

@@ -6,6 +6,7 @@ thread's own register elements."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import tvm
@@ -14,7 +15,8 @@ from tvm import tirx
 from tvm.ir import TensorLoad  # what T.Buffer[...] loads are in apache-tvm 0.27
 from tvm.sym.analyzer import Analyzer
 
-from .ir_util import substitute
+from ...language.ops import uses_var
+from .ir_util import buffer_accesses, substitute
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,18 +69,6 @@ def _accesses(body: Any) -> tuple[list[tuple[Any, list[Any]]], bool]:
     return found, simple[0]
 
 
-def _stores(body: Any) -> list[tuple[Any, list[Any]]]:
-    found: list[tuple[Any, list[Any]]] = []
-    tvm_ffi.structural_walk(body, (tirx.BufferStore, lambda store: found.append((store.buffer, list(store.indices)))))
-    return found
-
-
-def _uses(expr: Any, var: Any) -> bool:
-    found: list[Any] = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.append(v) if v.same_as(var) else None))
-    return bool(found)
-
-
 def _flat_offset(buffer: Any, indices: list[Any]) -> Any:
     """The element offset of ``indices`` in ``buffer``: by its explicit strides where it has
     them (a T.StridedTensor's row stride may be a run-time symbol, which proves no
@@ -112,7 +102,7 @@ def _aligned(inner_var: Any, memory: list[tuple[Any, list[Any]]], v: int, analyz
     probe = tirx.Var("vector_index", inner_var.ty)
     for buffer, indices in memory:
         offset = _flat_offset(buffer, indices)
-        if any(buffer.same_as(b) for b in loaded) and not _uses(offset, inner_var):
+        if any(buffer.same_as(b) for b in loaded) and not uses_var(offset, inner_var):
             continue
         mod = analyzer.modular_set(substitute(offset, [(inner_var, probe * v)]))
         if mod.coeff % v != 0 or mod.base % v != 0:
@@ -153,7 +143,7 @@ def vector_width(loops: list[Any], body: Any, rule: VectorRule, lanes: int | Non
     inner_var = loops[-1].loop_var
     analyzer = Analyzer()
     if lanes is not None:
-        stored = [b for b, _ in _stores(body)]
+        stored = [b for b, _, is_store in buffer_accesses(body) if is_store]
         loaded = [b for b, _ in memory if not any(b.same_as(x) for x in stored)]
         if lanes * widest <= rule.max_bytes and _aligned(inner_var, memory, lanes, analyzer, loaded):
             return lanes, max((lanes * dtype_bytes(b.dtype) for b, _ in memory), default=0)
@@ -173,13 +163,10 @@ def register_lanes(shape: list[int], dtypes: list[Any], threads: int, rule: Vect
     The widest power of two within the target's widest access for every element type of
     fragments of this shape, dividing the innermost axis, and dealing evenly; 1 (point by
     point) otherwise, and for 8-bit floats where the target has no such vectors."""
-    points = 1
-    for dim in shape:
-        points *= dim
     if not shape or (not rule.fp8 and _fp8(dtypes)):
         return 1
     v = max(1, rule.max_bytes // max(dtype_bytes(t) for t in dtypes))
-    while v > 1 and (shape[-1] % v or points % (v * threads)):
+    while v > 1 and (shape[-1] % v or math.prod(shape) % (v * threads)):
         v //= 2
     return v
 
