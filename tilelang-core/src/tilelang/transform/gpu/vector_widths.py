@@ -162,11 +162,17 @@ def register_lanes(shape: list[int], dtypes: list[Any], threads: int, rule: Vect
     t holds vectors t, t + T, ...), so that a nest over it loads and stores whole vectors.
     The widest power of two within the target's widest access for every element type of
     fragments of this shape, dividing the innermost axis, and dealing evenly; 1 (point by
-    point) otherwise, and for 8-bit floats where the target has no such vectors."""
+    point) otherwise, and for 8-bit floats where the target has no such vectors.
+    Where the threads' points one by one leave every thread the same rows (the threads
+    divide a row), the vectors do too: a round of T vectors stays within one row. Else a
+    thread's rows would follow its index, and a row reduction would index its partial sums
+    by the thread (local memory), each thread adding zeros for rows it lacks (the families'
+    rmsnorm of 4 rows of 1024 in 512 threads: 0.87x torch against 1.05x point by point)."""
     if not shape or (not rule.fp8 and _fp8(dtypes)):
         return 1
     v = max(1, rule.max_bytes // max(dtype_bytes(t) for t in dtypes))
-    while v > 1 and (shape[-1] % v or math.prod(shape) % (v * threads)):
+    same_rows = math.prod(shape[:-1]) > 1 and shape[-1] % threads == 0
+    while v > 1 and (shape[-1] % v or math.prod(shape) % (v * threads) or (same_rows and shape[-1] % (v * threads))):
         v //= 2
     return v
 
