@@ -164,13 +164,46 @@ def test_a_run_time_scalar_may_size_an_output(backend):
     assert fast(t, -1) is None  # a miss: the full path words the error
     fast_doubled = build_fast_binder(doubled.compile(a, 40).artifact, 1)
     assert fast_doubled(t, 40)[2] == {"n": 40} and fast_doubled(t, 39) is None
-    with pytest.raises(ArgumentError, match=r"kernel 'head', argument 'n' \(#1\): -1 is an output's dimension "
-                                            r"n, which cannot be negative"):
+    with pytest.raises(ArgumentError, match=r"kernel 'head', argument 'n' \(#1\): -1 is the dimension "
+                                            r"n of a tensor, which cannot be negative"):
         head(a, -1)
     np.testing.assert_array_equal(doubled(a, 40), a * 2)
     with pytest.raises(ArgumentError, match=r"argument 'n' \(#1\): 39 differs from n = 40, the size an earlier "
                                             r"tensor's shape gives it; pass the same value"):
         doubled(a, 39)
+
+
+@pytest.mark.parametrize("backend", [("cpu", "tvm_ffi"), ("c", "cython")])
+def test_dimensions_may_be_arithmetic_over_a_run_time_scalar(backend):
+    """`T.empty((n + 1,))` and an input of `(n * 2,)` with `n: T.int32` (upstream's
+    `test_empty_dynamic_shape_from_scalar_uses_ffi_allocator_anchor`): refused before as
+    "an expression of n"; an input's dimension over a scalar no output names raised a bare
+    KeyError at the call."""
+    @tilelang.jit(target=backend[0], execution_backend=backend[1])
+    def ramp(n: T.int32):
+        B = T.empty((n + 1,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n + 1):
+                B[i] = T.cast(i, T.float32)
+        return B
+
+    @tilelang.jit(target=backend[0], execution_backend=backend[1])
+    def evens(A, n: T.int32):
+        A: T.Tensor((n * 2,), T.float32)
+        B = T.empty((4,), T.float32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                B[i] = A[i * 2] + n
+        return B
+
+    for n in (23, 0):
+        np.testing.assert_array_equal(ramp(n), np.arange(n + 1, dtype=np.float32))
+    a = rand(10)
+    np.testing.assert_array_equal(evens(a, 5), a[0:8:2] + 5)
+    torch.testing.assert_close(evens(torch.from_numpy(a), 5), torch.from_numpy(a[0:8:2] + 5), rtol=0, atol=0)
+    with pytest.raises(ArgumentError, match=r"kernel 'evens', argument 'A' \(#0\): expected shape \(n \* 2,\), "
+                                            r"got \(10,\): dimension 0 must be n \* 2 = 8 \(n = 4\)"):
+        evens(a, 4)
 
 
 @pytest.mark.gpu

@@ -172,12 +172,13 @@ class CompiledArtifact:
 
     @property
     def scalar_dims(self) -> tuple[str, ...]:
-        """The integer scalar parameters named in an output's shape (``n: T.int32``, then
-        ``T.empty((n,))`` in an eager kernel): a call's value of each is that dimension."""
-        outputs = [d for i in self.out_idx for d in self.params[i].shape or ()]
+        """The integer scalar parameters named in a tensor's shape (``n: T.int32``, then
+        ``T.empty((n + 1,))`` in an eager kernel, or an input of ``(n * 2,)``): a call's value
+        of each is that symbol's value, which sizes the outputs and checks the inputs."""
+        dims = [d for p in self.params for d in p.shape or ()]
         return tuple(p.name for i, p in enumerate(self.params)
                      if i not in self.out_idx and not p.is_tensor and p.dtype.startswith(("int", "uint"))
-                     and any(p.name in dim_symbols(d) for d in outputs))
+                     and any(p.name in dim_symbols(d) for d in dims))
 
     def to_json(self) -> str:
         data = asdict(replace(self, **dict.fromkeys(self._IN_MEMORY)))

@@ -88,6 +88,10 @@ def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
     packed = packed_params(func)
     plain = {d.name for p in func.params if isinstance(p.ty, tirx.BufferType)
              for d in [*p.ty.shape, *p.ty.strides] if isinstance(d, tirx.Var)}
+    # an integer scalar parameter is a call's value: dimensions may be arithmetic over it
+    # (``T.empty((n + 1,))``), as over a tensor's dimensions
+    plain |= {p.name for p in func.params if not isinstance(p.ty, tirx.BufferType)
+              and str(p.dtype).startswith(("int", "uint"))}
     params = []
     for param in func.params:
         buffer = param.ty

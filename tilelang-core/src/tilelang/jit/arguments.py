@@ -193,7 +193,7 @@ class ArgumentBinder:
 
         self._fast = build_fast_binder(artifact, device_type)
         bound = set(artifact.input_symbols)
-        self.scalar_dims = frozenset(artifact.scalar_dims)  # a call's value is an output's dimension
+        self.scalar_dims = frozenset(artifact.scalar_dims)  # a call's value is a tensor dimension's symbol
         bound |= self.scalar_dims
         # symbols only a scalar binds: the call holds their value already, so they are not
         # handed on with the tensor-bound ones (a launcher passes those by name)
@@ -303,7 +303,7 @@ class ArgumentBinder:
                         raise self._error(index, f"{value} differs from {param.name} = {seen}, the size "
                                           "an earlier tensor's shape gives it; pass the same value")
                     if value < 0:
-                        raise self._error(index, f"{value} is an output's dimension {param.name}, which "
+                        raise self._error(index, f"{value} is the dimension {param.name} of a tensor, which "
                                           "cannot be negative")
             call[index] = value
         for index, axis, want, got, shape in deferred:

@@ -115,7 +115,7 @@ def _build(artifact: CompiledArtifact, device_type: int,
         narrow[name] = bounds[1]
     first_tensor = None
     on_device = "is_cuda" if device_type == 2 else "is_cpu"
-    scalar_dims = artifact.scalar_dims  # integer scalars that size an output: symbols they bind
+    scalar_dims = artifact.scalar_dims  # integer scalars in a tensor's shape: symbols they bind
     for i in inputs:
         p, x = params[i], f"a{i}"
         if p.dtype == "handle":  # an address (`T.ptr`): the binder converts tensors and ints
