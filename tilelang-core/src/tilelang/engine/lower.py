@@ -90,8 +90,8 @@ def kernel_params(func: Any, name: str) -> tuple[ParamInfo, ...]:
              for d in [*p.ty.shape, *p.ty.strides] if isinstance(d, tirx.Var)}
     # an integer scalar parameter is a call's value: dimensions may be arithmetic over it
     # (``T.empty((n + 1,))``), as over a tensor's dimensions
-    plain |= {p.name for p in func.params if not isinstance(p.ty, tirx.BufferType)
-              and str(p.dtype).startswith(("int", "uint"))}
+    plain |= {p.name for p in func.params if not isinstance(p.ty, (tirx.BufferType, PointerType))
+              and str(p.ty.dtype).startswith(("int", "uint"))}
     params = []
     for param in func.params:
         buffer = param.ty
