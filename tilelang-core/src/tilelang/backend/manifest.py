@@ -80,6 +80,12 @@ class BackendModule:
     # with the tvm Target, returns a TileDevice (tilelang.carver.arch.get_arch); a callable
     # or a "package.module:attribute" reference
     device_model: Callable[[Any], Any] | str | None = None
+    # (1.13) wraps an execution backend's launcher for artifacts that ask for launch-time
+    # state (CompiledArtifact.l2_windows: T.annotate_l2_hit_ratio): called with the
+    # artifact and the launcher, returns a callable taking the launcher's arguments (and
+    # ``stream=``); a callable or a "package.module:attribute" reference. None: the backend
+    # has no such state, and the engine warns that the hint is ignored.
+    launch_wrapper: Callable[[Any, Any], Any] | str | None = None
 
     def __post_init__(self) -> None:
         where = f"BackendModule({self.name!r})"
@@ -130,6 +136,8 @@ class BackendModule:
         elif self.device_model is not None and not callable(self.device_model):
             raise ManifestError(f"{where}: device_model must be callable, a 'package.module:attribute' "
                                 f"reference or None, got {self.device_model!r}")
+        if self.launch_wrapper is not None:
+            _check_callable(self.launch_wrapper, f"{where}.launch_wrapper")
         object.__setattr__(self, "aliases", tuple(self.aliases))
         if not all(isinstance(a, str) and _NAME.match(a) for a in self.aliases):
             raise ManifestError(f"{where}: aliases must be lower_snake_case names, got {self.aliases}")

@@ -83,6 +83,11 @@ def check_artifact(artifact: CompiledArtifact) -> CompiledArtifact:
         type(c) is tuple and len(c) == 7 and _is_int(c[0]) and 0 <= c[0] < count and _is_int(c[1]) and c[1] >= 0
         and type(c[2]) is str and c[2].isidentifier() and _is_int(c[3]) and c[3] > 0 and _is_int(c[4])
         and type(c[5]) is str and type(c[6]) is str for c in checks), "shape_checks", checks)
+    windows = artifact.l2_windows
+    inputs = count - len(artifact.out_idx)
+    _need(type(windows) is tuple and all(
+        type(w) is tuple and len(w) == 2 and _is_int(w[0]) and 0 <= w[0] < inputs and type(w[1]) is float
+        and 0 < w[1] <= 1 for w in windows), "l2_windows", windows)
     for k, launch in enumerate(artifact.launches):
         _need(type(launch.symbol) is str, f"launches[{k}].symbol", launch.symbol)
         for field in ("args", "arg_types", "grid", "block"):

@@ -128,6 +128,10 @@ class CompiledArtifact:
     # artifact made by hand), ask the context's target. Loading a cached kernel reads it
     # here, so that it needs no TVM target.
     device_type: int = 0
+    # (input index, hit ratio): T.annotate_l2_hit_ratio's tensors, by their index among the
+    # call's inputs (not parameters: outputs are not passed), in the order named; a target
+    # backend's launch wrapper applies them (BackendModule.launch_wrapper)
+    l2_windows: tuple[tuple[int, float], ...] = ()
     # in-memory only: tvm runtime modules produced by codegen
     host_module: Any = field(default=None, compare=False, repr=False)
     device_module: Any = field(default=None, compare=False, repr=False)
@@ -208,6 +212,8 @@ class CompiledArtifact:
             data["written"] = tuple(data["written"])
         if isinstance(data.get("narrow_symbols"), list):
             data["narrow_symbols"] = tuple(tuple(s) if isinstance(s, list) else s for s in data["narrow_symbols"])
+        if isinstance(data.get("l2_windows"), list):
+            data["l2_windows"] = tuple(tuple(w) if isinstance(w, list) else w for w in data["l2_windows"])
         if isinstance(data.get("shape_checks"), list):
             data["shape_checks"] = tuple(tuple(c) if isinstance(c, list) else c for c in data["shape_checks"])
         return cls(**data)

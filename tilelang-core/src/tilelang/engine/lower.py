@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -185,6 +186,7 @@ def lower_with_context(
     for i in out_idx:
         if not 0 <= i < len(params) or not params[i].is_tensor:
             raise LanguageError(f"kernel {name!r}: out_idx {i} is not the index of a tensor parameter")
+    l2_windows = _l2_windows(func, params, out_idx, name, context.module)
     configs = validate_pass_configs(pass_configs, context)
     if not configs.get(NO_SEMANTIC_CHECK):
         check_parallel_fragments(func, name)
@@ -280,7 +282,40 @@ def lower_with_context(
         device_mod=device_ir,
         route=context.route.describe() if context.route is not None else "",
         device_type=int(context.target.get_target_device_type()),
+        l2_windows=l2_windows,
     )
+
+
+def _l2_windows(func: Any, params: tuple[ParamInfo, ...], out_idx: tuple[int, ...], name: str,
+                module: Any) -> tuple[tuple[int, float], ...]:
+    """T.annotate_l2_hit_ratio's tensors as (input index, ratio); a tensor the call does not
+    pass is refused. On a target backend without a launch wrapper, a warning: the hint is
+    ignored there (results are the same either way)."""
+    from ..language.ops import L2_HIT_RATIO_ATTR
+
+    asked = func.attrs[L2_HIT_RATIO_ATTR] if func.attrs is not None and L2_HIT_RATIO_ATTR in func.attrs else None
+    if not asked:
+        return ()
+    inputs = [i for i in range(len(params)) if i not in out_idx]
+    windows = []
+    for buffer, ratio in asked.items():
+        index = next((i for i, p in enumerate(params) if p.name == str(buffer)), None)
+        if index is None or not params[index].is_tensor:
+            raise LanguageError(f"kernel {name!r}: T.annotate_l2_hit_ratio names {str(buffer)!r}, which is not "
+                                "a tensor parameter; name a tensor the call passes")
+        if index in out_idx:
+            raise LanguageError(f"kernel {name!r}: T.annotate_l2_hit_ratio names {str(buffer)!r}, an output "
+                                "the call allocates (out_idx); name a tensor the call passes (pass the output "
+                                "in, without out_idx, to keep it in L2)")
+        windows.append((inputs.index(index), float(ratio.value)))
+    if getattr(module, "launch_wrapper", None) is None:
+        warnings.warn(f"kernel {name!r}: T.annotate_l2_hit_ratio is ignored on the {module.name!r} target "
+                      "backend (it sets no L2 access-policy windows); results are the same", stacklevel=2)
+        return ()
+    if len(windows) > 1:
+        warnings.warn(f"kernel {name!r}: T.annotate_l2_hit_ratio names {len(windows)} tensors, but a stream holds "
+                      "one L2 access-policy window: the last one named applies", stacklevel=2)
+    return tuple(windows)
 
 
 def _lower_trace(kernel: str) -> Any:

@@ -14,7 +14,7 @@ from ..backend.module import BackendContext, create_backend_context
 from ..backend.registry import origin
 from ..cache import KernelCache, RequestIndex, cache_key
 from ..cache.validate import load_artifact
-from ..engine.artifact import ParamInfo
+from ..engine.artifact import CompiledArtifact, ParamInfo
 from ..errors import BackendUnavailableError, CacheError
 from .deferred_context import ContextFacts, DeferredContext
 from .diagnostics import jit_phase
@@ -128,7 +128,7 @@ class JITKernel:
             for name, data in files.items():
                 (entry / name).write_bytes(data)
         with jit_phase("load", **about):
-            self.launcher = backend.load(self.artifact, entry, self.context)
+            self.launcher = _with_launch_state(self.artifact, backend.load(self.artifact, entry, self.context))
         self.from_cache = False
 
     def update_tuner_result(self, latency: float | None, config: Mapping[str, Any] | None,
@@ -207,7 +207,7 @@ class JITKernel:
             return False
         try:
             self.artifact = load_artifact(hit[0])
-            self.launcher = backend.load(self.artifact, hit[1], self.context)
+            self.launcher = _with_launch_state(self.artifact, backend.load(self.artifact, hit[1], self.context))
         except (BackendUnavailableError, CacheError):
             raise  # the machine, not the entry: rebuilding would not help
         except Exception as err:  # noqa: BLE001 - whatever a bad entry raises, rebuild it
@@ -311,6 +311,20 @@ def _configs_of(options: Mapping[str, Any]) -> dict[str, Any] | None:
     if flags:
         configs = {**(configs or {}), "tl.device_compile_flags": [flags] if isinstance(flags, str) else list(flags)}
     return configs
+
+
+def _with_launch_state(artifact: CompiledArtifact, launcher: Any) -> Any:
+    """``launcher``, wrapped by the target backend's launch wrapper when the artifact asks
+    for state around each launch (T.annotate_l2_hit_ratio); lowering kept none for a backend
+    that has no wrapper."""
+    if not artifact.l2_windows:
+        return launcher
+    from ..backend.refs import resolve
+    from ..backend.registry import registered_backends
+
+    module = registered_backends().get(artifact.target_backend)
+    wrapper = getattr(module, "launch_wrapper", None)
+    return launcher if wrapper is None else resolve(wrapper)(artifact, launcher)
 
 
 def _name_of(func: Any) -> str:

@@ -114,6 +114,7 @@ __all__ = [
     "activemask",
     "add2",
     "align_up",
+    "annotate_l2_hit_ratio",
     "annotate_min_blocks_per_sm",
     "all_of",
     "all_sync",

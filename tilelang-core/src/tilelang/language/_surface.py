@@ -112,6 +112,7 @@ from .gemm_sp import gemm_sp, wgmma_gemm_sp
 from .grid_dependencies import pdl_sync, pdl_trigger, sync_grid
 from .hints import (
     annotate_consumer_reg_alloc,
+    annotate_l2_hit_ratio,
     annotate_min_blocks_per_sm,
     annotate_producer_reg_dealloc,
     annotate_restrict_buffers,

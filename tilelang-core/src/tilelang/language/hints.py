@@ -5,6 +5,13 @@ once (CUDA's second ``__launch_bounds__`` argument, which caps registers per thr
 is recorded on the function (:data:`MIN_BLOCKS_PER_SM_ATTR`); a backend whose kernels take
 the bound applies it to each kernel it splits off, others ignore it.
 
+``T.annotate_l2_hit_ratio({A: 0.8})`` asks that a tensor parameter's lines stay in the
+GPU's L2 cache (CUDA's persisting access-policy window, on the launch's stream, for this
+kernel's launches). It is recorded on the function (:data:`L2_HIT_RATIO_ATTR`); the
+artifact carries it, and a target backend that has such windows sets one around each
+launch (CUDA: ``tilelang/cuda/l2_window.py``); elsewhere it is a hint that changes no
+result, ignored with a warning.
+
 The others are requests this TileLang already fulfils:
 
 ``T.disable_warp_group_reg_alloc()`` (alias ``T.no_set_max_nreg()``) asks upstream's
@@ -32,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LanguageError
-from .ops import MIN_BLOCKS_PER_SM_ATTR, NOALIAS_ATTR
+from .ops import L2_HIT_RATIO_ATTR, MIN_BLOCKS_PER_SM_ATTR, NOALIAS_ATTR
 
 
 def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
@@ -50,6 +57,36 @@ def annotate_min_blocks_per_sm(num_blocks: Any) -> None:
     if not _ACTIVE:
         raise LanguageError("T.annotate_min_blocks_per_sm is only valid inside a T.Kernel frame")
     _ACTIVE[-1].function_attrs[MIN_BLOCKS_PER_SM_ATTR] = tirx.const(num_blocks, "int32")  # set as it closes
+
+
+def annotate_l2_hit_ratio(l2_hit_ratio_map: Any) -> None:
+    """``T.annotate_l2_hit_ratio({A: 0.8})``, inside ``T.Kernel``: keep that fraction of the
+    tensor parameter A's accesses in L2's persisting lines while the kernel runs (upstream's
+    spelling). The tensor must be one the call passes (not an output the call allocates);
+    a ratio is a number in (0, 1]. A stream holds one window: with several tensors, the
+    last one named applies (as upstream's, which sets them one after another)."""
+    from tvm import tirx
+
+    from .kernel import _ACTIVE
+
+    what = "T.annotate_l2_hit_ratio"
+    if not isinstance(l2_hit_ratio_map, dict) or not l2_hit_ratio_map:
+        raise LanguageError(f"{what} takes a dict {{tensor: hit ratio}}, got {l2_hit_ratio_map!r}")
+    if not _ACTIVE:
+        raise LanguageError(f"{what} is only valid inside a T.Kernel frame")
+    ratios: dict[str, Any] = {}
+    for buffer, ratio in l2_hit_ratio_map.items():
+        if not isinstance(buffer, tirx.Buffer) or buffer.scope() != "global":
+            raise LanguageError(f"{what}: a key must be a tensor parameter (global memory), got {buffer!r}"
+                                + (f" in {buffer.scope()!r} memory" if isinstance(buffer, tirx.Buffer) else ""))
+        if isinstance(ratio, tirx.FloatImm | tirx.IntImm):
+            ratio = ratio.value
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+            raise LanguageError(f"{what}: the hit ratio of {buffer.name!r} must be a number in (0, 1], "
+                                f"got {ratio!r}")
+        ratios[buffer.name] = tirx.FloatImm("float32", float(ratio))
+    attrs = _ACTIVE[-1].function_attrs
+    attrs[L2_HIT_RATIO_ATTR] = {**attrs.get(L2_HIT_RATIO_ATTR, {}), **ratios}  # set as it closes
 
 
 def disable_warp_group_reg_alloc() -> None:

@@ -113,6 +113,11 @@ NOALIAS_ATTR = "tirx.noalias"
 #: backend/pass_pipeline/launch_hints.py hands it to the kernels split off the function
 MIN_BLOCKS_PER_SM_ATTR = "tl.min_blocks_per_sm"
 
+#: function attribute: {tensor name: L2 hit ratio} of T.annotate_l2_hit_ratio; the engine
+#: records it in the artifact (CompiledArtifact.l2_windows), a target backend's launch
+#: wrapper (BackendModule.launch_wrapper) applies it around each launch
+L2_HIT_RATIO_ATTR = "tl.l2_hit_ratio"
+
 #: function attribute: names of the shared buffers the compiler itself introduced (fragments
 #: placed in shared memory, block reductions' per-warp partials). Their barriers are the
 #: compiler's to place, also under ``tl.disable_thread_storage_sync``.

@@ -24,7 +24,8 @@ import re
 #: (TileDevice, CUDADevice, CDNADevice, CPUDevice) for tilelang.carver.arch.get_arch; 1.11
 #: NAMED_BARRIER_ARRIVE (T.named_barrier_arrive, lowered by a backend with named barriers);
 #: 1.12 DropDeadBindings (bindings a device-side simplify left unread).
-PLUGIN_API_VERSION = "1.12"
+#: 1.13 BackendModule.launch_wrapper (state around a launch: T.annotate_l2_hit_ratio).
+PLUGIN_API_VERSION = "1.13"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

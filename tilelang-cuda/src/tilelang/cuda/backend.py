@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.12"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=); 1.10: device_model; 1.11: NAMED_BARRIER_ARRIVE; 1.12: DropDeadBindings
+TILELANG_PLUGIN_API = "1.13"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=); 1.10: device_model; 1.11: NAMED_BARRIER_ARRIVE; 1.12: DropDeadBindings; 1.13: launch_wrapper
 
 BACKEND = BackendModule(
     name="cuda",
@@ -39,6 +39,7 @@ BACKEND = BackendModule(
     aliases=("gpu",),
     default_target=target.default_cuda_target,
     device_model="tilelang.plugin:CUDADevice",
+    launch_wrapper="tilelang.cuda.l2_window:wrap_launcher",
     canonicalize_target=target.canonicalize,
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
     pass_configs={
