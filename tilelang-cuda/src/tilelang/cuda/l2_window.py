@@ -18,14 +18,16 @@ A stream holds one window: with several tensors the last one named applies (upst
 them one after another). The stream is ``stream=`` or the caller's current torch stream on
 the tensor's device (the one the launchers launch on). Where no CUDA context is current, or
 the argument is not a CUDA array with a data pointer, the call runs without a window: the
-window only decides which lines stay cached, never a result. A driver error is raised as
-a LaunchError naming the step.
+window only decides which lines stay cached, never a result. So does a call whose window
+the driver refuses (a GPU partitioned with MIG, say), with one warning naming the step. An
+error while putting the stream and the limit back after the launch is a LaunchError.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import warnings
 from typing import Any
 
 from tilelang.plugin import LaunchError, current_stream_accessor, stream_handle
@@ -87,6 +89,7 @@ class L2WindowLauncher:
         self._kernel = artifact.kernel_name
         self._index, self._ratio = artifact.l2_windows[-1]  # one window a stream: the last named
         self._driver = driver
+        self._warned = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._launcher, name)
@@ -110,17 +113,19 @@ class L2WindowLauncher:
         if max_persisting <= 0 or max_window <= 0 or size == 0:  # no persisting L2 on this GPU
             return self._launch(args, stream)
         previous = ctypes.c_size_t()
-        _check(lib.cuCtxGetLimit(ctypes.byref(previous), LIMIT_PERSISTING_L2_CACHE_SIZE), "cuCtxGetLimit",
-               self._kernel)
+        if lib.cuCtxGetLimit(ctypes.byref(previous), LIMIT_PERSISTING_L2_CACHE_SIZE) != 0:
+            return self._without_window("cuCtxGetLimit", args, stream)
         window = min(size, max_window)
-        _check(lib.cuCtxSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(min(window, max_persisting))),
-               "cuCtxSetLimit", self._kernel)
+        if lib.cuCtxSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(min(window, max_persisting))) != 0:
+            return self._without_window("cuCtxSetLimit", args, stream)
         value = StreamAttrValue()
         value.accessPolicyWindow = AccessPolicyWindow(address, window, self._ratio, ACCESS_PROPERTY_PERSISTING,
                                                       ACCESS_PROPERTY_STREAMING)
         stream_ptr = ctypes.c_void_p(handle)
-        _check(lib.cuStreamSetAttribute(stream_ptr, STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, ctypes.byref(value)),
-               "cuStreamSetAttribute (the window)", self._kernel)
+        if lib.cuStreamSetAttribute(stream_ptr, STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, ctypes.byref(value)) != 0:
+            _check(lib.cuCtxSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, previous), "cuCtxSetLimit (restoring)",
+                   self._kernel)
+            return self._without_window("cuStreamSetAttribute", args, stream)
         try:
             return self._launch(args, stream)
         finally:
@@ -130,6 +135,13 @@ class L2WindowLauncher:
             _check(lib.cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache", self._kernel)
             _check(lib.cuCtxSetLimit(LIMIT_PERSISTING_L2_CACHE_SIZE, previous), "cuCtxSetLimit (restoring)",
                    self._kernel)
+
+    def _without_window(self, step: str, args: tuple[Any, ...], stream: Any) -> Any:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"kernel {self._kernel!r}: T.annotate_l2_hit_ratio: the CUDA driver refused {step}; the "
+                          "kernel runs without an L2 window (its results are the same)", stacklevel=3)
+        return self._launch(args, stream)
 
     def _launch(self, args: tuple[Any, ...], stream: Any) -> Any:
         return self._launcher(*args) if stream is None else self._launcher(*args, stream=stream)
