@@ -60,11 +60,22 @@ class FakeDriver:
 
 
 class DeviceArray:
-    """A CUDA array as cupy presents one: __cuda_array_interface__ and nbytes."""
+    """What the wrapper reads of a torch tensor on a CUDA device (no GPU here)."""
+
+    is_cuda = True
+    device = type("Device", (), {"index": 0})()
 
     def __init__(self, address: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"data": (address, False)}
-        self.nbytes = nbytes
+        self.address, self.nbytes = address, nbytes
+
+    def data_ptr(self) -> int:
+        return self.address
+
+    def numel(self) -> int:
+        return self.nbytes
+
+    def element_size(self) -> int:
+        return 1
 
 
 def artifact(windows=((1, 0.75),)) -> CompiledArtifact:
@@ -96,7 +107,7 @@ def test_a_window_is_at_most_the_devices_largest_and_the_limit_at_most_its_set_a
     driver = FakeDriver()
     driver.limit = 5 * MB
     launcher, _ = wrapped(driver, ((0, 1.0),))
-    launcher(DeviceArray(0xA000, 512 * MB))
+    launcher(DeviceArray(0xA000, 512 * MB), stream=0)
     assert driver.calls[:2] == [("limit", 60 * MB), ("window", 0, 0xA000, 128 * MB, 1.0, 2, 1)]
     assert driver.calls[-1] == ("limit", 5 * MB)  # the limit it found
 
@@ -114,11 +125,11 @@ def test_a_window_the_driver_refuses_is_a_warning_and_the_launch_runs_without_it
     launcher, launches = wrapped(driver)
     with pytest.warns(UserWarning, match=r"kernel 'k': T.annotate_l2_hit_ratio: the CUDA driver refused "
                                          r"cuStreamSetAttribute; the kernel runs without an L2 window"):
-        assert launcher(DeviceArray(1, 8), DeviceArray(2, 8)) == "ran"
+        assert launcher(DeviceArray(1, 8), DeviceArray(2, 8), stream=0) == "ran"
     assert driver.limit == 7 and len(launches) == 1  # the limit put back before the launch
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        launcher(DeviceArray(1, 8), DeviceArray(2, 8))  # warned once
+        launcher(DeviceArray(1, 8), DeviceArray(2, 8), stream=0)  # warned once
 
 
 def test_an_error_putting_the_stream_back_is_a_launch_error_naming_the_step():
@@ -127,7 +138,7 @@ def test_an_error_putting_the_stream_back_is_a_launch_error_naming_the_step():
     driver.cuCtxResetPersistingL2Cache = lambda: 999
     with pytest.raises(LaunchError, match=r"kernel 'k': T.annotate_l2_hit_ratio: cuCtxResetPersistingL2Cache "
                                           r"failed \(CUresult 999\)"):
-        launcher(DeviceArray(1, 8), DeviceArray(2, 8))
+        launcher(DeviceArray(1, 8), DeviceArray(2, 8), stream=0)
 
 
 def test_the_wrapper_keeps_the_launchers_attributes_and_only_wraps_what_asks():

@@ -17,7 +17,7 @@ does around its kernel:
 A stream holds one window: with several tensors the last one named applies (upstream sets
 them one after another). The stream is ``stream=`` or the caller's current torch stream on
 the tensor's device (the one the launchers launch on). Where no CUDA context is current, or
-the argument is not a CUDA array with a data pointer, the call runs without a window: the
+the argument is not a torch tensor on a CUDA device, the call runs without a window: the
 window only decides which lines stay cached, never a result. So does a call whose window
 the driver refuses (a GPU partitioned with MIG, say), with one warning naming the step. An
 error while putting the stream and the limit back after the launch is a LaunchError.
@@ -68,16 +68,12 @@ def _device_limits(lib: Any, device: int) -> tuple[int, int]:
     return persisting.value, window.value
 
 
-def _address_and_bytes(value: Any) -> tuple[int, int, int | None] | None:
-    """(data pointer, bytes, torch device index or None) of a CUDA array, else None."""
-    if hasattr(value, "data_ptr") and hasattr(value, "is_cuda"):  # torch.Tensor
-        if not value.is_cuda:
-            return None
-        return value.data_ptr(), value.numel() * value.element_size(), value.device.index
-    interface = getattr(value, "__cuda_array_interface__", None)  # cupy, numba, ...
-    if interface is not None and getattr(value, "nbytes", None) is not None:
-        return int(interface["data"][0]), int(value.nbytes), None
-    return None
+def _address_and_bytes(value: Any) -> tuple[int, int, int] | None:
+    """(data pointer, bytes, device index) of a torch tensor on a CUDA device (the only
+    device arrays the launchers take), else None."""
+    if not getattr(value, "is_cuda", False):
+        return None
+    return value.data_ptr(), value.numel() * value.element_size(), value.device.index
 
 
 class L2WindowLauncher:
@@ -146,11 +142,9 @@ class L2WindowLauncher:
     def _launch(self, args: tuple[Any, ...], stream: Any) -> Any:
         return self._launcher(*args) if stream is None else self._launcher(*args, stream=stream)
 
-    def _stream(self, stream: Any, torch_device: int | None) -> int:
+    def _stream(self, stream: Any, torch_device: int) -> int:
         if stream is not None:
             return stream_handle(stream, self._kernel)
-        if torch_device is None:
-            return 0
         import torch
 
         return int(current_stream_accessor(torch)(torch_device))
