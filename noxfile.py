@@ -128,9 +128,10 @@ def ensure_hipcc(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     session.install(TORCH_CPU)
     install_editable(session)
-    # the autotuner's RayExecutor extra (ray: about 25 s to install from the index, 285 MB) and
-    # plot_layout's (vis: matplotlib)
-    session.install("-e", f"{ROOT / 'tilelang-core'}[ray,vis]")
+    # the autotuner's RayExecutor extra (ray: about 25 s to install from the index, 285 MB),
+    # plot_layout's (vis: matplotlib) and cuRAND's headers for T.rng_init's XORWOW and
+    # MRG32k3a kernels, compiled by nvcc where it is installed (curand: nvidia-curand, 61 MB)
+    session.install("-e", f"{ROOT / 'tilelang-core'}[ray,vis]", "-e", f"{ROOT / 'tilelang-cuda'}[curand]")
     ensure_hipcc(session)
     test_dirs = [str(d / "tests") for d in DISTRIBUTIONS if (d / "tests").is_dir()]
     # two workers: compiles are single-threaded, and CI machines have 2 cores

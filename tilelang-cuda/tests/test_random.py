@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tilelang
 import tilelang.language as T
-from tilelang.cuda import toolchain
-from tilelang.errors import LanguageError
+from tilelang.cuda import codegen, toolchain
+from tilelang.errors import CompileError, LanguageError
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 HEADER_DIR = Path(toolchain.__file__).parent
@@ -104,7 +104,8 @@ def test_the_stream_follows_curands_counter_and_key(harness, seed, subsequence, 
     assert float(lines[10]) == pytest.approx((bits + 0.5) / 2 ** 53, rel=1e-15)
 
 
-def draws_kernel(blocks: int, threads: int, per_thread: int, seed: int, default_subsequence: bool):
+def draws_kernel(blocks: int, threads: int, per_thread: int, seed: int, default_subsequence: bool,
+                 generator: str = "curandStatePhilox4_32_10_t"):
     n = blocks * threads * per_thread
 
     @T.prim_func
@@ -113,9 +114,9 @@ def draws_kernel(blocks: int, threads: int, per_thread: int, seed: int, default_
             tx = T.get_thread_binding()
             base = (bx * threads + tx) * per_thread
             if default_subsequence:
-                T.rng_init(seed)  # the subsequence is the thread's index in the grid
+                T.rng_init(seed, generator=generator)  # the subsequence is the thread's index in the grid
             else:
-                T.rng_init(seed, tx, bx * 1000)
+                T.rng_init(seed, tx, bx * 1000, generator=generator)
             for j in T.serial(per_thread):
                 A[base + j] = T.rng_rand()
             for j in T.serial(per_thread):
@@ -137,17 +138,53 @@ def test_each_thread_gets_one_state_and_the_ops_become_the_helpers():
         assert toolchain._compile_nvcc(source, "sm_90", "rng")[:4] == b"\x7fELF"
 
 
-def test_a_generator_the_backend_lacks_is_refused_with_the_one_it_has():
+CURAND_GENERATORS = {"curandStateXORWOW_t": "xorwow", "curandStateMRG32k3a_t": "mrg32k3a"}
+needs_curand = pytest.mark.skipif(
+    not any((Path(d) / "curand_kernel.h").is_file() for d in toolchain.include_dirs()),
+    reason="cuRAND's headers are not installed (pip install 'tilelang-cuda[curand]')")
+
+
+@pytest.mark.parametrize("generator", sorted(CURAND_GENERATORS))
+def test_curands_other_generators_become_its_own_functions(generator):
+    source = tilelang.lower(draws_kernel(2, 4, 8, 7, False, generator), target=SM90).device_source
+    suffix = CURAND_GENERATORS[generator]
+    assert source.startswith(codegen.CURAND_HEADER.read_text())  # before TVM's prelude
+    body = source[source.index('extern "C" __global__'):]
+    assert body.count("uint64_t rng_state_ptr[8];") == 1 and "tl_rng_" not in body
+    assert f"tl_curand_init_{suffix}((&(rng_state_ptr[0])), (uint64_t)7ULL, ((uint64_t)((int)threadIdx.x))," in body
+    for helper in ("next", "uniform32", "normal64"):
+        assert f"tl_curand_{helper}_{suffix}((&(rng_state_ptr[0])))" in body
+
+
+@needs_nvcc
+@needs_curand
+@pytest.mark.parametrize("generator", sorted(CURAND_GENERATORS))
+def test_kernels_of_curands_generators_compile_with_its_headers(generator):
+    source = tilelang.lower(draws_kernel(2, 4, 8, 7, True, generator), target=SM90).device_source
+    assert toolchain._compile_nvcc(source, "sm_90", "rng")[:4] == b"\x7fELF"
+
+
+def test_a_kernel_of_curands_generators_without_its_headers_says_what_to_install(monkeypatch, tmp_path):
+    source = tilelang.lower(draws_kernel(1, 4, 2, 7, False, "curandStateXORWOW_t"), target=SM90).device_source
+    monkeypatch.setattr(toolchain, "include_dirs", lambda: (str(tmp_path),))  # a folder without curand_kernel.h
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(CompileError, match=r"kernel 'rng' draws from cuRAND's XORWOW or MRG32k3a generator .*"
+                                           r"pip install 'tilelang-cuda\[curand\]'"):
+        toolchain.compile_cubin(source, "sm_90", "rng")
+
+
+def test_one_kernel_draws_from_one_generator():
     @T.prim_func
     def main(A: T.Tensor((32,), "uint32")):
         with T.Kernel(1, threads=32):
             tx = T.get_thread_binding()
             T.rng_init(1, tx, 0, generator="curandStateXORWOW_t")
             A[tx] = T.rng_rand()
+            T.rng_init(1, tx, 0, generator="curandStateMRG32k3a_t")
+            A[tx] += T.rng_rand()
 
-    with pytest.raises(LanguageError, match=r"T\.rng_init\(\.\.\., generator='curandStateXORWOW_t'\): the CUDA "
-                                            r"backend's generator is Philox4x32-10, cuRAND's "
-                                            r"'curandStatePhilox4_32_10_t' \(the default\)"):
+    with pytest.raises(LanguageError, match=r"T\.rng_init: one kernel draws from one generator; this one names "
+                                            r"\['curandStateMRG32k3a_t', 'curandStateXORWOW_t'\]"):
         tilelang.lower(main, target=SM90)
 
 
@@ -179,18 +216,21 @@ def test_draws_on_the_gpu_equal_the_model(default_subsequence):
 
 CURAND_KERNEL = r"""
 #include <curand_kernel.h>
-extern "C" __global__ void curand_draws(unsigned* out, unsigned long long seed, int per_thread) {
-  curandStatePhilox4_32_10_t state;
+extern "C" __global__ void curand_draws(unsigned* a, float* u, double* g, unsigned long long seed, int per_thread) {
+  STATE state;
   curand_init(seed, threadIdx.x, 1000ull * blockIdx.x, &state);
   const int base = (blockIdx.x * blockDim.x + threadIdx.x) * per_thread;
-  for (int j = 0; j < per_thread; ++j) out[base + j] = curand(&state);
+  for (int j = 0; j < per_thread; ++j) a[base + j] = curand(&state);
+  for (int j = 0; j < per_thread; ++j) u[base + j] = curand_uniform(&state);
+  for (int j = 0; j < per_thread; ++j) g[base + j] = curand_normal_double(&state);
 }
 """
 
 
-def _curand_draws(blocks: int, threads: int, per_thread: int, seed: int):
-    """cuRAND's own Philox draws (curand_kernel.h through NVRTC, launched with the driver
-    API), or None where cuRAND's headers are not installed."""
+def _curand_draws(blocks: int, threads: int, per_thread: int, seed: int, generator: str):
+    """cuRAND's own draws of ``draws_kernel`` (curand_kernel.h through NVRTC, launched with
+    the driver API): 32 random bits, uniform floats and normal doubles, as numpy arrays;
+    None where cuRAND's headers are not installed."""
     import ctypes
 
     torch = pytest.importorskip("torch")
@@ -200,7 +240,8 @@ def _curand_draws(blocks: int, threads: int, per_thread: int, seed: int):
     curand = find_nvidia_header_directory("curand")
     if curand is None:
         return None
-    program = nvrtc.nvrtcCreateProgram(CURAND_KERNEL.encode(), b"curand_draws.cu", 0, [], [])[1]
+    source = CURAND_KERNEL.replace("STATE state;", f"{generator} state;")
+    program = nvrtc.nvrtcCreateProgram(source.encode(), b"curand_draws.cu", 0, [], [])[1]
     major, minor = torch.cuda.get_device_capability()
     options = [f"--gpu-architecture=sm_{major}{minor}".encode(), f"-I{curand}".encode(),
                *(f"-I{d}".encode() for d in toolchain.include_dirs())]
@@ -211,29 +252,41 @@ def _curand_draws(blocks: int, threads: int, per_thread: int, seed: int):
         raise AssertionError(f"NVRTC could not compile the cuRAND kernel: {bytes(log).decode(errors='replace')}")
     cubin = bytearray(nvrtc.nvrtcGetCUBINSize(program)[1])
     nvrtc.nvrtcGetCUBIN(program, cubin)
-    out = torch.zeros(blocks * threads * per_thread, dtype=torch.uint32, device="cuda")
+    n = blocks * threads * per_thread
+    a = torch.zeros(n, dtype=torch.uint32, device="cuda")
+    u = torch.zeros(n, dtype=torch.float32, device="cuda")
+    g = torch.zeros(n, dtype=torch.float64, device="cuda")
     module = driver.cuModuleLoadData(bytes(cubin))[1]
     function = driver.cuModuleGetFunction(module, b"curand_draws")[1]
-    params = ((out.data_ptr(), seed, per_thread), (ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_int))
+    params = ((a.data_ptr(), u.data_ptr(), g.data_ptr(), seed, per_thread),
+              (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_int))
     (err,) = driver.cuLaunchKernel(function, blocks, 1, 1, threads, 1, 1, 0, torch.cuda.current_stream().cuda_stream,
                                    params, 0)
     assert int(err) == 0, err
     torch.cuda.synchronize()
-    return out.cpu().numpy()
+    return a.cpu().numpy(), u.cpu().numpy(), g.cpu().numpy()
 
 
 @pytest.mark.gpu
-def test_draws_on_the_gpu_equal_curands():
+@pytest.mark.parametrize("generator", ["curandStatePhilox4_32_10_t", *sorted(CURAND_GENERATORS)])
+def test_draws_on_the_gpu_equal_curands(generator):
+    """Philox (tl_device.h's own): its 32-bit draws; cuRAND's other generators (cuRAND's
+    functions): every draw, floats included."""
     torch = pytest.importorskip("torch")
     blocks, threads, per_thread, seed = 3, 64, 16, 2 ** 33 + 5
-    expected = _curand_draws(blocks, threads, per_thread, seed)
+    expected = _curand_draws(blocks, threads, per_thread, seed, generator)
     if expected is None:
         pytest.skip("cuRAND's headers are not installed (nvidia-curand): nothing to compare with")
     n = blocks * threads * per_thread
     a = torch.zeros(n, dtype=torch.uint32, device="cuda")
-    tilelang.compile(draws_kernel(blocks, threads, per_thread, seed, False), target="cuda")(
-        a, torch.zeros(n, device="cuda"), torch.zeros(n, dtype=torch.float64, device="cuda"))
-    np.testing.assert_array_equal(a.cpu().numpy(), expected)
+    u = torch.zeros(n, device="cuda")
+    g = torch.zeros(n, dtype=torch.float64, device="cuda")
+    tilelang.compile(draws_kernel(blocks, threads, per_thread, seed, False, generator), target="cuda")(a, u, g)
+    np.testing.assert_array_equal(a.cpu().numpy(), expected[0])
+    if generator in CURAND_GENERATORS:
+        np.testing.assert_array_equal(u.cpu().numpy(), expected[1])
+        np.testing.assert_array_equal(g.cpu().numpy(), expected[2])
+        assert len(set(expected[0].tolist())) > n * 0.99  # distinct streams, not one repeated
 
 
 def test_the_state_is_allocated_in_the_kernel_when_host_statements_precede_it():

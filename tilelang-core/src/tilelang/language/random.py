@@ -10,8 +10,9 @@ into the stream) and draws from it::
     C[i] = T.rng_rand_float(bit=64, dist="normal")
 
 Core builds neutral ops; a backend with a generator lowers them (the CUDA backend:
-Philox4x32-10, transform/random.py there), others refuse them by name. One generator per
-thread: a draw reads the state the thread's last ``T.rng_init`` set.
+Philox4x32-10 of its own, cuRAND's XORWOW and MRG32k3a through cuRAND's headers;
+transform/random.py there), others refuse them by name. One generator per thread and
+kernel: a draw reads the state the thread's last ``T.rng_init`` set.
 """
 
 from __future__ import annotations

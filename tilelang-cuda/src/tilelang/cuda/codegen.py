@@ -42,6 +42,10 @@ def _device_header() -> str:
     return DEVICE_HEADER.read_text() + "\n" + TMA_HEADER.read_text()
 
 
+#: cuRAND's XORWOW and MRG32k3a (transform/random.py): put first, before TVM's prelude
+CURAND_HEADER = Path(__file__).with_name("tl_curand.h")
+_CURAND_CALL = re.compile(r"\btl_curand_")
+
 CONVERT_HEADER = Path(__file__).with_name("tl_convert.h")
 _CONVERT_PREFIX = "__tl_cvt_"
 
@@ -257,6 +261,8 @@ def _postproc(code: str, target: Any = None) -> str:
     if _CONVERT_PREFIX in code:  # paired conversions (transform/conversions.py): after TVM's prelude, whose types they use
         at = code.find(_FIRST_KERNEL)
         code = code[:at] + conversion_helpers(code[at:]) + "\n" + code[at:]
+    if _CURAND_CALL.search(code):  # the generators' helpers, over curand_kernel.h
+        code = CURAND_HEADER.read_text() + "\n" + code
     if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
         code = _GRID_SYNC + code
     if _HELPER_CALL.search(code):

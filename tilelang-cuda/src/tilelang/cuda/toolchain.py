@@ -36,14 +36,15 @@ def cubin_cache_dir() -> Path:
 
 @functools.cache
 def include_dirs() -> tuple[str, ...]:
-    """CCCL (libcu++ for <cuda/std/...>) and the cudart headers (cuda_fp16.h ...)."""
+    """CCCL (libcu++ for <cuda/std/...>), the cudart headers (cuda_fp16.h ...) and, where
+    installed, cuRAND's (curand_kernel.h, for tl_curand.h)."""
     dirs: list[str] = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
-        for name in ("cccl", "cudart"):
+        for name in ("cccl", "cudart", "curand"):
             found = find_nvidia_header_directory(name)
-            if found:
+            if found and str(found) not in dirs:
                 dirs.append(str(found))
     except ImportError:
         pass
@@ -53,6 +54,20 @@ def include_dirs() -> tuple[str, ...]:
         if candidate.is_dir() and str(candidate) not in dirs:
             dirs.append(str(candidate))
     return tuple(dirs)
+
+
+CURAND_INCLUDE = "#include <curand_kernel.h>"
+
+
+def check_headers(source: str, name: str) -> None:
+    """A CompileError saying how to install what ``source`` includes beyond the CUDA
+    runtime's headers, where no include folder has it (cuRAND's curand_kernel.h, for
+    T.rng_init's XORWOW and MRG32k3a generators)."""
+    if CURAND_INCLUDE in source and not any((Path(d) / "curand_kernel.h").is_file() for d in include_dirs()):
+        raise CompileError(f"kernel {name!r} draws from cuRAND's XORWOW or MRG32k3a generator "
+                           "(T.rng_init(..., generator=...)), which needs cuRAND's headers, and none were found: "
+                           "pip install 'tilelang-cuda[curand]' (the nvidia-curand wheel), or install the CUDA "
+                           "toolkit's cuRAND; the default generator, Philox, needs none")
 
 
 @functools.cache
@@ -206,6 +221,7 @@ def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
     cached = None if path is None else read_file(path, repair=True)
     if cached is not None:
         return cached
+    check_headers(source, name)
     compile_fn = _compile_nvrtc if toolchain == "nvrtc" else _compile_nvcc
     cubin = compile_fn(source, arch, name)
     if directory is not None and path is not None:

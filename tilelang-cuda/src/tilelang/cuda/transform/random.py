@@ -1,16 +1,22 @@
-"""LowerRandom: ``T.rng_init`` / ``T.rng_rand`` / ``T.rng_rand_float`` as Philox4x32-10.
+"""LowerRandom: ``T.rng_init`` / ``T.rng_rand`` / ``T.rng_rand_float`` on CUDA.
 
-Each kernel that draws random numbers gets one generator state per thread: a local array of
-11 words (``tl_device.h``, ``tl_rng_*``) allocated at the top of the kernel, so that a draw
-sees the state however the passes after this one split the block around barriers (upstream's
-test draws after a T.rng_init inside a branch that holds a block-wide scan). The ops become
-calls of the helpers with the state's address: ``tl_rng_init(state, seed, subsequence,
-offset)``, ``tl_rng_next`` for 32 random bits, ``tl_rng_{uniform,normal}{32,64}``.
+Each kernel that draws random numbers gets one generator state per thread, a local array
+allocated at the top of the kernel, so that a draw sees the state however the passes after
+this one split the block around barriers (upstream's test draws after a T.rng_init inside a
+branch that holds a block-wide scan). The ops become calls of helpers with the state's
+address: an init (seed, subsequence, offset), 32 random bits, uniform and normal floats of
+32 and 64 bits.
 
-The helpers implement cuRAND's Philox generator (the default of upstream's T.rng_init):
-its 32-bit draws equal cuRAND's and Triton's ``tl.randint4x`` for the same seed and
-offsets. cuRAND's XORWOW and MRG32k3a generators skip ahead with precomputed matrices that
-are part of cuRAND; a kernel that names them is refused with the generator this backend has.
+- Philox4x32-10 (cuRAND's ``curandStatePhilox4_32_10_t``, upstream's default): 11 words
+  and ``tl_device.h``'s ``tl_rng_*``, needing no header. Its 32-bit draws equal cuRAND's
+  and Triton's ``tl.randint4x`` for the same seed and offsets.
+- cuRAND's XORWOW and MRG32k3a: they skip ahead with cuRAND's precomputed matrices, so
+  they are cuRAND's own (``tl_curand.h``'s ``tl_curand_*_<generator>``, over
+  ``curand_kernel.h``): 8 64-bit words read as the generator's cuRAND state. Compiling such
+  a kernel needs cuRAND's headers (``pip install tilelang-cuda[curand]``); the toolchain
+  says so where they are missing.
+
+A kernel draws from one generator: its T.rng_init calls name the same one.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from .explicit_sync import op_name
 
 STATE_WORDS = 11
 _PHILOX = RNG_GENERATORS[0]
+#: cuRAND's generators other than Philox -> the suffix of tl_curand.h's helpers
+CURAND_HELPERS = {"curandStateXORWOW_t": "xorwow", "curandStateMRG32k3a_t": "mrg32k3a"}
+CURAND_STATE_WORDS = 8  # tl_curand.h's TL_CURAND_STATE_WORDS (64-bit words)
 
 
 def _kernel_body_start(body: Any) -> Any:
@@ -51,25 +60,31 @@ def _lower(func: Any) -> Any:
                                         if op_name(c) in (RNG_INIT, RNG_RAND, RNG_RAND_FLOAT) else None))
     if not calls:
         return func
-    for call in calls:
-        if op_name(call) == RNG_INIT and str(call.args[3].value) != _PHILOX:
-            raise LanguageError(f"T.rng_init(..., generator={str(call.args[3].value)!r}): the CUDA backend's "
-                                f"generator is Philox4x32-10, cuRAND's {_PHILOX!r} (the default); cuRAND's other "
-                                "generators skip ahead with tables of their own. Leave generator= out, or name "
-                                f"{_PHILOX!r}")
-    state = tirx.decl_buffer((STATE_WORDS,), "uint32", name="rng_state", scope="local")
+    generators = sorted({str(call.args[3].value) for call in calls if op_name(call) == RNG_INIT})
+    if len(generators) > 1:
+        raise LanguageError(f"T.rng_init: one kernel draws from one generator; this one names {generators}. "
+                            "Give each generator a kernel of its own, or name one of them in every T.rng_init")
+    generator = generators[0] if generators else _PHILOX
+    suffix = CURAND_HELPERS.get(generator)
+    if suffix is None:
+        state = tirx.decl_buffer((STATE_WORDS,), "uint32", name="rng_state", scope="local")
+        names = {"init": "tl_rng_init", "next": "tl_rng_next", "float": "tl_rng_{}{}"}
+    else:
+        state = tirx.decl_buffer((CURAND_STATE_WORDS,), "uint64", name="rng_state", scope="local")
+        names = {"init": f"tl_curand_init_{suffix}", "next": f"tl_curand_next_{suffix}",
+                 "float": "tl_curand_{}{}_" + suffix}
     address = tirx.address_of(tirx.BufferLoad(state, [tirx.const(0, "int32")]))
 
     def on_call(call: Any) -> Any:
         name = op_name(call)
         if name == RNG_INIT:
             seed, subsequence, offset, _ = call.args
-            return tirx.call_extern("void", "tl_rng_init", address, seed, subsequence, offset)
+            return tirx.call_extern("void", names["init"], address, seed, subsequence, offset)
         if name == RNG_RAND:
-            return tirx.call_extern("uint32", "tl_rng_next", address)
+            return tirx.call_extern("uint32", names["next"], address)
         if name == RNG_RAND_FLOAT:
             dtype = str(call.ty.dtype)
-            return tirx.call_extern(dtype, f"tl_rng_{call.args[0].value}{dtype[len('float'):]}", address)
+            return tirx.call_extern(dtype, names["float"].format(call.args[0].value, dtype[len("float"):]), address)
         return call
 
     body = tvm_ffi.structural_map(func.body, (tirx.Call, on_call), order="post")
