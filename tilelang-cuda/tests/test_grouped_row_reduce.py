@@ -263,11 +263,11 @@ def test_nvcc_compiles_the_families_softmax(rows, threads):
     assert toolchain._compile_nvcc(source, "sm_90", f"softmax_r{rows}_t{threads}")[:4] == b"\x7fELF"
 
 
-def nan_rows(rows, n, threads, kind, nan_propagate, dtype="float32"):
+def nan_rows(rows, n, threads, kind, nan_propagate, dtype="float32", shared=False):
     @T.prim_func
     def main(X: T.Tensor((2, rows, n), dtype), O: T.Tensor((2, rows), dtype)):
         with T.Kernel(2, threads=threads) as bx:
-            x = T.alloc_fragment((rows, n), dtype)
+            x = T.alloc_shared((rows, n), dtype) if shared else T.alloc_fragment((rows, n), dtype)
             r = T.alloc_fragment((rows,), dtype)
             T.copy(X[bx, 0, 0], x)
             getattr(T, f"reduce_{kind}")(x, r, dim=1, nan_propagate=nan_propagate)
@@ -300,6 +300,24 @@ def test_nan_propagate_as_lowered_on_every_reduction_path(rows, n, threads, kind
     expected = (NAN_PROPAGATING if nan_propagate else NAN_SKIPPING)[kind](x)
     np.testing.assert_array_equal(out, expected)
     assert np.isnan(out).sum() == (2 if nan_propagate else 0)
+
+
+# a fragment in registers (rows in its own layout: 8 warps' values a row) and a shared tile
+# (grouped: 2 groups of 256 threads)
+@pytest.mark.parametrize("rows,n,threads,shared", [(4, 256, 256, False), (2, 256, 512, True)])
+def test_the_nan_propagating_totals_of_many_warps_stay_linear(rows, n, threads, shared):
+    """A row's warp values are combined a statement at a time through a local: nested, the
+    NaN-propagating combine (a select reading each operand twice) held 3^7 copies of the
+    first of 8 (2.5 MB of CUDA for 4 rows of 256 halves on 256 threads, a minute to lower
+    and another for nvcc; on 1024 threads it would never finish)."""
+    func = nan_rows(rows, n, threads, "max", True, "float16", shared)
+    code = kernel_body(func)
+    assert len(code) < 40_000
+    x = np.random.default_rng(rows).standard_normal((2, rows, n)).astype(np.float32)
+    x[0, rows - 1, 3] = np.nan
+    out = np.zeros((2, rows), np.float32)
+    run(nan_rows(rows, n, threads, "max", True, "float32", shared), x, out)
+    np.testing.assert_array_equal(out, x.max(-1))
 
 
 @pytest.mark.skipif(toolchain.nvcc_path() is None, reason="nvcc is not installed")

@@ -163,6 +163,23 @@ def _combiner(kind: str) -> str:
     return {"absmax": "max", "abssum": "sum", "absmax_nan": "max_nan"}.get(kind, kind)
 
 
+def _fold(values: list[Any], combine: str, acc: Any) -> tuple[list[Any], Any]:
+    """(statements, the expression of ``values`` combined in order). A combine that reads an
+    operand more than once (the ``*_nan`` kinds: a select over both) folds them through
+    ``acc``, a one-element local buffer, a statement at a time: nested, the total of 8
+    warps held 3^7 copies of the first value (a 2.5 MB kernel source for 4 rows of 256
+    halves on 256 threads, a minute to lower and another for nvcc). Others nest."""
+    if not combine.endswith("_nan"):
+        total = values[0]
+        for value in values[1:]:
+            total = reduce_combine(combine, total, value)
+        return [], total
+    stmts = [tirx.BufferStore(acc, values[0], [0])]
+    stmts += [tirx.BufferStore(acc, reduce_combine(combine, tirx.BufferLoad(acc, [0]), value), [0])
+              for value in values[1:]]
+    return stmts, tirx.BufferLoad(acc, [0])
+
+
 def _partial(lowering: Any, src: Any, kind: str, axis: int, kept: list[int], d_axes: list[int], dst: Any,
              outer: list[Any], lane: Any, stride: int) -> tuple[Any, list[Any], list[Any]]:
     """(this thread's partial result buffer, the statements that compute it, the destination
@@ -222,9 +239,10 @@ def _reduce_in_groups(lowering: Any, across: Across, src: Any, dst: Any, kind: s
         stmts += [tirx.AllocBuffer(staging),
                   tirx.IfThenElse(tirx.floormod(tid, WARP) == 0,
                                   tirx.BufferStore(staging, total, [tirx.floordiv(tid, WARP)]), None)]
-        total = tirx.BufferLoad(staging, [first])
-        for w in range(1, warps):  # the same order in every thread: one total per row
-            total = reduce_combine(combine, total, tirx.BufferLoad(staging, [first + w]))
+        # the same order in every thread: one total per row (the thread's partial is in
+        # shared memory now, so its buffer may take the running total)
+        folded, total = _fold([tirx.BufferLoad(staging, [first + w]) for w in range(warps)], combine, part)
+        stmts += folded
     # every thread of the group holds the same total: each stores it (one value, whoever wins)
     stmts.append(tirx.BufferStore(d_buf, total, d_idx))
     return tirx.SeqStmt(stmts)
@@ -323,14 +341,15 @@ def _reduce_in_own_layout(lowering: Any, across: Across, src: Any, dst: Any, kin
 
     def store(outer: list[Any]) -> Any:  # a T.Parallel nest over the rows: each row stored once
         row = flat(outer)
+        folded: list[Any] = []
         if staging is None:
             total: Any = tirx.BufferLoad(partials, [row])
-        else:
-            total = tirx.BufferLoad(staging, [row * warps])
-            for w in range(1, warps):  # the same order in every thread
-                total = reduce_combine(combine, total, tirx.BufferLoad(staging, [row * warps + w]))
+        else:  # the same order in every thread
+            folded, total = _fold([tirx.BufferLoad(staging, [row * warps + w]) for w in range(warps)], combine,
+                                  value)
         _, d_idx = lowering.reduce_indices(s_min, d_min, kept, d_axes, outer, axis, tirx.const(0, "int32"))
-        return tirx.BufferStore(d_buf, total, d_idx)
+        return tirx.SeqStmt([*folded, tirx.BufferStore(d_buf, total, d_idx)]) if folded else \
+            tirx.BufferStore(d_buf, total, d_idx)
 
     # a per-thread destination needs every row in every thread; a shared one each row once
     stmts.append(lowering.nest([s_ext[a] for a in kept], store,
