@@ -7,8 +7,10 @@ host (nvcc); on a GPU the kernels' draws equal the model's."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -186,6 +188,164 @@ def test_one_kernel_draws_from_one_generator():
     with pytest.raises(LanguageError, match=r"T\.rng_init: one kernel draws from one generator; this one names "
                                             r"\['curandStateMRG32k3a_t', 'curandStateXORWOW_t'\]"):
         tilelang.lower(main, target=SM90)
+
+
+# -- the lowered kernels in the lowered-IR emulator, with the generators built for the host --
+# cuRAND's device API compiles for the host where its QUALIFIERS say __host__, and so do
+# tl_curand.h's wrappers (TL_CURAND_QUALIFIERS); tl_device.h's Philox is __host__ already.
+# The emulator calls them through ctypes on each thread's own state bytes, so a kernel's
+# draws as lowered (where its state lives, which arguments reach the init, what persists
+# between draws) are checked here against cuRAND called directly (and Philox against the
+# Python model above).
+HOST_LIBRARY = r"""
+#define QUALIFIERS static __forceinline__ __host__ __device__
+#define TL_CURAND_QUALIFIERS __host__ __device__ __forceinline__
+#include <cstdio>
+#include "tl_device.h"
+#include "tl_curand.h"
+#define EXPORT(NAME, STATE)                                                                          \
+  extern "C" void h_init_##NAME(void* s, unsigned long long a, unsigned long long b, unsigned long long c) { \
+    tl_curand_init_##NAME(s, a, b, c); }                                                              \
+  extern "C" unsigned h_next_##NAME(void* s) { return tl_curand_next_##NAME(s); }                     \
+  extern "C" float h_uniform32_##NAME(void* s) { return tl_curand_uniform32_##NAME(s); }              \
+  extern "C" double h_uniform64_##NAME(void* s) { return tl_curand_uniform64_##NAME(s); }             \
+  extern "C" float h_normal32_##NAME(void* s) { return tl_curand_normal32_##NAME(s); }                \
+  extern "C" double h_normal64_##NAME(void* s) { return tl_curand_normal64_##NAME(s); }               \
+  extern "C" void reference_##NAME(unsigned* a, float* u, double* g, unsigned long long seed,         \
+                                   unsigned long long subsequence, unsigned long long offset, int n) { \
+    STATE state;                                                                                      \
+    curand_init(seed, subsequence, offset, &state);                                                   \
+    for (int j = 0; j < n; ++j) a[j] = curand(&state);                                                \
+    for (int j = 0; j < n; ++j) u[j] = curand_uniform(&state);                                        \
+    for (int j = 0; j < n; ++j) g[j] = curand_normal_double(&state);                                  \
+  }
+EXPORT(xorwow, curandStateXORWOW_t)
+EXPORT(mrg32k3a, curandStateMRG32k3a_t)
+extern "C" void h_init_philox(void* s, unsigned long long a, unsigned long long b, unsigned long long c) {
+  tl_rng_init(static_cast<unsigned*>(s), a, b, c); }
+extern "C" unsigned h_next_philox(void* s) { return tl_rng_next(static_cast<unsigned*>(s)); }
+extern "C" float h_uniform32_philox(void* s) { return tl_rng_uniform32(static_cast<unsigned*>(s)); }
+extern "C" double h_uniform64_philox(void* s) { return tl_rng_uniform64(static_cast<unsigned*>(s)); }
+extern "C" float h_normal32_philox(void* s) { return tl_rng_normal32(static_cast<unsigned*>(s)); }
+extern "C" double h_normal64_philox(void* s) { return tl_rng_normal64(static_cast<unsigned*>(s)); }
+"""
+_HELPER = re.compile(r"^tl_(?:curand_(init|next|uniform32|uniform64|normal32|normal64)_(xorwow|mrg32k3a)|"
+                     r"rng_(init|next|uniform32|uniform64|normal32|normal64))$")
+
+
+@pytest.fixture(scope="module")
+def host_generators(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The generators' helpers built for the host (a shared library), with cuRAND's direct
+    draws (``reference_<generator>``) beside them."""
+    import ctypes
+
+    curand = next((d for d in toolchain.include_dirs() if (Path(d) / "curand_kernel.h").is_file()), None)
+    if toolchain.nvcc_path() is None or curand is None:
+        pytest.skip("needs nvcc and cuRAND's headers (pip install 'tilelang-cuda[curand]')")
+    folder = tmp_path_factory.mktemp("host_rng")
+    (folder / "generators.cu").write_text(HOST_LIBRARY)
+    subprocess.run([toolchain.nvcc_path(), "-shared", "-Xcompiler", "-fPIC", "-I", str(HEADER_DIR), "-I", curand,
+                    "-o", str(folder / "generators.so"), str(folder / "generators.cu")], check=True,
+                   capture_output=True)
+    library = ctypes.CDLL(str(folder / "generators.so"))
+    for generator in ("xorwow", "mrg32k3a", "philox"):
+        getattr(library, f"h_init_{generator}").argtypes = [ctypes.c_void_p] + [ctypes.c_ulonglong] * 3
+        for op, result in (("next", ctypes.c_uint), ("uniform32", ctypes.c_float), ("uniform64", ctypes.c_double),
+                           ("normal32", ctypes.c_float), ("normal64", ctypes.c_double)):
+            function = getattr(library, f"h_{op}_{generator}")
+            function.argtypes, function.restype = [ctypes.c_void_p], result
+        if generator != "philox":
+            getattr(library, f"reference_{generator}").argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_ulonglong] * 3 + [
+                ctypes.c_int]
+    return library
+
+
+def emulated(func: Any, library: Any, *arrays: np.ndarray, scalars: dict[str, int] | None = None) -> None:
+    """Runs ``func`` lowered for sm_90 in the emulator, the generators' helpers on the host."""
+    from lowered_instructions import extern_for, lowered_kernel
+
+    def helper(name: str) -> Any:
+        match = _HELPER.match(name)
+        if match is None:
+            return extern_for(name)
+        op = match.group(1) or match.group(3)
+        function = getattr(library, f"h_{op}_{match.group(2) or 'philox'}")
+
+        def run(kernel: Any, args: list[Any], call: Any) -> Any:
+            state, rest = args[0], [np.broadcast_to(np.asarray(a), kernel.mask.shape) for a in args[1:]]
+            result = np.zeros(kernel.mask.shape, {"init": "uint8", "next": "uint32"}.get(op, str(call.ty.dtype)))
+            for t in np.nonzero(kernel.mask)[0]:  # each thread on its own state's bytes
+                start = int(state.offset[t])
+                data = np.ascontiguousarray(state.memory.data[t, start:])
+                value = function(data.ctypes.data, *(int(a[t]) for a in rest))
+                state.memory.data[t, start:] = data
+                if op != "init":
+                    result[t] = value
+            return None if op == "init" else result
+
+        return run
+
+    kernel = lowered_kernel(tilelang.lower(func, target=SM90).device_mod)
+    kernel._extern_for = helper
+    kernel(*arrays, scalars=scalars)
+
+
+@pytest.mark.parametrize("generator", ["curandStatePhilox4_32_10_t", *sorted(CURAND_GENERATORS)])
+@pytest.mark.parametrize("default_subsequence", [False, True])
+def test_draws_as_lowered_are_the_generators(host_generators, generator, default_subsequence):
+    blocks, threads, per_thread, seed = 2, 32, 6, 2 ** 33 + 5
+    n = blocks * threads * per_thread
+    a, u, g = np.zeros(n, np.uint32), np.zeros(n, np.float32), np.zeros(n, np.float64)
+    emulated(draws_kernel(blocks, threads, per_thread, seed, default_subsequence, generator), host_generators, a, u, g)
+    for bx in range(blocks):
+        for tx in range(threads):
+            sub, off = (bx * threads + tx, 0) if default_subsequence else (tx, bx * 1000)
+            at = slice((bx * threads + tx) * per_thread, (bx * threads + tx + 1) * per_thread)
+            if generator in CURAND_GENERATORS:
+                want = np.zeros(per_thread, np.uint32), np.zeros(per_thread, np.float32), np.zeros(per_thread)
+                getattr(host_generators, f"reference_{CURAND_GENERATORS[generator]}")(
+                    *(w.ctypes.data for w in want), seed, sub, off, per_thread)
+                for got, expected in zip((a, u, g), want):
+                    np.testing.assert_array_equal(got[at], expected, err_msg=f"{generator} thread {bx}, {tx}")
+            else:
+                assert a[at].tolist() == philox_draws(seed, sub, off, per_thread), (bx, tx)
+    assert len(set(a.tolist())) == n  # every thread its own stream
+
+
+def guarded_draws(blocks: int, generator: str) -> Any:
+    """Upstream's split-guard shape: the init under a run-time guard, a block-wide scan of
+    shared memory (barriers the passes split the guard around) before the draw."""
+    threads = 32
+
+    @T.prim_func
+    def main(A: T.Tensor((blocks,), "uint32"), n: T.int32):
+        with T.Kernel(blocks, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            counts = T.alloc_shared((threads,), "int32")
+            if bx < n:
+                T.rng_init(7, 0, bx, generator=generator)
+                counts[tx] = 1
+                T.cumsum(counts, dim=0)
+                if tx == 0:
+                    A[bx] = T.rng_rand() + T.cast(counts[threads - 1], "uint32") * 0
+
+    return main
+
+
+@pytest.mark.parametrize("generator", ["curandStatePhilox4_32_10_t", *sorted(CURAND_GENERATORS)])
+def test_a_guarded_init_split_around_barriers_draws_as_an_unguarded_one(host_generators, generator):
+    blocks, n = 6, 4
+    a = np.full(blocks, 0xDEADBEEF, np.uint32)
+    emulated(guarded_draws(blocks, generator), host_generators, a, scalars={"n": n})
+    for bx in range(n):
+        if generator in CURAND_GENERATORS:
+            want = np.zeros(1, np.uint32), np.zeros(1, np.float32), np.zeros(1)
+            getattr(host_generators, f"reference_{CURAND_GENERATORS[generator]}")(
+                *(w.ctypes.data for w in want), 7, 0, bx, 1)
+            assert a[bx] == want[0][0], bx
+        else:
+            assert a[bx] == philox_draws(7, 0, bx, 1)[0], bx
+    assert (a[n:] == 0xDEADBEEF).all()
 
 
 # -- on a GPU (marked `gpu`, skipped without one) ------------------------------------------------

@@ -9,28 +9,26 @@
 #include <curand_kernel.h>
 
 #define TL_CURAND_STATE_WORDS 8
+#ifndef TL_CURAND_QUALIFIERS  // a host build of cuRAND's device API (QUALIFIERS with __host__) sets both
+#define TL_CURAND_QUALIFIERS __device__ __forceinline__
+#endif
 
-#define TL_CURAND_GENERATOR(NAME, STATE)                                                                        \
-  static_assert(sizeof(STATE) <= TL_CURAND_STATE_WORDS * sizeof(unsigned long long) &&                          \
-                    alignof(STATE) <= alignof(unsigned long long),                                              \
-                "tl_curand.h: " #STATE " does not fit the state a kernel allocates for it");                    \
-  __device__ __forceinline__ void tl_curand_init_##NAME(void* s, unsigned long long seed,                       \
-                                                        unsigned long long subsequence,                         \
-                                                        unsigned long long offset) {                            \
-    curand_init(seed, subsequence, offset, static_cast<STATE*>(s));                                             \
-  }                                                                                                             \
-  __device__ __forceinline__ unsigned tl_curand_next_##NAME(void* s) { return curand(static_cast<STATE*>(s)); } \
-  __device__ __forceinline__ float tl_curand_uniform32_##NAME(void* s) {                                        \
-    return curand_uniform(static_cast<STATE*>(s));                                                              \
-  }                                                                                                             \
-  __device__ __forceinline__ double tl_curand_uniform64_##NAME(void* s) {                                       \
-    return curand_uniform_double(static_cast<STATE*>(s));                                                       \
-  }                                                                                                             \
-  __device__ __forceinline__ float tl_curand_normal32_##NAME(void* s) {                                         \
-    return curand_normal(static_cast<STATE*>(s));                                                               \
-  }                                                                                                             \
-  __device__ __forceinline__ double tl_curand_normal64_##NAME(void* s) {                                        \
-    return curand_normal_double(static_cast<STATE*>(s));                                                        \
+#define TL_CURAND_GENERATOR(NAME, STATE)                                                                            \
+  static_assert(sizeof(STATE) <= TL_CURAND_STATE_WORDS * sizeof(unsigned long long) &&                              \
+                    alignof(STATE) <= alignof(unsigned long long),                                                  \
+                "tl_curand.h: " #STATE " does not fit the state a kernel allocates for it");                        \
+  TL_CURAND_QUALIFIERS void tl_curand_init_##NAME(void* s, unsigned long long seed,                                 \
+                                                  unsigned long long subsequence, unsigned long long offset) {      \
+    curand_init(seed, subsequence, offset, static_cast<STATE*>(s));                                                 \
+  }                                                                                                                 \
+  TL_CURAND_QUALIFIERS unsigned tl_curand_next_##NAME(void* s) { return curand(static_cast<STATE*>(s)); }           \
+  TL_CURAND_QUALIFIERS float tl_curand_uniform32_##NAME(void* s) { return curand_uniform(static_cast<STATE*>(s)); } \
+  TL_CURAND_QUALIFIERS double tl_curand_uniform64_##NAME(void* s) {                                                 \
+    return curand_uniform_double(static_cast<STATE*>(s));                                                           \
+  }                                                                                                                 \
+  TL_CURAND_QUALIFIERS float tl_curand_normal32_##NAME(void* s) { return curand_normal(static_cast<STATE*>(s)); }   \
+  TL_CURAND_QUALIFIERS double tl_curand_normal64_##NAME(void* s) {                                                  \
+    return curand_normal_double(static_cast<STATE*>(s));                                                            \
   }
 
 TL_CURAND_GENERATOR(xorwow, curandStateXORWOW_t)
