@@ -1,9 +1,11 @@
-"""T.rng_init / T.rng_rand / T.rng_rand_float on CUDA: Philox4x32-10 (transform/random.py).
+"""T.rng_init / T.rng_rand / T.rng_rand_float on CUDA (transform/random.py): Philox4x32-10
+of tl_device.h, and cuRAND's XORWOW and MRG32k3a through cuRAND's headers (tl_curand.h).
 
-The generator's block function is checked against the known-answer vectors of Random123
-(the reference implementation of the paper that defines Philox), its stream against a
-Python model of cuRAND's Philox counter and key, by running tl_device.h's functions on the
-host (nvcc); on a GPU the kernels' draws equal the model's."""
+Philox's block function is checked against the known-answer vectors of Random123 (the
+reference implementation of the paper that defines Philox), its stream against a Python
+model of cuRAND's Philox counter and key, by running tl_device.h's functions on the host
+(nvcc). The kernels as lowered run in the lowered-IR emulator with the generators built for
+the host; on a GPU the kernels' draws equal the model's and cuRAND's own."""
 
 from __future__ import annotations
 
