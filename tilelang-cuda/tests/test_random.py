@@ -19,6 +19,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.cuda import codegen, toolchain
+from tilelang.cuda.transform.random import CURAND_HELPERS as CURAND_GENERATORS
 from tilelang.errors import CompileError, LanguageError
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -142,17 +143,15 @@ def test_each_thread_gets_one_state_and_the_ops_become_the_helpers():
         assert toolchain._compile_nvcc(source, "sm_90", "rng")[:4] == b"\x7fELF"
 
 
-CURAND_GENERATORS = {"curandStateXORWOW_t": "xorwow", "curandStateMRG32k3a_t": "mrg32k3a"}
-needs_curand = pytest.mark.skipif(
-    not any((Path(d) / "curand_kernel.h").is_file() for d in toolchain.include_dirs()),
-    reason="cuRAND's headers are not installed (pip install 'tilelang-cuda[curand]')")
+needs_curand = pytest.mark.skipif(toolchain.curand_include_dir() is None,
+                                  reason="cuRAND's headers are not installed (pip install 'tilelang-cuda[curand]')")
 
 
 @pytest.mark.parametrize("generator", sorted(CURAND_GENERATORS))
 def test_curands_other_generators_become_its_own_functions(generator):
     source = tilelang.lower(draws_kernel(2, 4, 8, 7, False, generator), target=SM90).device_source
     suffix = CURAND_GENERATORS[generator]
-    assert source.startswith(codegen.CURAND_HEADER.read_text())  # before TVM's prelude
+    assert source.startswith(codegen.curand_header())  # before TVM's prelude
     body = source[source.index('extern "C" __global__'):]
     assert body.count("uint64_t rng_state_ptr[8];") == 1 and "tl_rng_" not in body
     assert f"tl_curand_init_{suffix}((&(rng_state_ptr[0])), (uint64_t)7ULL, ((uint64_t)((int)threadIdx.x))," in body
@@ -241,7 +240,7 @@ def host_generators(tmp_path_factory: pytest.TempPathFactory) -> Any:
     draws (``reference_<generator>``) beside them."""
     import ctypes
 
-    curand = next((d for d in toolchain.include_dirs() if (Path(d) / "curand_kernel.h").is_file()), None)
+    curand = toolchain.curand_include_dir()
     if toolchain.nvcc_path() is None or curand is None:
         pytest.skip("needs nvcc and cuRAND's headers (pip install 'tilelang-cuda[curand]')")
     folder = tmp_path_factory.mktemp("host_rng")

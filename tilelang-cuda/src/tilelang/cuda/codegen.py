@@ -46,6 +46,11 @@ def _device_header() -> str:
 CURAND_HEADER = Path(__file__).with_name("tl_curand.h")
 _CURAND_CALL = re.compile(r"\btl_curand_")
 
+
+@functools.cache
+def curand_header() -> str:
+    return CURAND_HEADER.read_text()
+
 CONVERT_HEADER = Path(__file__).with_name("tl_convert.h")
 _CONVERT_PREFIX = "__tl_cvt_"
 
@@ -262,7 +267,7 @@ def _postproc(code: str, target: Any = None) -> str:
         at = code.find(_FIRST_KERNEL)
         code = code[:at] + conversion_helpers(code[at:]) + "\n" + code[at:]
     if _CURAND_CALL.search(code):  # the generators' helpers, over curand_kernel.h
-        code = CURAND_HEADER.read_text() + "\n" + code
+        code = curand_header() + "\n" + code
     if "tl_sync_grid()" in code:  # T.sync_grid (LowerGridSync): the kernel is launched cooperatively
         code = _GRID_SYNC + code
     if _HELPER_CALL.search(code):

@@ -59,11 +59,16 @@ def include_dirs() -> tuple[str, ...]:
 CURAND_INCLUDE = "#include <curand_kernel.h>"
 
 
+def curand_include_dir() -> str | None:
+    """The include folder that holds cuRAND's curand_kernel.h, or None."""
+    return next((d for d in include_dirs() if (Path(d) / "curand_kernel.h").is_file()), None)
+
+
 def check_headers(source: str, name: str) -> None:
     """A CompileError saying how to install what ``source`` includes beyond the CUDA
     runtime's headers, where no include folder has it (cuRAND's curand_kernel.h, for
     T.rng_init's XORWOW and MRG32k3a generators)."""
-    if CURAND_INCLUDE in source and not any((Path(d) / "curand_kernel.h").is_file() for d in include_dirs()):
+    if CURAND_INCLUDE in source and curand_include_dir() is None:
         raise CompileError(f"kernel {name!r} draws from cuRAND's XORWOW or MRG32k3a generator "
                            "(T.rng_init(..., generator=...)), which needs cuRAND's headers, and none were found: "
                            "pip install 'tilelang-cuda[curand]' (the nvidia-curand wheel), or install the CUDA "
