@@ -102,35 +102,35 @@ def record(name: str) -> loader.PluginRecord:
 # -- plugin API versions ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("declared", ["1.13", "1.12", "1.11", "1.10", "1.9", "1.8", "1.7", "1.6", "1.5", "1.4", "1.3", "1.2", "1.1", "1.0"])
+@pytest.mark.parametrize("declared", ["1.14", "1.13", "1.12", "1.11", "1.10", "1.9", "1.8", "1.7", "1.6", "1.5", "1.4", "1.3", "1.2", "1.1", "1.0"])
 def test_same_major_and_an_older_or_equal_minor_is_accepted(declared: str) -> None:
-    assert PLUGIN_API_VERSION == "1.13"
+    assert PLUGIN_API_VERSION == "1.14"
     assert api_incompatibility(declared, "acme") is None
 
 
-FIX = "to fix: set TILELANG_PLUGIN_API = \"1.13\" in module 'fake_acme'"
+FIX = "to fix: set TILELANG_PLUGIN_API = \"1.14\" in module 'fake_acme'"
 
 
 @pytest.mark.parametrize(
     ("declared", "message"),
     [
-        ("1.14", ("written for plugin API 1.14, newer than this tilelang-core's 1.13; upgrade "
+        ("1.15", ("written for plugin API 1.15, newer than this tilelang-core's 1.14; upgrade "
                  "tilelang-core (or install an older release of the plugin)")),
-        ("2.0", ("written for plugin API 2.0, this tilelang-core implements 1.13 (the major "
+        ("2.0", ("written for plugin API 2.0, this tilelang-core implements 1.14 (the major "
                  "versions differ); install a release of the plugin written for API 1.x, or a "
                  "tilelang-core that implements 2.x")),
-        ("0.9", ("written for plugin API 0.9, this tilelang-core implements 1.13 (the major "
+        ("0.9", ("written for plugin API 0.9, this tilelang-core implements 1.14 (the major "
                  "versions differ); install a release of the plugin written for API 1.x, or a "
                  "tilelang-core that implements 0.x")),
         (1, ('TILELANG_PLUGIN_API is 1 (int); it must be a "major.minor" string (this '
-             f"tilelang-core implements 1.13); {FIX}")),
+             f"tilelang-core implements 1.14); {FIX}")),
         (1.1, ('TILELANG_PLUGIN_API is 1.1 (float); it must be a "major.minor" string (this '
-               f"tilelang-core implements 1.13); {FIX}")),
+               f"tilelang-core implements 1.14); {FIX}")),
         ("1", ("TILELANG_PLUGIN_API '1' is not a 'major.minor' version (this tilelang-core "
-               f"implements 1.13); {FIX}")),
+               f"implements 1.14); {FIX}")),
         (None, ("module 'fake_acme' has no TILELANG_PLUGIN_API attribute: a plugin must declare "
                 'the plugin API it was written for, as a "major.minor" string (this '
-                f"tilelang-core implements 1.13); {FIX}")),
+                f"tilelang-core implements 1.14); {FIX}")),
     ],
     ids=["newer-minor", "other-major", "older-major", "int", "float", "no-minor", "missing"],
 )
@@ -322,7 +322,7 @@ def test_strict_mode_raises_one_error_with_a_line_per_plugin(load_with: Any) -> 
         "plugin 'broken' from broken-dist 0.1 failed: import of 'fake_broken' failed: ImportError: "
         "fake_broken needs an SDK that is not installed\n"
         "plugin 'future' from future-dist 9.0 incompatible: written for plugin API 2.0, this "
-        "tilelang-core implements 1.13 (the major versions differ); install a release of the plugin "
+        "tilelang-core implements 1.14 (the major versions differ); install a release of the plugin "
         "written for API 1.x, or a tilelang-core that implements 2.x"
     ) + "$"):
         load_with(

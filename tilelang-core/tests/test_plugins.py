@@ -285,7 +285,7 @@ def test_plugin_for_another_api_version_is_incompatible(default_state: dict[str,
     (future,) = _records(default_state, "future")
     assert future["status"] == "incompatible"  # and its hook (which raises) was never called
     assert future["error"] == (
-        "written for plugin API 2.0, this tilelang-core implements 1.13 (the major versions "
+        "written for plugin API 2.0, this tilelang-core implements 1.14 (the major versions "
         "differ); install a release of the plugin written for API 1.x, or a tilelang-core "
         "that implements 2.x"
     )

@@ -72,6 +72,8 @@ _EXPORTS: dict[str, str] = {
     # -- pass helpers ----------------------------------------------------------------------
     "PassPipeline": "tilelang.backend.pass_pipeline",
     "prim_func_pass": "tilelang.backend.pass_pipeline",
+    "keeps_span": "tilelang.transform.source_lines",  # 1.14: a lowered statement's line (#line)
+    "stamp_span": "tilelang.transform.source_lines",  # 1.14
     "pass_config": "tilelang.backend.pass_pipeline",
     "flatten_and_vectorize": "tilelang.backend.pass_pipeline",
     "CaptureLaunchMetadata": "tilelang.backend.pass_pipeline",

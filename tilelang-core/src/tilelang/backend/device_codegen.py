@@ -60,8 +60,12 @@ class HostCodegen:
             raise ManifestError("HostCodegen.build must be callable")
 
 
-def tvm_build_function(kind: str) -> Callable[[Any, Any], Any]:
-    """The codegen that TVM registers as the global function ``target.build.<kind>``."""
+def tvm_build_function(kind: str, source_lines: bool = False) -> Callable[[Any, Any], Any]:
+    """The codegen that TVM registers as the global function ``target.build.<kind>``.
+
+    ``source_lines``: the codegen writes C-family source, which under ``tl.emit_line_directives``
+    gets ``#line`` directives naming the kernel's Python lines; the backend turns the printed
+    markers into directives with ``apply_source_postproc`` (tilelang.transform.source_lines)."""
 
     def build(mod: Any, target: Any) -> Any:
         import tvm
@@ -69,6 +73,10 @@ def tvm_build_function(kind: str) -> Callable[[Any, Any], Any]:
         func = tvm.get_global_func(f"target.build.{kind}", allow_missing=True)
         if func is None:
             raise CompileError(f"this apache-tvm build has no 'target.build.{kind}' codegen")
+        if source_lines:
+            from ..transform.source_lines import mark_source_lines
+
+            mod = mark_source_lines(mod)
         return func(mod, target)
 
     build.__name__ = f"tvm_build_{kind}"

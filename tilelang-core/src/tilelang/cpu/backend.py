@@ -43,6 +43,8 @@ BACKEND = BackendModule(
     description="CPU kernels through TVM's LLVM (or C) codegen; blocks run on the thread pool",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.emit_line_directives": "target 'c': #line directives in the C source, so that the C compiler's "
+                                   "messages name the kernel's .py lines (LLVM's codegen writes no source)",
         "tl.disable_parallel": "run kernel blocks serially instead of on the thread pool",
         "tl.bounds_check": "check every tensor access at run time: an out-of-bounds index "
                            "raises (naming the access and its source line) instead of reading "

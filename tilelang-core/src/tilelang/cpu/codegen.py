@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from ..backend import DeviceCodegen, HostCodegen, tvm_build_function
+from ..engine.callback import apply_source_postproc
 from ..errors import CompileError
 
 
@@ -23,7 +24,7 @@ def _no_device_code(mod: Any, target: Any) -> Any:
 # TVM's C codegen writes float16 as `half` and defines no such type; GCC >= 12 and
 # Clang >= 15 provide _Float16 on x86-64 and AArch64 (ISO/IEC TS 18661-3 interchange type).
 _HALF_PRELUDE = "#ifndef TILELANG_HALF_DEFINED\n#define TILELANG_HALF_DEFINED\ntypedef _Float16 half;\n#endif\n"
-_build_c = tvm_build_function("c")
+_build_c = tvm_build_function("c", source_lines=True)
 # TVM's C codegen prints infinite and NaN constants as printf does, plus a float suffix
 # (`-inff`, `(half)-inff`, `nanf`; `-inf` for doubles): no C tokens. C99's <math.h>
 # (which the generated source includes) names them INFINITY and NAN.
@@ -82,7 +83,7 @@ def build_c_host(mod: Any, target: Any) -> Any:
     mod, exact = _exact_float_constants(mod)
     module = _build_c(mod, target)
     source = str(module.inspect_source())
-    fixed = _NON_FINITE.sub(lambda m: _C99_NAMES[m.group(1)], source)
+    fixed = _NON_FINITE.sub(lambda m: _C99_NAMES[m.group(1)], apply_source_postproc("c", source))
     if re.search(r"\bhalf\b", fixed):
         fixed = _HALF_PRELUDE + fixed
     if exact:

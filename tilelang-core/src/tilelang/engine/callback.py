@@ -6,7 +6,9 @@ Upstream TileLang's spelling is kept (``register_cuda_postproc``,
 C++ codegen looks up; here the registry is a plain table keyed by target kind, and each
 target backend that generates source asks for its own kind's callback
 (``source_postproc(kind)``) — core neither applies it nor knows which backends do.
-Backends that apply it: CUDA (``cuda``, after its own helper definitions are prepended).
+Backends that apply it: CUDA (``cuda``, after its own helper definitions are prepended), ROCm
+(``hip``, before its prelude) and the CPU's C codegen (``c``). Before the registered function,
+it turns ``tl.emit_line_directives``' line markers into ``#line`` directives.
 
 The kernel cache keys kernels by their IR and options, not by these callbacks: a kernel
 compiled before a callback was registered is served from the cache unchanged. Disable the
@@ -52,7 +54,10 @@ def source_postproc(kind: str) -> SourcePostproc | None:
 
 def apply_source_postproc(kind: str, code: str, target: Any = None) -> str:
     """``code`` through ``kind``'s post-processor; a result that is not a string is an error
-    naming the function."""
+    naming the function. Line markers (``tl.emit_line_directives``) become ``#line`` first."""
+    from ..transform.source_lines import line_directives
+
+    code = line_directives(code)
     func = _POSTPROCS.get(kind)
     if func is None:
         return code

@@ -162,9 +162,11 @@ def lower_with_context(
 
     from ..language.barriers import check_lowerable
     from ..language.clusters import check_clusters
+    from ..transform.source_lines import kernel_lines
     from .semantic_check import DISABLE_CONFIG as NO_SEMANTIC_CHECK
     from .semantic_check import check_fully_lowered, check_kernel, check_parallel_fragments
 
+    def_line = kernel_lines(func)  # tl.emit_line_directives: the kernel's def line
     if name is None:
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         name = str(symbol) if symbol else "main"
@@ -214,7 +216,7 @@ def lower_with_context(
     failure: BaseException | None = None
     try:
         traced = [trace.instrument] if trace is not None else []
-        with _session(configs, [*instruments, *session_instruments(configs, name), *traced]):
+        with _session(configs, [*instruments, *session_instruments(configs, name), *traced]), def_line:
             mod = tvm.IRModule({name: func.with_attr("global_symbol", name)})
             mod = tvm.tirx.transform.BindTarget(context.target)(mod)
             mod = context.lower(mod)

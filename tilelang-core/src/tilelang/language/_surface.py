@@ -270,9 +270,36 @@ def prim_func(func=None, **kwargs):
 
             raise_for_user(err)
             raise
-        return _normalize(parsed)
+        return _with_def_span(_normalize(parsed), f)
 
     return wrap(func) if func is not None else wrap
+
+
+def _with_def_span(func, f):
+    """``func`` with the span of its ``def`` line, which TVMScript leaves out (under
+    ``tl.emit_line_directives`` the kernel's entry in generated source names it; passes
+    that rebuild the function drop it, so lowering takes it first: source_lines.kernel_lines)."""
+    import inspect
+
+    import tvm
+    import tvm_ffi
+    from tvm import tirx as _tvm_tirx
+
+    if func.span is not None or not isinstance(func, _tvm_tirx.PrimFunc):
+        return func
+    names: list = []
+    tvm_ffi.structural_walk(func.body, (_tvm_tirx.Stmt, lambda n: names.append(n.span.source_name)
+                                        if n.span is not None and not names else None))
+    try:
+        lines, first = inspect.getsourcelines(f)
+    except (OSError, TypeError):
+        return func
+    if not names:
+        return func
+    offset = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
+    column = len(lines[offset]) - len(lines[offset].lstrip()) + 1
+    span = tvm.ir.Span(names[0], first + offset, first + offset, column, column)
+    return _tvm_tirx.PrimFunc(func.params, func.body, func.ret_type, func.attrs, span)
 
 
 def _declares_its_parameters(f) -> bool:

@@ -27,7 +27,7 @@ def _unit_step(loop: Any) -> Any:
     body = substitute(loop.body, [(var, loop.min + k * step)])
     extent = tirx.ceildiv(loop.extent, step)
     return tirx.For(k, tirx.const(0, str(var.ty)), extent, loop.kind, body,
-                    annotations=loop.annotations)
+                    annotations=loop.annotations, span=loop.span)
 
 
 #: a T.unroll loop whose extent is known only at run time (``T.unroll(tid % 32)``): TVM's
@@ -43,7 +43,7 @@ def _dynamic_unroll(loop: Any) -> Any:
     if loop.kind != tirx.ForKind.UNROLLED or isinstance(loop.extent, tirx.IntImm):
         return loop
     return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body,
-                    annotations={**dict(loop.annotations), DYNAMIC_UNROLL: 1})
+                    annotations={**dict(loop.annotations), DYNAMIC_UNROLL: 1}, span=loop.span)
 
 
 def _launch_from_bindings(body: Any) -> Any:
@@ -68,7 +68,7 @@ def _launch_from_bindings(body: Any) -> Any:
 
         var = loop.loop_var
         iter_var = tirx.IterVar(tvm.ir.Range.from_min_extent(loop.min, loop.extent), var, 1, tag)
-        return tirx.AttrStmt(iter_var, "thread_extent", loop.extent, loop.body)
+        return tirx.AttrStmt(iter_var, "thread_extent", loop.extent, loop.body, loop.span)
 
     return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
 
@@ -88,6 +88,7 @@ def normalize(func: Any) -> Any:
             tirx.ForKind.PARALLEL,
             loop.body,
             annotations={"tilelang.parallel": 1},
+            span=loop.span,
         )
 
     # T.Persistent nests first: their wave loops are ordinary loops for what follows

@@ -25,7 +25,8 @@ import re
 #: NAMED_BARRIER_ARRIVE (T.named_barrier_arrive, lowered by a backend with named barriers);
 #: 1.12 DropDeadBindings (bindings a device-side simplify left unread).
 #: 1.13 BackendModule.launch_wrapper (state around a launch: T.annotate_l2_hit_ratio).
-PLUGIN_API_VERSION = "1.13"
+#: 1.14 tvm_build_function(source_lines=), keeps_span and stamp_span (tl.emit_line_directives).
+PLUGIN_API_VERSION = "1.14"
 API_ATTRIBUTE = "TILELANG_PLUGIN_API"
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")

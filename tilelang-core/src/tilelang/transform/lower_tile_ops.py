@@ -35,6 +35,7 @@ from ..language.ops import (
 from ..language.tile import REDUCE_KINDS, SCAN_KINDS
 from .block_reduce import across_threads, reduce_across_threads
 from .reduce_kinds import reduce_combine, reduce_identity, reduce_operand
+from .source_lines import stamp_span
 
 _OP_NAMES = {op: name for name, op in TILE_OPS.items()}
 _UNBOUNDED = 2**62  # ConstIntBound's infinities are +-(2^63 - 1)
@@ -582,7 +583,7 @@ def _run(func: Any, cross_thread: bool) -> Any:
 
     def on_evaluate(stmt: Any) -> Any:
         try:
-            return lowering.lower(stmt)
+            return stamp_span(lowering.lower(stmt), stmt.span)  # its loops are the tile op's line
         except LanguageError as err:  # raised after the walk: FFI callbacks lose the type
             errors.append(LanguageError(str(err) + source_location(stmt.span)))
             return stmt

@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import target
 
-TILELANG_PLUGIN_API = "1.13"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=); 1.10: device_model; 1.11: NAMED_BARRIER_ARRIVE; 1.12: DropDeadBindings; 1.13: launch_wrapper
+TILELANG_PLUGIN_API = "1.14"  # 1.2: the random-number ops, AtomicFunctions.helpers; 1.3: LowerGridSync; 1.4: LowerSourceKernels; 1.5: DeviceToolchain.cannot_run_here; 1.6: gpu_block_passes(vector_fp8=); 1.7: FindFirstSet; 1.8: ATOMIC_USE_TMA_ATTR; 1.9: LowerClusterOps(store=); 1.10: device_model; 1.11: NAMED_BARRIER_ARRIVE; 1.12: DropDeadBindings; 1.13: launch_wrapper; 1.14: source_lines, keeps_span
 
 BACKEND = BackendModule(
     name="cuda",
@@ -44,6 +44,8 @@ BACKEND = BackendModule(
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.emit_line_directives": "#line directives in the CUDA source: nvcc's and NVRTC's messages, and "
+                                   "tools reading line tables, name the kernel's .py lines",
         "tl.disable_thread_storage_sync": "add no block barriers for shared memory: the kernel places its "
                                           "own (T.sync_threads, named barriers among them)",
         "tl.min_blocks_per_sm": "blocks per SM to budget registers for (launch bounds); "

@@ -22,7 +22,7 @@ from tilelang.plugin import (
 
 from . import toolchain
 
-_build = tvm_build_function("cuda")
+_build = tvm_build_function("cuda", source_lines=True)
 DEVICE_HEADER = Path(__file__).with_name("tl_device.h")
 TMA_HEADER = Path(__file__).with_name("tl_tma.h")  # appended to it (it uses tl_smem_addr)
 _HELPERS = ("tl_mma", "tl_cp_async", "tl_ldmatrix", "tl_wgmma", "tl_fence", "tl_atomic", "tl_mbarrier",

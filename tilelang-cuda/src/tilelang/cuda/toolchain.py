@@ -25,6 +25,14 @@ from tilelang.plugin import DeviceToolchain
 
 TOOLCHAIN_ENV = "TILELANG_CUDA_TOOLCHAIN"
 OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
+#: source with #line directives (tl.emit_line_directives) also gets a line table, which maps
+#: the machine code to those lines (compute-sanitizer's reports, Nsight's source view)
+_LINE_DIRECTIVE = re.compile(r'^#line \d+ "', re.MULTILINE)
+
+
+def options_for(source: str) -> tuple[str, ...]:
+    """The compiler options for ``source``: OPTIONS, and ``-lineinfo`` where it has ``#line``s."""
+    return (*OPTIONS, "-lineinfo") if _LINE_DIRECTIVE.search(source) else OPTIONS
 
 
 def cubin_cache_dir() -> Path:
@@ -172,7 +180,7 @@ def _compile_nvrtc(source: str, arch: str, name: str) -> bytes:
         return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
     program = check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
-    options = [f"-arch={arch}".encode(), b"-default-device", *[o.encode() for o in OPTIONS if o != "-O3"]]
+    options = [f"-arch={arch}".encode(), b"-default-device", *[o.encode() for o in options_for(source) if o != "-O3"]]
     options += [f"-I{d}".encode() for d in include_dirs()]
     try:
         check(nvrtc.nvrtcCompileProgram(program, len(options), options), "compile", program)
@@ -190,7 +198,7 @@ def _compile_nvcc(source: str, arch: str, name: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tilelang-nvcc-") as tmp:
         src, out = Path(tmp) / f"{name}.cu", Path(tmp) / f"{name}.cubin"
         src.write_text(source)
-        cmd = [nvcc, "-cubin", f"-arch={arch}", *OPTIONS, *[f"-I{d}" for d in include_dirs()],
+        cmd = [nvcc, "-cubin", f"-arch={arch}", *options_for(source), *[f"-I{d}" for d in include_dirs()],
                "-o", str(out), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -216,7 +224,7 @@ def compile_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
     """CUDA source -> cubin for ``arch`` (e.g. "sm_90"), through the disk cache."""
     arch = arch_for_source(source, arch)
     toolchain = choose_toolchain()
-    key = hashlib.sha256("\0".join([toolchain, arch, *OPTIONS, source]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([toolchain, arch, *options_for(source), source]).encode()).hexdigest()
     # tilelang.cache: a folder only its owner may write (None: cache disabled or unusable),
     # and a digest checked before the bytes are used (a truncated cubin is rebuilt)
     from tilelang.plugin import cache_subdir, read_file, remove_stale, write_file

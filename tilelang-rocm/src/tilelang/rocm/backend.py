@@ -11,7 +11,7 @@ from tilelang.plugin import (
 
 from . import execution, target
 
-TILELANG_PLUGIN_API = "1.12"  # 1.7: FindFirstSet; 1.10: device_model; 1.12: DropDeadBindings
+TILELANG_PLUGIN_API = "1.14"  # 1.7: FindFirstSet; 1.10: device_model; 1.12: DropDeadBindings; 1.14: source_lines
 
 BACKEND = BackendModule(
     name="rocm",
@@ -33,6 +33,7 @@ BACKEND = BackendModule(
     description="AMD GPUs: HIP source from TVM's CUDA-C printer and a HIP prelude; code objects from hipcc",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.emit_line_directives": "#line directives in the HIP source: hipcc's messages name the kernel's .py lines",
         "tl.disable_thread_storage_sync": "add no block barriers for shared memory: the kernel places its "
                                           "own (T.sync_threads, named barriers among them)",
         "tl.disable_mfma": "gfx90a/gfx942: keep T.gemm on the SIMT path instead of MFMA",

@@ -20,6 +20,7 @@ from typing import Any
 
 from tilelang.plugin import (
     DeviceCodegen,
+    apply_source_postproc,
     prim_func_pass,
     tvm_build_function,
     tvm_source_only_build,
@@ -35,7 +36,7 @@ _HIP_INCLUDES = {
     "#include <cuda.h>": "",
     "#include <cuda_runtime.h>": "",
 }
-_build_c = tvm_build_function("cuda")
+_build_c = tvm_build_function("cuda", source_lines=True)
 
 
 @functools.cache
@@ -74,7 +75,8 @@ def hip_source(cuda_c: str) -> str:
 def rocm_source(mod: Any, target: Any) -> str:
     # the CUDA-C printer's build: on an NVIDIA host TVM's CUDA factory would compile it
     with tvm_source_only_build():
-        return hip_source(str(_build_c(mod, printer_target()).inspect_source()))
+        # (the post-processing: #line directives, and a function registered for "hip")
+        return hip_source(apply_source_postproc("hip", str(_build_c(mod, printer_target()).inspect_source())))
 
 
 ROCM_DEVICE_CODEGEN = DeviceCodegen(source_only=rocm_source)

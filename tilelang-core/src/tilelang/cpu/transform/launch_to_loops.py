@@ -41,7 +41,7 @@ def _serialize_parallel(body: Any) -> Any:
         if loop.kind != _PARALLEL:
             return loop
         return tirx.For(loop.loop_var, loop.min, loop.extent, _SERIAL, loop.body,
-                        annotations=loop.annotations)
+                        annotations=loop.annotations, span=loop.span)
 
     return tvm_ffi.structural_map(body, (tirx.For, on_for), order="post")
 
@@ -85,7 +85,7 @@ def _keep_outermost_parallel(stmt: Any) -> Any:
         if isinstance(node, tirx.For) and node.kind == _PARALLEL:
             small = "tilelang.parallel" in node.annotations and _nest_points(node) < MIN_PARALLEL_EXTENT
             return tirx.For(node.loop_var, node.min, node.extent, _SERIAL if small else _PARALLEL,
-                            _serialize_parallel(node.body), annotations=node.annotations)
+                            _serialize_parallel(node.body), annotations=node.annotations, span=node.span)
         return None
 
     def on_stmt(node: Any) -> Any:

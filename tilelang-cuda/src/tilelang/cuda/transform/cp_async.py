@@ -24,6 +24,7 @@ from tilelang.plugin import (
     is_full_region,
     pass_config,
     seq,
+    stamp_span,
     static_ints,
     substitute,
     tile_op_name,
@@ -302,13 +303,14 @@ class AsyncCopyPipelines:
         at, first = _first_gemm(rest)
         acc = self._find(first.value.args[2].source, self.accumulators) if first is not None else None
         if acc is not None:  # the copies go out behind the first fragment loads
-            rest = [*rest[:at], self._mma(acc, first.value.args, after_first_load=issue), *rest[at + 1:]]
+            rest = [*rest[:at], stamp_span(self._mma(acc, first.value.args, after_first_load=issue), first.span),
+                    *rest[at + 1:]]
             issue = None
         # wgmma reads shared memory through the async proxy: the copies' writes are made
         # visible to it (by each writer, before the barrier that publishes them)
         fence = extern_call("tl_fence_proxy_async") if self.wgmma else None
         body = [extern_call("tl_cp_async_wait", ahead - 1), fence, block_barrier(), issue, *rest]
-        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body))
+        main = tirx.For(k, loop.min, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)
         self.needs_alignment = True
         drain = extern_call("tl_wgmma_wait", 0) if self.wgmma else None
         return seq([*prologue, main, extern_call("tl_cp_async_wait", 0), drain, block_barrier()])
@@ -342,7 +344,8 @@ class AsyncCopyPipelines:
         loop sits at the top of the block, else issued by thread 0 between GEMMs."""
         at, first = _first_gemm(rest)
         acc = self._find(first.value.args[2].source, self.accumulators) if first is not None else None
-        ring = TmaRing(loads, [p.value.args[0] for p in producers], loop, stages, self.tid, self.threads)
+        ring = TmaRing(loads, [p.value.args[0] for p in producers], loop, stages, self.tid, self.threads,
+                       spans=[p.span for p in producers])
         for load, p in zip(loads, producers):
             self.host_prologue += load.encode(p.value.args[0].source)
         self.needs_alignment = True
@@ -352,14 +355,14 @@ class AsyncCopyPipelines:
             record_ring(stages, ring.groups is not None)
             self.block_prologue += ring.prologue(specialized=True)
             consumers, producer = ring.specialized(
-                lambda release: self._wgmma(acc, first.value.args, after_wait=release) if acc is not None else None,
-                rest, at)
+                lambda release: stamp_span(self._wgmma(acc, first.value.args, after_wait=release), first.span)
+                if acc is not None else None, rest, at)
             if producer is not None:  # carried: it replays the path to the ring, from just before it
                 anchor = next(s for s in ring.path if isinstance(s, (tirx.For, tirx.IfThenElse)))
                 self.hoisted.append((anchor, producer))
             return consumers
-        return ring.single_issuer(lambda release: self._wgmma(acc, first.value.args, after_wait=release)
-                                  if acc is not None else None, rest, at)
+        return ring.single_issuer(lambda release: stamp_span(self._wgmma(acc, first.value.args, after_wait=release),
+                                                             first.span) if acc is not None else None, rest, at)
 
     def _load_tiles_in_producer(self, loop: Any, ring: TmaRing) -> None:
         """A carried ring's producer takes over the copies of wgmma operand tiles made once
@@ -528,7 +531,8 @@ class AsyncCopyPipelines:
         return bool(found)
 
     def _issue(self, producers: list[Any], k: Any, n: Any, k_value: Any, stage: Any) -> Any:
-        return seq([self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage) for p in producers])
+        return seq([stamp_span(self._cp_async(p.value.args[0], p.value.args[1], k, n, k_value, stage), p.span)
+                    for p in producers])
 
     def _partial_copy(self, g: Any, index: list[Any], axes: list[int], smem: Any, vec: int, running: Any) -> Any:
         """The vector at ``index`` of ``g`` when rows are not whole vectors: the elements

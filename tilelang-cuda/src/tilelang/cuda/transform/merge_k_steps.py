@@ -30,6 +30,7 @@ import tvm_ffi
 from tilelang.plugin import (
     dtype_bytes,
     is_full_region,
+    keeps_span,
     pass_config,
     prim_func_pass,
     static_ints,
@@ -191,7 +192,8 @@ def _run(func: Any) -> Any:
     def on_alloc(stmt: Any) -> Any:
         return next((tirx.AllocBuffer(new) for old, new in tiles.items() if old.same_as(stmt.buffer)), stmt)
 
-    body = tvm_ffi.structural_map(func.body, [(tirx.For, on_for), (tirx.AllocBuffer, on_alloc)], order="pre")
+    body = tvm_ffi.structural_map(func.body, [(tirx.For, keeps_span(on_for)), (tirx.AllocBuffer, on_alloc)],
+                                  order="pre")
     return func.with_body(body)
 
 

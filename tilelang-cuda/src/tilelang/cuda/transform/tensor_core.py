@@ -47,6 +47,7 @@ from tilelang.plugin import (
     dtype_bytes,
     extern_call,
     is_full_region,
+    keeps_span,
     matrix_extents,
     parallel_nest,
     prim_func_pass,
@@ -231,17 +232,17 @@ class _Kernel(AccumulatorLayouts, AsyncCopyPipelines, RowFamilies, WgmmaGemms, R
                 acc.regs = regs
         for row in self.rows.values():
             row.regs = tirx.decl_buffer((row.per_thread,), row.old.dtype, name=row.old.name, scope="local")
-        body = self._hoist_producers(tvm_ffi.structural_map(self.func.body, (tirx.For, self._on_pipelined),
+        body = self._hoist_producers(tvm_ffi.structural_map(self.func.body, (tirx.For, keeps_span(self._on_pipelined)),
                                                             order="pre"))
         if self.wgmma:
             body = self.fold_clears_into_gemms(body)
         self.lowering.scope_to(body)  # the ifs around each tile op, in the body it now lowers
-        body = tvm_ffi.structural_map(body, (tirx.Evaluate, self._on_op), order="post")
+        body = tvm_ffi.structural_map(body, (tirx.Evaluate, keeps_span(self._on_op)), order="post")
         if not all(replaced for _, _, replaced in self.tile_copies):
             raise CompileError(f"kernel {self.kernel!r}: a tile copy that the TMA producer issues was lost "
                                "(set the pass config tl.disable_warp_specialized to avoid it)")
-        body = tvm_ffi.structural_map(body, (tirx.For, self._on_nest), order="pre")
-        body = tvm_ffi.structural_map(body, [(tirx.BufferStore, self._on_store), (TensorLoad, self._on_load),
+        body = tvm_ffi.structural_map(body, (tirx.For, keeps_span(self._on_nest)), order="pre")
+        body = tvm_ffi.structural_map(body, [(tirx.BufferStore, keeps_span(self._on_store)), (TensorLoad, self._on_load),
                                              (tvm.ir.TensorRegion, self._on_region)], order="post")
         body = tvm_ffi.structural_map(body, (tirx.AllocBuffer, self._on_alloc), order="post")
         body = self._launch_bounds(self._at_block_top(body))

@@ -43,6 +43,7 @@ from tilelang.plugin import (
     dtype_bytes,
     extern_call,
     seq,
+    stamp_span,
     static_ints,
     substitute,
     unrolled,
@@ -218,6 +219,8 @@ class TmaRing:
     # first reading group 1); group 0 is released right after the first, group 1 waited
     # for right before the second
     split_at: tuple[int, int] | None = None
+    # the span of each load's T.copy (its boxes take that line under tl.emit_line_directives)
+    spans: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.barriers = barrier_buffer(self.stages)
@@ -296,11 +299,12 @@ class TmaRing:
         """The boxes of iteration ``k_value`` into ``stage``: every load's, or ``group``'s."""
         k = self.loop.loop_var
         bar = self.full(stage, group or 0)
-        mine = [(load, region) for i, (load, region) in enumerate(zip(self.loads, self.regions))
+        spans = self.spans or [None] * len(self.loads)
+        mine = [(load, region, span) for i, (load, region, span) in enumerate(zip(self.loads, self.regions, spans))
                 if group is None or self.groups[i] == group]
-        boxes = [load.issue([substitute(r.min, [(k, k_value)]) for r in region.region], stage, bar)
-                 for load, region in mine]
-        total = sum(load.bytes for load, _ in mine)
+        boxes = [stamp_span(load.issue([substitute(r.min, [(k, k_value)]) for r in region.region], stage, bar), span)
+                 for load, region, span in mine]
+        total = sum(load.bytes for load, _, _ in mine)
         return seq([extern_call("tl_mbarrier_expect_tx", bar, total), *boxes])
 
     def _init(self) -> Any:

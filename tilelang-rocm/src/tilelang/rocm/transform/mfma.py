@@ -25,6 +25,7 @@ from tilelang.plugin import (
     FRAGMENT_SCOPE,
     TILE_OPS,
     block_barrier,
+    keeps_span,
     pass_config,
     prim_func_pass,
     seq,
@@ -153,7 +154,7 @@ def _run(func: Any, mod: Any, ctx: Any) -> Any:
                 return seq([block_barrier(), gemm.call(shared_of(gemm.c.source), threads), block_barrier()])
         return stmt
 
-    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, on_evaluate), order="pre")
+    body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, keeps_span(on_evaluate)), order="pre")
     if moved:
         body = tvm_ffi.structural_map(body, (tirx.Buffer, shared_of), order="post")
     return func.with_body(body)
