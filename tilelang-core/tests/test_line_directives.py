@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.transform.source_lines import MARKER, line_directives
@@ -30,7 +29,7 @@ def add_one(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):  # mark
 
 
 def _directives(source: str) -> list[tuple[int, str]]:
-    return [(int(n), f) for n, f in re.findall(r'^#line (\d+) "(.*)"$', source, re.M)]
+    return [(int(n), f) for n, f in re.findall(r'^#line (\d+) "(.*)"$', source, re.MULTILINE)]
 
 
 def test_the_c_source_names_the_kernels_lines() -> None:
@@ -68,3 +67,19 @@ def test_a_path_is_written_as_a_c_string(path: str) -> None:
     out = line_directives(f"{declaration}\nvoid f() {{\n{marker}\n  x = 1;\n}}\n")
     escaped = path.replace("\\", "\\\\").replace('"', '\\"')
     assert out == f'void f() {{\n#line 12 "{escaped}"\n  x = 1;\n}}\n'
+
+
+@T.macro
+def _increment(B, i):
+    B[i] = B[i] + 1.0
+
+
+@T.prim_func
+def with_macro(A: T.Tensor((N,), "float32")):
+    for i in T.serial(N):
+        _increment(A, i)  # mark: macro call
+
+
+def test_a_macros_statements_name_the_line_that_calls_it() -> None:
+    lines = {n for n, _ in _directives(tilelang.lower(with_macro, target="c", pass_configs=ON).kernel_source)}
+    assert _line_of("# mark: macro call") in lines

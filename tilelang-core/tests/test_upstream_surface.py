@@ -157,7 +157,8 @@ def test_pass_config_key_spells_upstreams_keys() -> None:
 
 def test_backends_declare_the_pass_configs_they_honour() -> None:
     cpu = registered_backends()["cpu"]
-    assert set(cpu.pass_configs) == {"tl.disable_vectorize", "tl.disable_parallel", "tl.bounds_check"}
+    assert set(cpu.pass_configs) == {"tl.disable_vectorize", "tl.disable_parallel", "tl.bounds_check",
+                                     "tl.emit_line_directives"}
     if "cuda" in registered_backends():
         assert {"tl.disable_wgmma", "tl.min_blocks_per_sm"} <= set(registered_backends()["cuda"].pass_configs)
     with pytest.raises(ManifestError, match=r"pass_configs\['nodot'\]: keys are namespaced names"):
@@ -210,7 +211,7 @@ def test_tvm_configs_reach_tvms_pass_context_under_tvm_027_names() -> None:
 
 @pytest.mark.parametrize("configs, message", [
     ({"tl.disable_paralel": 1}, r"unknown pass config\(s\) \['tl.disable_paralel'\]; valid: tl.bounds_check, tl.disable_parallel, "
-                                r"tl.disable_vectorize \(the keys target backend 'cpu' honours\).* "
+                                r"tl.disable_vectorize, tl.emit_line_directives \(the keys target backend 'cpu' honours\).* "
                                 r"'tl.disable_paralel': did you mean 'tl.disable_parallel'\?$"),
     ({"tir.disable_vectorise": 1}, r"\['tir.disable_vectorise'\].*did you mean 'tirx.disable_vectorize'\?"),
     ({3: True}, r"pass config key 3 is a int; use a string such as 'tl.disable_vectorize'"),

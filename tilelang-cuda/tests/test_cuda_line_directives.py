@@ -8,7 +8,6 @@ import os
 import re
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.cuda import toolchain
@@ -46,7 +45,7 @@ def test_every_tile_statement_names_its_line(arch: str, execution_backend: str |
     artifact = tilelang.lower(gemm(), target={"kind": "cuda", "arch": arch}, pass_configs=ON,
                               execution_backend=execution_backend)
     source = artifact.kernel_source
-    directives = re.findall(r'^#line (\d+) "(.*)"$', source, re.M)
+    directives = re.findall(r'^#line (\d+) "(.*)"$', source, re.MULTILINE)
     assert {f for _, f in directives} == {__file__}
     lines = {int(n) for n, _ in directives}
     for mark in ("clear", "pipelined", "copy A", "copy B", "gemm", "epilogue"):

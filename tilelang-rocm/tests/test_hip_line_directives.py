@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.errors import CompileError
@@ -37,7 +36,7 @@ def gemm(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16"),
 
 def test_the_hip_source_names_every_tile_statements_line() -> None:
     source = tilelang.lower(gemm, target=GFX90A, pass_configs=ON).kernel_source
-    directives = re.findall(r'^#line (\d+) "(.*)"$', source, re.M)
+    directives = re.findall(r'^#line (\d+) "(.*)"$', source, re.MULTILINE)
     assert {f for _, f in directives} == {__file__}
     lines = {int(n) for n, _ in directives}
     for mark in ("clear", "copy A", "copy B", "gemm", "store"):

@@ -287,9 +287,11 @@ def _with_def_span(func, f):
 
     if func.span is not None or not isinstance(func, _tvm_tirx.PrimFunc):
         return func
+    from ..transform.source_lines import plain_span
+
     names: list = []
-    tvm_ffi.structural_walk(func.body, (_tvm_tirx.Stmt, lambda n: names.append(n.span.source_name)
-                                        if n.span is not None and not names else None))
+    tvm_ffi.structural_walk(func.body, (_tvm_tirx.Stmt, lambda n: names.append(plain_span(n.span).source_name)
+                                        if plain_span(n.span) is not None and not names else None))
     try:
         lines, first = inspect.getsourcelines(f)
     except (OSError, TypeError):

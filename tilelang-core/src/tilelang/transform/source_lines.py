@@ -48,8 +48,15 @@ def kernel_lines(func: Any) -> Iterator[None]:
         _KERNEL_SPAN.reset(token)
 
 
-def _line_span(span: Any) -> Any:
-    return span if span is not None and getattr(span, "line", 0) else None
+def plain_span(span: Any) -> Any:
+    """``span`` as one source range: a macro's statements have a SequentialSpan (the call's
+    range and the macro's own), whose first range is taken; None for no span or no line."""
+    if span is not None and hasattr(span, "spans"):
+        span = next(iter(span.spans), None)
+    return span if span is not None and getattr(span, "line", 0) and hasattr(span, "source_name") else None
+
+
+_line_span = plain_span
 
 
 def _with_span(node: Any, span: Any) -> Any:
