@@ -5,12 +5,13 @@ C compiler's) and the tools that read line tables name the ``.py`` file and line
 came from, as upstream TileLang's ``#line`` emission does. It takes three steps:
 
 - the statements a pass builds in place of one it lowers take that statement's span
-  (``stamp_span``; LowerTileOps and the CUDA backend's tile-op passes call it);
+  (``stamp_span`` / ``keeps_span``: LowerTileOps, the CUDA backend's tensor-core passes and
+  ROCm's MFMA pass use them);
 - just before codegen, ``mark_source_lines`` puts a marker call before each statement: its own
   line, or the line of the nearest statement around it that has one (so a statement without a
   span does not inherit the numbering of whatever came before it in the text);
 - the generated source's markers become ``#line N "file"`` (``line_directives``), in the
-  source post-processing every C-family backend applies.
+  source post-processing every C-family backend applies (``apply_source_postproc``).
 
 Statements keep no marker without the config, and a target whose codegen writes no source
 (LLVM) is never marked: its backend does not ask for it (``tvm_build_function``)."""
@@ -41,7 +42,7 @@ _KERNEL_SPAN: contextvars.ContextVar[Any] = contextvars.ContextVar("tl_kernel_sp
 def kernel_lines(func: Any) -> Iterator[None]:
     """Lowering ``func`` (as the user wrote it): its def line is where its generated functions
     start (``PrimFunc.with_body``, which passes use, drops a function's span)."""
-    token = _KERNEL_SPAN.set(_line_span(func.span))
+    token = _KERNEL_SPAN.set(plain_span(func.span))
     try:
         yield
     finally:
@@ -55,8 +56,6 @@ def plain_span(span: Any) -> Any:
         span = next(iter(span.spans), None)
     return span if span is not None and getattr(span, "line", 0) and hasattr(span, "source_name") else None
 
-
-_line_span = plain_span
 
 
 def _with_span(node: Any, span: Any) -> Any:
@@ -95,11 +94,11 @@ def stamp_span(stmt: Any, span: Any) -> Any:
     ``T.copy``'s line). Only under ``tl.emit_line_directives``: otherwise ``stmt`` itself."""
     import tvm_ffi
 
-    if _line_span(span) is None or not _wanted():
+    if plain_span(span) is None or not _wanted():
         return stmt
 
     def give(node: Any) -> Any:
-        return node if _line_span(node.span) is not None else _with_span(node, span)
+        return node if plain_span(node.span) is not None else _with_span(node, span)
 
     return tvm_ffi.structural_map(stmt, (_line_types(), give), order="post")
 
@@ -138,7 +137,7 @@ def _marked(stmt: Any, around: Any) -> Any:
 
     if isinstance(stmt, tirx.SeqStmt):
         return tirx.SeqStmt([_marked(s, around) for s in stmt.seq])
-    own = _line_span(stmt.span) or around
+    own = plain_span(stmt.span) or around
     if isinstance(stmt, tirx.For):
         body = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, _marked(stmt.body, own),
                         stmt.thread_binding, stmt.annotations, stmt.step, stmt.span)
@@ -167,7 +166,7 @@ def mark_source_lines(mod: Any) -> Any:
     functions = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc):
-            func = func.with_body(_marked(func.body, _line_span(func.span) or _KERNEL_SPAN.get()))
+            func = func.with_body(_marked(func.body, plain_span(func.span) or _KERNEL_SPAN.get()))
         functions[gvar] = func
     return tvm.IRModule(functions, attrs=mod.attrs)
 
