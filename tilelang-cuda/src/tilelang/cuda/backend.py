@@ -44,6 +44,8 @@ BACKEND = BackendModule(
     description="NVIDIA GPUs through TVM's CUDA codegen; cubins from NVRTC or nvcc",
     pass_configs={
         "tl.disable_vectorize": "do not vectorize T.Parallel / T.vectorized loops",
+        "tl.device_compile_flags": "extra flags for nvcc or NVRTC (upstream's compile_flags=, "
+                                  "T.annotate_compile_flags); NVRTC leaves out nvcc's own (-O3, -W..., --expt-...)",
         "tl.emit_line_directives": "#line directives in the CUDA source: nvcc's and NVRTC's messages, and "
                                    "tools reading line tables, name the kernel's .py lines",
         "tl.disable_thread_storage_sync": "add no block barriers for shared memory: the kernel places its "

@@ -16,6 +16,7 @@ from tilelang.plugin import (
     CompileError,
     DeviceCodegen,
     apply_source_postproc,
+    pass_config,
     tvm_build_function,
     tvm_source_only_build,
 )
@@ -274,7 +275,8 @@ def _postproc(code: str, target: Any = None) -> str:
         wgmma = sorted({m.groups() for m in _WGMMA_CALL.finditer(code)})
         generated = "".join(wgmma_helper(int(n), t, a, int(b), z == "z", int(k)) for n, k, t, a, b, z in wgmma)
         code = _device_header() + "\n" + generated + "\n" + code
-    return apply_source_postproc("cuda", code, target)
+    code = apply_source_postproc("cuda", code, target)
+    return toolchain.with_compile_flags(code, pass_config(toolchain.COMPILE_FLAGS_CONFIG))
 
 
 @functools.cache

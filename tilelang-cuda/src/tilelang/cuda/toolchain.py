@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -28,11 +30,54 @@ OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
 #: source with #line directives (tl.emit_line_directives) also gets a line table, which maps
 #: the machine code to those lines (compute-sanitizer's reports, Nsight's source view)
 _LINE_DIRECTIVE = re.compile(r'^#line \d+ "', re.MULTILINE)
+#: upstream's ``compile_flags=`` (tilelang.compile, @tilelang.jit, T.annotate_compile_flags),
+#: which arrive as this pass config: the codegen writes them on the source's first line, so
+#: that every execution backend compiles the kernel with them and the cubin cache's key has them
+COMPILE_FLAGS_CONFIG = "tl.device_compile_flags"
+_FLAGS_LINE = "// tl.device_compile_flags: "
+#: nvcc options NVRTC refuses that change nothing NVRTC makes: the optimization level (ptxas
+#: optimizes fully by default), host-compiler warnings and options, nvcc's own switches
+_NOT_FOR_NVRTC = re.compile(r"^(-O[0-3]|-W.*|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda"
+                            r"|-Xcompiler.*|--compiler-options.*|-ccbin.*|--keep.*|-keep.*)$")
+
+
+def with_compile_flags(source: str, flags: Any) -> str:
+    """``source`` with the kernel's extra compiler flags (a list, or one string as a shell
+    would split it) on its first line; ``source`` itself when there are none."""
+    if not flags:
+        return source
+    flags = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
+    return _FLAGS_LINE + json.dumps(flags) + "\n" + source
+
+
+def compile_flags(source: str) -> list[str]:
+    """The extra compiler flags ``source`` carries (with_compile_flags)."""
+    if not source.startswith(_FLAGS_LINE):
+        return []
+    return list(json.loads(source[len(_FLAGS_LINE):source.index("\n")]))
 
 
 def options_for(source: str) -> tuple[str, ...]:
-    """The compiler options for ``source``: OPTIONS, and ``-lineinfo`` where it has ``#line``s."""
-    return (*OPTIONS, "-lineinfo") if _LINE_DIRECTIVE.search(source) else OPTIONS
+    """nvcc's options for ``source``: OPTIONS, ``-lineinfo`` where it has ``#line``s, then the
+    kernel's own compile flags."""
+    lines = ("-lineinfo",) if _LINE_DIRECTIVE.search(source) else ()
+    return (*OPTIONS, *lines, *compile_flags(source))
+
+
+def nvrtc_options(options: tuple[str, ...]) -> list[str]:
+    """nvcc's options as NVRTC takes them: ``--ptxas-options=a,b`` (and ``-Xptxas a,b``) as
+    one option per ptxas option (NVRTC hands the value to ptxas whole), and the options in
+    _NOT_FOR_NVRTC left out."""
+    out: list[str] = []
+    items = iter(options)
+    for option in items:
+        ptxas = re.fullmatch(r"(?:--ptxas-options|-Xptxas)(?:=(.*))?", option)
+        if ptxas is not None:
+            value = ptxas.group(1) if ptxas.group(1) is not None else next(items, "")
+            out += [f"--ptxas-options={v}" for v in value.split(",") if v]
+        elif not _NOT_FOR_NVRTC.match(option):
+            out.append(option)
+    return out
 
 
 def cubin_cache_dir() -> Path:
@@ -163,6 +208,8 @@ def trim_for_nvrtc(source: str) -> str:
 def _compile_nvrtc(source: str, arch: str, name: str) -> bytes:
     from cuda.bindings import nvrtc
 
+    options = [f"-arch={arch}".encode(), b"-default-device", *[o.encode() for o in nvrtc_options(options_for(source))]]
+    flags = compile_flags(source)
     source = trim_for_nvrtc(source)
     if "CUtensorMap" in source and "CUtensorMap_st {" not in source:
         source = _TENSOR_MAP_TYPE + source
@@ -176,11 +223,14 @@ def _compile_nvrtc(source: str, arch: str, name: str) -> bytes:
                 buf = b" " * size
                 nvrtc.nvrtcGetProgramLog(program, buf)
                 log = buf.decode(errors="replace")
-            raise CompileError(f"NVRTC {what} failed for kernel {name!r} ({arch}): {err}\n{log}")
+            hint = ""
+            if "unrecognized option" in log and flags:
+                hint = (f"\n(the kernel's compile flags {flags} go to NVRTC; drop the one it "
+                        f"does not know, or compile with nvcc: {TOOLCHAIN_ENV}=nvcc)")
+            raise CompileError(f"NVRTC {what} failed for kernel {name!r} ({arch}): {err}\n{log}{hint}")
         return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
     program = check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
-    options = [f"-arch={arch}".encode(), b"-default-device", *[o.encode() for o in options_for(source) if o != "-O3"]]
     options += [f"-I{d}".encode() for d in include_dirs()]
     try:
         check(nvrtc.nvrtcCompileProgram(program, len(options), options), "compile", program)
