@@ -5,7 +5,6 @@ whichever execution backend compiles it. They travel on the source's first line.
 from __future__ import annotations
 
 import pytest
-
 import tilelang
 import tilelang.language as T
 from tilelang.cuda import toolchain
