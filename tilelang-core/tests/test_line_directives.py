@@ -83,3 +83,23 @@ def with_macro(A: T.Tensor((N,), "float32")):
 def test_a_macros_statements_name_the_line_that_calls_it() -> None:
     lines = {n for n, _ in _directives(tilelang.lower(with_macro, target="c", pass_configs=ON).kernel_source)}
     assert _line_of("# mark: macro call") in lines
+
+
+def test_a_kernel_moved_in_its_file_is_compiled_again_with_its_new_lines(tmp_path, monkeypatch) -> None:
+    """The cache keys kernels by their printed IR, which has no lines: with the directives on,
+    the same kernel two lines lower must not come back from the cache with the old lines."""
+    import importlib
+    import sys
+
+    body = ('import tilelang.language as T\n\n@T.prim_func\ndef k(A: T.Tensor((8,), "float32")):\n'
+            '    for i in T.serial(8):\n        A[i] = A[i] + 1.0\n')
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sources = []
+    for name, prefix in (("moved_a", ""), ("moved_b", "\n\n")):
+        (tmp_path / f"{name}.py").write_text(prefix + body)
+        module = importlib.import_module(name)
+        sources.append(tilelang.compile(module.k, target="c", pass_configs=ON).get_kernel_source())
+        sys.modules.pop(name)
+    lines = [{n for n, _ in _directives(s)} for s in sources]
+    assert lines[1] == {n + 2 for n in lines[0]} and lines[0]

@@ -31,10 +31,16 @@ def _kernel_key(func: Any, context: BackendContext, out_idx: Sequence[int],
                 pass_configs: Mapping[str, Any]) -> str:
     import tvm
 
+    from ..transform.source_lines import CONFIG as LINE_DIRECTIVES
+    from ..transform.source_lines import lines_of
+
+    # tl.emit_line_directives: the lines the source will name (the printed IR has none)
+    lines = [f"lines={lines_of(func)}"] if pass_configs.get(LINE_DIRECTIVES) else []
     return cache_key([
         f"compiler={compiler_fingerprint()}",
         f"plugins={plugins_fingerprint(context)}",
         func.script(),
+        *lines,
         context.fingerprint(),
         f"out_idx={list(out_idx)}",
         f"pass_configs={sorted((k, repr(v)) for k, v in pass_configs.items())}",

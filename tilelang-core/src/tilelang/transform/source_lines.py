@@ -58,6 +58,26 @@ def plain_span(span: Any) -> Any:
 
 
 
+def lines_of(func: Any) -> list[tuple[str, int]]:
+    """The (file, line) pairs ``func``'s statements come from, and its def line: what its
+    directives would name. The kernel cache keys kernels by their printed IR, which has no
+    lines; under the config the key adds these, so that a kernel moved in its file is not
+    served with the old lines."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found = set()
+
+    def note(node: Any) -> None:
+        span = plain_span(node.span)
+        if span is not None:
+            found.add((str(span.source_name.name), int(span.line)))
+
+    note(func)
+    tvm_ffi.structural_walk(func.body, (tirx.Stmt, note))
+    return sorted(found)
+
+
 def _with_span(node: Any, span: Any) -> Any:
     """``node`` (a line statement) rebuilt with ``span``; other nodes unchanged."""
     from tvm import tirx
