@@ -108,29 +108,36 @@ def _wanted() -> bool:
     return bool(current_pass_configs().get(CONFIG))
 
 
-def stamp_span(stmt: Any, span: Any) -> Any:
+def stamp_span(stmt: Any, span: Any, keep: Any = ()) -> Any:
     """``stmt`` with ``span`` given to each statement in it that has no line of its own: what
     a pass returns in place of a statement it lowered (the loops of one ``T.copy`` are that
-    ``T.copy``'s line). Only under ``tl.emit_line_directives``: otherwise ``stmt`` itself."""
+    ``T.copy``'s line). Statements in ``keep`` stay the objects they are (a pass may know
+    them by identity). Only under ``tl.emit_line_directives``: otherwise ``stmt`` itself."""
     import tvm_ffi
 
     if plain_span(span) is None or not _wanted():
         return stmt
 
     def give(node: Any) -> Any:
-        return node if plain_span(node.span) is not None else _with_span(node, span)
+        return node if plain_span(node.span) is not None or node in keep else _with_span(node, span)
 
     return tvm_ffi.structural_map(stmt, (_line_types(), give), order="post")
 
 
 def keeps_span(callback: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A ``structural_map`` callback over statements whose replacement takes the replaced
-    statement's line (``stamp_span``)."""
+    statement's line (``stamp_span``); the statements it kept from the one it replaced stay
+    as they were."""
+    import tvm_ffi
 
     @functools.wraps(callback)
     def run(node: Any) -> Any:
         new = callback(node)
-        return new if new is None or new.same_as(node) else stamp_span(new, node.span)
+        if new is None or new.same_as(node) or not _wanted():
+            return new
+        kept: set[Any] = set()
+        tvm_ffi.structural_walk(node, (_line_types(), kept.add))
+        return stamp_span(new, node.span, kept)
 
     return run
 
