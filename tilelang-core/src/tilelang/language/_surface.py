@@ -278,29 +278,25 @@ def prim_func(func=None, **kwargs):
 def _with_def_span(func, f):
     """``func`` with the span of its ``def`` line, which TVMScript leaves out (under
     ``tl.emit_line_directives`` the kernel's entry in generated source names it; passes
-    that rebuild the function drop it, so lowering takes it first: source_lines.kernel_lines)."""
+    that rebuild the function drop it, so lowering takes it first: source_lines.kernel_lines).
+    The file is named as TVMScript names it in its statements' spans."""
     import inspect
 
     import tvm
-    import tvm_ffi
     from tvm import tirx as _tvm_tirx
 
-    if func.span is not None or not isinstance(func, _tvm_tirx.PrimFunc):
+    if not isinstance(func, _tvm_tirx.PrimFunc) or func.span is not None:
         return func
-    from ..transform.source_lines import plain_span
-
-    names: list = []
-    tvm_ffi.structural_walk(func.body, (_tvm_tirx.Stmt, lambda n: names.append(plain_span(n.span).source_name)
-                                        if plain_span(n.span) is not None and not names else None))
     try:
+        path = inspect.getsourcefile(f)
         lines, first = inspect.getsourcelines(f)
     except (OSError, TypeError):
         return func
-    if not names:
+    if path is None:
         return func
     offset = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
     column = len(lines[offset]) - len(lines[offset].lstrip()) + 1
-    span = tvm.ir.Span(names[0], first + offset, first + offset, column, column)
+    span = tvm.ir.Span(tvm.ir.SourceName(path), first + offset, first + offset, column, column)
     return _tvm_tirx.PrimFunc(func.params, func.body, func.ret_type, func.attrs, span)
 
 
